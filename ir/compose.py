@@ -1,0 +1,543 @@
+"""The composition layer: every op that is not a primitive, spelled in primitives.
+
+Both frontends call these functions, so an op is computed one way everywhere and every
+device gets it by implementing the op table alone. A function here works on any object
+that speaks the primitive protocol below (``limn.Tensor`` does, and so does the Array API
+array); the frontend has already applied its own promotion and broadcasting rules, so the
+operands of a binary function arrive with one shape and one dtype.
+
+The primitive protocol (methods of an operand ``x``):
+
+    x.shape, x.dtype
+    x.p_neg() p_exp() p_log() p_sqrt() p_recip() p_cast(dtype) p_contiguous()
+    x.p_add(y) p_mul(y) p_cmplt(y)       x.p_where(a, b)  (x is the bool condition)
+    x.p_sum(axes) p_max(axes)            reduced dims kept as size 1
+    x.p_reshape(shape) p_permute(order) p_expand(shape) p_pad(pads) p_shrink(bounds)
+    x.p_flip(axes) p_step(steps)
+    x.p_gather(idx, axis) p_scatter(idx, src, axis)
+    x.p_const(value, shape=None, dtype=None)   a constant on x's device
+
+Numerical soundness is part of the spelling: softmax and logsumexp subtract the max,
+variance is the mean of squared deviations (two passes), and pow with an integer exponent
+multiplies rather than going through exp/log so it is exact and differentiable at zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir import dtypes
+from ir.dtypes import DType
+
+# ---- shapes and axes (the one owner of broadcasting) --------------------------------
+
+
+def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
+    """numpy's rule: align trailing dims; each pair must match or one must be 1."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        sizes = {s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0} - {1}
+        if len(sizes) > 1:
+            shown = " and ".join(str(tuple(s)) for s in shapes)
+            raise ValueError(
+                f"{op}: shapes {shown} do not broadcast: dim {i - nd} has sizes "
+                f"{sorted(sizes)}; each dim must match or be 1"
+            )
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ValueError(
+            f"{op}: axis {axis} is out of range for a {ndim}-d tensor; "
+            f"accepted: {-ndim}..{ndim - 1}"
+        )
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim: int, op: str = "op") -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return out
+
+
+def expand_to(x, shape: tuple[int, ...]):
+    """Broadcast ``x`` to ``shape`` (x's dims align to the right)."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    lead = len(shape) - len(x.shape)
+    if lead:
+        x = x.p_reshape((1,) * lead + tuple(x.shape))
+    return x.p_expand(tuple(shape))
+
+
+def squeeze_axes(x, axes: tuple[int, ...]):
+    return x.p_reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+# ---- arithmetic ---------------------------------------------------------------------
+
+
+def sub(a, b):
+    return a.p_add(b.p_neg())
+
+
+def div(a, b):
+    """True division for floats: a * (1/b)."""
+    return a.p_mul(b.p_recip())
+
+
+def square(x):
+    return x.p_mul(x)
+
+
+def pow_int(x, n: int):
+    """x**n for an integer n, by repeated squaring: exact, and a clean gradient at 0."""
+    if n < 0:
+        return pow_int(x, -n).p_recip()
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else result.p_mul(base)
+        n >>= 1
+        if n:
+            base = base.p_mul(base)
+    return result if result is not None else x.p_const(1)
+
+
+def pow(x, y):
+    """x**y for float tensors: exp(y log|x|), with the sign of an odd integer power.
+
+    A negative base with a non-integer exponent is nan, as in IEEE pow; 0**0 is 1.
+    """
+    ax = abs_(x)
+    r = y.p_mul(ax.p_log()).p_exp()
+    neg = x.p_cmplt(x.p_const(0))
+    y_int = eq(floor(y), y)
+    y_odd = eq(floor(y.p_mul(y.p_const(0.5))), y.p_mul(y.p_const(0.5))).p_where(
+        y.p_const(False, dtype=dtypes.bool_), y_int
+    )
+    signed = y_odd.p_where(r.p_neg(), r)
+    r = neg.p_where(y_int.p_where(signed, x.p_const(math.nan)), r)
+    return eq(y, y.p_const(0)).p_where(x.p_const(1), r)
+
+
+def abs_(x):
+    if x.dtype == dtypes.bool_ or x.dtype.kind == "u":
+        return x
+    return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), x)
+
+
+def sign(x):
+    zero, one = x.p_const(0), x.p_const(1)
+    pos = zero.p_cmplt(x).p_where(one, zero)
+    if x.dtype.kind == "u":
+        return pos
+    return x.p_cmplt(zero).p_where(one.p_neg(), pos)
+
+
+def maximum(a, b):
+    """Elementwise max; nan wins, as in torch and numpy."""
+    return logical_or(b.p_cmplt(a), isnan(a)).p_where(a, b)
+
+
+def minimum(a, b):
+    return logical_or(a.p_cmplt(b), isnan(a)).p_where(a, b)
+
+
+def clamp(x, lo=None, hi=None):
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+# ---- logic and comparison -----------------------------------------------------------
+
+
+def logical_not(x):
+    return x.p_where(x.p_const(False, dtype=dtypes.bool_), x.p_const(True, dtype=dtypes.bool_))
+
+
+def logical_and(a, b):
+    return a.p_where(b, a.p_const(False, dtype=dtypes.bool_))
+
+
+def logical_or(a, b):
+    return a.p_where(a.p_const(True, dtype=dtypes.bool_), b)
+
+
+def logical_xor(a, b):
+    return a.p_where(logical_not(b), b)
+
+
+def isnan(x):
+    """nan is the one value that is neither below +inf nor above -inf."""
+    if not x.dtype.is_float:
+        return x.p_const(False, dtype=dtypes.bool_)
+    below = x.p_cmplt(x.p_const(math.inf))
+    above = x.p_const(-math.inf).p_cmplt(x)
+    return logical_not(logical_or(below, above))
+
+
+def isinf(x):
+    if not x.dtype.is_float:
+        return x.p_const(False, dtype=dtypes.bool_)
+    return logical_or(eq(x, x.p_const(math.inf)), eq(x, x.p_const(-math.inf)))
+
+
+def isfinite(x):
+    if not x.dtype.is_float:
+        return x.p_const(True, dtype=dtypes.bool_)
+    return logical_and(x.p_const(-math.inf).p_cmplt(x), x.p_cmplt(x.p_const(math.inf)))
+
+
+def lt(a, b):
+    return a.p_cmplt(b)
+
+
+def gt(a, b):
+    return b.p_cmplt(a)
+
+
+def le(a, b):
+    """a <= b: b is not below a, and neither is nan."""
+    return logical_and(logical_not(b.p_cmplt(a)), logical_not(logical_or(isnan(a), isnan(b))))
+
+
+def ge(a, b):
+    return le(b, a)
+
+
+def eq(a, b):
+    """Neither below the other, and not nan (nan equals nothing, itself included)."""
+    if a.dtype == dtypes.bool_:
+        return a.p_where(b, logical_not(b))
+    same = logical_not(logical_or(a.p_cmplt(b), b.p_cmplt(a)))
+    if a.dtype.is_float:
+        same = logical_and(same, logical_not(logical_or(isnan(a), isnan(b))))
+    return same
+
+
+def ne(a, b):
+    return logical_not(eq(a, b))
+
+
+# ---- rounding -----------------------------------------------------------------------
+
+
+def trunc(x):
+    """Round toward zero through an int64 cast; values past 2**52 are integers already."""
+    if not x.dtype.is_float:
+        return x
+    t = x.p_cast(dtypes.int64).p_cast(x.dtype)
+    big = x.p_const(2.0**52 if x.dtype == dtypes.float64 else 2.0**23)
+    small = abs_(x).p_cmplt(big)
+    return small.p_where(t, x)
+
+
+def floor(x):
+    if not x.dtype.is_float:
+        return x
+    t = trunc(x)
+    return x.p_cmplt(t).p_where(sub(t, t.p_const(1)), t)
+
+
+def ceil(x):
+    if not x.dtype.is_float:
+        return x
+    t = trunc(x)
+    return t.p_cmplt(x).p_where(t.p_add(t.p_const(1)), t)
+
+
+def round_half_even(x):
+    if not x.dtype.is_float:
+        return x
+    f = floor(x)
+    diff = sub(x, f)
+    half = x.p_const(0.5)
+    up = f.p_add(f.p_const(1))
+    f_even = eq(floor(f.p_mul(half)), f.p_mul(half))
+    tie = eq(diff, half).p_where(f_even.p_where(f, up), f)
+    return half.p_cmplt(diff).p_where(up, tie)
+
+
+# ---- transcendental -----------------------------------------------------------------
+
+
+def exp2(x):
+    return x.p_mul(x.p_const(math.log(2))).p_exp()
+
+
+def log2(x):
+    return x.p_log().p_mul(x.p_const(1 / math.log(2)))
+
+
+def sigmoid(x):
+    """1 / (1 + e^-x); e^-x overflowing to inf gives exactly 0."""
+    one = x.p_const(1)
+    return one.p_add(x.p_neg().p_exp()).p_recip()
+
+
+def tanh(x):
+    """2*sigmoid(2x) - 1: saturates cleanly to +-1 instead of inf/inf."""
+    two = x.p_const(2)
+    return sub(two.p_mul(sigmoid(two.p_mul(x))), x.p_const(1))
+
+
+def relu(x):
+    return x.p_const(0).p_cmplt(x).p_where(x, x.p_const(0))
+
+
+def softplus(x):
+    """log(1 + e^x) = max(x, 0) + log(1 + e^-|x|), stable at both ends."""
+    return relu(x).p_add(x.p_const(1).p_add(abs_(x).p_neg().p_exp()).p_log())
+
+
+def erf(x):
+    """Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7, odd by construction."""
+    a = abs_(x)
+    t = x.p_const(1).p_add(a.p_mul(a.p_const(0.3275911))).p_recip()
+    poly = x.p_const(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly = poly.p_mul(t).p_add(x.p_const(c))
+    poly = poly.p_mul(t)
+    y = sub(x.p_const(1), poly.p_mul(a.p_mul(a).p_neg().p_exp()))
+    return x.p_cmplt(x.p_const(0)).p_where(y.p_neg(), y)
+
+
+def gelu(x, approximate: str = "none"):
+    half = x.p_const(0.5)
+    if approximate == "tanh":
+        inner = x.p_add(x.p_mul(x).p_mul(x).p_mul(x.p_const(0.044715)))
+        inner = inner.p_mul(x.p_const(math.sqrt(2 / math.pi)))
+        return half.p_mul(x).p_mul(x.p_const(1).p_add(tanh(inner)))
+    if approximate != "none":
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return half.p_mul(x).p_mul(x.p_const(1).p_add(erf(x.p_mul(x.p_const(1 / math.sqrt(2))))))
+
+
+# ---- reductions ---------------------------------------------------------------------
+
+
+def _count(x, axes) -> int:
+    return math.prod(x.shape[a] for a in axes)
+
+
+def sum_(x, axes, keepdim=False):
+    r = x.p_sum(axes)
+    return r if keepdim else squeeze_axes(r, axes)
+
+
+def max_(x, axes, keepdim=False):
+    r = x.p_max(axes)
+    return r if keepdim else squeeze_axes(r, axes)
+
+
+def _order_flip(x):
+    """An order-reversing map with no overflow: -x for floats, ~x for integers."""
+    if x.dtype.is_float:
+        return x.p_neg()
+    if x.dtype == dtypes.bool_:
+        return logical_not(x)
+    c = -1 if x.dtype.kind == "i" else dtypes.max_value(x.dtype)
+    return x.p_const(c).p_add(x.p_neg())
+
+
+def min_(x, axes, keepdim=False):
+    return _order_flip(max_(_order_flip(x), axes, keepdim))
+
+
+def mean(x, axes, keepdim=False):
+    n = _count(x, axes)
+    s = sum_(x, axes, keepdim)
+    return s.p_mul(s.p_const(1 / n if n else math.nan))
+
+
+def var(x, axes, keepdim=False, correction: float = 1):
+    """Mean of squared deviations from the mean, divided by n - correction."""
+    m = expand_to(mean(x, axes, keepdim=True), x.shape)
+    d = sub(x, m)
+    n = _count(x, axes) - correction
+    s = sum_(d.p_mul(d), axes, keepdim)
+    return s.p_mul(s.p_const(1 / n if n > 0 else math.inf))
+
+
+def std(x, axes, keepdim=False, correction: float = 1):
+    return var(x, axes, keepdim, correction).p_sqrt()
+
+
+def logsumexp(x, axes, keepdim=False):
+    m = x.p_max(axes)
+    # an all -inf slice would give -inf - -inf = nan; shift by 0 there instead
+    m = isinf(m).p_where(m.p_const(0), m)
+    s = sub(x, expand_to(m, x.shape)).p_exp().p_sum(axes).p_log().p_add(m)
+    return s if keepdim else squeeze_axes(s, axes)
+
+
+def softmax(x, axis: int):
+    m = expand_to(x.p_max((axis,)), x.shape)
+    e = sub(x, m).p_exp()
+    return e.p_mul(expand_to(e.p_sum((axis,)).p_recip(), x.shape))
+
+
+def log_softmax(x, axis: int):
+    return sub(x, expand_to(logsumexp(x, (axis,), keepdim=True), x.shape))
+
+
+def _index_along(x, axis: int, dtype: DType, reverse: bool = False):
+    """A tensor of x's shape whose value is the index along ``axis`` (or n - index)."""
+    n = x.shape[axis]
+    idx = arange(x, n, dtype)
+    if reverse:
+        idx = idx.p_const(n, dtype=dtype).p_add(idx.p_neg())
+    shape = [1] * len(x.shape)
+    shape[axis] = n
+    return idx.p_reshape(tuple(shape)).p_expand(tuple(x.shape))
+
+
+def argmax(x, axis: int, keepdim=False):
+    """The first index of the max along ``axis`` (a nan counts as the max)."""
+    m = expand_to(x.p_max((axis,)), x.shape)
+    hit = logical_or(eq(x, m), isnan(x))
+    rev = _index_along(x, axis, dtypes.int64, reverse=True)  # n - i: larger for earlier i
+    first = hit.p_where(rev, rev.p_const(0)).p_max((axis,))
+    out = first.p_const(x.shape[axis]).p_add(first.p_neg())
+    return out if keepdim else squeeze_axes(out, (axis,))
+
+
+def argmin(x, axis: int, keepdim=False):
+    return argmax(_order_flip(x), axis, keepdim)
+
+
+def cumsum(x, axis: int):
+    """out[i] = sum of x[j] for j <= i: a triangle mask over an (n, n) broadcast."""
+    n = x.shape[axis]
+    moved = movedim(x, axis, -1)
+    lead = tuple(moved.shape[:-1])
+    xe = moved.p_reshape(lead + (1, n)).p_expand(lead + (n, n))
+    i = arange(x, n, dtypes.int64).p_reshape((n, 1)).p_expand((n, n))
+    j = arange(x, n, dtypes.int64).p_reshape((1, n)).p_expand((n, n))
+    keep = expand_to(logical_not(i.p_cmplt(j)), lead + (n, n))
+    s = keep.p_where(xe, xe.p_const(0)).p_sum((len(lead) + 1,))
+    return movedim(s.p_reshape(lead + (n,)), -1, axis)
+
+
+# ---- creation -----------------------------------------------------------------------
+
+
+def arange(like, n: int, dtype: DType):
+    """0, 1, ..., n-1 from constants, pads and adds: one bit of the index per axis.
+
+    Each axis k of a (2, 2, ..., 2) tensor holds [0, 2**k]; their sum, read row-major,
+    counts 0 .. 2**bits - 1. No buffer is read, so the whole thing fuses into its user.
+    """
+    if n <= 1:
+        return like.p_const(0, shape=(n,), dtype=dtype)
+    bits = (n - 1).bit_length()
+    full = (2,) * bits
+    total = None
+    for k in range(bits):
+        weight = 2 ** (bits - 1 - k)
+        pair = like.p_const(weight, shape=(1,), dtype=dtype).p_pad(((1, 0),))
+        shape = [1] * bits
+        shape[k] = 2
+        term = pair.p_reshape(tuple(shape)).p_expand(full)
+        total = term if total is None else total.p_add(term)
+    return total.p_reshape((2**bits,)).p_shrink(((0, n),))
+
+
+def one_hot(idx, n: int, dtype: DType):
+    shape = tuple(idx.shape) + (n,)
+    col = expand_to(arange(idx, n, idx.dtype), shape)
+    hit = eq(idx.p_reshape(tuple(idx.shape) + (1,)).p_expand(shape), col)
+    return hit.p_where(
+        idx.p_const(1, shape=shape, dtype=dtype), idx.p_const(0, shape=shape, dtype=dtype)
+    )
+
+
+# ---- movement -----------------------------------------------------------------------
+
+
+def movedim(x, src: int, dst: int):
+    nd = len(x.shape)
+    src, dst = src % nd, dst % nd
+    order = [i for i in range(nd) if i != src]
+    order.insert(dst, src)
+    return x.p_permute(tuple(order))
+
+
+def cat(xs, axis: int):
+    """Pad each piece to the full length along ``axis`` and add: one fused kernel."""
+    total = sum(x.shape[axis] for x in xs)
+    out, start = None, 0
+    for x in xs:
+        pads = [(0, 0)] * len(x.shape)
+        pads[axis] = (start, total - start - x.shape[axis])
+        piece = x.p_pad(tuple(pads))
+        if x.dtype == dtypes.bool_:
+            out = piece if out is None else logical_or(out, piece)
+        else:
+            out = piece if out is None else out.p_add(piece)
+        start += x.shape[axis]
+    return out
+
+
+def stack(xs, axis: int):
+    shape = list(xs[0].shape)
+    shape.insert(axis, 1)
+    return cat([x.p_reshape(tuple(shape)) for x in xs], axis)
+
+
+def split(x, sizes: list[int], axis: int):
+    out, start = [], 0
+    for s in sizes:
+        bounds = [(0, d) for d in x.shape]
+        bounds[axis] = (start, start + s)
+        out.append(x.p_shrink(tuple(bounds)))
+        start += s
+    return out
+
+
+# ---- linear algebra -----------------------------------------------------------------
+
+
+def matmul(a, b):
+    """(..., n, k) @ (..., k, m): broadcast to (..., n, m, k), multiply, sum over k.
+
+    1-d operands follow numpy: a vector on the left is a row, on the right a column, and
+    the added dim is dropped from the result.
+    """
+    squeeze = []
+    if len(a.shape) == 1:
+        a = a.p_reshape((1, a.shape[0]))
+        squeeze.append(-2)
+    if len(b.shape) == 1:
+        b = b.p_reshape((b.shape[0], 1))
+        squeeze.append(-1)
+    n, k = a.shape[-2:]
+    k2, m = b.shape[-2:]
+    if k != k2:
+        raise ValueError(
+            f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align: {k} != {k2}"
+        )
+    batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]), op="matmul")
+    a = expand_to(a.p_reshape(tuple(a.shape[:-1]) + (1, k)), batch + (n, m, k))
+    bt = b.p_permute(tuple(range(len(b.shape) - 2)) + (len(b.shape) - 1, len(b.shape) - 2))
+    b = expand_to(bt.p_reshape(tuple(bt.shape[:-2]) + (1, m, k)), batch + (n, m, k))
+    out = a.p_mul(b).p_sum((len(batch) + 2,))
+    shape = batch + (n, m)
+    if -2 in squeeze:
+        shape = shape[:-2] + shape[-1:]
+    if -1 in squeeze:
+        shape = shape[:-1]
+    return out.p_reshape(shape)

@@ -1,0 +1,116 @@
+"""Stage 1, the op graph: a DAG of immutable nodes over the primitives in ``ir/ops.py``.
+
+A Node is (op, dtype, shape, srcs, arg). Nodes compare by identity: two nodes built
+separately are two values even when they look alike, which keeps hashing O(1) on deep
+graphs. ``structure_key`` is the by-value fingerprint the runtime caches plans under.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ir.dtypes import DType
+from ir.ops import TABLE, Op
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    op: Op
+    dtype: DType
+    shape: tuple[int, ...]
+    srcs: tuple[Node, ...] = ()
+    arg: object = None
+    _uid: int = field(default=0, repr=False, compare=False)
+
+    def __post_init__(self):
+        n = TABLE[self.op].arity
+        if n >= 0 and len(self.srcs) != n:
+            raise ValueError(f"{self.op.value}: takes {n} sources, got {len(self.srcs)}")
+        object.__setattr__(self, "_uid", next(_counter))
+
+    def __repr__(self) -> str:
+        return f"<Node {self.op.value} {self.dtype}{list(self.shape)} #{self._uid}>"
+
+
+def _count():
+    i = 0
+    while True:
+        yield i
+        i += 1
+
+
+_counter = _count()
+
+
+def toposort(roots) -> list[Node]:
+    """Every node the roots depend on, sources before users, each once."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in seen:
+                continue
+            if expanded:
+                seen.add(id(node))
+                order.append(node)
+                continue
+            stack.append((node, True))
+            for s in reversed(node.srcs):
+                if id(s) not in seen:
+                    stack.append((s, False))
+    return order
+
+
+def format_arg(node: Node) -> str:
+    a = node.arg
+    if node.op == Op.BUFFER:
+        return ""
+    if node.op == Op.VIEW:
+        v = a
+        s = f"strides={list(v.strides)} offset={v.offset}"
+        return s + ("" if v.mask is None else f" mask={[list(m) for m in v.mask]}")
+    if node.op in (Op.SUM, Op.MAX):
+        return f"axes={list(a)}"
+    if node.op in (Op.GATHER, Op.SCATTER):
+        return f"axis={a}"
+    if node.op == Op.CUSTOM:
+        name, out, params = a
+        return f"{name}[{out}] {params}" if params else f"{name}[{out}]"
+    return "" if a is None else repr(a)
+
+
+def format_graph(roots) -> str:
+    """One node per line: ``%3 = ADD float32[4, 3] %1 %2``."""
+    order = toposort(roots)
+    names = {id(n): f"%{i}" for i, n in enumerate(order)}
+    lines = []
+    for n in order:
+        srcs = " ".join(names[id(s)] for s in n.srcs)
+        arg = format_arg(n)
+        parts = [f"{names[id(n)]:>4} = {n.op.value:<10} {n.dtype}{list(n.shape)}"]
+        if srcs:
+            parts.append(srcs)
+        if arg:
+            parts.append(f"({arg})")
+        lines.append("  ".join(parts))
+    outs = " ".join(names[id(r)] for r in roots)
+    lines.append(f"out {outs}")
+    return "\n".join(lines)
+
+
+def structure_key(roots, buffer_key=id) -> tuple:
+    """A hashable fingerprint of the graph's structure.
+
+    Two graphs with equal keys compute the same thing from the same input positions. A
+    BUFFER node enters the key as ``buffer_key(node)`` (by default its identity: callers
+    that want to reuse a plan across fresh buffers pass a key of dtype and shape).
+    """
+    order = toposort(roots)
+    index = {id(n): i for i, n in enumerate(order)}
+    rows = []
+    for n in order:
+        arg = buffer_key(n) if n.op == Op.BUFFER else n.arg
+        rows.append((n.op, n.dtype.name, n.shape, tuple(index[id(s)] for s in n.srcs), arg))
+    return tuple(rows), tuple(index[id(r)] for r in roots)

@@ -1,0 +1,215 @@
+"""Layout algebra: a View says where each element of a shape lives in a flat buffer.
+
+View = (shape, strides, offset, mask). Element ``i`` of the view is read from
+``offset + sum(i[d] * strides[d])`` when every ``mask[d][0] <= i[d] < mask[d][1]``, and is
+zero otherwise (that zero is how a pad exists without bytes). Every movement op
+(reshape, permute, expand, pad, shrink, and strided slicing with any step) maps one View
+to one View, so a chain of them costs nothing until a kernel turns the final View into
+index arithmetic. The one movement that cannot always stay a single View is a reshape
+that regroups dims whose strides or masks do not line up; ``reshape`` returns None then
+and the frontend materialises a CONTIGUOUS copy first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Shape = tuple[int, ...]
+
+
+def contiguous_strides(shape: Shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc if s != 1 else 0)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def prod(xs) -> int:
+    return math.prod(xs)
+
+
+@dataclass(frozen=True)
+class View:
+    shape: Shape
+    strides: tuple[int, ...]
+    offset: int = 0
+    mask: tuple[tuple[int, int], ...] | None = None
+
+    @staticmethod
+    def contiguous(shape: Shape) -> View:
+        return View(tuple(shape), contiguous_strides(tuple(shape)), 0, None)
+
+    def __repr__(self) -> str:
+        m = "" if self.mask is None else f", mask={self.mask}"
+        return f"View({self.shape}, strides={self.strides}, offset={self.offset}{m})"
+
+    # ---- facts ---------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def is_contiguous(self) -> bool:
+        return (
+            self.offset == 0
+            and self.mask is None
+            and self.strides == contiguous_strides(self.shape)
+        )
+
+    @property
+    def is_empty_mask(self) -> bool:
+        return self.mask is not None and any(lo >= hi for lo, hi in self.mask)
+
+    def address(self, idx: tuple[int, ...]) -> int | None:
+        """Where element ``idx`` is read from, or None if it lies in the pad."""
+        if self.mask is not None and any(not lo <= i < hi for i, (lo, hi) in zip(idx, self.mask)):
+            return None
+        return self.offset + sum(i * s for i, s in zip(idx, self.strides))
+
+    def _full_mask(self) -> tuple[tuple[int, int], ...]:
+        return self.mask if self.mask is not None else tuple((0, s) for s in self.shape)
+
+    def _with(self, shape, strides, offset, mask) -> View:
+        shape = tuple(shape)
+        if mask is not None:
+            mask = tuple((max(0, lo), min(s, hi)) for (lo, hi), s in zip(mask, shape))
+            mask = tuple((lo, max(lo, hi)) for lo, hi in mask)
+            if all(lo == 0 and hi == s for (lo, hi), s in zip(mask, shape)):
+                mask = None
+        # a size-1 dim never moves the address, so its stride is canonically 0
+        strides = tuple(0 if s == 1 else st for s, st in zip(shape, strides))
+        return View(shape, strides, offset, mask)
+
+    # ---- movement ------------------------------------------------------------------
+
+    def permute(self, order: tuple[int, ...]) -> View:
+        mask = None if self.mask is None else tuple(self.mask[o] for o in order)
+        return self._with(
+            (self.shape[o] for o in order), (self.strides[o] for o in order), self.offset, mask
+        )
+
+    def expand(self, shape: Shape) -> View:
+        strides, mask = [], []
+        for old, new, st, (lo, hi) in zip(self.shape, shape, self.strides, self._full_mask()):
+            if old == new:
+                strides.append(st)
+                mask.append((lo, hi))
+            else:  # old == 1: every index reads element 0, valid iff element 0 is
+                strides.append(0)
+                mask.append((0, new) if lo < hi else (0, 0))
+        return self._with(shape, strides, self.offset, None if self.mask is None else mask)
+
+    def pad(self, pads: tuple[tuple[int, int], ...]) -> View:
+        shape = tuple(s + b + a for s, (b, a) in zip(self.shape, pads))
+        offset = self.offset - sum(b * st for (b, _), st in zip(pads, self.strides))
+        mask = tuple((lo + b, hi + b) for (lo, hi), (b, _) in zip(self._full_mask(), pads))
+        return self._with(shape, self.strides, offset, mask)
+
+    def shrink(self, bounds: tuple[tuple[int, int], ...]) -> View:
+        shape = tuple(e - b for b, e in bounds)
+        offset = self.offset + sum(b * st for (b, _), st in zip(bounds, self.strides))
+        mask = None
+        if self.mask is not None:
+            mask = tuple((lo - b, hi - b) for (lo, hi), (b, _) in zip(self.mask, bounds))
+        return self._with(shape, self.strides, offset, mask)
+
+    def flip(self, axes: tuple[int, ...]) -> View:
+        strides, offset, mask = list(self.strides), self.offset, list(self._full_mask())
+        for a in axes:
+            s = self.shape[a]
+            if s == 0:
+                continue
+            offset += (s - 1) * strides[a]
+            strides[a] = -strides[a]
+            lo, hi = mask[a]
+            mask[a] = (s - hi, s - lo)
+        return self._with(self.shape, strides, offset, None if self.mask is None else mask)
+
+    def step(self, steps: tuple[int, ...]) -> View:
+        """Every k-th element along each dim (k >= 1); negative steps are flip + step."""
+        shape = tuple(-(-s // k) for s, k in zip(self.shape, steps))
+        strides = tuple(st * k for st, k in zip(self.strides, steps))
+        mask = None
+        if self.mask is not None:
+            mask = tuple((-(-lo // k), -(-hi // k)) for (lo, hi), k in zip(self.mask, steps))
+        return self._with(shape, strides, self.offset, mask)
+
+    def reshape(self, shape: Shape) -> View | None:
+        """The same elements in row-major order under a new shape, or None if no View can."""
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
+        if self.is_contiguous or prod(shape) == 0:
+            return View.contiguous(shape)
+        if self.is_empty_mask:
+            return View(shape, contiguous_strides(shape), 0, tuple((0, 0) for _ in shape))
+        # drop size-1 dims, then match groups of old dims to groups of new dims
+        old = [
+            (s, st, m) for s, st, m in zip(self.shape, self.strides, self._full_mask()) if s != 1
+        ]
+        new_dims = [s for s in shape if s != 1]
+        out_st: list[int] = []
+        out_mask: list[tuple[int, int]] = []
+        i = 0
+        j = 0
+        while i < len(old) or j < len(new_dims):
+            if i >= len(old) or j >= len(new_dims):
+                return None
+            gi, gj = [old[i]], [new_dims[j]]
+            i, j = i + 1, j + 1
+            while prod(s for s, _, _ in gi) != prod(gj):
+                if prod(s for s, _, _ in gi) < prod(gj):
+                    gi.append(old[i])
+                    i += 1
+                else:
+                    gj.append(new_dims[j])
+                    j += 1
+            merged = _merge(gi)
+            if merged is None:
+                return None
+            split = _split(merged, gj)
+            if split is None:
+                return None
+            out_st += split[0]
+            out_mask += split[1]
+        strides, mask, k = [], [], 0
+        for s in shape:
+            if s == 1:
+                strides.append(0)
+                mask.append((0, 1))
+            else:
+                strides.append(out_st[k])
+                mask.append(out_mask[k])
+                k += 1
+        return self._with(shape, strides, self.offset, None if self.mask is None else mask)
+
+
+def _merge(dims: list[tuple[int, int, tuple[int, int]]]):
+    """Fuse dims into one (size, stride, mask) if their strides nest and inner masks are full."""
+    size, stride, (lo, hi) = dims[-1]
+    for s, st, (mlo, mhi) in reversed(dims[:-1]):
+        if st != stride * size or (lo, hi) != (0, size):
+            return None
+        lo, hi = mlo * size, mhi * size
+        size = s * size
+    return size, stride, (lo, hi)
+
+
+def _split(merged, sizes: list[int]):
+    """Split one (size, stride, mask) dim into ``sizes``; a mask must fall on the outer dim."""
+    size, stride, (lo, hi) = merged
+    inner = prod(sizes[1:])
+    if (lo, hi) != (0, size) and (lo % inner or hi % inner):
+        return None
+    strides, masks, acc = [], [], 1
+    for s in reversed(sizes):
+        strides.append(stride * acc)
+        masks.append((0, s))
+        acc *= s
+    strides.reverse()
+    masks.reverse()
+    masks[0] = (lo // inner, -(-hi // inner)) if (lo, hi) != (0, size) else (0, sizes[0])
+    return strides, masks

@@ -1,0 +1,53 @@
+"""limn: a deep learning framework built to be read.
+
+``from limn import Tensor`` is the training frontend: lazy tensors with autograd over the
+op graph in ``ir/``. ``limn.array_namespace()`` is the Python Array API frontend.
+"""
+
+from ir.dtypes import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from ir.graph import format_graph
+from limn.autograd import enable_grad, no_grad
+from limn.runtime import current_device, get_device, set_device
+from limn.tensor import Tensor, cat, realize, set_seed, stack, where
+
+__all__ = [
+    "Tensor",
+    "bfloat16",
+    "bool_",
+    "cat",
+    "current_device",
+    "enable_grad",
+    "float16",
+    "float32",
+    "float64",
+    "format_graph",
+    "get_device",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "no_grad",
+    "realize",
+    "set_device",
+    "set_seed",
+    "stack",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "where",
+]

@@ -1,0 +1,15 @@
+"""Execution: devices, buffers, caches. The one part of limn that is not pure."""
+
+from limn.runtime.device import (
+    Buffer,
+    Device,
+    current_device,
+    get_device,
+    register_device,
+    set_device,
+)
+from limn.runtime.numpy_ref import NumpyDevice
+
+register_device("numpy", NumpyDevice)
+
+__all__ = ["Buffer", "Device", "current_device", "get_device", "register_device", "set_device"]

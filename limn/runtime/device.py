@@ -1,0 +1,103 @@
+"""The device protocol: where graphs run and where their bytes live.
+
+A Device turns a list of op-graph roots into Buffers. Every device honours the same
+contract:
+
+* an ASSIGN root is a transaction: every root of one ``realize`` is computed before any
+  ASSIGN writes into its target, so an optimizer step reads pre-step values;
+* a node the runtime has already realized is read from its buffer, not recomputed
+  (``remember`` / ``recall``: nodes are immutable, so the runtime keeps the map);
+* a CUSTOM node is run by a kernel the device registered under its name, and a device
+  that has none never sees the node (``has_kernel`` lets the frontend compose instead).
+
+Host devices (numpy, c) keep Buffers as numpy arrays, so tensors move freely between them.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ir.dtypes import DType, to_numpy
+from ir.graph import Node
+
+
+class Buffer:
+    """Bytes of one dtype and shape; on host devices, a C-contiguous numpy array."""
+
+    __slots__ = ("dtype", "shape", "data", "__weakref__")
+
+    def __init__(self, dtype: DType, shape: tuple[int, ...], data: np.ndarray | None = None):
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        if data is None:
+            data = np.empty(self.shape, to_numpy(dtype))
+        assert data.dtype == to_numpy(dtype) and data.shape == self.shape, (data.dtype, dtype)
+        self.data = np.ascontiguousarray(data)
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.dtype}{list(self.shape)})"
+
+
+_realized: weakref.WeakKeyDictionary[Node, Buffer] = weakref.WeakKeyDictionary()
+
+
+def remember(node: Node, buf: Buffer) -> None:
+    _realized[node] = buf
+
+
+def recall(node: Node) -> Buffer | None:
+    return _realized.get(node)
+
+
+class Device:
+    """Base class: a name, a kernel registry for CUSTOM ops, and ``realize``."""
+
+    name = "device"
+    host = True  # buffers are numpy arrays in host memory
+
+    def __init__(self):
+        self.kernels: dict[str, object] = {}
+
+    def has_kernel(self, name: str) -> bool:
+        return name in self.kernels
+
+    def register_kernel(self, name: str, fn) -> None:
+        self.kernels[name] = fn
+
+    def realize(self, roots: list[Node]) -> list[Buffer]:
+        raise NotImplementedError
+
+
+_devices: dict[str, object] = {}
+_factories: dict[str, object] = {}
+_current = ["numpy"]
+
+
+def register_device(name: str, factory) -> None:
+    """``factory()`` builds the device, raising RuntimeError with the reason if it can't."""
+    _factories[name] = factory
+
+
+def get_device(name: str | None = None) -> Device:
+    name = name or _current[0]
+    if name not in _devices:
+        if name not in _factories:
+            raise ValueError(f"set_device: unknown device {name!r}; known: {sorted(_factories)}")
+        _devices[name] = _factories[name]()
+    return _devices[name]
+
+
+def set_device(name: str) -> Device:
+    """Make ``name`` the default device; fails here, with the reason, if it cannot run."""
+    dev = get_device(name)
+    _current[0] = name
+    return dev
+
+
+def current_device() -> str:
+    return _current[0]

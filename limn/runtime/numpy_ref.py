@@ -1,0 +1,170 @@
+"""The numpy reference device: interprets the op graph one numpy call per node.
+
+No fusion and no cleverness: this is the oracle every compiled device is diffed against,
+so each primitive is written the most obvious way numpy allows. Two rules it makes
+visible: half-width floats compute in float32 and round back after each node, and a sum
+accumulates in ``acc_dtype`` and rounds once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ir import dtypes
+from ir.dtypes import acc_dtype, compute_dtype, to_numpy
+from ir.graph import Node, toposort
+from ir.ops import Op
+from ir.view import View
+from limn.runtime.device import Buffer, Device, recall, remember
+
+
+def apply_view(src: np.ndarray, v: View) -> np.ndarray:
+    """Read ``v`` out of the row-major bytes of ``src``; masked cells are zero."""
+    flat = np.ascontiguousarray(src).reshape(-1)
+    out = np.zeros(v.shape, flat.dtype)
+    if v.size == 0 or v.is_empty_mask:
+        return out
+    box = v.mask if v.mask is not None else tuple((0, s) for s in v.shape)
+    start = v.offset + sum(lo * st for (lo, _), st in zip(box, v.strides))
+    inner_shape = tuple(hi - lo for lo, hi in box)
+    item = flat.itemsize
+    region = np.lib.stride_tricks.as_strided(
+        flat[start:], inner_shape, tuple(st * item for st in v.strides), writeable=False
+    )
+    out[tuple(slice(lo, hi) for lo, hi in box)] = region
+    return out
+
+
+def _unary(op: Op, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if op == Op.NEG:
+            return np.negative(x) if x.dtype != np.bool_ else x.copy()
+        if op == Op.EXP:
+            return np.exp(x)
+        if op == Op.LOG:
+            return np.log(x)
+        if op == Op.SQRT:
+            return np.sqrt(x)
+        if op == Op.RECIP:
+            return np.reciprocal(x)
+    raise AssertionError(op)
+
+
+def _binary(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if op == Op.ADD:
+            return np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b)
+        if op == Op.MUL:
+            return np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b)
+        if op == Op.CMPLT:
+            return np.less(a, b)
+    raise AssertionError(op)
+
+
+def _widen(x: np.ndarray, d) -> np.ndarray:
+    cd = compute_dtype(d)
+    return x.astype(to_numpy(cd)) if cd != d else x
+
+
+def scatter_add(base: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int) -> np.ndarray:
+    out = base.astype(to_numpy(acc_dtype(dtypes.as_dtype(base.dtype))), copy=True)
+    grids = list(np.indices(idx.shape, sparse=True))
+    grids[axis] = idx
+    np.add.at(out, tuple(grids), src.astype(out.dtype))
+    return out.astype(base.dtype)
+
+
+def _check_index(node: Node, idx: np.ndarray, size: int) -> None:
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        bad = idx[(idx < 0) | (idx >= size)].flat[0]
+        raise IndexError(
+            f"{node.op.value.lower()}: index {bad} is out of range for axis {node.arg} "
+            f"of size {size}; accepted: 0..{size - 1}"
+        )
+
+
+def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
+    """One node, one numpy call (or a few where numpy lacks the exact primitive)."""
+    op, d, npd = node.op, node.dtype, to_numpy(node.dtype)
+    if op == Op.CONST:
+        return np.full(node.shape, node.arg, npd)
+    if op == Op.VIEW:
+        return apply_view(vals[0], node.arg)
+    if op in (Op.NEG, Op.EXP, Op.LOG, Op.SQRT, Op.RECIP):
+        return _unary(op, _widen(vals[0], d)).astype(npd)
+    if op == Op.CAST:
+        with np.errstate(all="ignore"):
+            return vals[0].astype(npd)
+    if op in (Op.ADD, Op.MUL):
+        src_d = node.srcs[0].dtype
+        return _binary(op, _widen(vals[0], src_d), _widen(vals[1], src_d)).astype(npd)
+    if op == Op.CMPLT:
+        src_d = node.srcs[0].dtype
+        return _binary(op, _widen(vals[0], src_d), _widen(vals[1], src_d))
+    if op == Op.WHERE:
+        return np.where(vals[0], vals[1], vals[2]).astype(npd)
+    if op == Op.SUM:
+        with np.errstate(all="ignore"):
+            acc = to_numpy(acc_dtype(d))
+            return np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc).astype(npd)
+    if op == Op.MAX:
+        x = vals[0]
+        if x.size == 0:
+            return np.full(node.shape, dtypes.min_value(d), npd)
+        return np.max(x, axis=node.arg, keepdims=True)
+    if op == Op.GATHER:
+        _check_index(node, vals[1], vals[0].shape[node.arg])
+        return np.take_along_axis(vals[0], vals[1].astype(np.int64), axis=node.arg)
+    if op == Op.SCATTER:
+        _check_index(node, vals[1], vals[0].shape[node.arg])
+        return scatter_add(vals[0], vals[1].astype(np.int64), vals[2], node.arg)
+    if op in (Op.CONTIGUOUS, Op.ASSIGN):
+        return np.array(vals[-1], copy=True)
+    if op == Op.CUSTOM:
+        name, out_index, params = node.arg
+        return kernels[name](vals, params)[out_index]
+    raise NotImplementedError(f"numpy device: no rule for {op.value}")
+
+
+class NumpyDevice(Device):
+    name = "numpy"
+
+    def realize(self, roots: list[Node]) -> list[Buffer]:
+        values: dict[int, np.ndarray] = {}
+        custom_memo: dict[tuple, tuple] = {}
+
+        def run_custom(node: Node, vals):
+            # siblings (same kernel, same sources, same params) share one call
+            name, _, params = node.arg
+            key = (name, tuple(id(s) for s in node.srcs), repr(params))
+            if key not in custom_memo:
+                custom_memo[key] = self.kernels[name](vals, params)
+            return custom_memo[key][node.arg[1]]
+
+        for node in toposort(roots):
+            known = recall(node)
+            if node.op == Op.BUFFER:
+                values[id(node)] = node.arg.data
+            elif known is not None and node.op != Op.ASSIGN:
+                values[id(node)] = known.data
+            else:
+                vals = [values[id(s)] for s in node.srcs]
+                if node.op == Op.CUSTOM:
+                    values[id(node)] = run_custom(node, vals)
+                else:
+                    values[id(node)] = evaluate(node, vals, self.kernels)
+        # the transaction: every value exists before any assign writes its target
+        out = []
+        for root in roots:
+            v = values[id(root)]
+            if root.op == Op.ASSIGN:
+                target = root.srcs[0].arg
+                out.append(target)
+            else:
+                buf = recall(root) or Buffer(root.dtype, root.shape, np.array(v, copy=True))
+                remember(root, buf)
+                out.append(buf)
+        for root in roots:
+            if root.op == Op.ASSIGN:
+                np.copyto(root.srcs[0].arg.data, values[id(root)])
+        return out

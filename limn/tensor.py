@@ -1,0 +1,1064 @@
+"""limn.Tensor: the torch-like frontend, lazy, with autograd.
+
+A Tensor wraps one op-graph node and the device that will run it. Methods never compute:
+they build nodes, and the primitive ones (``p_*``) also record how to differentiate
+themselves (``limn/autograd.py``). Everything else a user calls is spelled in
+``ir/compose.py`` over those primitives, after this file applies the Tensor's surface
+rules: limn's dtype lattice (``ir/dtypes.promote``), numpy broadcasting, and torch's
+names and signatures. Bytes appear only on ``numpy()``, ``item()``, ``tolist()`` and
+``realize()``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ir import compose, dtypes
+from ir.dtypes import DType, as_dtype, promote, promote_scalar
+from ir.graph import Node, format_graph
+from ir.ops import Op
+from ir.view import View
+from limn import autograd
+from limn.runtime.device import Buffer, current_device, get_device
+
+_rng = [np.random.default_rng(0)]
+
+
+def set_seed(seed: int) -> None:
+    """Seed the generator behind rand, randn, randint and dropout."""
+    _rng[0] = np.random.default_rng(seed)
+
+
+def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
+    buf = Buffer(dtype, data.shape, np.ascontiguousarray(data, dtypes.to_numpy(dtype)))
+    return Node(Op.BUFFER, dtype, buf.shape, (), buf)
+
+
+def _infer_dtype(data) -> DType:
+    arr = np.asarray(data)
+    if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
+        return dtypes.float32  # Python floats become float32, as in torch
+    if arr.dtype.kind in "iu" and not isinstance(data, np.ndarray | np.generic):
+        return dtypes.int64
+    return as_dtype(arr.dtype)
+
+
+class Tensor:
+    __array_priority__ = 100  # numpy defers to our operators
+
+    def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        d = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        with np.errstate(all="ignore"):
+            arr = np.asarray(data).astype(dtypes.to_numpy(d))
+        self.node = _buffer_node(arr, d)
+        self.device = device or current_device()
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        self._ctx: autograd.Ctx | None = None
+        if requires_grad and not d.is_float:
+            raise TypeError(f"requires_grad: only float tensors take gradients, got {d}")
+
+    @staticmethod
+    def _make(node: Node, device: str, rule=None, parents=(), saved=None) -> Tensor:
+        t = Tensor.__new__(Tensor)
+        t.node, t.device, t.grad, t._ctx = node, device, None, None
+        t.requires_grad = False
+        if rule is not None and autograd.grad_enabled() and any(p.requires_grad for p in parents):
+            t.requires_grad = True
+            t._ctx = autograd.Ctx(rule, tuple(parents), saved)
+        return t
+
+    # ---- facts (never compute) ------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.node.shape)
+
+    def numel(self) -> int:
+        return self.size
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len: a 0-d tensor has no length")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        state = "realized" if self.node.op == Op.BUFFER else f"lazy {self.node.op.value}"
+        g = ", requires_grad=True" if self.requires_grad else ""
+        return f"<Tensor {self.dtype}{list(self.shape)} on {self.device}, {state}{g}>"
+
+    def graph(self) -> str:
+        """The op graph that realizing this tensor would run, one node per line."""
+        return format_graph([self.node])
+
+    __hash__ = object.__hash__
+
+    # ---- bytes ----------------------------------------------------------------------
+
+    def realize(self) -> Tensor:
+        realize(self)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        self.realize()
+        return self.node.arg.data.copy()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item: needs a tensor of one element, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(
+                f"bool: the truth value of a tensor of shape {self.shape} is ambiguous; "
+                "use .any() or .all()"
+            )
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not self.dtype.is_int:
+            raise TypeError(f"index: only integer tensors can be indices, got {self.dtype}")
+        return int(self.item())
+
+    # ---- the primitive protocol (ir/compose.py calls these) -------------------------
+
+    def _unary(self, op: Op) -> Tensor:
+        if op in (Op.EXP, Op.LOG, Op.SQRT, Op.RECIP) and not self.dtype.is_float:
+            raise TypeError(f"{op.value.lower()}: needs a float tensor, got {self.dtype}")
+        return Tensor._make(
+            Node(op, self.dtype, self.shape, (self.node,)), self.device, op, (self,)
+        )
+
+    def p_neg(self):
+        return self._unary(Op.NEG)
+
+    def p_exp(self):
+        return self._unary(Op.EXP)
+
+    def p_log(self):
+        return self._unary(Op.LOG)
+
+    def p_sqrt(self):
+        return self._unary(Op.SQRT)
+
+    def p_recip(self):
+        return self._unary(Op.RECIP)
+
+    def p_cast(self, dtype: DType) -> Tensor:
+        if dtype == self.dtype:
+            return self
+        node = Node(Op.CAST, dtype, self.shape, (self.node,))
+        return Tensor._make(node, self.device, Op.CAST, (self,))
+
+    def p_contiguous(self):
+        node = Node(Op.CONTIGUOUS, self.dtype, self.shape, (self.node,))
+        return Tensor._make(node, self.device, Op.CONTIGUOUS, (self,))
+
+    def _binary(self, op: Op, other: Tensor) -> Tensor:
+        if self.shape != other.shape or self.dtype != other.dtype:
+            raise ValueError(
+                f"{op.value}: operands must share shape and dtype, got "
+                f"{self.dtype}{list(self.shape)} and {other.dtype}{list(other.shape)}"
+            )
+        d = dtypes.bool_ if op == Op.CMPLT else self.dtype
+        node = Node(op, d, self.shape, (self.node, other.node))
+        return Tensor._make(node, self.device, op, (self, other))
+
+    def p_add(self, other):
+        return self._binary(Op.ADD, other)
+
+    def p_mul(self, other):
+        return self._binary(Op.MUL, other)
+
+    def p_cmplt(self, other):
+        return self._binary(Op.CMPLT, other)
+
+    def p_where(self, a: Tensor, b: Tensor) -> Tensor:
+        if self.dtype != dtypes.bool_ or a.dtype != b.dtype or not self.shape == a.shape == b.shape:
+            raise ValueError(
+                f"WHERE: needs a bool condition and two branches of one dtype and shape, got "
+                f"{self.dtype}{list(self.shape)}, {a.dtype}{list(a.shape)}, "
+                f"{b.dtype}{list(b.shape)}"
+            )
+        node = Node(Op.WHERE, a.dtype, a.shape, (self.node, a.node, b.node))
+        return Tensor._make(node, self.device, Op.WHERE, (self, a, b))
+
+    def _reduce(self, op: Op, axes: tuple[int, ...]) -> Tensor:
+        shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        node = Node(op, self.dtype, shape, (self.node,), tuple(axes))
+        return Tensor._make(node, self.device, op, (self,), tuple(axes))
+
+    def p_sum(self, axes):
+        return self._reduce(Op.SUM, tuple(axes))
+
+    def p_max(self, axes):
+        return self._reduce(Op.MAX, tuple(axes))
+
+    def _view(self, kind: str, arg) -> Tensor:
+        node = self.node
+        base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)
+        v = getattr(v if v is not None else View.contiguous(base.shape), kind)(arg)
+        if v is None:  # a reshape no single View can express: copy first
+            base = Node(Op.CONTIGUOUS, node.dtype, node.shape, (node,))
+            v = View.contiguous(node.shape).reshape(arg)
+        if v.is_contiguous and v.shape == base.shape:
+            out = base
+        else:
+            out = Node(Op.VIEW, node.dtype, v.shape, (base,), v)
+        return Tensor._make(out, self.device, ("VIEW", kind), (self,), arg)
+
+    def p_reshape(self, shape):
+        shape = tuple(shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"reshape: cannot view {self.shape} as {shape}: sizes differ")
+        return self if shape == self.shape else self._view("reshape", shape)
+
+    def p_permute(self, order):
+        order = tuple(order)
+        return self if order == tuple(range(self.ndim)) else self._view("permute", order)
+
+    def p_expand(self, shape):
+        shape = tuple(shape)
+        return self if shape == self.shape else self._view("expand", shape)
+
+    def p_pad(self, pads):
+        pads = tuple(tuple(p) for p in pads)
+        return self if all(p == (0, 0) for p in pads) else self._view("pad", pads)
+
+    def p_shrink(self, bounds):
+        bounds = tuple(tuple(b) for b in bounds)
+        if all(b == (0, s) for b, s in zip(bounds, self.shape)):
+            return self
+        return self._view("shrink", bounds)
+
+    def p_flip(self, axes):
+        return self._view("flip", tuple(axes)) if axes else self
+
+    def p_step(self, steps):
+        steps = tuple(steps)
+        return self if all(k == 1 for k in steps) else self._view("step", steps)
+
+    def p_gather(self, idx: Tensor, axis: int) -> Tensor:
+        node = Node(Op.GATHER, self.dtype, idx.shape, (self.node, idx.node), axis)
+        return Tensor._make(node, self.device, Op.GATHER, (self, idx), axis)
+
+    def p_scatter(self, idx: Tensor, src: Tensor, axis: int) -> Tensor:
+        node = Node(Op.SCATTER, self.dtype, self.shape, (self.node, idx.node, src.node), axis)
+        return Tensor._make(node, self.device, Op.SCATTER, (self, idx, src), axis)
+
+    def p_const(self, value, shape=None, dtype=None) -> Tensor:
+        d = dtype or self.dtype
+        shape = self.shape if shape is None else tuple(shape)
+        value = dtypes.python_type(d)(value) if not (d.is_int and _is_inf_or_nan(value)) else 0
+        return Tensor._make(Node(Op.CONST, d, shape, (), value), self.device)
+
+    # ---- surface rules: scalars, promotion, broadcasting ----------------------------
+
+    def _const(self, value, dtype: DType, shape=()) -> Tensor:
+        return Tensor._make(Node(Op.CONST, dtype, tuple(shape), (), value), self.device)
+
+    def _align(self, other, op: str, reverse: bool = False) -> tuple[Tensor, Tensor]:
+        """Promote and broadcast two operands to one dtype and shape."""
+        if isinstance(other, Tensor):
+            d = promote(self.dtype, other.dtype)
+            a, b = self.p_cast(d), other.p_cast(d)
+        elif isinstance(other, bool | int | float):
+            d = promote_scalar(self.dtype, other)
+            a = self.p_cast(d)
+            b = self._const(dtypes.python_type(d)(other), d, ())
+        elif isinstance(other, np.ndarray | list | tuple | np.generic):
+            return self._align(Tensor(other, device=self.device), op, reverse)
+        else:
+            raise TypeError(f"{op}: cannot combine a Tensor with {type(other).__name__}")
+        shape = compose.broadcast_shapes(a.shape, b.shape, op=op)
+        a, b = compose.expand_to(a, shape), compose.expand_to(b, shape)
+        return (b, a) if reverse else (a, b)
+
+    def _float(self) -> Tensor:
+        return self if self.dtype.is_float else self.p_cast(dtypes.float32)
+
+    # ---- elementwise ----------------------------------------------------------------
+
+    def __add__(self, o):
+        return Tensor.p_add(*self._align(o, "add"))
+
+    def __radd__(self, o):
+        return Tensor.p_add(*self._align(o, "add", True))
+
+    def __sub__(self, o):
+        return compose.sub(*self._align(o, "sub"))
+
+    def __rsub__(self, o):
+        return compose.sub(*self._align(o, "sub", True))
+
+    def __mul__(self, o):
+        return Tensor.p_mul(*self._align(o, "mul"))
+
+    def __rmul__(self, o):
+        return Tensor.p_mul(*self._align(o, "mul", True))
+
+    def __truediv__(self, o):
+        a, b = self._align(o, "div")
+        return compose.div(a._float(), b._float())
+
+    def __rtruediv__(self, o):
+        a, b = self._align(o, "div", True)
+        return compose.div(a._float(), b._float())
+
+    def __neg__(self):
+        return self.p_neg()
+
+    def __pos__(self):
+        return self
+
+    def __pow__(self, o):
+        if isinstance(o, int) and not isinstance(o, bool):
+            if o < 0:
+                return compose.pow_int(self._float(), o)
+            return compose.pow_int(self, o)
+        a, b = self._align(o, "pow")
+        return compose.pow(a._float(), b._float())
+
+    def __rpow__(self, o):
+        a, b = self._align(o, "pow", True)
+        return compose.pow(a._float(), b._float())
+
+    def __matmul__(self, o):
+        return self.matmul(o)
+
+    def __rmatmul__(self, o):
+        return Tensor(o, device=self.device).matmul(self)
+
+    def __lt__(self, o):
+        return compose.lt(*self._align(o, "lt"))
+
+    def __gt__(self, o):
+        return compose.gt(*self._align(o, "gt"))
+
+    def __le__(self, o):
+        return compose.le(*self._align(o, "le"))
+
+    def __ge__(self, o):
+        return compose.ge(*self._align(o, "ge"))
+
+    def __eq__(self, o):  # elementwise, as in torch
+        return compose.eq(*self._align(o, "eq"))
+
+    def __ne__(self, o):
+        return compose.ne(*self._align(o, "ne"))
+
+    def _logical(self, o, fn, name):
+        a, b = self._align(o, name)
+        if a.dtype != dtypes.bool_:
+            raise TypeError(f"{name}: needs bool tensors, got {a.dtype}")
+        return fn(a, b)
+
+    def __and__(self, o):
+        return self._logical(o, compose.logical_and, "and")
+
+    def __or__(self, o):
+        return self._logical(o, compose.logical_or, "or")
+
+    def __xor__(self, o):
+        return self._logical(o, compose.logical_xor, "xor")
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+    def __invert__(self):
+        if self.dtype != dtypes.bool_:
+            raise TypeError(f"invert: needs a bool tensor, got {self.dtype}")
+        return compose.logical_not(self)
+
+    def add(self, o):
+        return self + o
+
+    def sub(self, o):
+        return self - o
+
+    def mul(self, o):
+        return self * o
+
+    def div(self, o):
+        return self / o
+
+    def pow(self, o):
+        return self**o
+
+    def neg(self):
+        return -self
+
+    def exp(self):
+        return self._float().p_exp()
+
+    def log(self):
+        return self._float().p_log()
+
+    def sqrt(self):
+        return self._float().p_sqrt()
+
+    def rsqrt(self):
+        return self._float().p_sqrt().p_recip()
+
+    def reciprocal(self):
+        return self._float().p_recip()
+
+    def exp2(self):
+        return compose.exp2(self._float())
+
+    def log2(self):
+        return compose.log2(self._float())
+
+    def square(self):
+        return compose.square(self)
+
+    def abs(self):
+        return compose.abs_(self)
+
+    def sign(self):
+        return compose.sign(self)
+
+    def relu(self):
+        return compose.relu(self)
+
+    def sigmoid(self):
+        return compose.sigmoid(self._float())
+
+    def tanh(self):
+        return compose.tanh(self._float())
+
+    def gelu(self, approximate: str = "none"):
+        return compose.gelu(self._float(), approximate)
+
+    def silu(self):
+        return self * self.sigmoid()
+
+    def softplus(self):
+        return compose.softplus(self._float())
+
+    def erf(self):
+        return compose.erf(self._float())
+
+    def floor(self):
+        return compose.floor(self)
+
+    def ceil(self):
+        return compose.ceil(self)
+
+    def trunc(self):
+        return compose.trunc(self)
+
+    def round(self):
+        return compose.round_half_even(self)
+
+    def isnan(self):
+        return compose.isnan(self)
+
+    def isinf(self):
+        return compose.isinf(self)
+
+    def isfinite(self):
+        return compose.isfinite(self)
+
+    def maximum(self, o):
+        return compose.maximum(*self._align(o, "maximum"))
+
+    def minimum(self, o):
+        return compose.minimum(*self._align(o, "minimum"))
+
+    def clamp(self, min=None, max=None):
+        x = self
+        if min is not None:
+            x = x.maximum(min)
+        if max is not None:
+            x = x.minimum(max)
+        return x
+
+    clip = clamp
+
+    def where(self, a, b):
+        """self is the condition: a where true, b elsewhere."""
+        return where(self, a, b)
+
+    def lerp(self, end, weight):
+        return self + (end - self) * weight
+
+    # ---- reductions -----------------------------------------------------------------
+
+    def _axes(self, axis, op):
+        return compose.normalize_axes(axis, self.ndim, op)
+
+    def sum(self, axis=None, keepdim: bool = False, dtype=None):
+        x = self if dtype is None else self.p_cast(as_dtype(dtype))
+        if x.dtype == dtypes.bool_:
+            x = x.p_cast(dtypes.int64)
+        return compose.sum_(x, self._axes(axis, "sum"), keepdim)
+
+    def max(self, axis=None, keepdim: bool = False):
+        self._nonempty(axis, "max")
+        return compose.max_(self, self._axes(axis, "max"), keepdim)
+
+    def min(self, axis=None, keepdim: bool = False):
+        self._nonempty(axis, "min")
+        return compose.min_(self, self._axes(axis, "min"), keepdim)
+
+    def _nonempty(self, axis, op):
+        axes = self._axes(axis, op)
+        if any(self.shape[a] == 0 for a in axes):
+            raise ValueError(f"{op}: cannot reduce a zero-size axis of shape {self.shape}")
+
+    def mean(self, axis=None, keepdim: bool = False):
+        return compose.mean(self._float(), self._axes(axis, "mean"), keepdim)
+
+    def var(self, axis=None, keepdim: bool = False, correction: float = 1):
+        return compose.var(self._float(), self._axes(axis, "var"), keepdim, correction)
+
+    def std(self, axis=None, keepdim: bool = False, correction: float = 1):
+        return compose.std(self._float(), self._axes(axis, "std"), keepdim, correction)
+
+    def logsumexp(self, axis=None, keepdim: bool = False):
+        return compose.logsumexp(self._float(), self._axes(axis, "logsumexp"), keepdim)
+
+    def softmax(self, axis: int = -1):
+        x = self._float()
+        return compose.softmax(x, compose.normalize_axis(axis, self.ndim, "softmax"))
+
+    def log_softmax(self, axis: int = -1):
+        x = self._float()
+        return compose.log_softmax(x, compose.normalize_axis(axis, self.ndim, "log_softmax"))
+
+    def _arg(self, fn, axis, keepdim, name):
+        if axis is None:
+            return fn(self.reshape(-1), 0, False)
+        self._nonempty(axis, name)
+        return fn(self, compose.normalize_axis(axis, self.ndim, name), keepdim)
+
+    def argmax(self, axis=None, keepdim: bool = False):
+        return self._arg(compose.argmax, axis, keepdim, "argmax")
+
+    def argmin(self, axis=None, keepdim: bool = False):
+        return self._arg(compose.argmin, axis, keepdim, "argmin")
+
+    def cumsum(self, axis: int = 0):
+        return compose.cumsum(self, compose.normalize_axis(axis, self.ndim, "cumsum"))
+
+    def any(self, axis=None, keepdim: bool = False):
+        return self.p_cast(dtypes.bool_).max(axis, keepdim)
+
+    def all(self, axis=None, keepdim: bool = False):
+        return self.p_cast(dtypes.bool_).min(axis, keepdim)
+
+    # ---- linear algebra -------------------------------------------------------------
+
+    def matmul(self, o) -> Tensor:
+        o = o if isinstance(o, Tensor) else Tensor(o, device=self.device)
+        if self.ndim == 0 or o.ndim == 0:
+            raise ValueError(f"matmul: needs at least 1-d operands, got {self.shape} and {o.shape}")
+        d = promote(self.dtype, o.dtype)
+        return compose.matmul(self.p_cast(d), o.p_cast(d))
+
+    def dot(self, o):
+        return self.matmul(o)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        out = self @ weight.T
+        return out if bias is None else out + bias
+
+    # ---- movement -------------------------------------------------------------------
+
+    def reshape(self, *shape) -> Tensor:
+        shape = _shape_arg(shape)
+        if shape.count(-1) > 1:
+            raise ValueError(f"reshape: only one -1 allowed, got {shape}")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"reshape: cannot view {self.shape} as {shape}")
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if any(s < 0 for s in shape) or math.prod(shape) != self.size:
+            raise ValueError(
+                f"reshape: cannot view {self.shape} ({self.size} elements) as {shape} "
+                f"({math.prod(shape)} elements)"
+            )
+        return self.p_reshape(shape)
+
+    view = reshape
+
+    def permute(self, *order) -> Tensor:
+        order = _shape_arg(order)
+        norm = tuple(compose.normalize_axis(a, self.ndim, "permute") for a in order)
+        if sorted(norm) != list(range(self.ndim)):
+            raise ValueError(
+                f"permute: {order} is not a permutation of the {self.ndim} dims of {self.shape}"
+            )
+        return self.p_permute(norm)
+
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
+            return self
+        a = compose.normalize_axis(dim0, self.ndim, "transpose")
+        b = compose.normalize_axis(dim1, self.ndim, "transpose")
+        order = list(range(self.ndim))
+        order[a], order[b] = order[b], order[a]
+        return self.p_permute(tuple(order))
+
+    @property
+    def T(self) -> Tensor:
+        return self.p_permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Tensor:
+        return self.transpose(-2, -1)
+
+    def expand(self, *shape) -> Tensor:
+        shape = _shape_arg(shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {shape}")
+        lead = len(shape) - self.ndim
+        full = tuple(
+            self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape)
+        )
+        for i, s in enumerate(self.shape):
+            if s != 1 and s != full[i + lead]:
+                raise ValueError(
+                    f"expand: dim {i} of {self.shape} has size {s}, cannot expand to "
+                    f"{full[i + lead]} in {shape}; only size-1 dims expand"
+                )
+        return compose.expand_to(self, full)
+
+    def broadcast_to(self, shape) -> Tensor:
+        return self.expand(*shape)
+
+    def pad(self, pads, value: float = 0.0) -> Tensor:
+        """``pads`` is one (before, after) per dim, or per trailing dims if fewer."""
+        pads = tuple(tuple(p) for p in pads)
+        if len(pads) > self.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
+            raise ValueError(
+                f"pad: needs up to {self.ndim} non-negative (before, after) pairs for shape "
+                f"{self.shape}, got {pads}"
+            )
+        pads = ((0, 0),) * (self.ndim - len(pads)) + pads
+        out = self.p_pad(pads)
+        if value != 0:
+            inside = self.p_const(True, dtype=dtypes.bool_).p_pad(pads)
+            out = inside.p_where(out, out.p_const(value))
+        return out
+
+    def shrink(self, bounds) -> Tensor:
+        bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
+        if len(bounds) != self.ndim or any(
+            not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)
+        ):
+            raise ValueError(
+                f"shrink: bounds {bounds} do not fit shape {self.shape}; each needs "
+                f"0 <= start <= end <= size"
+            )
+        return self.p_shrink(bounds)
+
+    def flip(self, *axes) -> Tensor:
+        axes = _shape_arg(axes)
+        return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s = compose.normalize_axis(start_dim, self.ndim, "flatten")
+        e = compose.normalize_axis(end_dim, self.ndim, "flatten")
+        shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
+        return self.reshape(shape)
+
+    def squeeze(self, axis=None) -> Tensor:
+        if axis is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        axes = compose.normalize_axes(axis, self.ndim, "squeeze")
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}")
+        return compose.squeeze_axes(self, axes)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        a = compose.normalize_axis(axis, self.ndim + 1, "unsqueeze")
+        return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
+
+    def contiguous(self) -> Tensor:
+        return self.p_contiguous()
+
+    def repeat(self, *repeats) -> Tensor:
+        reps = _shape_arg(repeats)
+        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        shape = []
+        for r, s in zip(reps, x.shape):
+            shape += [r, s]
+        y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
+        return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+
+    def split(self, size, axis: int = 0) -> list[Tensor]:
+        axis = compose.normalize_axis(axis, self.ndim, "split")
+        n = self.shape[axis]
+        sizes = (
+            [size] * (n // size) + ([n % size] if n % size else [])
+            if isinstance(size, int)
+            else list(size)
+        )
+        if sum(sizes) != n:
+            raise ValueError(f"split: sizes {sizes} do not add up to dim {axis} of {self.shape}")
+        return compose.split(self, sizes, axis)
+
+    def chunk(self, n: int, axis: int = 0) -> list[Tensor]:
+        return self.split(-(-self.shape[axis] // n), axis)
+
+    def gather(self, axis: int, index: Tensor) -> Tensor:
+        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
+        axis = compose.normalize_axis(axis, self.ndim, "gather")
+        if not index.dtype.is_int or index.ndim != self.ndim:
+            raise TypeError(
+                f"gather: index must be an integer tensor with {self.ndim} dims, got "
+                f"{index.dtype}{list(index.shape)}"
+            )
+        bounds = [(0, s) for s in index.shape]
+        bounds[axis] = (0, self.shape[axis])
+        if any(index.shape[d] > self.shape[d] for d in range(self.ndim) if d != axis):
+            raise ValueError(f"gather: index {index.shape} is larger than {self.shape}")
+        src = self.p_shrink(tuple(bounds))
+        return src.p_gather(index, axis)
+
+    def scatter_add(self, axis: int, index: Tensor, src: Tensor) -> Tensor:
+        axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
+        if index.shape != src.shape or not index.dtype.is_int:
+            raise ValueError(
+                f"scatter_add: index and src must share a shape and index be an integer, got "
+                f"{index.dtype}{list(index.shape)} and {src.dtype}{list(src.shape)}"
+            )
+        return self.p_scatter(index, src.p_cast(self.dtype), axis)
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iter: cannot iterate over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, key) -> Tensor:
+        return _index(self, key)
+
+    # ---- dtypes ---------------------------------------------------------------------
+
+    def cast(self, dtype) -> Tensor:
+        return self.p_cast(as_dtype(dtype))
+
+    astype = to = cast
+
+    def float(self):
+        return self.cast(dtypes.float32)
+
+    def double(self):
+        return self.cast(dtypes.float64)
+
+    def half(self):
+        return self.cast(dtypes.float16)
+
+    def bfloat16(self):
+        return self.cast(dtypes.bfloat16)
+
+    def int(self):
+        return self.cast(dtypes.int32)
+
+    def long(self):
+        return self.cast(dtypes.int64)
+
+    def bool(self):
+        return self.cast(dtypes.bool_)
+
+    # ---- autograd -------------------------------------------------------------------
+
+    def backward(self, gradient: Tensor | None = None, create_graph: bool = False) -> None:
+        if not self.requires_grad:
+            raise RuntimeError(
+                "backward: this tensor does not require grad (no leaf it depends "
+                "on has requires_grad=True)"
+            )
+        if gradient is None:
+            if self.size != 1:
+                raise RuntimeError(
+                    f"backward: needs a gradient for a non-scalar tensor of shape {self.shape}; "
+                    "pass gradient= of the same shape, or reduce to a scalar first"
+                )
+            gradient = self.p_const(1)
+        elif not isinstance(gradient, Tensor):
+            gradient = Tensor(gradient, dtype=self.dtype, device=self.device)
+        if gradient.shape != self.shape:
+            raise ValueError(f"backward: gradient shape {gradient.shape} != {self.shape}")
+        autograd.backward(self, gradient.p_cast(self.dtype), create_graph)
+
+    def detach(self) -> Tensor:
+        return Tensor._make(self.node, self.device)
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        if flag and not self.dtype.is_float:
+            raise TypeError(f"requires_grad: only float tensors take gradients, got {self.dtype}")
+        self.requires_grad = flag
+        return self
+
+    # ---- assignment -----------------------------------------------------------------
+
+    def assign(self, value) -> Tensor:
+        """A pending write of ``value`` into this tensor's buffer; realize it to commit."""
+        if not isinstance(value, Tensor):
+            value = Tensor._make(
+                Node(Op.CONST, self.dtype, (), (), dtypes.python_type(self.dtype)(value)),
+                self.device,
+            )
+        if value.dtype != self.dtype:
+            raise TypeError(f"assign: value dtype {value.dtype} != target dtype {self.dtype}")
+        value = value.expand(*self.shape) if value.shape != self.shape else value
+        if self.node.op != Op.BUFFER:
+            self.realize()
+        node = Node(Op.ASSIGN, self.dtype, self.shape, (self.node, value.node))
+        return Tensor._make(node, self.device)
+
+    # ---- creation -------------------------------------------------------------------
+
+    @staticmethod
+    def full(shape, value, dtype=None, device=None, requires_grad=False) -> Tensor:
+        shape = _shape_arg((shape,))
+        d = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
+        node = Node(Op.CONST, d, shape, (), dtypes.python_type(d)(value))
+        t = Tensor._make(node, device or current_device())
+        return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
+
+    @staticmethod
+    def zeros(shape, dtype=dtypes.float32, **kw) -> Tensor:
+        return Tensor.full(shape, 0, dtype, **kw)
+
+    @staticmethod
+    def ones(shape, dtype=dtypes.float32, **kw) -> Tensor:
+        return Tensor.full(shape, 1, dtype, **kw)
+
+    def zeros_like(self, dtype=None):
+        return Tensor.full(self.shape, 0, dtype or self.dtype, device=self.device)
+
+    def ones_like(self, dtype=None):
+        return Tensor.full(self.shape, 1, dtype or self.dtype, device=self.device)
+
+    def full_like(self, value, dtype=None):
+        return Tensor.full(self.shape, value, dtype or self.dtype, device=self.device)
+
+    @staticmethod
+    def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        n = max(0, math.ceil((stop - start) / step))
+        is_int = all(isinstance(v, int) for v in (start, stop, step))
+        d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
+        anchor = Tensor._make(Node(Op.CONST, d, (), (), 0), device or current_device())
+        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
+        if step != 1:
+            idx = idx * step
+        if start != 0:
+            idx = idx + start
+        return idx.p_cast(d)
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None) -> Tensor:
+        m = n if m is None else m
+        i = Tensor.arange(n, device=device).reshape(n, 1).expand(n, m)
+        j = Tensor.arange(m, device=device).reshape(1, m).expand(n, m)
+        return (i == j).cast(dtype)
+
+    @staticmethod
+    def rand(shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
+        data = _rng[0].random(_shape_arg((shape,)))
+        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @staticmethod
+    def randn(shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
+        data = _rng[0].standard_normal(_shape_arg((shape,)))
+        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @staticmethod
+    def uniform(
+        shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None
+    ) -> Tensor:
+        data = _rng[0].uniform(low, high, _shape_arg((shape,)))
+        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @staticmethod
+    def randint(low, high, shape, dtype=dtypes.int64, device=None) -> Tensor:
+        return Tensor(_rng[0].integers(low, high, _shape_arg((shape,))), dtype=dtype, device=device)
+
+    def one_hot(self, num_classes: int, dtype=dtypes.float32) -> Tensor:
+        if not self.dtype.is_int:
+            raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
+        return compose.one_hot(self, num_classes, as_dtype(dtype))
+
+    def dropout(self, p: float = 0.5, training: bool = True) -> Tensor:
+        """Zero each element with probability p and scale the rest by 1/(1-p)."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        if not training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = Tensor(_rng[0].random(self.shape) >= p, device=self.device)
+        return keep.where(self * (1 / (1 - p)), 0.0)
+
+
+# ---- free functions -----------------------------------------------------------------
+
+
+def _is_inf_or_nan(v) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def _shape_arg(shape) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    if len(shape) == 1 and isinstance(shape[0], int) and not isinstance(shape[0], bool):
+        return (shape[0],)
+    out = tuple(shape)
+    if any(not isinstance(s, int) or isinstance(s, bool) for s in out):
+        raise TypeError(f"shape: needs ints, got {shape}")
+    return out
+
+
+def where(cond, a, b) -> Tensor:
+    """a where cond is true, b elsewhere; a and b promote and all three broadcast."""
+    if not isinstance(cond, Tensor):
+        raise TypeError("where: the condition must be a Tensor")
+    cond = cond if cond.dtype == dtypes.bool_ else cond.p_cast(dtypes.bool_)
+    if isinstance(a, Tensor):
+        a, b = a._align(b, "where")
+    elif isinstance(b, Tensor):
+        b, a = b._align(a, "where")
+    else:
+        d = _infer_dtype(a) if not isinstance(a, float) else dtypes.float32
+        a = cond._const(a, d)
+        b = cond._const(b, d)
+    shape = compose.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
+    return compose.expand_to(cond, shape).p_where(
+        compose.expand_to(a, shape), compose.expand_to(b, shape)
+    )
+
+
+def cat(tensors, axis: int = 0) -> Tensor:
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("cat: needs at least one tensor")
+    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
+    d = ts[0].dtype
+    for t in ts[1:]:
+        d = promote(d, t.dtype)
+        if t.ndim != ts[0].ndim or any(
+            a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != axis
+        ):
+            raise ValueError(
+                f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside axis {axis}"
+            )
+    return compose.cat([t.p_cast(d) for t in ts], axis)
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("stack: needs at least one tensor")
+    if any(t.shape != ts[0].shape for t in ts):
+        raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in ts]}")
+    axis = compose.normalize_axis(axis, ts[0].ndim + 1, "stack")
+    return cat([t.unsqueeze(axis) for t in ts], axis)
+
+
+def realize(*tensors: Tensor) -> None:
+    """Compute these tensors in one batch; ASSIGNs among them commit after every value."""
+    todo = [t for t in tensors if t.node.op != Op.BUFFER]
+    by_device: dict[str, list[Tensor]] = {}
+    for t in todo:
+        by_device.setdefault(t.device, []).append(t)
+    for name, ts in by_device.items():
+        bufs = get_device(name).realize([t.node for t in ts])
+        for t, buf in zip(ts, bufs):
+            t.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+
+
+def _index(x: Tensor, key) -> Tensor:
+    """Basic indexing as views: ints, slices of any step, ``...`` and ``None``."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("index: only one ellipsis allowed")
+    if n_real > x.ndim:
+        raise IndexError(f"index: too many indices ({n_real}) for a tensor of shape {x.shape}")
+    expanded = []
+    for k in key:
+        if k is Ellipsis:
+            expanded += [slice(None)] * (x.ndim - n_real)
+        else:
+            expanded.append(k)
+    expanded += [slice(None)] * (x.ndim - sum(1 for k in expanded if k is not None))
+    bounds, steps, flips, out_shape, dim = [], [], [], [], 0
+    for k in expanded:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = x.shape[dim]
+        if isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_int:
+            k = int(k.item())
+        if isinstance(k, int) and not isinstance(k, bool):
+            if not -size <= k < size:
+                raise IndexError(
+                    f"index: {k} is out of range for dim {dim} of size {size} in shape "
+                    f"{x.shape}; accepted: {-size}..{size - 1}"
+                )
+            k %= size
+            bounds.append((k, k + 1))
+            steps.append(1)
+        elif isinstance(k, slice):
+            if k.step == 0:
+                raise ValueError("index: slice step cannot be zero")
+            start, stop, step = k.indices(size)
+            if step > 0:
+                lo, hi = start, max(start, stop)
+                count = len(range(start, stop, step))
+            else:
+                count = len(range(start, stop, step))
+                lo, hi = (start - (count - 1) * -step, start + 1) if count else (0, 0)
+                flips.append(dim)
+            bounds.append((lo, hi))
+            steps.append(abs(step))
+            out_shape.append(count)
+        else:
+            raise TypeError(
+                f"index: {type(k).__name__} is not supported; accepted: int, slice, ..., None"
+            )
+        dim += 1
+    y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
+    return y.p_reshape(tuple(out_shape))
