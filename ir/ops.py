@@ -37,6 +37,14 @@ class Op(Enum):
     ADD = "ADD"
     MUL = "MUL"
     CMPLT = "CMPLT"
+    IDIV = "IDIV"
+    MOD = "MOD"
+    AND = "AND"
+    OR = "OR"
+    XOR = "XOR"
+    SHL = "SHL"
+    SHR = "SHR"
+    BITCAST = "BITCAST"
     WHERE = "WHERE"
     SUM = "SUM"
     MAX = "MAX"
@@ -73,6 +81,22 @@ TABLE: dict[Op, OpInfo] = {
         OpInfo(Op.ADD, 2, "binary", "sources share a dtype; same"),
         OpInfo(Op.MUL, 2, "binary", "sources share a dtype; same"),
         OpInfo(Op.CMPLT, 2, "binary", "sources share a dtype; bool"),
+        # Added for the Array API: integer division and bit operations cannot be composed
+        # exactly from float arithmetic, and a float's sign bit (signbit of -0.0 or of a
+        # negative nan, copysign, nextafter) is invisible to every comparison.
+        OpInfo(Op.IDIV, 2, "binary", "integers; same (truncates toward zero, x/0 = 0)"),
+        OpInfo(Op.MOD, 2, "binary", "integers; same (sign of the dividend, x%0 = 0)"),
+        OpInfo(Op.AND, 2, "binary", "bool or integers; same"),
+        OpInfo(Op.OR, 2, "binary", "bool or integers; same"),
+        OpInfo(Op.XOR, 2, "binary", "bool or integers; same"),
+        OpInfo(Op.SHL, 2, "binary", "integers; same (a count >= width gives 0)"),
+        OpInfo(
+            Op.SHR,
+            2,
+            "binary",
+            "integers; same (arithmetic for signed; count >= width gives the sign fill)",
+        ),
+        OpInfo(Op.BITCAST, 1, "unary", "the target dtype, of the source's width"),
         OpInfo(Op.WHERE, 3, "ternary", "bool condition, branches share a dtype; same"),
         OpInfo(Op.SUM, 1, "reduce", "same as source, accumulated in acc_dtype"),
         OpInfo(Op.MAX, 1, "reduce", "same as source"),
@@ -89,3 +113,5 @@ BINARY = frozenset(o for o, r in TABLE.items() if r.category == "binary")
 ELEMENTWISE = frozenset(o for o, r in TABLE.items() if r.category in ("unary", "binary", "ternary"))
 REDUCE = frozenset((Op.SUM, Op.MAX))
 FLOAT_ONLY = frozenset((Op.EXP, Op.LOG, Op.SQRT, Op.RECIP))
+INT_ONLY = frozenset((Op.IDIV, Op.MOD, Op.SHL, Op.SHR))
+BITWISE = frozenset((Op.AND, Op.OR, Op.XOR))

@@ -101,6 +101,7 @@ RULES = {
     Op.ADD: lambda ctx, out, g: (g, g),
     Op.MUL: lambda ctx, out, g: (g.p_mul(ctx.parents[1]), g.p_mul(ctx.parents[0])),
     Op.CMPLT: lambda ctx, out, g: (None, None),
+    # IDIV, MOD, AND, OR, XOR, SHL, SHR and BITCAST act on integers and bits: no gradient.
     Op.WHERE: lambda ctx, out, g: (
         None,
         ctx.parents[0].p_where(g, g.p_const(0)),

@@ -18,7 +18,7 @@ import numpy as np
 from ir import compose, dtypes
 from ir.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph import Node, format_graph
-from ir.ops import Op
+from ir.ops import BITWISE, INT_ONLY, Op
 from ir.view import View
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
@@ -185,6 +185,8 @@ class Tensor:
         return Tensor._make(node, self.device, Op.CONTIGUOUS, (self,))
 
     def _binary(self, op: Op, other: Tensor) -> Tensor:
+        if op in INT_ONLY and not self.dtype.is_int or op in BITWISE and self.dtype.is_float:
+            raise TypeError(f"{op.value}: needs integer operands, got {self.dtype}")
         if self.shape != other.shape or self.dtype != other.dtype:
             raise ValueError(
                 f"{op.value}: operands must share shape and dtype, got "
@@ -202,6 +204,32 @@ class Tensor:
 
     def p_cmplt(self, other):
         return self._binary(Op.CMPLT, other)
+
+    def p_idiv(self, other):
+        return self._binary(Op.IDIV, other)
+
+    def p_mod(self, other):
+        return self._binary(Op.MOD, other)
+
+    def p_and(self, other):
+        return self._binary(Op.AND, other)
+
+    def p_or(self, other):
+        return self._binary(Op.OR, other)
+
+    def p_xor(self, other):
+        return self._binary(Op.XOR, other)
+
+    def p_shl(self, other):
+        return self._binary(Op.SHL, other)
+
+    def p_shr(self, other):
+        return self._binary(Op.SHR, other)
+
+    def p_bitcast(self, dtype: DType) -> Tensor:
+        if dtype.itemsize != self.dtype.itemsize:
+            raise TypeError(f"bitcast: {self.dtype} and {dtype} differ in width")
+        return Tensor._make(Node(Op.BITCAST, dtype, self.shape, (self.node,)), self.device)
 
     def p_where(self, a: Tensor, b: Tensor) -> Tensor:
         if self.dtype != dtypes.bool_ or a.dtype != b.dtype or not self.shape == a.shape == b.shape:

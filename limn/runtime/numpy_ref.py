@@ -3,17 +3,18 @@
 No fusion and no cleverness: this is the oracle every compiled device is diffed against,
 so each primitive is written the most obvious way numpy allows. Two rules it makes
 visible: half-width floats compute in float32 and round back after each node, and a sum
-accumulates in ``acc_dtype`` and rounds once.
+accumulates in ``acc_dtype`` and rounds once. What each elementwise op computes is written
+once, in ``ir/semantics.py``, and shared with the loop-nest interpreter.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ir import dtypes
-from ir.dtypes import acc_dtype, compute_dtype, to_numpy
+from ir import dtypes, semantics
+from ir.dtypes import acc_dtype, to_numpy
 from ir.graph import Node, toposort
-from ir.ops import Op
+from ir.ops import ELEMENTWISE, Op
 from ir.view import View
 from limn.runtime.device import Buffer, Device, recall, remember
 
@@ -33,37 +34,6 @@ def apply_view(src: np.ndarray, v: View) -> np.ndarray:
     )
     out[tuple(slice(lo, hi) for lo, hi in box)] = region
     return out
-
-
-def _unary(op: Op, x: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if op == Op.NEG:
-            return np.negative(x) if x.dtype != np.bool_ else x.copy()
-        if op == Op.EXP:
-            return np.exp(x)
-        if op == Op.LOG:
-            return np.log(x)
-        if op == Op.SQRT:
-            return np.sqrt(x)
-        if op == Op.RECIP:
-            return np.reciprocal(x)
-    raise AssertionError(op)
-
-
-def _binary(op: Op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if op == Op.ADD:
-            return np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b)
-        if op == Op.MUL:
-            return np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b)
-        if op == Op.CMPLT:
-            return np.less(a, b)
-    raise AssertionError(op)
-
-
-def _widen(x: np.ndarray, d) -> np.ndarray:
-    cd = compute_dtype(d)
-    return x.astype(to_numpy(cd)) if cd != d else x
 
 
 def scatter_add(base: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int) -> np.ndarray:
@@ -90,19 +60,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         return np.full(node.shape, node.arg, npd)
     if op == Op.VIEW:
         return apply_view(vals[0], node.arg)
-    if op in (Op.NEG, Op.EXP, Op.LOG, Op.SQRT, Op.RECIP):
-        return _unary(op, _widen(vals[0], d)).astype(npd)
-    if op == Op.CAST:
-        with np.errstate(all="ignore"):
-            return vals[0].astype(npd)
-    if op in (Op.ADD, Op.MUL):
-        src_d = node.srcs[0].dtype
-        return _binary(op, _widen(vals[0], src_d), _widen(vals[1], src_d)).astype(npd)
-    if op == Op.CMPLT:
-        src_d = node.srcs[0].dtype
-        return _binary(op, _widen(vals[0], src_d), _widen(vals[1], src_d))
-    if op == Op.WHERE:
-        return np.where(vals[0], vals[1], vals[2]).astype(npd)
+    if op in ELEMENTWISE:
+        return semantics.apply(op, vals, d, node.srcs[-1].dtype)
     if op == Op.SUM:
         with np.errstate(all="ignore"):
             acc = to_numpy(acc_dtype(d))
