@@ -1,0 +1,156 @@
+"""The C toolchain: find ``cc``, compile a translation unit, and keep the result on disk.
+
+Compiled libraries are cached by a hash of everything that decides their bytes (the
+source, the compiler's identity and the flags), in a directory private to the user, so a
+second process, or the second run of a script, loads instead of compiling. Three rules
+keep that cache safe:
+
+* the directory is created mode 0700 and refused if someone else owns it or it is
+  writable by others, so nobody else can plant a library there;
+* a library is compiled to a temporary name and renamed into place, and its sha256 is
+  written beside it the same way, so two processes compiling at once cannot half-load
+  each other's file;
+* a library is loaded only if its bytes still hash to the digest recorded when this code
+  wrote it; a corrupted or foreign entry is rebuilt, never loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-fno-math-errno", "-std=gnu11")
+
+
+class CompilerError(RuntimeError):
+    pass
+
+
+@dataclass
+class Toolchain:
+    cc: str
+    version: str
+    openmp: bool
+    cache_dir: Path
+    stats: dict = field(default_factory=lambda: {"compiles": 0, "compile_s": 0.0, "loads": 0})
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return FLAGS + (("-fopenmp",) if self.openmp else ())
+
+    def library(self, source: str) -> ctypes.CDLL:
+        """The shared library built from ``source``: from the disk cache, or compiled now."""
+        key = hashlib.sha256(
+            "\0".join((self.version, " ".join(self.flags), source)).encode()
+        ).hexdigest()[:32]
+        so = self.cache_dir / f"{key}.so"
+        lib = self._load_verified(so)
+        if lib is None:
+            self._compile(source, so)
+            lib = self._load_verified(so)
+            if lib is None:
+                raise CompilerError(f"cc: the library {so} changed between writing and loading")
+        return lib
+
+    def _load_verified(self, so: Path) -> ctypes.CDLL | None:
+        digest_file = so.with_suffix(".sha256")
+        try:
+            want = digest_file.read_text().strip()
+            data = so.read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest() != want:
+            return None  # corrupted, truncated or not ours: rebuild
+        self.stats["loads"] += 1
+        return ctypes.CDLL(str(so))
+
+    def _compile(self, source: str, so: Path) -> None:
+        t0 = time.perf_counter()
+        d = self.cache_dir
+        fd, src_path = tempfile.mkstemp(suffix=".c", dir=d)
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        fd, tmp_so = tempfile.mkstemp(suffix=".so", dir=d)
+        os.close(fd)
+        try:
+            cmd = [self.cc, *self.flags, "-o", tmp_so, src_path, "-lm"]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise CompilerError(
+                    f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{r.stderr[-4000:]}"
+                )
+            digest = hashlib.sha256(Path(tmp_so).read_bytes()).hexdigest()
+            os.replace(tmp_so, so)
+            fd, tmp_digest = tempfile.mkstemp(suffix=".sha256", dir=d)
+            with os.fdopen(fd, "w") as f:
+                f.write(digest)
+            os.replace(tmp_digest, so.with_suffix(".sha256"))
+        finally:
+            for p in (src_path, tmp_so):
+                if os.path.exists(p):
+                    os.unlink(p)
+        self.stats["compiles"] += 1
+        self.stats["compile_s"] += time.perf_counter() - t0
+
+
+def cache_root() -> Path:
+    base = os.environ.get("LIMN_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "limn"
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` for this user alone, or refuse one that others could write."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise CompilerError(f"cc: cache directory {path} belongs to another user; refusing it")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CompilerError(f"cc: cache directory {path} is writable by others; refusing it")
+    return path
+
+
+def _probe(cc: str, flags: list[str], d: Path) -> bool:
+    src = d / "probe.c"
+    if "-fopenmp" in flags:
+        src.write_text("#include <omp.h>\nint f(void){return omp_get_max_threads();}\n")
+    else:
+        src.write_text("int f(int x){return x + 1;}\n")
+    out = d / "probe.so"
+    r = subprocess.run([cc, *flags, "-o", str(out), str(src)], capture_output=True)
+    return r.returncode == 0
+
+
+def find_toolchain() -> Toolchain:
+    """The system's ``cc``, checked by compiling a tiny library; raises with the reason."""
+    cc = os.environ.get("CC", "cc")
+    path = shutil.which(cc)
+    if path is None:
+        raise CompilerError(
+            f"set_device('c'): no C compiler: {cc!r} is not on PATH. Install gcc or clang "
+            "(or set CC to a compiler) to use the c device; the numpy device needs none."
+        )
+    try:
+        version = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30
+        ).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError) as e:
+        raise CompilerError(f"set_device('c'): {path} does not run: {e}") from e
+    cache = private_dir(private_dir(cache_root()) / "c")
+    with tempfile.TemporaryDirectory() as tmp:
+        if not _probe(path, ["-shared", "-fPIC"], Path(tmp)) and not _probe(
+            path, ["-shared", "-fPIC", "-fopenmp"], Path(tmp)
+        ):
+            raise CompilerError(f"set_device('c'): {path} cannot build a shared library")
+        openmp = _probe(path, ["-shared", "-fPIC", "-fopenmp"], Path(tmp))
+    return Toolchain(path, version, openmp, cache)
