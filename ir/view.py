@@ -145,6 +145,8 @@ class View:
         if self.is_contiguous or prod(shape) == 0:
             return View.contiguous(shape)
         if self.is_empty_mask:
+            if not shape:  # a 0-d View has no dim to carry the empty mask on
+                return None
             return View(shape, contiguous_strides(shape), 0, tuple((0, 0) for _ in shape))
         # drop size-1 dims, then match groups of old dims to groups of new dims
         old = [

@@ -32,7 +32,7 @@ def set_seed(seed: int) -> None:
 
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
-    buf = Buffer(dtype, data.shape, np.ascontiguousarray(data, dtypes.to_numpy(dtype)))
+    buf = Buffer(dtype, data.shape, np.asarray(data, dtypes.to_numpy(dtype), order="C"))
     return Node(Op.BUFFER, dtype, buf.shape, (), buf)
 
 

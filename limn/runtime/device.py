@@ -34,7 +34,7 @@ class Buffer:
         if data is None:
             data = np.empty(self.shape, to_numpy(dtype))
         assert data.dtype == to_numpy(dtype) and data.shape == self.shape, (data.dtype, dtype)
-        self.data = np.ascontiguousarray(data)
+        self.data = np.asarray(data, order="C")  # ascontiguousarray would make 0-d 1-d
 
     def numpy(self) -> np.ndarray:
         return self.data
