@@ -1,0 +1,343 @@
+"""View algebra against numpy's own striding and padding.
+
+A View claims to be the whole layout story: element ``i`` lives at ``offset + i . strides``
+when ``i`` is inside the mask, and is zero outside it. These tests read a View's elements
+by that definition alone (``read`` below) and compare them with what numpy's reshape,
+transpose, broadcast_to, pad, slicing and flip produce for the same chain of movements.
+Random chains come from hypothesis; a reshape that cannot stay one View must say so (return
+None) exactly when numpy could not reshape the same strided array without a copy either.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ir.graph import toposort
+from ir.ops import Op
+from ir.view import View
+from limn import Tensor
+from limn.runtime.numpy_ref import apply_view
+
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def read(base: np.ndarray, v: View) -> np.ndarray:
+    """The View's elements by its definition; every unmasked address must be in bounds."""
+    flat = base.reshape(-1)
+    out = np.zeros(v.shape, base.dtype)
+    for idx in np.ndindex(*v.shape):
+        if v.mask is not None and not all(lo <= i < hi for i, (lo, hi) in zip(idx, v.mask)):
+            continue
+        addr = v.offset + sum(i * s for i, s in zip(idx, v.strides))
+        assert 0 <= addr < flat.size, f"{v} reads address {addr} of {flat.size} at {idx}"
+        out[idx] = flat[addr]
+    return out
+
+
+def strided(base: np.ndarray, v: View) -> np.ndarray:
+    """An unmasked View as a numpy array sharing base's memory."""
+    flat = base.reshape(-1)
+    item = flat.itemsize
+    return np.lib.stride_tricks.as_strided(
+        flat[v.offset :], v.shape, tuple(s * item for s in v.strides), writeable=False
+    )
+
+
+# ---- movements: the View method, the numpy spelling, and the limn Tensor spelling ---
+
+
+def np_move(a: np.ndarray, kind: str, arg) -> np.ndarray:
+    if kind == "reshape":
+        return a.reshape(arg)
+    if kind == "permute":
+        return a.transpose(arg)
+    if kind == "expand":
+        return np.broadcast_to(a, arg)
+    if kind == "pad":
+        return np.pad(a, arg)
+    if kind == "shrink":
+        return a[tuple(slice(b, e) for b, e in arg)]
+    if kind == "flip":
+        return np.flip(a, arg)
+    if kind == "step":
+        return a[tuple(slice(None, None, k) for k in arg)]
+    raise AssertionError(kind)
+
+
+def tensor_move(t: Tensor, kind: str, arg) -> Tensor:
+    if kind == "reshape":
+        return t.reshape(arg)
+    if kind == "permute":
+        return t.permute(arg)
+    if kind == "expand":
+        return t.expand(*arg)
+    if kind == "pad":
+        return t.pad(arg)
+    if kind == "shrink":
+        return t.shrink(arg)
+    if kind == "flip":
+        return t.flip(arg)
+    if kind == "step":
+        return t[tuple(slice(None, None, k) for k in arg)]
+    raise AssertionError(kind)
+
+
+@st.composite
+def factorization(draw, n: int):
+    """A random shape of n elements, with size-1 dims sprinkled in."""
+    if n == 0:
+        return tuple(draw(st.permutations([0, draw(st.integers(1, 3))])))
+    dims = []
+    while n > 1 and len(dims) < 4:
+        d = draw(st.sampled_from([d for d in range(2, n + 1) if n % d == 0]))
+        dims.append(d)
+        n //= d
+    if n > 1:
+        dims.append(n)
+    for _ in range(draw(st.integers(0, 2))):
+        dims.insert(draw(st.integers(0, len(dims))), 1)
+    return tuple(draw(st.permutations(dims))) if dims else ()
+
+
+@st.composite
+def movement(draw, shape: tuple[int, ...], pad: bool = True):
+    nd = len(shape)
+    kinds = ["reshape", "expand"]
+    if nd:
+        kinds += ["permute", "shrink", "flip", "step"] + (["pad"] if pad else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "reshape":
+        return kind, draw(factorization(math.prod(shape)))
+    if kind == "permute":
+        return kind, tuple(draw(st.permutations(range(nd))))
+    if kind == "expand":
+        return kind, tuple(draw(st.integers(1, 3)) if s == 1 else s for s in shape)
+    if kind == "pad":
+        return kind, tuple((draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in shape)
+    if kind == "shrink":
+        bounds = []
+        for s in shape:
+            b = draw(st.integers(0, s))
+            bounds.append((b, draw(st.integers(b, s))))
+        return kind, tuple(bounds)
+    if kind == "flip":
+        return kind, tuple(sorted(draw(st.sets(st.integers(0, nd - 1), min_size=1))))
+    return kind, tuple(draw(st.integers(1, 3)) for _ in shape)
+
+
+def _shape_after(shape, kind, arg):
+    return np_move(np.zeros(shape), kind, arg).shape
+
+
+@st.composite
+def chains(draw, pad: bool = True):
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=3)))
+    moves = []
+    cur = shape
+    for _ in range(draw(st.integers(1, 6))):
+        kind, arg = draw(movement(cur, pad))
+        nxt = _shape_after(cur, kind, arg)
+        if math.prod(nxt) > 400:
+            break
+        moves.append((kind, arg))
+        cur = nxt
+    return shape, moves
+
+
+# ---- random chains ------------------------------------------------------------------
+
+
+@SETTINGS
+@given(chains())
+def test_movement_chains_compose_into_one_view_matching_numpy(chain):
+    shape, moves = chain
+    base = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    ref = base
+    v = View.contiguous(shape)
+    for kind, arg in moves:
+        ref = np_move(ref, kind, arg)
+        nv = getattr(v, kind)(arg)
+        if nv is None:  # what the frontend does: copy, then reshape the copy
+            assert kind == "reshape", f"only reshape may decline, {kind} did"
+            base, v = read(base, v), View.contiguous(v.shape).reshape(arg)
+        else:
+            v = nv
+        assert v.shape == ref.shape, f"after {kind}{arg}: {v.shape} != {ref.shape}"
+        np.testing.assert_array_equal(read(base, v), ref, err_msg=f"after {kind}{arg}: {v}")
+    np.testing.assert_array_equal(apply_view(base, v), ref)
+
+
+@SETTINGS
+@given(chains(pad=False))
+def test_reshape_declines_exactly_when_numpy_needs_a_copy(chain):
+    """For unmasked Views, numpy's no-copy reshape is the oracle for what one View can do."""
+    shape, moves = chain
+    base = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    v = View.contiguous(shape)
+    for kind, arg in moves:
+        if kind == "reshape":
+            arr = strided(base, v)
+            try:
+                np.reshape(arr, arg, copy=False)
+                numpy_can = True
+            except ValueError:
+                numpy_can = False
+            nv = v.reshape(arg)
+            if nv is None:
+                assert not numpy_can, f"{v}.reshape({arg}) gave None but numpy needs no copy"
+                base, v = read(base, v), View.contiguous(arg)
+                continue
+            np.testing.assert_array_equal(read(base, nv), arr.reshape(arg))
+            v = nv
+        else:
+            v = getattr(v, kind)(arg)
+
+
+@settings(max_examples=40, deadline=None)
+@given(chains())
+def test_tensor_movements_build_one_view_node_and_match_numpy(chain):
+    shape, moves = chain
+    base = np.arange(1, math.prod(shape) + 1, dtype=np.float32).reshape(shape)
+    t, ref = Tensor(base), base
+    for kind, arg in moves:
+        t, ref = tensor_move(t, kind, arg), np_move(ref, kind, arg)
+    nodes = toposort([t.node])
+    views = sum(n.op == Op.VIEW for n in nodes)
+    copies = sum(n.op == Op.CONTIGUOUS for n in nodes)
+    assert views <= copies + 1, "consecutive movements must compose into one VIEW"
+    assert t.shape == ref.shape
+    np.testing.assert_array_equal(t.numpy(), ref)
+
+
+# ---- reshape: when a View can and cannot hold it ------------------------------------
+
+
+def test_reshape_after_transpose_cannot_merge_the_swapped_dims():
+    v = View.contiguous((2, 3)).permute((1, 0))
+    assert v.reshape((6,)) is None
+    assert v.reshape((3, 2, 1)) is not None  # adding a size-1 dim needs no copy
+
+
+def test_reshape_splits_and_merges_dims_of_a_sliced_view():
+    base = np.arange(1, 61).reshape(5, 12)
+    v = View.contiguous((5, 12)).shrink(((1, 4), (0, 12)))  # rows 1..3, whole rows
+    r = v.reshape((3, 3, 4))
+    assert r is not None
+    np.testing.assert_array_equal(read(base, r), base[1:4].reshape(3, 3, 4))
+    assert v.reshape((36,)) is not None
+    # cutting columns breaks the row-major run, so rows can no longer merge
+    assert View.contiguous((5, 12)).shrink(((0, 5), (0, 6))).reshape((30,)) is None
+
+
+def test_reshape_keeps_a_pad_on_the_outer_dim_of_a_split():
+    base = np.arange(1, 9).reshape(2, 4)
+    v = View.contiguous((2, 4)).pad(((1, 1), (0, 0)))  # (4, 4), rows 0 and 3 padded
+    r = v.reshape((16,))
+    assert r is not None and r.mask == ((4, 12),)
+    np.testing.assert_array_equal(read(base, r), np.pad(base, ((1, 1), (0, 0))).reshape(16))
+    back = r.reshape((4, 2, 2))
+    assert back is not None and back.mask == ((1, 3), (0, 2), (0, 2))
+    np.testing.assert_array_equal(read(base, back), np.pad(base, ((1, 1), (0, 0))).reshape(4, 2, 2))
+    assert r.reshape((2, 8)) is None  # valid cells 4..11 are no box in (2, 8)
+
+
+def test_reshape_declines_when_a_pad_would_land_inside_a_merged_dim():
+    v = View.contiguous((2, 4)).pad(((0, 0), (1, 0)))  # the pad is on the inner dim
+    assert v.reshape((10,)) is None
+    v = View.contiguous((4,)).pad(((1, 1),))  # 6 elements, valid 1..5
+    assert v.reshape((2, 3)) is None  # the valid run 1..5 is not a box in (2, 3)
+
+
+def test_reshape_of_an_empty_mask_to_0d_declines():
+    """A 0-d View has no dim to carry a mask on: the pad's zero would read real bytes."""
+    v = View.contiguous((3,)).pad(((2, 0),)).shrink(((0, 1),))
+    assert v.is_empty_mask
+    assert v.reshape(()) is None
+    assert v.reshape((1, 1)).is_empty_mask
+
+
+def test_reshape_to_zero_size_is_contiguous():
+    v = View.contiguous((2, 3)).permute((1, 0)).shrink(((0, 0), (0, 2)))
+    assert v.reshape((0, 5)) == View.contiguous((0, 5))
+
+
+# ---- the other movements ------------------------------------------------------------
+
+
+def test_negative_steps_are_a_flip_then_a_step():
+    base = np.arange(1, 8)
+    for start, stop, step in [(None, None, -1), (None, None, -3), (5, 1, -2), (6, None, -4)]:
+        want = base[start:stop:step]
+        s, e, k = slice(start, stop, step).indices(7)
+        lo, hi = e + 1, s + 1
+        v = View.contiguous((7,)).shrink(((lo, hi),)).flip((0,)).step((-k,))
+        assert v.strides[0] < 0 or len(want) == 1
+        np.testing.assert_array_equal(read(base, v), want)
+
+
+def test_flip_of_a_padded_view_mirrors_its_mask():
+    base = np.arange(1, 4)
+    v = View.contiguous((3,)).pad(((2, 1),)).flip((0,))
+    assert v.mask == ((1, 4),)
+    np.testing.assert_array_equal(read(base, v), np.pad(base, (2, 1))[::-1])
+
+
+def test_expanding_a_padded_size_1_dim_keeps_it_padded():
+    v = View.contiguous((1,)).pad(((0, 1),)).shrink(((1, 2),))  # one element, all pad
+    e = v.expand((4,))
+    assert e.is_empty_mask
+    np.testing.assert_array_equal(read(np.array([7]), e), np.zeros(4))
+    inside = View.contiguous((1, 3)).pad(((0, 0), (1, 0))).expand((5, 4))
+    assert inside.strides[0] == 0
+    np.testing.assert_array_equal(
+        read(np.array([[1, 2, 3]]), inside), np.broadcast_to([[0, 1, 2, 3]], (5, 4))
+    )
+
+
+def test_pad_then_shrink_back_is_the_contiguous_view():
+    v = View.contiguous((3, 4)).pad(((1, 2), (0, 3))).shrink(((1, 4), (0, 4)))
+    assert v == View.contiguous((3, 4)) and v.is_contiguous
+
+
+def test_permutes_compose():
+    v = View.contiguous((2, 3, 4))
+    p, q = (2, 0, 1), (1, 2, 0)
+    assert v.permute(p).permute(q) == v.permute(tuple(p[i] for i in q))
+    assert v.permute(p).permute((1, 2, 0)).is_contiguous
+
+
+def test_addresses_inside_and_outside_the_mask():
+    v = View.contiguous((2, 3)).pad(((0, 0), (1, 1)))
+    assert v.address((0, 0)) is None and v.address((1, 4)) is None
+    assert v.address((1, 1)) == 3 and v.address((0, 3)) == 2
+
+
+def test_size_1_dims_have_stride_0_and_contiguity_is_exact():
+    assert View.contiguous((3, 1, 2)).strides == (2, 0, 1)
+    assert View.contiguous((4, 5)).is_contiguous
+    assert not View.contiguous((4, 5)).permute((1, 0)).is_contiguous
+    assert not View.contiguous((4, 5)).shrink(((1, 4), (0, 5))).is_contiguous
+    assert not View.contiguous((4,)).pad(((0, 1),)).is_contiguous
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (slice(None, None, 2),),
+        (slice(None, None, -1), 1),
+        (Ellipsis, slice(3, 0, -2)),
+        (None, 0, Ellipsis, None),
+        (-1, slice(-3, None), slice(None, None, 3)),
+        (slice(1, 2), slice(4, 0, -1), -2),
+    ],
+)
+def test_indexing_is_a_view_over_the_buffer(key):
+    base = np.arange(1, 61, dtype=np.float32).reshape(3, 4, 5)
+    t = Tensor(base)[key]
+    assert [n.op for n in toposort([t.node])] == [Op.BUFFER, Op.VIEW]
+    np.testing.assert_array_equal(t.numpy(), base[key])
