@@ -219,5 +219,11 @@ def max_value(d: DType):
     return float("inf")
 
 
+def wrap(value: int, d: DType) -> int:
+    """A Python int reduced modulo 2**bits into integer dtype d's range, as d's sums wrap."""
+    m = value % (1 << d.bits)
+    return m - (1 << d.bits) if d.kind == "i" and m > max_value(d) else m
+
+
 def python_type(d: DType) -> type:
     return {"b": bool, "i": int, "u": int, "f": float, "c": complex}[d.kind]

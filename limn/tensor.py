@@ -318,12 +318,18 @@ class Tensor:
     def _align(self, other, op: str, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """Promote and broadcast two operands to one dtype and shape."""
         if isinstance(other, Tensor):
-            d = promote(self.dtype, other.dtype)
+            try:
+                d = promote(self.dtype, other.dtype)
+            except TypeError as e:
+                raise TypeError(f"{op}: {e}; cast one operand to a dtype that holds both") from None
             a, b = self.p_cast(d), other.p_cast(d)
         elif isinstance(other, bool | int | float):
             d = promote_scalar(self.dtype, other)
             a = self.p_cast(d)
-            b = self._const(dtypes.python_type(d)(other), d, ())
+            value = dtypes.python_type(d)(other)
+            if d.is_int:  # the scalar takes the tensor's dtype, so it wraps as d does
+                value = dtypes.wrap(value, d)
+            b = self._const(value, d, ())
         elif isinstance(other, np.ndarray | list | tuple | np.generic):
             return self._align(Tensor(other, device=self.device), op, reverse)
         else:
@@ -877,7 +883,13 @@ class Tensor:
     def full(shape, value, dtype=None, device=None, requires_grad=False) -> Tensor:
         shape = _shape_arg((shape,))
         d = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
-        node = Node(Op.CONST, d, shape, (), dtypes.python_type(d)(value))
+        value = dtypes.python_type(d)(value)
+        if d.is_int and not dtypes.min_value(d) <= value <= dtypes.max_value(d):
+            raise ValueError(
+                f"full: {value} is out of range for {d}; accepted: "
+                f"{dtypes.min_value(d)}..{dtypes.max_value(d)}"
+            )
+        node = Node(Op.CONST, d, shape, (), value)
         t = Tensor._make(node, device or current_device())
         return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
 
