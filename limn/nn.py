@@ -159,9 +159,13 @@ class LayerNorm(Module):
     and shift elementwise; weight starts at ones, bias at zeros."""
 
     def __init__(
-        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
-        bias: bool = True, dtype=None,
-    ):  # fmt: skip
+        self,
+        normalized_shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        dtype=None,
+    ):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(shape)
         self.eps = eps
@@ -261,9 +265,14 @@ def _unfold(x: Tensor, kernel, stride, dilation) -> Tensor:
 
 
 def conv(
-    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0,
-    dilation=1, groups: int = 1,
-) -> Tensor:  # fmt: skip
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+) -> Tensor:
     """N-d cross-correlation as torch computes it: x (N, C, *L), weight (O, C/groups, *k).
 
     ``padding`` is an int, one int per spatial dim, or "valid" / "same" (stride 1). An
@@ -319,9 +328,17 @@ class _ConvNd(Module):
     n = 0
 
     def __init__(
-        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-        dilation=1, groups: int = 1, bias: bool = True, dtype=None,
-    ):  # fmt: skip
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        dtype=None,
+    ):
         name = type(self).__name__
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(

@@ -1,0 +1,259 @@
+"""limn.optim against torch.optim: 20 steps on the same model and data, parameters equal
+to 1e-6 after every step."""
+
+import math
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import limn
+from ir.graph import structure_key
+from limn import Tensor, nn, optim
+
+STEPS = 20
+
+
+class MLP(nn.Module):
+    def __init__(self, bias=True):
+        self.fc1 = nn.Linear(5, 8, bias=bias)
+        self.fc2 = nn.Linear(8, 3, bias=bias)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).tanh())
+
+
+def torch_mlp(model: MLP) -> torch.nn.Module:
+    bias = model.fc1.bias is not None
+    t = torch.nn.Sequential()
+    t.fc1, t.act, t.fc2 = torch.nn.Linear(5, 8, bias), torch.nn.Tanh(), torch.nn.Linear(8, 3, bias)
+    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    return t
+
+
+def batches(n=STEPS, seed=0):
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((16, 5)).astype(np.float32),
+         rng.standard_normal((16, 3)).astype(np.float32))
+        for _ in range(n)
+    ]  # fmt: skip
+
+
+def limn_step(model, opt, x, y) -> Tensor:
+    loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
+    loss.backward()
+    opt.step(loss)
+    opt.zero_grad()
+    return loss
+
+
+def run_side_by_side(model, opt, tmodel, topt, on_step=None):
+    for i, (x, y) in enumerate(batches()):
+        if on_step is not None:
+            on_step(i, opt, topt)
+        loss = limn_step(model, opt, x, y)
+        tloss = torch.nn.functional.mse_loss(tmodel(torch.tensor(x)), torch.tensor(y))
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-6, atol=1e-6)
+        tparams = dict(tmodel.named_parameters())
+        for name, p in model.named_parameters():
+            np.testing.assert_allclose(
+                p.numpy(), tparams[name].detach().numpy(), rtol=1e-6, atol=1e-6,
+                err_msg=f"{name} after step {i + 1}",
+            )  # fmt: skip
+
+
+SGD_CASES = [
+    {},
+    {"momentum": 0.9},
+    {"momentum": 0.9, "dampening": 0.5},
+    {"momentum": 0.8, "nesterov": True},
+    {"momentum": 0.9, "weight_decay": 0.1},
+    {"weight_decay": 0.05},
+]
+
+
+@pytest.mark.parametrize("kw", SGD_CASES, ids=[str(k) for k in SGD_CASES])
+def test_sgd_matches_torch_every_step(kw):
+    limn.set_seed(0)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.SGD(model.named_parameters(), lr=0.05, **kw)
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.05, **kw)
+    run_side_by_side(model, opt, tmodel, topt)
+
+
+ADAMW_CASES = [{}, {"betas": (0.8, 0.99), "weight_decay": 0.1, "eps": 1e-6}]
+
+
+@pytest.mark.parametrize("kw", ADAMW_CASES, ids=[str(k) for k in ADAMW_CASES])
+def test_adamw_matches_torch_every_step(kw):
+    limn.set_seed(1)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.AdamW(model.named_parameters(), lr=0.01, **kw)
+    topt = torch.optim.AdamW(tmodel.parameters(), lr=0.01, **kw)
+    run_side_by_side(model, opt, tmodel, topt)
+
+
+def test_changing_lr_between_steps_matches_torch():
+    limn.set_seed(2)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.AdamW(model.named_parameters(), lr=0.01)
+    topt = torch.optim.AdamW(tmodel.parameters(), lr=0.01)
+
+    def schedule(i, opt, topt):
+        lr = 0.01 * (1 + math.cos(math.pi * i / STEPS)) / 2
+        opt.lr = lr
+        topt.param_groups[0]["lr"] = lr
+
+    run_side_by_side(model, opt, tmodel, topt, on_step=schedule)
+
+
+def test_changing_lr_keeps_the_step_graph_structure():
+    model = MLP()
+    opt = optim.AdamW(model.named_parameters(), lr=0.01)
+    x, y = (Tensor(a) for a in batches(1)[0])
+
+    def step_key():
+        nn.mse_loss(model(x), y).backward()
+        ups = opt.updates()
+        key = structure_key([u.node for u in ups], buffer_key=lambda n: id(n.arg))
+        limn.realize(*ups)
+        opt.zero_grad()
+        return key
+
+    first = step_key()
+    opt.lr = 0.003
+    assert step_key() == first
+    assert opt.lr == pytest.approx(0.003) and opt.steps == 2
+
+
+# ---- Muon -------------------------------------------------------------------------
+
+
+def reference_newton_schulz(g, steps=5, eps=1e-7):
+    """The quintic iteration of torch.optim.Muon, in float32 rather than bfloat16."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g.T if g.shape[0] > g.shape[1] else g
+    x = x / x.norm().clamp(min=eps)
+    for _ in range(steps):
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.T if g.shape[0] > g.shape[1] else x
+
+
+class ReferenceMuon(torch.optim.Optimizer):
+    """torch.optim.Muon's update with the float32 Newton-Schulz above."""
+
+    def __init__(self, params, lr, weight_decay=0.1, momentum=0.95, nesterov=True):
+        super().__init__(params, dict(lr=lr, wd=weight_decay, mu=momentum, nesterov=nesterov))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state[p].setdefault("buf", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - group["mu"])
+                u = p.grad.lerp(buf, group["mu"]) if group["nesterov"] else buf
+                u = reference_newton_schulz(u)
+                p.mul_(1 - group["lr"] * group["wd"])
+                p.add_(u, alpha=-group["lr"] * math.sqrt(max(1, p.shape[0] / p.shape[1])))
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_muon_matches_a_torch_reference_newton_schulz_every_step(nesterov):
+    limn.set_seed(3)
+    model = MLP(bias=False)  # (8, 5) is tall, (3, 8) is wide: both orientations
+    tmodel = torch_mlp(model)
+    opt = optim.Muon(model.named_parameters(), lr=0.02, nesterov=nesterov)
+    topt = ReferenceMuon(tmodel.parameters(), lr=0.02, nesterov=nesterov)
+    run_side_by_side(model, opt, tmodel, topt)
+
+
+def test_newton_schulz_pushes_singular_values_near_one():
+    g = np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32)
+    s = np.linalg.svd(optim.newton_schulz(Tensor(g)).numpy(), compute_uv=False)
+    assert s.min() > 0.5 and s.max() < 1.5
+
+
+def test_muon_with_adamw_routes_matrices_to_muon_and_steps_both_as_torch():
+    limn.set_seed(4)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.muon_with_adamw(model, muon_lr=0.02, adamw_lr=0.01)
+    assert [n for n, _ in opt.parts["muon"].named] == ["fc1.weight", "fc2.weight"]
+    assert [n for n, _ in opt.parts["adamw"].named] == ["fc1.bias", "fc2.bias"]
+    matrices = [p for p in tmodel.parameters() if p.ndim == 2]
+    vectors = [p for p in tmodel.parameters() if p.ndim != 2]
+    tmuon = ReferenceMuon(matrices, lr=0.02)
+    tadamw = torch.optim.AdamW(vectors, lr=0.01)
+
+    class Both:
+        def zero_grad(self):
+            tmuon.zero_grad()
+            tadamw.zero_grad()
+
+        def step(self):
+            tmuon.step()
+            tadamw.step()
+
+    run_side_by_side(model, opt, tmodel, Both())
+    assert "muon.fc1.weight.momentum_buffer" in opt.state_dict()
+    assert "adamw.beta2_power" in opt.state_dict()
+
+
+def test_muon_refuses_vectors():
+    with pytest.raises(ValueError, match="'fc1.bias' has shape \\(8,\\).*AdamW"):
+        optim.Muon(MLP().named_parameters())
+
+
+# ---- the step as one batch --------------------------------------------------------
+
+
+def test_step_computes_extra_tensors_in_the_same_batch_from_pre_step_values():
+    model = MLP()
+    opt = optim.SGD(model.named_parameters(), lr=0.1)
+    x, y = batches(1)[0]
+    expected = nn.mse_loss(model(Tensor(x)), Tensor(y)).item()
+    loss = limn_step(model, opt, x, y)
+    assert loss.node.op.value == "BUFFER"  # realized by step, not later
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    after = nn.mse_loss(model(Tensor(x)), Tensor(y)).item()
+    assert after < expected
+
+
+def test_zero_grad_clears_and_params_without_grad_are_left_alone():
+    model = MLP()
+    opt = optim.AdamW(model.named_parameters(), lr=0.1)
+    w2 = model.fc2.weight.numpy()
+    model.fc1(Tensor(batches(1)[0][0])).sum().backward()  # fc2 gets no gradient
+    opt.step()
+    np.testing.assert_array_equal(model.fc2.weight.numpy(), w2)
+    assert model.fc1.weight.grad is not None
+    opt.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_optimizers_reject_bad_parameter_lists():
+    with pytest.raises(ValueError, match="empty"):
+        optim.SGD([])
+    with pytest.raises(TypeError, match="requires_grad"):
+        optim.SGD([Tensor(np.ones(3, np.float32))])
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(ValueError, match="listed twice"):
+        optim.AdamW([w, w])
+    with pytest.raises(ValueError, match="nesterov"):
+        optim.SGD([w], nesterov=True)
+
+
+def test_train_mlp_example_drops_the_loss_20x():
+    example = Path(__file__).parent.parent / "examples" / "train_mlp.py"
+    main = runpy.run_path(str(example))["main"]
+    assert main(["--steps", "100"]) >= 20
