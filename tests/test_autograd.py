@@ -1,0 +1,279 @@
+"""Autograd beyond one backward pass, with torch as the oracle.
+
+Gradients of gradients (``create_graph=True``) against ``torch.autograd.grad``,
+``no_grad`` and ``detach`` cutting the graph, gradients accumulating across uses and
+across calls, and gradients flowing through casts between float dtypes (and stopping at a
+cast to an integer).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import limn
+from ir.ops import Op
+from limn import Tensor
+
+
+def _arr(shape, seed, lo=None, hi=None):
+    rng = np.random.default_rng(seed)
+    if lo is not None:
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _t(a, grad=True):
+    return torch.tensor(a, dtype=torch.float64, requires_grad=grad)
+
+
+def _close(got, want, tol=1e-4):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max()))
+
+
+# ---- second and third derivatives ---------------------------------------------------
+
+W = _arr((4, 3), 10)
+W2 = _arr((3, 2), 11)
+
+FUNCTIONS = {
+    "tanh": (lambda x: x.tanh(), torch.tanh),
+    "cube": (lambda x: x**3, lambda x: x**3),
+    "sigmoid": (lambda x: x.sigmoid(), torch.sigmoid),
+    "softmax": (lambda x: x.softmax(-1), lambda x: torch.softmax(x, -1)),
+    "log_softmax": (lambda x: x.log_softmax(0), lambda x: torch.log_softmax(x, 0)),
+    "logsumexp": (lambda x: x.logsumexp(1), lambda x: torch.logsumexp(x, 1)),
+    "exp_log": (lambda x: (x.exp() + 1).log(), lambda x: (x.exp() + 1).log()),
+    "gelu": (lambda x: x.gelu(), F.gelu),
+    "matmul_chain": (
+        lambda x: ((x.T @ Tensor(W)).tanh() @ Tensor(W2)).square(),
+        lambda x: (
+            (x.T @ torch.tensor(W, dtype=torch.float64)).tanh()
+            @ torch.tensor(W2, dtype=torch.float64)
+        ).square(),
+    ),
+    "normalize": (
+        lambda x: (x - x.mean(1, keepdim=True)) / (x.var(1, keepdim=True) + 1).sqrt(),
+        lambda x: (x - x.mean(1, keepdim=True)) / (x.var(1, keepdim=True) + 1).sqrt(),
+    ),
+    "div_recip": (lambda x: x / (x * x + 1), lambda x: x / (x * x + 1)),
+    "broadcast_max": (
+        lambda x: (x.max(axis=0, keepdim=True) * x).sum(1),
+        lambda x: (torch.amax(x, dim=0, keepdim=True) * x).sum(1),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_grad_of_grad_matches_torch(name):
+    f, tf = FUNCTIONS[name]
+    a = _arr((4, 3), 1)
+    out_w = _arr(tf(_t(a)).shape, 2)
+    v = _arr((4, 3), 3)
+
+    x = Tensor(a, requires_grad=True)
+    (f(x) * Tensor(out_w)).sum().backward(create_graph=True)
+    g = x.grad
+    assert g.requires_grad, "create_graph=True must record the gradient's own graph"
+    x.grad = None
+    (g * Tensor(v)).sum().backward()
+    hvp = x.grad
+
+    tx = _t(a)
+    (tg,) = torch.autograd.grad((tf(tx) * _t(out_w, False)).sum(), tx, create_graph=True)
+    (thvp,) = torch.autograd.grad((tg * _t(v, False)).sum(), tx)
+    _close(g.numpy(), tg.detach().numpy())
+    _close(hvp.numpy(), thvp.numpy())
+
+
+def test_third_derivative_of_tanh_matches_torch():
+    a = _arr((5,), 4)
+    x = Tensor(a, requires_grad=True)
+    x.tanh().sum().backward(create_graph=True)
+    g1, x.grad = x.grad, None
+    g1.sum().backward(create_graph=True)
+    g2, x.grad = x.grad, None
+    g2.sum().backward()
+    tx = _t(a)
+    (t1,) = torch.autograd.grad(torch.tanh(tx).sum(), tx, create_graph=True)
+    (t2,) = torch.autograd.grad(t1.sum(), tx, create_graph=True)
+    (t3,) = torch.autograd.grad(t2.sum(), tx)
+    for got, want in [(g1, t1), (g2, t2), (x.grad, t3)]:
+        _close(got.numpy(), want.detach().numpy())
+
+
+def test_mixed_second_derivative_of_a_bilinear_form():
+    """d/dy of (d/dx sum(x @ y)) flows across two leaves."""
+    a, b = _arr((2, 3), 5), _arr((3, 4), 6)
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    ((x @ y).sigmoid()).sum().backward(create_graph=True)
+    gx = x.grad
+    x.grad = y.grad = None
+    (gx * gx).sum().backward()
+    tx, ty = _t(a), _t(b)
+    (tgx,) = torch.autograd.grad(torch.sigmoid(tx @ ty).sum(), tx, create_graph=True)
+    tgx_x, tgx_y = torch.autograd.grad((tgx * tgx).sum(), (tx, ty))
+    _close(x.grad.numpy(), tgx_x.numpy())
+    _close(y.grad.numpy(), tgx_y.numpy())
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_backward_with_create_graph_accumulates_like_torch():
+    """A second backward adds into the .grad the first one left, as torch's does."""
+    a = _arr((3,), 7)
+    x = Tensor(a, requires_grad=True)
+    (x**3).sum().backward(create_graph=True)
+    x.grad.sum().backward()
+    tx = _t(a)
+    (tx**3).sum().backward(create_graph=True)
+    tx.grad.sum().backward()
+    _close(x.grad.numpy(), tx.grad.detach().numpy())
+
+
+def test_gradients_without_create_graph_are_lazy_constants():
+    x = Tensor(_arr((3,), 8), requires_grad=True)
+    (x.exp() * x).sum().backward()
+    assert not x.grad.requires_grad and x.grad._ctx is None
+    assert x.grad.node.op != Op.BUFFER, "backward must not compute anything"
+    assert "EXP" in x.grad.graph()
+
+
+# ---- accumulation -------------------------------------------------------------------
+
+
+def test_a_leaf_used_twice_sums_both_contributions():
+    a = _arr((2, 3), 9)
+    x = Tensor(a, requires_grad=True)
+    y = x * x.sum(0, keepdim=True) + x.T.reshape(2, 3).exp()
+    y.sum().backward()
+    tx = _t(a)
+    (tx * tx.sum(0, keepdim=True) + tx.T.reshape(2, 3).exp()).sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_gradients_accumulate_across_backward_calls():
+    a = _arr((4,), 12)
+    x = Tensor(a, requires_grad=True)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 + 2 * a, rtol=1e-6)
+
+
+def test_backward_takes_a_gradient_for_a_non_scalar_output():
+    a, g = _arr((2, 3), 13), _arr((2, 3), 14)
+    x = Tensor(a, requires_grad=True)
+    x.sigmoid().backward(Tensor(g))
+    tx = _t(a)
+    torch.sigmoid(tx).backward(_t(g, False))
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_max_splits_its_gradient_evenly_among_ties_like_amax():
+    a = np.array([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 5.0, -1.0]], np.float32)
+    x = Tensor(a, requires_grad=True)
+    x.max(axis=1).sum().backward()
+    tx = _t(a)
+    torch.amax(tx, dim=1).sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_intermediates_keep_no_grad_and_unreached_leaves_stay_none():
+    x = Tensor(_arr((3,), 15), requires_grad=True)
+    unused = Tensor(_arr((3,), 16), requires_grad=True)
+    y = x * 2
+    _ = unused * 3
+    y.sum().backward()
+    assert y.grad is None and unused.grad is None and x.grad is not None
+
+
+# ---- cutting the graph --------------------------------------------------------------
+
+
+def test_no_grad_records_nothing_and_restores_recording():
+    x = Tensor(_arr((3,), 17), requires_grad=True)
+    with limn.no_grad():
+        y = x * 2
+        with limn.enable_grad():
+            z = x * 3
+        w = x.exp()
+    assert not y.requires_grad and y._ctx is None and not w.requires_grad
+    assert z.requires_grad
+    assert (x * 2).requires_grad
+    with pytest.raises(RuntimeError, match="backward.*does not require grad"):
+        y.sum().backward()
+
+
+def test_no_grad_is_restored_after_an_exception():
+    x = Tensor(_arr((3,), 18), requires_grad=True)
+    with pytest.raises(ValueError), limn.no_grad():
+        raise ValueError("boom")
+    assert (x * 1).requires_grad
+
+
+def test_detach_shares_values_and_stops_the_gradient():
+    a = _arr((3,), 19)
+    x = Tensor(a, requires_grad=True)
+    d = x.detach()
+    assert not d.requires_grad
+    np.testing.assert_array_equal(d.numpy(), a)
+    (d * x).sum().backward()
+    tx = _t(a)
+    (tx.detach() * tx).sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_a_detached_leaf_can_start_a_new_graph():
+    x = Tensor(_arr((3,), 20), requires_grad=True)
+    y = (x * 2).detach().requires_grad_()
+    (y * y).sum().backward()
+    assert x.grad is None
+    np.testing.assert_allclose(y.grad.numpy(), 2 * y.numpy(), rtol=1e-6)
+
+
+# ---- casts --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mid", ["float16", "bfloat16", "float64"])
+def test_gradients_flow_through_casts_between_float_dtypes(mid):
+    a, w = _arr((3, 4), 21), _arr((3, 4), 22)
+    x = Tensor(a, requires_grad=True)
+    y = (x.cast(mid) * Tensor(w).cast(mid)).tanh().cast("float32")
+    (y * 2).sum().backward()
+    assert x.grad.dtype == limn.float32
+    tx = torch.tensor(a, requires_grad=True)
+    ty = torch.tanh(tx.to(getattr(torch, mid)) * torch.tensor(w).to(getattr(torch, mid)))
+    (ty.float() * 2).sum().backward()
+    tol = {"float16": 2e-3, "bfloat16": 2e-2, "float64": 1e-6}[mid]
+    _close(x.grad.numpy(), tx.grad.numpy(), tol)
+
+
+def test_a_half_width_leaf_gets_a_half_width_gradient():
+    a = _arr((4,), 23).astype(np.float16)
+    x = Tensor(a, requires_grad=True)
+    (x.float() * x.float()).sum().backward()
+    assert x.grad.dtype == limn.float16
+    np.testing.assert_allclose(x.grad.numpy(), 2 * a.astype(np.float32), rtol=1e-3)
+
+
+def test_float64_gradients_keep_their_width():
+    a = np.random.default_rng(24).standard_normal(5)
+    x = Tensor(a, requires_grad=True)
+    ((x * 1.5).tanh() * x.exp()).sum().backward()
+    assert x.dtype == x.grad.dtype == limn.float64
+    tx = torch.tensor(a, requires_grad=True)
+    (torch.tanh(tx * 1.5) * tx.exp()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_a_cast_to_an_integer_stops_the_gradient():
+    a = np.array([1.7, -2.2, 3.5], np.float32)
+    x = Tensor(a, requires_grad=True)
+    (x.cast("int32").cast("float32") * x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), a.astype(np.int32).astype(np.float32))
+
+
+def test_only_float_tensors_take_gradients():
+    with pytest.raises(TypeError, match="requires_grad.*float.*int64"):
+        Tensor([1, 2], requires_grad=True)
