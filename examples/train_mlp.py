@@ -1,6 +1,6 @@
 """Train a small MLP with AdamW on a toy regression; the loss must drop at least 20x.
 
-    uv run python examples/train_mlp.py [--device numpy|c] [--steps N]
+    uv run python examples/train_mlp.py [--device numpy|c] [--steps N] [--optimizer adamw|muon]
 
 The target is a fixed smooth function of 8 inputs; the whole data set is one batch.
 Each step is one realize: the forward pass, the gradients, every parameter and Adam
@@ -32,6 +32,12 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--device", default="numpy", choices=["numpy", "c"])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument(
+        "--optimizer",
+        default="adamw",
+        choices=["adamw", "muon"],
+        help="muon: the weight matrices on Muon, the biases on AdamW, stepped together",
+    )
     args = parser.parse_args(argv)
     try:
         limn.set_device(args.device)
@@ -44,7 +50,10 @@ def main(argv: list[str] | None = None) -> float:
     model = nn.Sequential(
         nn.Linear(8, 64), Tensor.relu, nn.Linear(64, 64), Tensor.relu, nn.Linear(64, 1)
     )
-    opt = optim.AdamW(model.named_parameters(), lr=args.lr, weight_decay=1e-4)
+    if args.optimizer == "adamw":
+        opt = optim.AdamW(model.named_parameters(), lr=args.lr, weight_decay=1e-4)
+    else:  # route by shape: 2-d parameters to Muon, the rest to AdamW
+        opt = optim.muon_with_adamw(model, muon_lr=2 * args.lr, adamw_lr=args.lr)
 
     every = max(1, args.steps // 10)
     first = last = None
