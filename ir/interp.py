@@ -1,0 +1,220 @@
+"""The loop-nest interpreter: runs stage 3 one instruction at a time over numpy buffers.
+
+It is the oracle that a printed nest means what it says. It is deliberately literal: every
+value is a 0-d numpy array of exactly the dtype its instruction names, every ARITH goes
+through ``ir/semantics.apply`` (the definitions the numpy device uses), loads and stores
+touch one element, and an address outside its buffer is an error rather than a silent
+read, so a lowering bug cannot hide behind a lucky number. Fresh buffers start filled with
+a poison value, so a cell the nest forgets to write shows up in the diff.
+
+``run_graph`` executes a whole kernel graph: it allocates the intermediates, lowers and
+runs each kernel in order (dispatching CUSTOM kernels by name), resolves the sinks, and
+commits ASSIGNs after everything else. ``run`` does the same starting from op-graph roots,
+on copies of their input buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ir import dtypes, semantics
+from ir.dtypes import DType, to_numpy
+from ir.graph import Node
+from ir.kernel import KernelGraph
+from ir.loop import (
+    Accum,
+    Arith,
+    Check,
+    Const,
+    DefAcc,
+    EndLoop,
+    Index,
+    Load,
+    Loop,
+    LoopNest,
+    Mask,
+    Store,
+    defines,
+    value_dtype,
+)
+from ir.lower import lower
+from ir.ops import Op
+from ir.passes import Pass, apply_passes
+from ir.schedule import schedule
+
+
+def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
+    """One step of a reduce: ADD by the shared semantics; MAX keeps nan, as the reference's max."""
+    if op == Op.ADD:
+        return semantics.apply(Op.ADD, [acc, x], d, d)
+    return np.asarray(np.maximum(acc, x)).astype(to_numpy(d))
+
+
+def _at(idx: Index, env: dict) -> int:
+    return idx.const + sum(c * int(env[n]) for n, c in idx.terms)
+
+
+def _holds(preds, env) -> bool:
+    return all(p.lo <= _at(p.index, env) < p.hi for p in preds)
+
+
+def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+    """Execute ``nest`` reading ``inputs`` (in0, in1, ...) and writing ``out`` in place."""
+    if len(inputs) != len(nest.inputs):
+        raise ValueError(
+            f"interpret: {nest.name} reads {len(nest.inputs)} inputs, got {len(inputs)}"
+        )
+    mem = {f"in{i}": np.asarray(a).reshape(-1) for i, a in enumerate(inputs)}
+    mem["out"] = out.reshape(-1)
+    if not np.shares_memory(mem["out"], out) and out.size:
+        raise ValueError("interpret: the output must be a C-contiguous array")
+    body = nest.body
+    partner: dict[int, int] = {}
+    opened: list[int] = []
+    kinds: dict[str, DType] = {}
+    for pc, ins in enumerate(body):
+        if isinstance(ins, Loop):
+            opened.append(pc)
+        elif isinstance(ins, EndLoop):
+            start = opened.pop()
+            partner[start], partner[pc] = pc, start
+        name = defines(ins)
+        if name is not None:
+            kinds[name] = value_dtype(ins)
+
+    def address(buf: str, idx: Index, env) -> int:
+        a = _at(idx, env)
+        if not 0 <= a < mem[buf].size:
+            raise IndexError(
+                f"interpret: {nest.name} addresses {buf}[{idx}] = {buf}[{a}], outside "
+                f"0..{mem[buf].size - 1}"
+            )
+        return a
+
+    env: dict[str, object] = {}
+    pc = 0
+    while pc < len(body):
+        ins = body[pc]
+        t = type(ins)
+        if t is Loop:
+            if ins.start < ins.stop:
+                env[ins.var] = ins.start
+                pc += 1
+            else:
+                pc = partner[pc] + 1
+            continue
+        if t is EndLoop:
+            loop = body[partner[pc]]
+            nxt = env[ins.var] + loop.step
+            if nxt < loop.stop:
+                env[ins.var] = nxt
+                pc = partner[pc] + 1
+            else:
+                pc += 1
+            continue
+        if t is Const or t is DefAcc:
+            env[ins.out] = np.asarray(ins.value, to_numpy(ins.dtype))
+        elif t is Load:
+            if _holds(ins.guard, env):
+                env[ins.out] = np.asarray(mem[ins.buf][address(ins.buf, ins.index, env)])
+            else:
+                env[ins.out] = np.zeros((), to_numpy(ins.dtype))
+        elif t is Arith:
+            vals = [env[s] for s in ins.srcs]
+            env[ins.out] = semantics.apply(ins.op, vals, ins.dtype, kinds[ins.srcs[-1]])
+        elif t is Mask:
+            env[ins.out] = np.asarray(_holds(ins.preds, env))
+        elif t is Check:
+            v = int(env[ins.value])
+            if _holds(ins.guard, env) and not 0 <= v < ins.size:
+                raise IndexError(
+                    f"{ins.what}: index {v} is out of range for axis {ins.axis} of size "
+                    f"{ins.size}; accepted: 0..{ins.size - 1}"
+                )
+        elif t is Accum:
+            if ins.index is None:
+                env[ins.dst] = fold(ins.op, env[ins.dst], env[ins.src], kinds[ins.dst])
+            else:
+                buf = mem[ins.dst]
+                a = address(ins.dst, ins.index, env)
+                d = dtypes.as_dtype(buf.dtype)
+                buf[a] = fold(ins.op, np.asarray(buf[a]), env[ins.src], d)
+        elif t is Store:
+            mem[ins.buf][address(ins.buf, ins.index, env)] = env[ins.src]
+        else:
+            raise TypeError(f"interpret: {t.__name__} is not a loop-nest instruction")
+        pc += 1
+
+
+def poison(dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """A fresh buffer whose every cell is conspicuous: nan for floats, 0x5A.. for integers."""
+    if dtype.is_float or dtype.is_complex:
+        return np.full(shape, np.nan, to_numpy(dtype))
+    if dtype == dtypes.bool_:
+        return np.ones(shape, np.bool_)
+    return np.full(shape, 0x5A, to_numpy(dtype))
+
+
+def run_graph(
+    graph: KernelGraph,
+    inputs: Sequence[np.ndarray],
+    kernels: dict[str, Callable] | None = None,
+    passes: Sequence[Pass] | None = None,
+) -> list[np.ndarray]:
+    """Run every kernel of ``graph`` on ``inputs`` (by slot); one array per sink.
+
+    ASSIGN sinks write into the given input arrays, after every kernel has run. A CUSTOM
+    kernel calls ``kernels[name](arrays, params)``, which returns all its outputs; siblings
+    (same name, inputs and params) share one call.
+    """
+    if len(inputs) != graph.n_inputs:
+        raise ValueError(f"run_graph: the graph has {graph.n_inputs} inputs, got {len(inputs)}")
+    bufs: list[np.ndarray] = []
+    for spec, a in zip(graph.buffers, inputs):
+        a = np.asarray(a)
+        if a.shape != spec.shape or a.dtype != to_numpy(spec.dtype):
+            raise ValueError(
+                f"run_graph: input {len(bufs)} is {a.dtype}{list(a.shape)}, want {spec}"
+            )
+        bufs.append(a)
+    bufs += [poison(s.dtype, s.shape) for s in graph.buffers[graph.n_inputs :]]
+    calls: dict[tuple, tuple] = {}
+    for i, k in enumerate(graph.kernels):
+        args = [bufs[b] for b in k.inputs]
+        if k.kind == "CUSTOM":
+            name, out_index, params = k.result.arg
+            if kernels is None or name not in kernels:
+                raise KeyError(f"run_graph: no kernel registered for CUSTOM {name!r}")
+            key = (name, k.inputs, repr(params))
+            if key not in calls:
+                calls[key] = tuple(kernels[name](args, params))
+            np.copyto(bufs[k.output], calls[key][out_index])
+            continue
+        interpret(apply_passes(lower(graph, i), passes), args, bufs[k.output])
+    # the transaction: every root is read before any ASSIGN overwrites its target
+    assigned = {s.buffer for s in graph.sinks if s.source is not None}
+    out: list = []
+    for s in graph.sinks:
+        if s.source is None:
+            a = bufs[s.buffer].reshape(s.shape)
+            out.append(a.copy() if s.buffer in assigned else a)
+        else:
+            out.append(None)
+    for i, s in enumerate(graph.sinks):
+        if s.source is not None:
+            np.copyto(bufs[s.buffer], bufs[s.source])
+            out[i] = bufs[s.buffer]
+    return out
+
+
+def run(
+    roots: Sequence[Node],
+    passes: Sequence[Pass] | None = None,
+    kernels: dict[str, Callable] | None = None,
+) -> list[np.ndarray]:
+    """Schedule, lower, pass and interpret ``roots``, on copies of their input buffers."""
+    sched = schedule(roots)
+    inputs = [np.array(n.arg.data, copy=True) for n in sched.inputs]
+    return run_graph(sched.graph, inputs, kernels, passes)

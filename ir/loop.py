@@ -1,0 +1,504 @@
+"""Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
+
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of ten opcodes:
+
+    LOOP     var < stop            open a counted loop (start, step and attrs optional)
+    ENDLOOP  var                   close it
+    CONST    v = value : dtype     a literal
+    LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
+    ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/ops.py``
+    MASK     v = preds : bool      the pad predicates as a value (for WHERE)
+    CHECK    lo <= v < hi  what    a data-dependent index must be in range (else an error)
+    DEFACC   acc = identity : dtype   a register accumulator
+    ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+    STORE    buf[index] = v        write memory
+
+Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ... Loop variables
+are ``i<k>`` for an output dim and ``r<k>`` for a reduced one, numbered by the kernel's loop
+dim. Every address is an ``Index``: a sum of name*coefficient terms plus a constant, where a
+name is a loop variable or a loaded value (a gather's index). A pad is a ``Range`` predicate
+on an Index. Arithmetic happens in each value's dtype exactly as written: half-width floats
+are widened and rounded by explicit CASTs, so a backend renders what it reads and nothing
+more. A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they never
+change what the nest computes.
+
+``to_tree`` / ``flatten`` give passes a nested view of the same instructions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from ir.dtypes import DType, bool_
+from ir.kernel import BufferSpec
+from ir.ops import Op
+
+# ---- index expressions --------------------------------------------------------------
+
+_NAME = re.compile(r"([a-z]+)(\d+)$")
+
+
+def _name_order(name: str):
+    """Loop variables first by dim number (``i1`` before ``r2``), then values."""
+    m = _NAME.match(name)
+    if m is None:
+        return (2, name, 0)
+    prefix, num = m.group(1), int(m.group(2))
+    if prefix in ("i", "r"):
+        return (0, "", num)
+    return (1, prefix, num)
+
+
+@dataclass(frozen=True)
+class Index:
+    """``sum(coeff * name) + const``, kept canonical: terms sorted, no zero coefficient."""
+
+    terms: tuple[tuple[str, int], ...] = ()
+    const: int = 0
+
+    @staticmethod
+    def of(terms, const: int = 0) -> Index:
+        acc: dict[str, int] = {}
+        for name, c in terms:
+            acc[name] = acc.get(name, 0) + c
+        kept = sorted(((n, c) for n, c in acc.items() if c), key=lambda t: _name_order(t[0]))
+        return Index(tuple(kept), const)
+
+    @staticmethod
+    def var(name: str) -> Index:
+        return Index(((name, 1),), 0)
+
+    def __add__(self, other: Index | int) -> Index:
+        if isinstance(other, int):
+            return Index(self.terms, self.const + other)
+        return Index.of(self.terms + other.terms, self.const + other.const)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Index | int) -> Index:
+        return self + other * -1
+
+    def __mul__(self, k: int) -> Index:
+        return Index.of(((n, c * k) for n, c in self.terms), self.const * k)
+
+    def coeff(self, name: str) -> int:
+        return dict(self.terms).get(name, 0)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.terms)
+
+    def substitute(self, mapping: dict[str, Index]) -> Index:
+        out = Index((), self.const)
+        for n, c in self.terms:
+            out = out + (mapping[n] * c if n in mapping else Index(((n, c),)))
+        return out
+
+    def __str__(self) -> str:
+        parts = []
+        for n, c in self.terms:
+            mag = n if abs(c) == 1 else f"{n}*{abs(c)}"
+            if not parts:
+                parts.append(mag if c > 0 else f"-{mag}")
+            else:
+                parts.append(f"+ {mag}" if c > 0 else f"- {mag}")
+        if self.const or not parts:
+            if not parts:
+                parts.append(str(self.const))
+            else:
+                parts.append(f"+ {self.const}" if self.const > 0 else f"- {-self.const}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The predicate ``lo <= index < hi`` (a pad mask, one dim of it)."""
+
+    index: Index
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return f"{self.lo} <= {self.index} < {self.hi}"
+
+
+def _preds(preds: tuple[Range, ...]) -> str:
+    return " and ".join(str(p) for p in preds)
+
+
+# ---- instructions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    stop: int
+    start: int = 0
+    step: int = 1
+    attrs: tuple[tuple[str, object], ...] = ()
+
+    def text(self) -> str:
+        s = (
+            f"{self.var} < {self.stop}"
+            if self.start == 0
+            else f"{self.start} <= {self.var} < {self.stop}"
+        )
+        if self.step != 1:
+            s += f" step {self.step}"
+        if self.attrs:
+            s += "  " + " ".join(k if v is True else f"{k}={v}" for k, v in self.attrs)
+        return s
+
+
+@dataclass(frozen=True)
+class EndLoop:
+    var: str
+
+    def text(self) -> str:
+        return self.var
+
+
+@dataclass(frozen=True)
+class Const:
+    out: str
+    value: object
+    dtype: DType
+
+    def text(self) -> str:
+        return f"{self.out} = {self.value!r} : {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Load:
+    out: str
+    buf: str
+    index: Index
+    dtype: DType
+    guard: tuple[Range, ...] = ()
+
+    def text(self) -> str:
+        g = f" if {_preds(self.guard)}" if self.guard else ""
+        return f"{self.out} = {self.buf}[{self.index}]{g} : {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Arith:
+    out: str
+    op: Op
+    srcs: tuple[str, ...]
+    dtype: DType
+
+    def text(self) -> str:
+        return f"{self.out} = {self.op.value} {', '.join(self.srcs)} : {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Mask:
+    out: str
+    preds: tuple[Range, ...]
+
+    def text(self) -> str:
+        return f"{self.out} = {_preds(self.preds)} : bool"
+
+
+@dataclass(frozen=True)
+class Check:
+    """``0 <= value < size`` must hold where ``guard`` does, or the kernel fails."""
+
+    value: str
+    size: int
+    what: str  # the op that indexes, e.g. "gather"
+    axis: int
+    guard: tuple[Range, ...] = ()
+
+    def text(self) -> str:
+        g = f" if {_preds(self.guard)}" if self.guard else ""
+        return f"0 <= {self.value} < {self.size}{g}  {self.what} axis {self.axis}"
+
+
+@dataclass(frozen=True)
+class DefAcc:
+    out: str
+    value: object
+    dtype: DType
+
+    def text(self) -> str:
+        return f"{self.out} = {self.value!r} : {self.dtype}"
+
+
+@dataclass(frozen=True)
+class Accum:
+    """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``."""
+
+    op: Op
+    dst: str
+    src: str
+    index: Index | None = None
+
+    def text(self) -> str:
+        d = self.dst if self.index is None else f"{self.dst}[{self.index}]"
+        return f"{d} = {self.op.value} {d}, {self.src}"
+
+
+@dataclass(frozen=True)
+class Store:
+    buf: str
+    index: Index
+    src: str
+
+    def text(self) -> str:
+        return f"{self.buf}[{self.index}] = {self.src}"
+
+
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Store
+
+OPCODE = {
+    Loop: "LOOP",
+    EndLoop: "ENDLOOP",
+    Const: "CONST",
+    Load: "LOAD",
+    Arith: "ARITH",
+    Mask: "MASK",
+    Check: "CHECK",
+    DefAcc: "DEFACC",
+    Accum: "ACCUM",
+    Store: "STORE",
+}
+
+
+def defines(ins: Instr) -> str | None:
+    """The value or accumulator an instruction introduces."""
+    return getattr(ins, "out", None)
+
+
+def value_dtype(ins: Instr) -> DType | None:
+    if isinstance(ins, Mask):
+        return bool_
+    return getattr(ins, "dtype", None)
+
+
+def uses(ins: Instr) -> tuple[str, ...]:
+    """Every name an instruction reads: values, accumulators, loop variables."""
+    names: list[str] = []
+    for idx in indices(ins):
+        names += idx.names
+    if isinstance(ins, Arith):
+        names += ins.srcs
+    elif isinstance(ins, Store):
+        names.append(ins.src)
+    elif isinstance(ins, Accum):
+        names.append(ins.src)
+        if ins.index is None:
+            names.append(ins.dst)
+    elif isinstance(ins, Check):
+        names.append(ins.value)
+    return tuple(names)
+
+
+def indices(ins: Instr) -> tuple[Index, ...]:
+    """Every Index an instruction evaluates: its address, then its predicates."""
+    out = []
+    if isinstance(ins, Load | Store) or isinstance(ins, Accum) and ins.index is not None:
+        out.append(ins.index)
+    for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
+        out.append(p.index)
+    return tuple(out)
+
+
+def accesses(ins: Instr) -> tuple[tuple[str, Index], ...]:
+    """The memory an instruction touches, as (buffer, address) pairs."""
+    if isinstance(ins, Load | Store):
+        return ((ins.buf, ins.index),)
+    if isinstance(ins, Accum) and ins.index is not None:
+        return ((ins.dst, ins.index),)
+    return ()
+
+
+def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
+    """Replace loop variables (or value terms) inside every Index of ``ins``."""
+
+    def sub_preds(ps):
+        return tuple(Range(p.index.substitute(mapping), p.lo, p.hi) for p in ps)
+
+    if isinstance(ins, Load):
+        return replace(ins, index=ins.index.substitute(mapping), guard=sub_preds(ins.guard))
+    if isinstance(ins, Store):
+        return replace(ins, index=ins.index.substitute(mapping))
+    if isinstance(ins, Accum) and ins.index is not None:
+        return replace(ins, index=ins.index.substitute(mapping))
+    if isinstance(ins, Mask):
+        return replace(ins, preds=sub_preds(ins.preds))
+    if isinstance(ins, Check):
+        return replace(ins, guard=sub_preds(ins.guard))
+    return ins
+
+
+def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
+    """Rename values and accumulators, where defined and where used (index terms too)."""
+
+    def n(x):
+        return mapping.get(x, x)
+
+    terms = {t for idx in indices(ins) for t in idx.names if t in mapping}
+    if terms:
+        ins = substitute(ins, {t: Index.var(mapping[t]) for t in terms})
+    if isinstance(ins, Const | Load | Mask | DefAcc):
+        return replace(ins, out=n(ins.out))
+    if isinstance(ins, Arith):
+        return replace(ins, out=n(ins.out), srcs=tuple(n(s) for s in ins.srcs))
+    if isinstance(ins, Store):
+        return replace(ins, src=n(ins.src))
+    if isinstance(ins, Accum):
+        dst = n(ins.dst) if ins.index is None else ins.dst
+        return replace(ins, dst=dst, src=n(ins.src))
+    if isinstance(ins, Check):
+        return replace(ins, value=n(ins.value))
+    return ins
+
+
+# ---- the nest -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopNest:
+    """One kernel as instructions, with the header a reader and a backend need."""
+
+    name: str  # "k0"
+    kind: str  # MAP, SUM, MAX, SCATTER
+    loop_shape: tuple[int, ...]
+    inputs: tuple[BufferSpec, ...]  # in0, in1, ...
+    output: BufferSpec  # out
+    body: tuple[Instr, ...]
+
+    def format(self, input_names=None, output_name=None) -> str:
+        """The nest as text; the names (``buf0`` ...) say which buffers the header binds."""
+        lines = [f"{self.name}  {self.kind}  loop{list(self.loop_shape)}"]
+        for i, spec in enumerate(self.inputs):
+            bound = f" = {input_names[i]}" if input_names else ""
+            lines.append(f"    in{i}{bound}  {spec}")
+        bound = f" = {output_name}" if output_name else ""
+        lines.append(f"    out{bound}  {self.output}")
+        lines += format_body(self.body)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def format_body(body: tuple[Instr, ...], depth: int = 1) -> list[str]:
+    lines = []
+    for ins in body:
+        if isinstance(ins, EndLoop):
+            depth -= 1
+        lines.append(f"{'  ' * depth}{OPCODE[type(ins)]:<8}{ins.text()}")
+        if isinstance(ins, Loop):
+            depth += 1
+    return lines
+
+
+# ---- a nested view for passes -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """A LOOP and everything up to its ENDLOOP, as a tree node."""
+
+    loop: Loop
+    body: tuple[Instr | Block, ...]
+
+
+def to_tree(body: tuple[Instr, ...]) -> tuple[Instr | Block, ...]:
+    stack: list[tuple[Loop | None, list]] = [(None, [])]
+    for ins in body:
+        if isinstance(ins, Loop):
+            stack.append((ins, []))
+        elif isinstance(ins, EndLoop):
+            loop, items = stack.pop()
+            if loop is None or loop.var != ins.var:
+                raise ValueError(f"loop nest: ENDLOOP {ins.var} does not close an open LOOP")
+            stack[-1][1].append(Block(loop, tuple(items)))
+        else:
+            stack[-1][1].append(ins)
+    if len(stack) != 1:
+        raise ValueError(f"loop nest: LOOP {stack[-1][0].var} is never closed")
+    return tuple(stack[0][1])
+
+
+def flatten(tree) -> tuple[Instr, ...]:
+    out: list[Instr] = []
+    for item in tree:
+        if isinstance(item, Block):
+            out.append(item.loop)
+            out += flatten(item.body)
+            out.append(EndLoop(item.loop.var))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def walk(tree):
+    """Every instruction of a tree, loops' own headers excluded, depth first."""
+    for item in tree:
+        if isinstance(item, Block):
+            yield from walk(item.body)
+        else:
+            yield item
+
+
+# ---- well-formedness ----------------------------------------------------------------
+
+
+def verify(nest: LoopNest) -> None:
+    """Raise ValueError unless every name is defined once, in scope, with matching dtypes.
+
+    Passes are checked against this after they run, so a broken user pass fails with the
+    instruction it got wrong instead of a wrong number later.
+    """
+    bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
+    scopes: list[set[str]] = [set()]
+    dtypes: dict[str, DType] = {}
+    seen: set[str] = set()
+
+    def fail(ins, why):
+        raise ValueError(f"{nest.name}: {OPCODE[type(ins)]} {ins.text()}: {why}")
+
+    for ins in nest.body:
+        visible = set().union(*scopes)
+        for name in uses(ins):
+            if name not in visible:
+                fail(ins, f"{name} is not defined here")
+        for buf, _ in accesses(ins):
+            if buf not in bufs:
+                fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
+        if isinstance(ins, Loop):
+            if ins.var in visible:
+                fail(ins, f"{ins.var} is already defined")
+            if ins.step < 1:
+                fail(ins, "a loop steps forward by at least 1")
+            scopes.append({ins.var})
+            continue
+        if isinstance(ins, EndLoop):
+            if len(scopes) == 1:
+                fail(ins, "closes no loop")
+            scopes.pop()
+            continue
+        if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
+            fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Store) and dtypes[ins.src] != bufs[ins.buf]:
+            fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Accum):
+            want = dtypes[ins.dst] if ins.index is None else bufs[ins.dst]
+            if dtypes[ins.src] != want:
+                fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
+            if ins.op not in (Op.ADD, Op.MAX):
+                fail(ins, "ACCUM folds with ADD or MAX")
+        out = defines(ins)
+        if out is not None:
+            if out in seen:
+                fail(ins, f"{out} is defined twice")
+            seen.add(out)
+            scopes[-1].add(out)
+            dtypes[out] = value_dtype(ins)
+    if len(scopes) != 1:
+        raise ValueError(f"{nest.name}: a LOOP is never closed")

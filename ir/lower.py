@@ -1,0 +1,293 @@
+"""The lower pass: one kernel (stage 2) -> one loop nest (stage 3). A pure function.
+
+Lowering walks the kernel's fused rows from the result down, asking "what is row r at
+index (e0, e1, ...)?" where each e is an Index over the loop variables. A VIEW answers by
+index arithmetic: over a buffer it is one address, ``offset + sum(e_d * stride_d)``; over a
+fused computation it re-indexes that computation's dims (``kernel.reindex``). A pad adds a
+Range predicate: loads under it read 0 where it fails, and a fused value under it is
+selected against 0 by MASK and WHERE. Predicates that hold, or fail, for every iteration
+are settled here and never printed. A GATHER loads its index, CHECKs it, and uses it as a
+term of the source's address.
+
+Dtypes are explicit: half-width floats are loaded, then CAST to float32; arithmetic runs in
+``dtypes.compute_dtype``; a CAST into a half width rounds there and widens again; the
+value is rounded to the buffer's dtype once, just before it is stored.
+
+The nest comes out in the kernel's own dim order, which the passes then improve. A reduce
+whose running total has the output's dtype is written as "fill the output with the
+identity, then ACCUM into it", which stays correct under any loop order; one whose total
+is wider (a half-width SUM keeps it in float32) keeps it in a register with the reduce
+loops innermost, since rounding into the buffer at every step would change the answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ir.dtypes import DType, acc_dtype, compute_dtype, python_type, to_numpy
+from ir.kernel import Kernel, KernelGraph, reduce_identity, reindex
+from ir.loop import (
+    Accum,
+    Arith,
+    Check,
+    Const,
+    DefAcc,
+    EndLoop,
+    Index,
+    Load,
+    Loop,
+    LoopNest,
+    Mask,
+    Range,
+    Store,
+)
+from ir.ops import ELEMENTWISE, Op
+from ir.view import contiguous_strides
+
+
+def lower(graph: KernelGraph, i: int) -> LoopNest:
+    """The loop nest of kernel ``i`` of ``graph``."""
+    k = graph.kernels[i]
+    if k.kind == "CUSTOM":
+        raise ValueError(f"lower: k{i} is a CUSTOM kernel ({k.result.arg[0]}); a device runs it")
+    low = _Lowering(k)
+    if k.kind == "MAP":
+        low.map_kernel()
+    elif k.kind in ("SUM", "MAX"):
+        low.reduce_kernel()
+    elif k.kind == "SCATTER":
+        low.scatter_kernel()
+    else:
+        raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
+    inputs = tuple(graph.buffers[b] for b in k.inputs)
+    return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], low.body)
+
+
+def _flat(idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
+    out = Index((), offset)
+    for e, st in zip(idx, strides):
+        if st:
+            out = out + e * st
+    return out
+
+
+class _Lowering:
+    """The state of lowering one kernel: instructions so far, names, and what is known."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.rows = kernel.rows
+        self.body: list = []
+        self.n_values = 0
+        self.n_accs = 0
+        self.memo: dict = {}
+        self.dtype_of: dict[str, DType] = {}
+        self.ranges: dict[str, tuple[int, int]] = {}  # inclusive bounds of each index name
+
+    # ---- emission ----------------------------------------------------------------
+
+    def emit(self, ins) -> str | None:
+        self.body.append(ins)
+        out = getattr(ins, "out", None)
+        if out is not None:
+            self.dtype_of[out] = getattr(ins, "dtype", None)
+        return out
+
+    def fresh(self) -> str:
+        self.n_values += 1
+        return f"v{self.n_values - 1}"
+
+    def open(self, names: list[str], extents: list[int]) -> tuple[Index, ...]:
+        self.memo = {}  # values of an earlier nest are out of scope in this one
+        for name, n in zip(names, extents):
+            self.emit(Loop(name, n))
+            self.ranges[name] = (0, n - 1)
+        return tuple(Index.var(n) for n in names)
+
+    def close(self, names: list[str]) -> None:
+        for name in reversed(names):
+            self.emit(EndLoop(name))
+
+    def cast(self, v: str, d: DType) -> str:
+        if self.dtype_of[v] == d:
+            return v
+        return self.emit(Arith(self.fresh(), Op.CAST, (v,), d))
+
+    def widen(self, v: str) -> str:
+        return self.cast(v, compute_dtype(self.dtype_of[v]))
+
+    def const(self, value, d: DType) -> str:
+        cd = compute_dtype(d)
+        if cd != d:  # the literal a half width can hold, written at compute width
+            value = float(np.array(value, to_numpy(d)).astype(np.float32))
+        return self.emit(Const(self.fresh(), value, cd))
+
+    def zero(self, d: DType) -> str:
+        return self.const(python_type(d)(0), d)
+
+    # ---- what is known about index expressions -----------------------------------
+
+    def bounds(self, idx: Index) -> tuple[int, int] | None:
+        lo = hi = idx.const
+        for name, c in idx.terms:
+            a, b = self.ranges[name]
+            if a > b:
+                return None  # an empty loop: nothing inside it runs
+            lo += min(c * a, c * b)
+            hi += max(c * a, c * b)
+        return lo, hi
+
+    def settle(self, p: Range) -> bool | None:
+        """True or False when ``p`` is decided for every iteration, else None."""
+        b = self.bounds(p.index)
+        if b is None:
+            return None
+        if b[0] >= p.lo and b[1] < p.hi:
+            return True
+        if b[1] < p.lo or b[0] >= p.hi:
+            return False
+        return None
+
+    # ---- values -------------------------------------------------------------------
+
+    def value(self, ri: int, idx: tuple[Index, ...], guard: tuple[Range, ...]) -> str:
+        """The name holding row ``ri`` at ``idx``, in its compute dtype."""
+        key = (ri, idx, guard)
+        if key in self.memo:
+            return self.memo[key]
+        row = self.rows[ri]
+        if row.op == Op.BUFFER:
+            name = self.load(row.arg, row.dtype, _flat(idx, contiguous_strides(row.shape)), guard)
+        elif row.op == Op.CONST:
+            name = self.const(row.arg, row.dtype)
+        elif row.op == Op.VIEW:
+            name = self.view(row, idx, guard)
+        elif row.op == Op.GATHER:
+            name = self.gather(row, idx, guard)
+        elif row.op in ELEMENTWISE:
+            name = self.arith(row, [self.value(s, idx, guard) for s in row.srcs])
+        else:
+            raise NotImplementedError(f"lower: {row.op.value} cannot be fused into a kernel")
+        self.memo[key] = name
+        return name
+
+    def load(self, slot: int, d: DType, addr: Index, guard: tuple[Range, ...]) -> str:
+        v = self.emit(Load(self.fresh(), f"in{slot}", addr, d, guard))
+        return self.widen(v)
+
+    def view(self, row, idx, guard) -> str:
+        v, si = row.arg, row.srcs[0]
+        src = self.rows[si]
+        if v.is_empty_mask:
+            return self.zero(row.dtype)
+        preds = []
+        for d, (lo, hi) in enumerate(v.mask or ()):
+            if (lo, hi) == (0, v.shape[d]):
+                continue
+            p = Range(idx[d], lo, hi)
+            known = self.settle(p)
+            if known is False:
+                return self.zero(row.dtype)
+            if known is None:
+                preds.append(p)
+        inner = guard + tuple(preds)
+        if src.op == Op.BUFFER:  # a masked load is already 0 in the pad
+            return self.load(src.arg, src.dtype, _flat(idx, v.strides, v.offset), inner)
+        if src.op == Op.CONST:
+            val = self.value(si, (), inner)
+        else:
+            split = reindex(v, src.shape)
+            if split is None:
+                raise ValueError(f"lower: {v} cannot be followed onto {src.shape} by arithmetic")
+            sidx = tuple(_flat(idx, coeffs, const) for const, coeffs in split)
+            val = self.value(si, sidx, inner)
+        if not preds:
+            return val
+        m = self.emit(Mask(self.fresh(), tuple(preds)))
+        z = self.zero(row.dtype)
+        return self.emit(Arith(self.fresh(), Op.WHERE, (m, val, z), self.dtype_of[val]))
+
+    def gather(self, row, idx, guard) -> str:
+        src_i, idx_i = row.srcs
+        axis = row.arg
+        iv = self.value(idx_i, idx, guard)
+        n = self.rows[src_i].shape[axis]
+        self.emit(Check(iv, n, "gather", axis, guard))
+        self.ranges[iv] = (0, n - 1)
+        sidx = list(idx)
+        sidx[axis] = Index.var(iv)
+        return self.value(src_i, tuple(sidx), guard)
+
+    def arith(self, row, srcs: list[str]) -> str:
+        d = row.dtype
+        if row.op == Op.CAST:  # round to the target once, then compute at its width
+            return self.widen(self.cast(srcs[0], d))
+        if row.op == Op.BITCAST:  # reinterprets stored bits, so take the stored width
+            stored = self.cast(srcs[0], self.rows[row.srcs[0]].dtype)
+            return self.widen(self.emit(Arith(self.fresh(), Op.BITCAST, (stored,), d)))
+        return self.emit(Arith(self.fresh(), row.op, tuple(srcs), compute_dtype(d)))
+
+    # ---- the nests of each kernel kind ---------------------------------------------
+
+    def map_kernel(self) -> None:
+        r = self.kernel.result
+        names = [f"i{d}" for d in range(len(r.shape))]
+        idx = self.open(names, list(r.shape))
+        v = self.cast(self.value(len(self.rows) - 1, idx, ()), r.dtype)
+        self.emit(Store("out", _flat(idx, contiguous_strides(r.shape)), v))
+        self.close(names)
+
+    def reduce_kernel(self) -> None:
+        r = self.kernel.result
+        op, d, axes = r.op, r.dtype, r.arg
+        src_i = r.srcs[0]
+        shape = self.rows[src_i].shape
+        names = [f"r{j}" if j in axes else f"i{j}" for j in range(len(shape))]
+        kept = [j for j in range(len(shape)) if j not in axes]
+        folded = list(axes)
+        out_strides = contiguous_strides(r.shape)
+        out_at = _flat(tuple(Index.var(n) for n in names), out_strides)
+        acc_d = acc_dtype(d) if op == Op.SUM else d  # a max is exact in its own dtype
+        step = Op.ADD if op == Op.SUM else Op.MAX
+        if acc_d == d:
+            self.open([names[j] for j in kept], [shape[j] for j in kept])
+            c = self.emit(Const(self.fresh(), reduce_identity(op, d), d))
+            self.emit(Store("out", out_at, c))
+            self.close([names[j] for j in kept])
+            idx = self.open(names, list(shape))
+            v = self.cast(self.value(src_i, idx, ()), d)
+            self.emit(Accum(step, "out", v, out_at))
+            self.close(names)
+            return
+        self.open([names[j] for j in kept], [shape[j] for j in kept])
+        acc = f"acc{self.n_accs}"
+        self.n_accs += 1
+        self.emit(DefAcc(acc, reduce_identity(op, acc_d), acc_d))
+        self.open([names[j] for j in folded], [shape[j] for j in folded])
+        idx = tuple(Index.var(n) for n in names)
+        v = self.cast(self.value(src_i, idx, ()), acc_d)
+        self.emit(Accum(step, acc, v))
+        self.close([names[j] for j in folded])
+        self.emit(Store("out", out_at, self.cast(acc, d)))
+        self.close([names[j] for j in kept])
+
+    def scatter_kernel(self) -> None:
+        r = self.kernel.result
+        base_i, idx_i, src_i = r.srcs
+        axis, d, shape = r.arg, r.dtype, r.shape
+        strides = contiguous_strides(shape)
+        names = [f"i{j}" for j in range(len(shape))]
+        idx = self.open(names, list(shape))
+        self.emit(Store("out", _flat(idx, strides), self.cast(self.value(base_i, idx, ()), d)))
+        self.close(names)
+        ishape = self.rows[idx_i].shape
+        names = [f"i{j}" for j in range(len(ishape))]
+        idx = self.open(names, list(ishape))
+        iv = self.value(idx_i, idx, ())
+        self.emit(Check(iv, shape[axis], "scatter", axis))
+        self.ranges[iv] = (0, shape[axis] - 1)
+        sv = self.cast(self.value(src_i, idx, ()), d)
+        at = list(idx)
+        at[axis] = Index.var(iv)
+        self.emit(Accum(Op.ADD, "out", sv, _flat(tuple(at), strides)))
+        self.close(names)

@@ -1,0 +1,211 @@
+"""Loop-nest passes: pure functions from a LoopNest to a LoopNest, run in a list.
+
+A pass takes a nest and returns a new one; it keeps no state and changes nothing it was
+given (every IR value is frozen, so it could not if it tried). ``apply_passes`` runs a
+list of them in order and checks each result with ``loop.verify``, so a broken pass is
+reported by name at the instruction it got wrong. To add a pass, write the function and
+pass ``[*DEFAULT_PASSES, my_pass]`` wherever passes are taken (docs/passes.md).
+
+The default list:
+
+* ``loop_order``: in each perfect chain of loops, the loop whose variable is stride-1 in
+  the most buffers goes innermost, the others keep their order. A loop whose variable
+  addresses no written cell folds into the cells it revisits (a reduce axis, a scatter's
+  colliding rows); such loops never pass one another, so every total is folded in the
+  order the kernel's dims give.
+* ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
+  output" whose reduce loops have ended up innermost keeps its total in a register
+  instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
+  fill + ACCUM form stays, since the running totals then outlive the inner loop.
+* ``drop_unit_loops``: a loop of one iteration goes; its variable becomes that constant.
+* ``renumber``: values and accumulators renamed in order of definition (v0, v1, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from ir.loop import (
+    Accum,
+    Block,
+    Const,
+    DefAcc,
+    Index,
+    LoopNest,
+    Store,
+    accesses,
+    defines,
+    flatten,
+    rename,
+    substitute,
+    to_tree,
+    verify,
+    walk,
+)
+
+Pass = Callable[[LoopNest], LoopNest]
+
+
+def _chain(block: Block):
+    """The loops of a perfect chain starting at ``block``, and the items inside the last."""
+    loops, inner = [block.loop], block.body
+    while len(inner) == 1 and isinstance(inner[0], Block):
+        loops.append(inner[0].loop)
+        inner = inner[0].body
+    return loops, inner
+
+
+def _nest(loops, inner) -> tuple:
+    for loop in reversed(loops):
+        inner = (Block(loop, tuple(inner)),)
+    return tuple(inner)
+
+
+def _written_vars(items) -> set[str]:
+    out: set[str] = set()
+    for ins in walk(items):
+        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index is not None:
+            out.update(ins.index.names)
+    return out
+
+
+# ---- loop order ---------------------------------------------------------------------
+
+
+def loop_order(nest: LoopNest) -> LoopNest:
+    """Innermost loop = the variable that is stride-1 in the most buffers."""
+    return replace(nest, body=flatten(_order(to_tree(nest.body))))
+
+
+def _order(items) -> tuple:
+    out = []
+    for item in items:
+        out += _order_chain(item) if isinstance(item, Block) else [item]
+    return tuple(out)
+
+
+def _order_chain(block: Block) -> tuple:
+    loops, inner = _chain(block)
+    inner = _order(inner)
+    written = _written_vars(inner)
+    folding = [j for j, loop in enumerate(loops) if loop.var not in written]
+    # a folding loop may go innermost only if no other folding loop is inside it already
+    allowed = [j for j in range(len(loops)) if j not in folding or j == max(folding)]
+
+    def stride_one(var: str) -> int:
+        bufs = {b for ins in walk(inner) for b, idx in accesses(ins) if abs(idx.coeff(var)) == 1}
+        return len(bufs)
+
+    best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
+    loops = loops[:best] + loops[best + 1 :] + [loops[best]]
+    return _nest(loops, inner)
+
+
+# ---- reduce placement ---------------------------------------------------------------
+
+
+def reduce_placement(nest: LoopNest) -> LoopNest:
+    """Fill + ACCUM-into-memory becomes a register accumulator where the reduce is innermost."""
+    items = to_tree(nest.body)
+    taken = [int(d[3:]) for d in (defines(i) for i in flatten(items)) if d and d.startswith("acc")]
+    next_acc = max(taken, default=-1) + 1
+    out: list = []
+    i = 0
+    while i < len(items):
+        found = _fill_then_fold(items, i, f"acc{next_acc}")
+        if found is None:
+            out.append(items[i])
+            i += 1
+            continue
+        new, used = found
+        out += new
+        i += used
+        next_acc += 1
+    return replace(nest, body=flatten(out))
+
+
+def _fill_then_fold(items, i: int, acc: str):
+    """Match a fill nest at ``items[i]`` and the nest folding into it; rewrite both."""
+    if isinstance(items[i], Block):
+        fill_loops, fill = _chain(items[i])
+        used = 1
+    else:
+        fill_loops, fill, used = [], tuple(items[i : i + 2]), 2
+    if len(fill) != 2 or not isinstance(fill[0], Const) or not isinstance(fill[1], Store):
+        return None
+    const, store = fill
+    if store.src != const.out or i + used >= len(items) or not isinstance(items[i + used], Block):
+        return None
+    loops, inner = _chain(items[i + used])
+    last = inner[-1]
+    if not isinstance(last, Accum) or last.index is None:
+        return None
+    if (last.dst, last.index) != (store.buf, store.index) or any(
+        isinstance(x, Block) for x in inner
+    ):
+        return None
+    if any(b == store.buf for ins in inner[:-1] for b, _ in accesses(ins)):
+        return None
+    keep = {loop.var: loop for loop in fill_loops}
+    outer = loops[: len(keep)]
+    if {loop.var for loop in outer} != set(keep) or any(keep[lp.var] != lp for lp in outer):
+        return None  # an output loop sits inside a reduce loop: the totals must live in memory
+    if not set(store.index.names) <= set(keep):
+        return None
+    body = inner[:-1] + (Accum(last.op, acc, last.src),)
+    reduce = _nest(loops[len(keep) :], body) if len(loops) > len(keep) else body
+    new = (DefAcc(acc, const.value, const.dtype), *reduce, Store(store.buf, store.index, acc))
+    return (_nest(outer, new) if outer else new), used + 1
+
+
+# ---- tidying ------------------------------------------------------------------------
+
+
+def drop_unit_loops(nest: LoopNest) -> LoopNest:
+    """A loop of one iteration is replaced by its body with the variable set to its start."""
+    return replace(nest, body=flatten(_drop(to_tree(nest.body), {})))
+
+
+def _drop(items, mapping: dict[str, Index]) -> tuple:
+    out: list = []
+    for item in items:
+        if isinstance(item, Block):
+            loop = item.loop
+            if len(range(loop.start, loop.stop, loop.step)) == 1:
+                out += _drop(item.body, {**mapping, loop.var: Index((), loop.start)})
+            else:
+                out.append(Block(loop, _drop(item.body, mapping)))
+        else:
+            out.append(substitute(item, mapping) if mapping else item)
+    return tuple(out)
+
+
+def renumber(nest: LoopNest) -> LoopNest:
+    """Values become v0, v1, ... and accumulators acc0, ... in order of definition."""
+    mapping: dict[str, str] = {}
+    counts = {"v": 0, "acc": 0}
+    for ins in nest.body:
+        out = defines(ins)
+        if out is None:
+            continue
+        kind = "acc" if isinstance(ins, DefAcc) else "v"
+        mapping[out] = f"{kind}{counts[kind]}"
+        counts[kind] += 1
+    return replace(nest, body=tuple(rename(ins, mapping) for ins in nest.body))
+
+
+DEFAULT_PASSES: list[Pass] = [loop_order, reduce_placement, drop_unit_loops, renumber]
+
+
+def apply_passes(nest: LoopNest, passes: Sequence[Pass] | None = None) -> LoopNest:
+    """Run ``passes`` (default: DEFAULT_PASSES) in order, verifying each result."""
+    for p in DEFAULT_PASSES if passes is None else passes:
+        out = p(nest)
+        try:
+            verify(out)
+        except ValueError as e:
+            name = getattr(p, "__name__", repr(p))
+            raise ValueError(f"pass {name} produced a malformed nest: {e}") from None
+        nest = out
+    return nest

@@ -1,0 +1,69 @@
+"""``ir(x)``: print what realizing ``x`` would run, at any stage of the compiler.
+
+``x`` is anything with a ``.node`` (a limn Tensor, an Array API array), an op-graph Node,
+or a list of them. ``stage`` picks the floor:
+
+* ``"graph"``: the op graph, one node per line (stage 1);
+* ``"kernel"``: the kernel graph, each kernel's fused rows and buffers (stage 2);
+* ``"loop"`` (default): every kernel's loop nest after the passes, then the sinks
+  (stage 3) -- the instruction stream the compiled devices render.
+
+Buffers are named per printout: graph inputs first (``buf0``, ``buf1``, ...), then each
+kernel's output in run order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ir.graph import Node, format_graph
+from ir.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
+from ir.lower import lower
+from ir.passes import Pass, apply_passes
+from ir.schedule import schedule
+
+STAGES = ("graph", "kernel", "loop")
+
+
+def _roots(x) -> list[Node]:
+    if isinstance(x, Node):
+        return [x]
+    if hasattr(x, "node"):
+        return [x.node]
+    if isinstance(x, list | tuple):
+        return [r for item in x for r in _roots(item)]
+    raise TypeError(
+        f"ir: cannot print a {type(x).__name__}; accepted: a Tensor (anything with .node), "
+        "a Node, or a list of them"
+    )
+
+
+def format_loops(graph: KernelGraph, passes: Sequence[Pass] | None = None) -> str:
+    """Every kernel of ``graph`` as its loop nest, then the sinks."""
+    blocks = []
+    for i, k in enumerate(graph.kernels):
+        if k.kind == "CUSTOM":
+            blocks.append("\n".join([kernel_title(i, k), *buffer_lines(graph, k)]))
+            continue
+        nest = apply_passes(lower(graph, i), passes)
+        names = [f"buf{b}" for b in k.inputs]
+        blocks.append(nest.format(names, f"buf{k.output}"))
+    return "\n\n".join([*blocks, "\n".join(sink_lines(graph))])
+
+
+def ir(
+    x,
+    stage: str = "loop",
+    passes: Sequence[Pass] | None = None,
+    is_realized: Callable[[Node], bool] | None = None,
+) -> str:
+    """The text of ``x`` at ``stage`` ("graph", "kernel" or "loop")."""
+    roots = _roots(x)
+    if stage == "graph":
+        return format_graph(roots)
+    if stage not in STAGES:
+        raise ValueError(f"ir: unknown stage {stage!r}; accepted: {', '.join(STAGES)}")
+    graph = schedule(roots, is_realized).graph
+    if stage == "kernel":
+        return str(graph)
+    return format_loops(graph, passes)

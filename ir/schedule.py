@@ -1,0 +1,192 @@
+"""The schedule pass: op graph (stage 1) -> kernel graph (stage 2). A pure function.
+
+Elementwise work fuses into whatever consumes it; a value gets a buffer of its own (a
+"cut") only where it has to exist in memory:
+
+* a reduce (SUM, MAX), a SCATTER, a CONTIGUOUS copy, an ASSIGN, a CUSTOM kernel's output
+  and each of its inputs (a device kernel reads whole buffers);
+* a graph root, unless it is a buffer already, or a reshape of one (then its sink
+  aliases that buffer: dropping a reduce's kept dim moves no data);
+* the source of a VIEW that index arithmetic cannot follow: a view over a fused
+  computation is re-indexed onto the computation's own dims when ``kernel.reindex`` finds
+  a linear map, and otherwise the computation is stored and the view reads the buffer.
+
+A value with several consumers is recomputed inside each consumer's kernel, never stored
+for them: what fuses is elementwise work, loads and index arithmetic, which costs less to
+redo than a round trip through memory. Anything that contains a reduce was already cut at
+the reduce, so recomputation never repeats a reduction. A GATHER fuses like an
+elementwise op; its index becomes a data-dependent term of the source's address.
+
+Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
+runtime already holds bytes for; they become inputs too and the graph behind them is not
+looked at. Inputs are numbered in the order they are first met, and the returned
+``Schedule.inputs`` says which node fills each slot; the kernel graph itself never refers
+to a concrete buffer, so equal structures give equal (hashable) kernel graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ir.graph import Node
+from ir.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
+from ir.ops import ELEMENTWISE, REDUCE, Op
+
+CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A kernel graph plus the nodes bound to its input slots (kept outside the hashable part)."""
+
+    graph: KernelGraph
+    inputs: tuple[Node, ...]
+
+
+def _walk(roots: Sequence[Node], is_input: Callable[[Node], bool]) -> list[Node]:
+    """The nodes the roots need, sources first, not looking behind inputs."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if id(node) in seen:
+                continue
+            if done or is_input(node):
+                seen.add(id(node))
+                order.append(node)
+                continue
+            stack.append((node, True))
+            for s in reversed(node.srcs):
+                if id(s) not in seen:
+                    stack.append((s, False))
+    return order
+
+
+def _is_reshape_of(node: Node) -> bool:
+    """A VIEW that reads its source's bytes in order under a new shape: aliasing is free."""
+    if node.op != Op.VIEW:
+        return False
+    src = node.srcs[0]
+    return node.arg.is_contiguous and node.arg.size == _size(src.shape)
+
+
+def _size(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None = None) -> Schedule:
+    """Cut the graph under ``roots`` into kernels; see the module docstring for the rules."""
+    roots = list(roots)
+
+    def is_input(n: Node) -> bool:
+        if n.op == Op.BUFFER:
+            return True
+        return is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
+
+    order = _walk(roots, is_input)
+    cut: set[int] = set()
+
+    def keep(n: Node) -> None:
+        if not is_input(n):
+            cut.add(id(n))
+
+    for n in order:
+        if is_input(n):
+            continue
+        if n.op in CUT_OPS:
+            keep(n)
+        if n.op == Op.CUSTOM:
+            for s in n.srcs:
+                keep(s)
+        if n.op == Op.ASSIGN and not is_input(n.srcs[0]):
+            raise ValueError(
+                f"assign: the target must be a realized buffer, got a lazy {n.srcs[0].op.value} "
+                f"{n.dtype}{list(n.shape)}; realize the target first"
+            )
+        if n.op == Op.VIEW:
+            src = n.srcs[0]
+            if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
+                keep(src)
+    for r in roots:
+        aliased = _is_reshape_of(r) and (is_input(r.srcs[0]) or id(r.srcs[0]) in cut)
+        if not is_input(r) and not aliased:
+            keep(r)
+
+    # buffers: inputs first (by slot), then one per kernel in run order
+    inputs = [n for n in order if is_input(n)]
+    buf_of = {id(n): i for i, n in enumerate(inputs)}
+    specs = [BufferSpec(n.dtype, n.shape) for n in inputs]
+    kernels = []
+    for n in order:
+        if id(n) not in cut:
+            continue
+        buf_of[id(n)] = len(specs)
+        specs.append(BufferSpec(n.dtype, n.shape))
+        kernels.append(_kernel(n, buf_of, cut, is_input))
+
+    sinks = []
+    for r in roots:
+        if r.op == Op.ASSIGN:
+            target = buf_of[id(r.srcs[0])]
+            sinks.append(Sink(target, r.dtype, r.shape, buf_of[id(r)]))
+        elif id(r) in buf_of:
+            sinks.append(Sink(buf_of[id(r)], r.dtype, r.shape))
+        else:  # a reshape of a buffer
+            sinks.append(Sink(buf_of[id(r.srcs[0])], r.dtype, r.shape))
+    graph = KernelGraph(tuple(specs), len(inputs), tuple(kernels), tuple(sinks))
+    return Schedule(graph, tuple(inputs))
+
+
+def _kind(n: Node) -> str:
+    if n.op in REDUCE or n.op in (Op.SCATTER, Op.CUSTOM):
+        return n.op.value
+    return "MAP"
+
+
+def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> Kernel:
+    """The fused rows that compute ``top``, reading every cut node and input as a buffer."""
+    rows: list[Row] = []
+    row_of: dict[int, int] = {}
+    reads: list[int] = []
+
+    def read(n: Node) -> int:
+        b = buf_of[id(n)]
+        if b not in reads:
+            reads.append(b)
+        rows.append(Row(Op.BUFFER, n.dtype, n.shape, (), reads.index(b)))
+        return len(rows) - 1
+
+    def is_leaf(n: Node) -> bool:
+        return n is not top and (is_input(n) or id(n) in cut)
+
+    # ASSIGN and CONTIGUOUS compute nothing themselves: the kernel stores their source
+    start = top.srcs[-1] if top.op in (Op.ASSIGN, Op.CONTIGUOUS) else top
+    stack = [(start, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if id(n) in row_of:
+            continue
+        if is_leaf(n):
+            row_of[id(n)] = read(n)
+            continue
+        if not expanded:
+            stack.append((n, True))
+            for s in reversed(n.srcs):
+                if id(s) not in row_of:
+                    stack.append((s, False))
+            continue
+        if n.op not in ELEMENTWISE and n.op not in CUT_OPS and n.op not in _FUSED:
+            raise NotImplementedError(f"schedule: no rule for {n.op.value}")
+        srcs = tuple(row_of[id(s)] for s in n.srcs)
+        rows.append(Row(n.op, n.dtype, n.shape, srcs, n.arg))
+        row_of[id(n)] = len(rows) - 1
+    return Kernel(_kind(top), tuple(rows), tuple(reads), buf_of[id(top)])
+
+
+_FUSED = frozenset((Op.CONST, Op.VIEW, Op.GATHER))
