@@ -1,0 +1,521 @@
+"""limn.Tensor as a torch user meets it, with numpy and torch as oracles.
+
+Creation, movement, Python indexing, iteration, broadcasting, elementwise ops, reductions
+with axis/keepdim, matmul in every rank, and Python's data model (elementwise comparisons,
+truth values, ``np.asarray``, scalars on the left). Laziness is checked too: ``repr`` and
+graph building never compute.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import limn
+from ir import dtypes
+from ir.ops import Op
+from limn import Tensor
+
+
+def _arr(shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _close(got, want, tol=1e-5):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+# ---- creation -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [d for d in dtypes.ALL if not d.is_complex], ids=str)
+def test_a_numpy_array_keeps_its_dtype_and_values(d):
+    a = (np.arange(12).reshape(3, 4) % 5).astype(d.np)
+    t = Tensor(a)
+    assert t.dtype == d and t.shape == (3, 4) and t.ndim == 2 and t.size == 12
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_python_data_gets_torch_default_dtypes():
+    assert Tensor([[1, 2], [3, 4]]).dtype == dtypes.int64
+    assert Tensor([1.0, 2]).dtype == dtypes.float32
+    assert Tensor([True, False]).dtype == dtypes.bool_
+    assert Tensor(3.5).shape == () and Tensor(3.5).item() == 3.5
+    assert Tensor([1, 2], dtype="float16").dtype == dtypes.float16
+    assert Tensor(np.float64(2.0)).dtype == dtypes.float64
+
+
+def test_constant_creators_match_numpy():
+    np.testing.assert_array_equal(Tensor.zeros((2, 3)).numpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(Tensor.ones((4,), dtype="int8").numpy(), np.ones(4, np.int8))
+    assert Tensor.full((2, 2), 7).dtype == dtypes.int64
+    assert Tensor.full((2, 2), 7.5).dtype == dtypes.float32
+    np.testing.assert_array_equal(Tensor.full((2, 2), 7.5).numpy(), np.full((2, 2), 7.5))
+    x = Tensor(np.zeros((2, 3), np.float64))
+    assert x.ones_like().dtype == dtypes.float64 and x.zeros_like().shape == (2, 3)
+    np.testing.assert_array_equal(x.full_like(3).numpy(), np.full((2, 3), 3.0))
+
+
+@pytest.mark.parametrize(
+    "args", [(5,), (0,), (1,), (2, 9), (9, 2, -2), (0.5, 2.0, 0.25), (-3, 3, 1), (7, 100, 13)]
+)
+def test_arange_matches_numpy(args):
+    got = Tensor.arange(*args)
+    want = np.arange(*args)
+    assert got.dtype == (dtypes.int64 if want.dtype.kind == "i" else dtypes.float32)
+    np.testing.assert_allclose(got.numpy(), want)
+
+
+@pytest.mark.parametrize("n, m", [(3, None), (2, 4), (4, 2), (1, 1)])
+def test_eye_matches_numpy(n, m):
+    np.testing.assert_array_equal(Tensor.eye(n, m).numpy(), np.eye(n, m, dtype=np.float32))
+
+
+def test_random_creators_are_reproducible_under_set_seed():
+    limn.set_seed(3)
+    a, b = Tensor.randn((50,)).numpy(), Tensor.rand((50,)).numpy()
+    limn.set_seed(3)
+    np.testing.assert_array_equal(Tensor.randn((50,)).numpy(), a)
+    np.testing.assert_array_equal(Tensor.rand((50,)).numpy(), b)
+    assert not np.array_equal(Tensor.randn((50,)).numpy(), a)
+    assert b.min() >= 0 and b.max() < 1 and a.dtype == np.float32
+    big = Tensor.randn((20000,)).numpy()
+    assert abs(big.mean()) < 0.05 and abs(big.std() - 1) < 0.05
+
+
+# ---- movement -----------------------------------------------------------------------
+
+A = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4)
+
+MOVES = [
+    (lambda t: t.reshape(4, -1), lambda a: a.reshape(4, -1)),
+    (lambda t: t.reshape((6, 4)), lambda a: a.reshape(6, 4)),
+    (lambda t: t.view(24), lambda a: a.reshape(24)),
+    (lambda t: t.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
+    (lambda t: t.permute(-1, 0, 1), lambda a: a.transpose(2, 0, 1)),
+    (lambda t: t.transpose(0, 2), lambda a: a.swapaxes(0, 2)),
+    (lambda t: t.T, lambda a: a.T),
+    (lambda t: t.mT, lambda a: a.swapaxes(-1, -2)),
+    (lambda t: t[:, :1].expand(2, 3, 4), lambda a: np.broadcast_to(a[:, :1], (2, 3, 4))),
+    (lambda t: t[:1].expand(5, -1, 3, 4), lambda a: np.broadcast_to(a[:1], (5, 1, 3, 4))),
+    (lambda t: t.pad(((0, 0), (1, 2), (3, 0))), lambda a: np.pad(a, ((0, 0), (1, 2), (3, 0)))),
+    (
+        lambda t: t.pad(((1, 1),), value=-5.0),
+        lambda a: np.pad(a, ((0, 0), (0, 0), (1, 1)), constant_values=-5),
+    ),
+    (lambda t: t.shrink(((1, 2), None, (1, 3))), lambda a: a[1:2, :, 1:3]),
+    (lambda t: t.flip(0, 2), lambda a: a[::-1, :, ::-1]),
+    (lambda t: t.flatten(), lambda a: a.reshape(-1)),
+    (lambda t: t.flatten(1), lambda a: a.reshape(2, 12)),
+    (lambda t: t.flatten(0, 1), lambda a: a.reshape(6, 4)),
+    (lambda t: t[:, :1].squeeze(), lambda a: a[:, :1].squeeze()),
+    (lambda t: t[:, :1].squeeze(1), lambda a: a[:, 0]),
+    (lambda t: t.unsqueeze(-1), lambda a: a[..., None]),
+    (lambda t: t.unsqueeze(1), lambda a: a[:, None]),
+    (lambda t: t.repeat(2, 1, 1), lambda a: np.tile(a, (2, 1, 1))),
+    (lambda t: t.contiguous(), lambda a: a),
+    (lambda t: limn.cat([t, t * 2], 1), lambda a: np.concatenate([a, a * 2], 1)),
+    (lambda t: limn.stack([t, t + 1], -1), lambda a: np.stack([a, a + 1], -1)),
+    (lambda t: t.split(1, 1)[2], lambda a: a[:, 2:3]),
+    (lambda t: t.split([1, 3], 2)[1], lambda a: a[:, :, 1:]),
+    (lambda t: t.chunk(2, 2)[1], lambda a: a[:, :, 2:]),
+]
+
+
+@pytest.mark.parametrize("i", range(len(MOVES)))
+def test_movement_matches_numpy(i):
+    f, ref = MOVES[i]
+    got, want = f(Tensor(A)), ref(A)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+# ---- indexing -----------------------------------------------------------------------
+
+
+@st.composite
+def index_keys(draw, shape):
+    key = []
+    for s in shape[: draw(st.integers(0, len(shape)))]:
+        if draw(st.booleans()):
+            key.append(draw(st.integers(-s, s - 1)))
+        else:
+            bound = st.none() | st.integers(-s - 2, s + 2)
+            step = draw(st.none() | st.integers(-4, 4).filter(bool))
+            key.append(slice(draw(bound), draw(bound), step))
+    for _ in range(draw(st.integers(0, 2))):
+        key.insert(draw(st.integers(0, len(key))), None)
+    if draw(st.booleans()):
+        key.insert(draw(st.integers(0, len(key))), Ellipsis)
+    return tuple(key)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_indexing_matches_numpy(data):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=5))
+    key = data.draw(index_keys(shape))
+    a = np.arange(1, math.prod(shape) + 1, dtype=np.float32).reshape(shape)
+    try:
+        want = a[key]
+    except IndexError:
+        with pytest.raises(IndexError, match="index"):
+            Tensor(a)[key]
+        return
+    got = Tensor(a)[key]
+    assert got.shape == want.shape, key
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_a_single_index_needs_no_tuple_and_a_0d_int_tensor_indexes():
+    t = Tensor(A)
+    np.testing.assert_array_equal(t[1].numpy(), A[1])
+    np.testing.assert_array_equal(t[-1, 2].numpy(), A[-1, 2])
+    np.testing.assert_array_equal(t[Tensor(1)].numpy(), A[1])
+    assert t[1, 2, 3].item() == A[1, 2, 3]
+
+
+def test_iteration_and_unpacking_walk_dim_0():
+    q, k, v = Tensor(A.reshape(3, 2, 4))
+    np.testing.assert_array_equal(k.numpy(), A.reshape(3, 2, 4)[1])
+    rows = [r.numpy() for r in Tensor(A)]
+    assert len(rows) == 2 and all(np.array_equal(r, a) for r, a in zip(rows, A))
+    assert len(Tensor(A)) == 2
+    with pytest.raises(TypeError, match="0-d"):
+        iter(Tensor(1.0))
+
+
+# ---- broadcasting and elementwise ---------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
+def test_binary_ops_broadcast_like_numpy(shapes):
+    sa, sb = shapes.input_shapes
+    a, b = _arr(sa, 1), _arr(sb, 2) + 3
+    ta, tb = Tensor(a), Tensor(b)
+    for got, want in [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b), (ta / tb, a / b)]:
+        assert got.shape == shapes.result_shape
+        _close(got.numpy(), want)
+    np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_array_equal(limn.where(ta > 0, ta, tb).numpy(), np.where(a > 0, a, b))
+
+
+X = np.array([-2.5, -1.0, -0.5, -0.0, 0.3, 0.5, 1.5, 2.5, 3.7, 10.0], np.float32)
+POS = np.abs(X) + 0.1
+
+UNARY = {
+    "exp": (lambda t: t.exp(), torch.exp, X),
+    "log": (lambda t: t.log(), torch.log, POS),
+    "sqrt": (lambda t: t.sqrt(), torch.sqrt, POS),
+    "rsqrt": (lambda t: t.rsqrt(), torch.rsqrt, POS),
+    "reciprocal": (lambda t: t.reciprocal(), torch.reciprocal, POS),
+    "exp2": (lambda t: t.exp2(), torch.exp2, X),
+    "log2": (lambda t: t.log2(), torch.log2, POS),
+    "abs": (lambda t: t.abs(), torch.abs, X),
+    "neg": (lambda t: -t, torch.neg, X),
+    "sign": (lambda t: t.sign(), torch.sign, X),
+    "square": (lambda t: t.square(), torch.square, X),
+    "relu": (lambda t: t.relu(), torch.relu, X),
+    "sigmoid": (lambda t: t.sigmoid(), torch.sigmoid, X * 10),
+    "tanh": (lambda t: t.tanh(), torch.tanh, X * 10),
+    "gelu": (lambda t: t.gelu(), F.gelu, X),
+    "gelu_tanh": (lambda t: t.gelu("tanh"), lambda x: F.gelu(x, approximate="tanh"), X),
+    "silu": (lambda t: t.silu(), F.silu, X),
+    "softplus": (lambda t: t.softplus(), F.softplus, X * 10),
+    "erf": (lambda t: t.erf(), torch.erf, X),
+    "floor": (lambda t: t.floor(), torch.floor, X),
+    "ceil": (lambda t: t.ceil(), torch.ceil, X),
+    "trunc": (lambda t: t.trunc(), torch.trunc, X),
+    "round": (lambda t: t.round(), torch.round, X),
+    "clamp": (lambda t: t.clamp(-1, 2), lambda x: torch.clamp(x, -1, 2), X),
+    "pow_float": (lambda t: t**1.5, lambda x: x**1.5, POS),
+    "pow_neg_int": (lambda t: t**-2, lambda x: x**-2, POS),
+    "pow_cube": (lambda t: t**3, lambda x: x**3, X),
+    "pow_tensor": (lambda t: t ** Tensor(X), lambda x: x ** torch.tensor(X), X),
+    "rpow": (lambda t: 2.0**t, lambda x: 2.0**x, X),
+    "softmax": (lambda t: t.softmax(0), lambda x: torch.softmax(x, 0), X),
+    "log_softmax": (lambda t: t.log_softmax(), lambda x: torch.log_softmax(x, -1), X),
+}
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_elementwise_ops_match_torch(name):
+    f, tf, x = UNARY[name]
+    got = f(Tensor(x))
+    want = tf(torch.tensor(x)).numpy()
+    assert got.dtype == dtypes.float32
+    _close(got.numpy(), want, 2e-6 if name not in ("gelu", "erf") else 1e-6 * 5)
+
+
+def test_nan_and_inf_are_classified_and_propagate():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, 1.0], np.float32)
+    t = Tensor(x)
+    np.testing.assert_array_equal(t.isnan().numpy(), np.isnan(x))
+    np.testing.assert_array_equal(t.isinf().numpy(), np.isinf(x))
+    np.testing.assert_array_equal(t.isfinite().numpy(), np.isfinite(x))
+    y = Tensor(np.array([0.0, np.nan, 1.0, 2.0, 1.0], np.float32))
+    np.testing.assert_array_equal(
+        t.maximum(y).numpy(), torch.maximum(torch.tensor(x), torch.tensor(y.numpy())).numpy()
+    )
+    np.testing.assert_array_equal(
+        t.minimum(y).numpy(), torch.minimum(torch.tensor(x), torch.tensor(y.numpy())).numpy()
+    )
+
+
+# ---- comparisons and the Python data model ------------------------------------------
+
+
+def test_comparison_operators_are_elementwise_like_numpy():
+    a = np.array([1.0, 2.0, np.nan, 4.0, -0.0], np.float32)
+    b = np.array([2.0, 2.0, np.nan, 3.0, 0.0], np.float32)
+    ta, tb = Tensor(a), Tensor(b)
+    with np.errstate(invalid="ignore"):
+        pairs = [
+            (ta == tb, a == b),
+            (ta != tb, a != b),
+            (ta < tb, a < b),
+            (ta <= tb, a <= b),
+            (ta > tb, a > b),
+            (ta >= tb, a >= b),
+            (ta == 2, a == 2),
+            (3 > ta, 3 > a),
+            (2.0 <= ta, 2.0 <= a),
+        ]
+    for got, want in pairs:
+        assert got.dtype == dtypes.bool_
+        np.testing.assert_array_equal(got.numpy(), want)
+    c = np.array([True, False, True])
+    np.testing.assert_array_equal((Tensor(c) & ~Tensor(c[::-1])).numpy(), c & ~c[::-1])
+    np.testing.assert_array_equal((Tensor(c) | Tensor(c[::-1])).numpy(), c | c[::-1])
+    np.testing.assert_array_equal((Tensor(c) ^ Tensor(c[::-1])).numpy(), c ^ c[::-1])
+
+
+def test_truth_value_of_one_element_is_its_value_and_of_many_is_an_error():
+    assert bool(Tensor([3.0])) and not bool(Tensor(0.0)) and bool(Tensor([[True]]))
+    with pytest.raises(ValueError, match=r"bool.*\(2,\).*any\(\).*all\(\)"):
+        bool(Tensor([1.0, 2.0]))
+    with pytest.raises(ValueError):
+        if Tensor([1, 2]) == Tensor([1, 2]):
+            pass
+
+
+def test_python_conversions_give_the_numbers():
+    t = Tensor(A)
+    np.testing.assert_array_equal(np.asarray(t), A)
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    assert np.asarray(t * 2).dtype == np.float32
+    assert int(Tensor(3)) == 3 and float(Tensor([2.5])) == 2.5
+    assert Tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert [10, 20, 30][Tensor(2)] == 30
+
+
+def test_scalars_and_arrays_on_the_left_work():
+    x = np.array([1.0, 2.0, 4.0], np.float32)
+    t = Tensor(x)
+    for got, want in [
+        (2 + t, 2 + x),
+        (2 - t, 2 - x),
+        (2 * t, 2 * x),
+        (2 / t, 2 / x),
+        (2**t, 2**x),
+        (np.float32(3) * t, 3 * x),
+        (np.ones(3, np.float32) - t, 1 - x),
+    ]:
+        assert isinstance(got, Tensor)
+        _close(got.numpy(), want)
+    np.testing.assert_array_equal((np.eye(3, dtype=np.float32) @ t).numpy(), x)
+
+
+def test_float64_stays_float64_through_every_kind_of_op():
+    a = _arr((3, 4), 3, np.float64)
+    t = Tensor(a)
+    outs = [
+        t + 1.5,
+        t * t,
+        t.exp(),
+        t.sum(0),
+        t.mean(),
+        t.max(1),
+        t.softmax(-1),
+        t @ t.T,
+        t.var(1),
+        t / 3,
+        t.sigmoid(),
+    ]
+    assert all(o.dtype == dtypes.float64 for o in outs)
+    _close((t @ t.T).numpy(), a @ a.T, 1e-12)
+    _close(t.softmax(-1).numpy(), torch.softmax(torch.tensor(a), -1).numpy(), 1e-12)
+
+
+def test_integer_true_division_gives_float32():
+    got = Tensor([1, 2, 3]) / 2
+    assert got.dtype == dtypes.float32
+    np.testing.assert_array_equal(got.numpy(), [0.5, 1.0, 1.5])
+
+
+# ---- reductions ---------------------------------------------------------------------
+
+R = _arr((3, 4, 5), 4)
+AXES = [None, 0, -1, 1, (0, 2), (-1, -3), (0, 1, 2)]
+
+
+def _taxis(axis, nd):
+    return tuple(range(nd)) if axis is None else axis
+
+
+REDUCES = {
+    "sum": (lambda t, ax, k: t.sum(ax, k), lambda x, ax, k: x.sum(dim=_taxis(ax, 3), keepdim=k)),
+    "mean": (lambda t, ax, k: t.mean(ax, k), lambda x, ax, k: x.mean(dim=_taxis(ax, 3), keepdim=k)),
+    "max": (lambda t, ax, k: t.max(ax, k), lambda x, ax, k: torch.amax(x, _taxis(ax, 3), k)),
+    "min": (lambda t, ax, k: t.min(ax, k), lambda x, ax, k: torch.amin(x, _taxis(ax, 3), k)),
+    "var": (lambda t, ax, k: t.var(ax, k), lambda x, ax, k: x.var(dim=_taxis(ax, 3), keepdim=k)),
+    "std": (
+        lambda t, ax, k: t.std(ax, k, correction=0),
+        lambda x, ax, k: x.std(dim=_taxis(ax, 3), keepdim=k, correction=0),
+    ),
+    "logsumexp": (
+        lambda t, ax, k: t.logsumexp(ax, k),
+        lambda x, ax, k: torch.logsumexp(x, _taxis(ax, 3), k),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REDUCES)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_reductions_over_any_axes_match_torch(name, keepdim):
+    f, tf = REDUCES[name]
+    for axis in AXES:
+        got = f(Tensor(R), axis, keepdim)
+        want = tf(torch.tensor(R), axis, keepdim).numpy()
+        assert got.shape == want.shape, (name, axis, keepdim)
+        _close(got.numpy(), want)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_arg_reductions_and_logical_reductions_match_torch(axis):
+    x = np.round(R * 2) / 2  # ties, so first-index rules show
+    tx = torch.tensor(x)
+    kw = {} if axis is None else {"dim": axis}
+    np.testing.assert_array_equal(Tensor(x).argmax(axis).numpy(), torch.argmax(tx, **kw).numpy())
+    np.testing.assert_array_equal(Tensor(x).argmin(axis).numpy(), torch.argmin(tx, **kw).numpy())
+    b = x > 0
+    np.testing.assert_array_equal(Tensor(b).any(axis).numpy(), b.any(axis))
+    np.testing.assert_array_equal(Tensor(b).all(axis).numpy(), b.all(axis))
+    if axis is not None:
+        _close(Tensor(x).cumsum(axis).numpy(), np.cumsum(x, axis))
+
+
+def test_an_empty_axis_tuple_reduces_nothing_as_in_numpy():
+    """torch reads dim=() as every dim; limn follows numpy and the Array API here."""
+    for f in (lambda t: t.sum(()), lambda t: t.max(()), lambda t: t.mean(())):
+        got = f(Tensor(R))
+        assert got.shape == R.shape
+        _close(got.numpy(), R)
+
+
+def test_sum_of_bools_counts_and_sum_takes_a_dtype():
+    b = np.array([[True, False, True], [True, True, True]])
+    assert Tensor(b).sum().dtype == dtypes.int64 and Tensor(b).sum().item() == 5
+    assert Tensor(np.ones(3, np.int8)).sum(dtype="float32").dtype == dtypes.float32
+
+
+# ---- matmul -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sa, sb",
+    [
+        ((3, 4), (4, 2)),
+        ((4,), (4, 2)),
+        ((3, 4), (4,)),
+        ((4,), (4,)),
+        ((2, 3, 4), (4, 5)),
+        ((3, 4), (2, 4, 5)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((2, 3, 4), (4,)),
+        ((4,), (2, 4, 3)),
+        ((1, 1), (1, 1)),
+    ],
+)
+def test_matmul_matches_numpy_in_every_rank(sa, sb):
+    a, b = _arr(sa, 5), _arr(sb, 6)
+    got = Tensor(a) @ Tensor(b)
+    want = a @ b
+    assert got.shape == want.shape
+    _close(got.numpy(), want, 1e-5)
+    _close(Tensor(a).matmul(b).numpy(), want, 1e-5)
+
+
+def test_matmul_promotes_and_linear_adds_the_bias():
+    a, w, bias = _arr((3, 4), 7), _arr((2, 4), 8), _arr((2,), 9)
+    assert (Tensor(a) @ Tensor(w.T.astype(np.float64))).dtype == dtypes.float64
+    got = Tensor(a).linear(Tensor(w), Tensor(bias))
+    _close(got.numpy(), F.linear(torch.tensor(a), torch.tensor(w), torch.tensor(bias)).numpy())
+
+
+# ---- indexed ops --------------------------------------------------------------------
+
+
+def test_gather_scatter_add_and_one_hot_match_torch():
+    x = _arr((3, 5), 10)
+    idx = np.array([[0, 4], [2, 2], [1, 0]])
+    got = Tensor(x).gather(1, Tensor(idx))
+    np.testing.assert_array_equal(
+        got.numpy(), torch.gather(torch.tensor(x), 1, torch.tensor(idx)).numpy()
+    )
+    src = _arr((3, 2), 11)
+    got = Tensor(x).scatter_add(1, Tensor(idx), Tensor(src))
+    want = torch.tensor(x).scatter_add(1, torch.tensor(idx), torch.tensor(src))
+    _close(got.numpy(), want.numpy())
+    labels = np.array([3, 0, 2])
+    np.testing.assert_array_equal(Tensor(labels).one_hot(4).numpy(), np.eye(4)[labels])
+
+
+def test_dropout_keeps_the_expectation_and_is_identity_when_off():
+    x = Tensor.ones((4000,))
+    assert Tensor.dropout(x, 0.5, training=False) is x
+    kept = x.dropout(0.25).numpy()
+    assert set(np.unique(kept)) <= {0.0, np.float32(1 / 0.75)}
+    assert abs(kept.mean() - 1) < 0.1
+
+
+# ---- laziness and printing ----------------------------------------------------------
+
+
+def test_repr_and_graph_building_do_not_compute():
+    huge = Tensor.zeros((100_000, 100_000)) + 1  # 40 GB if anything computed it
+    r = repr(huge * 2)
+    assert "float32[100000, 100000]" in r and "lazy" in r
+    assert huge.node.op == Op.ADD
+    s = (huge.sum(0) * 3).graph()
+    assert "SUM" in s and "CONST" in s
+
+
+def test_the_graph_prints_one_node_per_line():
+    x = Tensor(A)
+    y = (x.permute(2, 0, 1)[1:] * 2).exp().sum(0)
+    text = y.graph()
+    lines = text.splitlines()
+    ops = [ln.split("=")[1].split()[0] for ln in lines[:-1]]
+    assert ops[0] == "BUFFER" and {"VIEW", "MUL", "EXP", "SUM", "CONST"} <= set(ops)
+    assert lines[-1].startswith("out ")
+    assert limn.format_graph([y.node]) == text
+    y.realize()
+    assert "BUFFER" in y.graph() and len(y.graph().splitlines()) == 2
+
+
+def test_realize_computes_several_tensors_at_once_and_keeps_them():
+    x = Tensor(A)
+    a, b = x.exp(), (x * 2).sum()
+    limn.realize(a, b)
+    assert a.node.op == Op.BUFFER and b.node.op == Op.BUFFER
+    _close(a.numpy(), np.exp(A))
+    assert b.item() == pytest.approx(2 * A.sum())
