@@ -62,7 +62,12 @@ def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
 def normalize_axes(axis, ndim: int, op: str = "op") -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if isinstance(axis, int):
+        axes = (axis,)
+    elif isinstance(axis, tuple | list):
+        axes = tuple(axis)
+    else:
+        raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got {axis!r}")
     out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
@@ -517,6 +522,7 @@ def matmul(a, b):
     1-d operands follow numpy: a vector on the left is a row, on the right a column, and
     the added dim is dropped from the result.
     """
+    shown = f"shapes {tuple(a.shape)} and {tuple(b.shape)}"  # as the caller gave them
     squeeze = []
     if len(a.shape) == 1:
         a = a.p_reshape((1, a.shape[0]))
@@ -527,10 +533,10 @@ def matmul(a, b):
     n, k = a.shape[-2:]
     k2, m = b.shape[-2:]
     if k != k2:
-        raise ValueError(
-            f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align: {k} != {k2}"
-        )
-    batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]), op="matmul")
+        raise ValueError(f"matmul: {shown} do not align: {k} != {k2}")
+    batch = broadcast_shapes(
+        tuple(a.shape[:-2]), tuple(b.shape[:-2]), op=f"matmul: batch dims of {shown}"
+    )
     a = expand_to(a.p_reshape(tuple(a.shape[:-1]) + (1, k)), batch + (n, m, k))
     bt = b.p_permute(tuple(range(len(b.shape) - 2)) + (len(b.shape) - 1, len(b.shape) - 2))
     b = expand_to(bt.p_reshape(tuple(bt.shape[:-2]) + (1, m, k)), batch + (n, m, k))

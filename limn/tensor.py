@@ -638,7 +638,11 @@ class Tensor:
             if known == 0 or self.size % known:
                 raise ValueError(f"reshape: cannot view {self.shape} as {shape}")
             shape = tuple(self.size // known if s == -1 else s for s in shape)
-        if any(s < 0 for s in shape) or math.prod(shape) != self.size:
+        if any(s < 0 for s in shape):
+            raise ValueError(
+                f"reshape: sizes must be non-negative, with at most one -1, got {shape}"
+            )
+        if math.prod(shape) != self.size:
             raise ValueError(
                 f"reshape: cannot view {self.shape} ({self.size} elements) as {shape} "
                 f"({math.prod(shape)} elements)"
@@ -736,7 +740,10 @@ class Tensor:
         axes = compose.normalize_axes(axis, self.ndim, "squeeze")
         for a in axes:
             if self.shape[a] != 1:
-                raise ValueError(f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}")
+                raise ValueError(
+                    f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}; "
+                    "only size-1 dims can be squeezed"
+                )
         return compose.squeeze_axes(self, axes)
 
     def unsqueeze(self, axis: int) -> Tensor:
@@ -748,6 +755,10 @@ class Tensor:
 
     def repeat(self, *repeats) -> Tensor:
         reps = _shape_arg(repeats)
+        if len(reps) < self.ndim:
+            raise ValueError(
+                f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}"
+            )
         x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         shape = []
         for r, s in zip(reps, x.shape):
@@ -1083,7 +1094,10 @@ def _index(x: Tensor, key) -> Tensor:
             steps.append(1)
         elif isinstance(k, slice):
             if k.step == 0:
-                raise ValueError("index: slice step cannot be zero")
+                raise ValueError(
+                    f"index: slice step cannot be zero (dim {dim} of shape {x.shape}); "
+                    "accepted: any non-zero step"
+                )
             start, stop, step = k.indices(size)
             if step > 0:
                 lo, hi = start, max(start, stop)
