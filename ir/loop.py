@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from ir.dtypes import DType, bool_
 from ir.kernel import BufferSpec
-from ir.ops import Op
+from ir.ops import TABLE, Op
 
 # ---- index expressions --------------------------------------------------------------
 
@@ -456,7 +456,8 @@ def verify(nest: LoopNest) -> None:
     instruction it got wrong instead of a wrong number later.
     """
     bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
-    scopes: list[set[str]] = [set()]
+    visible: set[str] = set()
+    scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
     dtypes: dict[str, DType] = {}
     seen: set[str] = set()
 
@@ -464,7 +465,6 @@ def verify(nest: LoopNest) -> None:
         raise ValueError(f"{nest.name}: {OPCODE[type(ins)]} {ins.text()}: {why}")
 
     for ins in nest.body:
-        visible = set().union(*scopes)
         for name in uses(ins):
             if name not in visible:
                 fail(ins, f"{name} is not defined here")
@@ -476,12 +476,13 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, f"{ins.var} is already defined")
             if ins.step < 1:
                 fail(ins, "a loop steps forward by at least 1")
-            scopes.append({ins.var})
+            visible.add(ins.var)
+            scopes.append((ins.var, [ins.var]))
             continue
         if isinstance(ins, EndLoop):
-            if len(scopes) == 1:
-                fail(ins, "closes no loop")
-            scopes.pop()
+            if not scopes or scopes[-1][0] != ins.var:
+                fail(ins, "does not close the innermost open loop")
+            visible.difference_update(scopes.pop()[1])
             continue
         if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
             fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
@@ -493,12 +494,36 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
             if ins.op not in (Op.ADD, Op.MAX):
                 fail(ins, "ACCUM folds with ADD or MAX")
+        if isinstance(ins, Arith):
+            why = _arith_types(ins, [dtypes[s] for s in ins.srcs])
+            if why:
+                fail(ins, why)
         out = defines(ins)
         if out is not None:
             if out in seen:
                 fail(ins, f"{out} is defined twice")
             seen.add(out)
-            scopes[-1].add(out)
+            visible.add(out)
+            if scopes:
+                scopes[-1][1].append(out)
             dtypes[out] = value_dtype(ins)
-    if len(scopes) != 1:
-        raise ValueError(f"{nest.name}: a LOOP is never closed")
+    if scopes:
+        raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
+
+
+def _arith_types(ins: Arith, srcs: list[DType]) -> str | None:
+    """Why the operand and result dtypes of an ARITH do not fit its op, or None."""
+    arity = TABLE[ins.op].arity
+    if TABLE[ins.op].category not in ("unary", "binary", "ternary"):
+        return f"{ins.op.value} is not an elementwise op"
+    if len(srcs) != arity:
+        return f"{ins.op.value} takes {arity} operands"
+    if ins.op in (Op.CAST, Op.BITCAST):
+        return None
+    if ins.op == Op.WHERE:
+        ok = srcs[0] == bool_ and srcs[1] == srcs[2] == ins.dtype
+        return None if ok else "WHERE takes a bool and two values of the result dtype"
+    if len(set(srcs)) != 1:
+        return f"operands differ in dtype: {', '.join(map(str, srcs))}"
+    want = bool_ if ins.op == Op.CMPLT else srcs[0]
+    return None if ins.dtype == want else f"the result of {ins.op.value} is {want}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.dtypes import DType, acc_dtype, compute_dtype, python_type, to_numpy
+from ir.dtypes import DType, acc_dtype, compute_dtype, float32, float64, python_type, to_numpy
 from ir.kernel import Kernel, KernelGraph, reduce_identity, reindex
 from ir.loop import (
     Accum,
@@ -82,6 +82,7 @@ class _Lowering:
         self.n_accs = 0
         self.memo: dict = {}
         self.dtype_of: dict[str, DType] = {}
+        self.widened_from: dict[str, tuple[DType, str]] = {}  # exact float widenings
         self.ranges: dict[str, tuple[int, int]] = {}  # inclusive bounds of each index name
 
     # ---- emission ----------------------------------------------------------------
@@ -111,7 +112,13 @@ class _Lowering:
     def cast(self, v: str, d: DType) -> str:
         if self.dtype_of[v] == d:
             return v
-        return self.emit(Arith(self.fresh(), Op.CAST, (v,), d))
+        if self.widened_from.get(v, (None,))[0] == d:
+            return self.widened_from[v][1]  # narrowing an exact widening gives the original
+        out = self.emit(Arith(self.fresh(), Op.CAST, (v,), d))
+        src = self.dtype_of[v]
+        if src.is_float and d in (float32, float64) and src.itemsize < d.itemsize:
+            self.widened_from[out] = (src, v)
+        return out
 
     def widen(self, v: str) -> str:
         return self.cast(v, compute_dtype(self.dtype_of[v]))
@@ -151,31 +158,55 @@ class _Lowering:
     # ---- values -------------------------------------------------------------------
 
     def value(self, ri: int, idx: tuple[Index, ...], guard: tuple[Range, ...]) -> str:
-        """The name holding row ``ri`` at ``idx``, in its compute dtype."""
+        """The name holding row ``ri`` at ``idx``, in its compute dtype.
+
+        Each row's rule is a generator that yields the (row, index, guard) it needs and
+        receives the name back; this loop runs them with an explicit stack, so a fused
+        chain thousands of ops deep lowers without Python recursion.
+        """
         key = (ri, idx, guard)
         if key in self.memo:
             return self.memo[key]
+        stack = [(key, self.rule(*key))]
+        reply = None
+        while True:
+            k, gen = stack[-1]
+            try:
+                need = gen.send(reply)
+            except StopIteration as done:
+                self.memo[k] = reply = done.value
+                stack.pop()
+                if not stack:
+                    return reply
+                continue
+            if need in self.memo:
+                reply = self.memo[need]
+            else:
+                stack.append((need, self.rule(*need)))
+                reply = None
+
+    def rule(self, ri: int, idx: tuple[Index, ...], guard: tuple[Range, ...]):
         row = self.rows[ri]
         if row.op == Op.BUFFER:
-            name = self.load(row.arg, row.dtype, _flat(idx, contiguous_strides(row.shape)), guard)
-        elif row.op == Op.CONST:
-            name = self.const(row.arg, row.dtype)
-        elif row.op == Op.VIEW:
-            name = self.view(row, idx, guard)
-        elif row.op == Op.GATHER:
-            name = self.gather(row, idx, guard)
-        elif row.op in ELEMENTWISE:
-            name = self.arith(row, [self.value(s, idx, guard) for s in row.srcs])
-        else:
-            raise NotImplementedError(f"lower: {row.op.value} cannot be fused into a kernel")
-        self.memo[key] = name
-        return name
+            return self.load(row.arg, row.dtype, _flat(idx, contiguous_strides(row.shape)), guard)
+        if row.op == Op.CONST:
+            return self.const(row.arg, row.dtype)
+        if row.op == Op.VIEW:
+            return (yield from self.view(row, idx, guard))
+        if row.op == Op.GATHER:
+            return (yield from self.gather(row, idx, guard))
+        if row.op in ELEMENTWISE:
+            srcs = []
+            for s in row.srcs:
+                srcs.append((yield (s, idx, guard)))
+            return self.arith(row, srcs)
+        raise NotImplementedError(f"lower: {row.op.value} cannot be fused into a kernel")
 
     def load(self, slot: int, d: DType, addr: Index, guard: tuple[Range, ...]) -> str:
         v = self.emit(Load(self.fresh(), f"in{slot}", addr, d, guard))
         return self.widen(v)
 
-    def view(self, row, idx, guard) -> str:
+    def view(self, row, idx, guard):
         v, si = row.arg, row.srcs[0]
         src = self.rows[si]
         if v.is_empty_mask:
@@ -194,29 +225,29 @@ class _Lowering:
         if src.op == Op.BUFFER:  # a masked load is already 0 in the pad
             return self.load(src.arg, src.dtype, _flat(idx, v.strides, v.offset), inner)
         if src.op == Op.CONST:
-            val = self.value(si, (), inner)
+            val = yield (si, (), inner)
         else:
             split = reindex(v, src.shape)
             if split is None:
                 raise ValueError(f"lower: {v} cannot be followed onto {src.shape} by arithmetic")
             sidx = tuple(_flat(idx, coeffs, const) for const, coeffs in split)
-            val = self.value(si, sidx, inner)
+            val = yield (si, sidx, inner)
         if not preds:
             return val
         m = self.emit(Mask(self.fresh(), tuple(preds)))
         z = self.zero(row.dtype)
         return self.emit(Arith(self.fresh(), Op.WHERE, (m, val, z), self.dtype_of[val]))
 
-    def gather(self, row, idx, guard) -> str:
+    def gather(self, row, idx, guard):
         src_i, idx_i = row.srcs
         axis = row.arg
-        iv = self.value(idx_i, idx, guard)
+        iv = yield (idx_i, idx, guard)
         n = self.rows[src_i].shape[axis]
         self.emit(Check(iv, n, "gather", axis, guard))
         self.ranges[iv] = (0, n - 1)
         sidx = list(idx)
         sidx[axis] = Index.var(iv)
-        return self.value(src_i, tuple(sidx), guard)
+        return (yield (src_i, tuple(sidx), guard))
 
     def arith(self, row, srcs: list[str]) -> str:
         d = row.dtype

@@ -18,6 +18,7 @@ The default list:
   instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
   fill + ACCUM form stays, since the running totals then outlive the inner loop.
 * ``drop_unit_loops``: a loop of one iteration goes; its variable becomes that constant.
+* ``drop_dead_values``: a value nothing reads is not computed.
 * ``renumber``: values and accumulators renamed in order of definition (v0, v1, ...).
 """
 
@@ -28,11 +29,14 @@ from dataclasses import replace
 
 from ir.loop import (
     Accum,
+    Arith,
     Block,
     Const,
     DefAcc,
     Index,
+    Load,
     LoopNest,
+    Mask,
     Store,
     accesses,
     defines,
@@ -40,6 +44,7 @@ from ir.loop import (
     rename,
     substitute,
     to_tree,
+    uses,
     verify,
     walk,
 )
@@ -181,6 +186,19 @@ def _drop(items, mapping: dict[str, Index]) -> tuple:
     return tuple(out)
 
 
+def drop_dead_values(nest: LoopNest) -> LoopNest:
+    """Values nothing reads are not computed (a widening whose narrowing was folded away)."""
+    used: set[str] = set()
+    kept: list = []
+    for ins in reversed(nest.body):
+        out = defines(ins)
+        if isinstance(ins, Const | Load | Arith | Mask) and out not in used:
+            continue
+        used.update(uses(ins))
+        kept.append(ins)
+    return replace(nest, body=tuple(reversed(kept)))
+
+
 def renumber(nest: LoopNest) -> LoopNest:
     """Values become v0, v1, ... and accumulators acc0, ... in order of definition."""
     mapping: dict[str, str] = {}
@@ -195,7 +213,13 @@ def renumber(nest: LoopNest) -> LoopNest:
     return replace(nest, body=tuple(rename(ins, mapping) for ins in nest.body))
 
 
-DEFAULT_PASSES: list[Pass] = [loop_order, reduce_placement, drop_unit_loops, renumber]
+DEFAULT_PASSES: list[Pass] = [
+    loop_order,
+    reduce_placement,
+    drop_unit_loops,
+    drop_dead_values,
+    renumber,
+]
 
 
 def apply_passes(nest: LoopNest, passes: Sequence[Pass] | None = None) -> LoopNest:
