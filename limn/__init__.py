@@ -20,6 +20,7 @@ from ir.dtypes import (
     uint64,
 )
 from ir.graph import format_graph
+from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
 from limn.runtime import current_device, get_device, set_device
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
@@ -40,6 +41,7 @@ __all__ = [
     "int16",
     "int32",
     "int64",
+    "ir",
     "no_grad",
     "realize",
     "set_device",
