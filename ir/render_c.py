@@ -1,0 +1,371 @@
+"""Stage 4 for C: a loop nest (stage 3) becomes the text of one C function. Pure.
+
+The rendering is literal: each instruction is one C statement, each value a ``const``
+local of the C type of its dtype, each Index the same sum of products. What the C
+compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
+no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
+order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
+
+Where C itself leaves a case undefined, the rendering defines it the way ``ir/semantics``
+does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
+the width give 0 or the sign fill, a float converts to bfloat16 by round-to-nearest-even.
+``exp`` and ``log`` are rendered as branch-free inline functions (range reduction and a
+polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
+error is a couple of ulp, measured in the c device's tests.
+
+A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
+(``collapse(n)``); the team only decides which thread computes which cells, never the
+order any one cell is folded in. With ``openmp=False`` the pragmas are left out.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir import dtypes
+from ir.dtypes import DType
+from ir.loop import (
+    Accum,
+    Arith,
+    Check,
+    Const,
+    DefAcc,
+    EndLoop,
+    Index,
+    Load,
+    Loop,
+    LoopNest,
+    Mask,
+    Range,
+    Store,
+    value_dtype,
+)
+from ir.ops import Op
+
+CTYPE = {
+    dtypes.bool_: "uint8_t",
+    dtypes.int8: "int8_t",
+    dtypes.int16: "int16_t",
+    dtypes.int32: "int32_t",
+    dtypes.int64: "int64_t",
+    dtypes.uint8: "uint8_t",
+    dtypes.uint16: "uint16_t",
+    dtypes.uint32: "uint32_t",
+    dtypes.uint64: "uint64_t",
+    dtypes.float16: "_Float16",
+    dtypes.bfloat16: "uint16_t",  # bits; converted by limn_bf2f / limn_f2bf
+    dtypes.float32: "float",
+    dtypes.float64: "double",
+}
+
+UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
+UNSIGNED_OF["int64_t"] = "uint64_t"
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static inline float limn_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f;
+  memcpy(&f, &u, 4); return f; }
+static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+
+/* exp(x) = 2^k * e^r with k = round(x / ln2), |r| <= ln2/2: branch-free, so it vectorizes */
+static inline float limn_expf(float x) {
+  float xc = fminf(fmaxf(x, -104.0f), 89.0f);
+  float k = __builtin_roundevenf(xc * 1.44269504088896341f);
+  float r = fmaf(k, -0.693145751953125f, xc);
+  r = fmaf(k, -1.42860682030941723212e-6f, r);
+  float p = 1.98756915e-4f;
+  p = fmaf(p, r, 1.39819494e-3f); p = fmaf(p, r, 8.33345205e-3f);
+  p = fmaf(p, r, 4.16657962e-2f); p = fmaf(p, r, 1.66666657e-1f);
+  p = fmaf(p, r, 0.5f); p = fmaf(p * r, r, r) + 1.0f;
+  int32_t ki = (int32_t)k; int32_t k1 = ki / 2, k2 = ki - k1;
+  uint32_t b1 = (uint32_t)(k1 + 127) << 23, b2 = (uint32_t)(k2 + 127) << 23;
+  float s1, s2; memcpy(&s1, &b1, 4); memcpy(&s2, &b2, 4);
+  float y = p * s1 * s2;
+  y = x > 88.7228394f ? INFINITY : y;
+  y = x < -103.972084f ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+/* log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)): an atanh series in s = (m-1)/(m+1) */
+static inline float limn_logf(float x) {
+  uint32_t u; memcpy(&u, &x, 4);
+  int32_t sub = (u < 0x00800000u);
+  float xs = sub ? x * 8388608.0f : x;
+  memcpy(&u, &xs, 4);
+  int32_t e = (int32_t)((u >> 23) & 0xff) - 127 - (sub ? 23 : 0);
+  uint32_t mb = (u & 0x007fffffu) | 0x3f800000u;
+  float m; memcpy(&m, &mb, 4);
+  int32_t big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e += big;
+  float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+  float p = 0.2222222222f;
+  p = fmaf(p, s2, 0.2857142857f); p = fmaf(p, s2, 0.4f);
+  p = fmaf(p, s2, 0.6666666667f); p = fmaf(p, s2, 2.0f);
+  float y = fmaf((float)e, 0.693147182464599609375f, s * p);
+  y = x == 0.0f ? -INFINITY : y;
+  y = x < 0.0f ? NAN : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x != x ? x : y;
+}
+"""
+
+
+def ctype(d: DType) -> str:
+    if d not in CTYPE:
+        raise TypeError(
+            f"c device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
+        )
+    return CTYPE[d]
+
+
+def literal(value, d: DType) -> str:
+    """A C expression of exactly ``value`` in dtype ``d``."""
+    t = ctype(d)
+    if d == dtypes.bool_:
+        return "1" if value else "0"
+    if d.is_int:
+        v = int(value)
+        if d.kind == "u":
+            return f"(({t}){v}ull)"
+        if v == dtypes.min_value(d):
+            return f"(({t})({v + 1}ll - 1))"
+        return f"(({t}){v}ll)"
+    v = float(value)
+    if math.isnan(v):
+        body = "NAN"
+    elif math.isinf(v):
+        body = "INFINITY" if v > 0 else "-INFINITY"
+    else:
+        body = v.hex()
+    if d == dtypes.bfloat16:
+        return f"limn_f2bf((float){body})"
+    return f"(({t}){body})"
+
+
+def index(idx: Index, values: dict[str, str] | None = None) -> str:
+    """``i0*5 + r2``; a term naming a loaded value (a gather's index) reads ``values[name]``."""
+    parts = []
+    for name, c in idx.terms:
+        term = (values or {}).get(name, name)
+        parts.append(term if c == 1 else f"{term}*{c}")
+    if idx.const or not parts:
+        parts.append(str(idx.const))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+def _preds(preds: tuple[Range, ...], values=None) -> str:
+    out = []
+    for p in preds:
+        e = index(p.index, values)
+        out.append(f"({p.lo} <= {e} && {e} < {p.hi})")
+    return " && ".join(out)
+
+
+def _cast(src: str, s: DType, d: DType) -> str:
+    """Convert a value of dtype ``s`` to ``d`` (bfloat16 goes through float bits)."""
+    if s == d:
+        return src
+    if s == dtypes.bfloat16:
+        src, s = f"limn_bf2f({src})", dtypes.float32
+        if d == s:
+            return src
+    if d == dtypes.bfloat16:
+        return f"limn_f2bf((float){_cast(src, s, dtypes.float32)})"
+    if d == dtypes.bool_:
+        return f"(({src}) != 0)"
+    return f"(({ctype(d)}){src})"
+
+
+def _arith(ins: Arith, src_dtypes: list[DType]) -> str:
+    op, a, d = ins.op, ins.srcs, ins.dtype
+    t = ctype(d)
+    s0 = src_dtypes[-1]
+    if op == Op.CAST:
+        return _cast(a[0], src_dtypes[0], d)
+    if op == Op.BITCAST:
+        return f"limn_bitcast_{ctype(src_dtypes[0])}_{t}({a[0]})"
+    if op == Op.WHERE:
+        return f"({a[0]} ? {a[1]} : {a[2]})"
+    if op == Op.NEG:
+        return f"(({t})(-{a[0]}))" if d != dtypes.bool_ else a[0]
+    if op == Op.EXP:
+        return f"limn_expf({a[0]})" if d == dtypes.float32 else f"exp({a[0]})"
+    if op == Op.LOG:
+        return f"limn_logf({a[0]})" if d == dtypes.float32 else f"log({a[0]})"
+    if op == Op.SQRT:
+        return f"sqrtf({a[0]})" if d == dtypes.float32 else f"sqrt({a[0]})"
+    if op == Op.RECIP:
+        return f"(({t})1 / {a[0]})"
+    if op == Op.ADD:
+        return f"({a[0]} | {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} + {a[1]}))"
+    if op == Op.MUL:
+        return f"({a[0]} & {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} * {a[1]}))"
+    if op == Op.CMPLT:
+        return f"({a[0]} < {a[1]})"
+    if op in (Op.AND, Op.OR, Op.XOR):
+        sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
+        return f"(({t})({a[0]} {sym} {a[1]}))"
+    if op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
+        return f"limn_{op.value.lower()}_{ctype(s0)}({a[0]}, {a[1]})"
+    raise NotImplementedError(f"render_c: no C for {op.value}")
+
+
+def _int_helpers(used: set[tuple[str, str]]) -> str:
+    """Definitions of the integer and bitcast helpers a program uses, and only those."""
+    out = []
+    for kind, t in sorted(used):
+        if kind == "idiv":
+            mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
+            out.append(
+                f"static inline {t} limn_idiv_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
+                f"{mn} return ({t})(a / b); }}"
+            )
+        elif kind == "mod":
+            mn = "" if t.startswith("u") else f" if (b == ({t})-1) return 0;"
+            out.append(
+                f"static inline {t} limn_mod_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
+                f"{mn} return ({t})(a % b); }}"
+            )
+        elif kind == "shl":
+            u = UNSIGNED_OF.get(t, t)
+            out.append(
+                f"static inline {t} limn_shl_{t}({t} a, {t} b) {{ "
+                f"if (b < 0 || b >= (int64_t)(8 * sizeof({t}))) return 0; "
+                f"return ({t})(({u})a << b); }}"
+            )
+        elif kind == "shr":
+            fill = "0" if t.startswith("u") else "(a < 0 ? -1 : 0)"
+            out.append(
+                f"static inline {t} limn_shr_{t}({t} a, {t} b) {{ "
+                f"if (b < 0 || b >= (int64_t)(8 * sizeof({t}))) return ({t}){fill}; "
+                f"return ({t})(a >> b); }}"
+            )
+        elif kind.startswith("bitcast:"):
+            d = kind.split(":")[1]
+            out.append(
+                f"static inline {d} limn_bitcast_{t}_{d}({t} x) {{ {d} y; "
+                f"memcpy(&y, &x, sizeof y); return y; }}"
+            )
+    return "\n".join(out)
+
+
+def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
+    """The C function ``void name(void *const *args, int64_t *err)`` and the helpers it needs.
+
+    ``args`` holds in0, in1, ... then out. ``err`` receives the first failed CHECK as
+    (1, value, axis); the kernel clamps that index to 0 and finishes, and the runtime
+    raises.
+    """
+    lines = [f"void {name}(void *const *args, int64_t *err) {{"]
+    for i, spec in enumerate(nest.inputs):
+        t = ctype(spec.dtype)
+        lines.append(f"  const {t} *restrict in{i} = (const {t} *)args[{i}];")
+    t = ctype(nest.output.dtype)
+    lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
+    lines.append("  (void)err;")
+    dtype_of: dict[str, DType] = {}
+    bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
+    used: set = set()
+    values: dict[str, str] = {}  # value names used in addresses, as int64 expressions
+    depth = 1
+    pending_collapse = 0
+    for ins in nest.body:
+        pad = "  " * depth
+        out = getattr(ins, "out", None)
+        if out is not None:
+            dtype_of[out] = value_dtype(ins)
+            values.setdefault(out, f"(int64_t){out}")
+        if isinstance(ins, Loop):
+            par = dict(ins.attrs).get("parallel")
+            if par and openmp and not pending_collapse:
+                lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
+                pending_collapse = par
+            if pending_collapse:
+                pending_collapse -= 1
+            lines.append(
+                f"{pad}for (int64_t {ins.var} = {ins.start}; {ins.var} < {ins.stop}; "
+                f"{ins.var} += {ins.step}) {{"
+            )
+            depth += 1
+        elif isinstance(ins, EndLoop):
+            depth -= 1
+            lines.append("  " * depth + "}")
+        elif isinstance(ins, Const | DefAcc):
+            kw = "" if isinstance(ins, DefAcc) else "const "
+            lines.append(
+                f"{pad}{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
+            )
+        elif isinstance(ins, Load):
+            at = f"{ins.buf}[{index(ins.index, values)}]"
+            if ins.guard:
+                at = f"(({_preds(ins.guard, values)}) ? {at} : ({ctype(ins.dtype)})0)"
+            lines.append(f"{pad}const {ctype(ins.dtype)} {ins.out} = {at};")
+        elif isinstance(ins, Mask):
+            lines.append(f"{pad}const uint8_t {ins.out} = {_preds(ins.preds, values)};")
+        elif isinstance(ins, Arith):
+            srcd = [dtype_of[s] for s in ins.srcs]
+            if ins.op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
+                used.add((ins.op.value.lower(), ctype(srcd[-1])))
+            if ins.op == Op.BITCAST:
+                used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
+            lines.append(f"{pad}const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};")
+        elif isinstance(ins, Check):
+            cond = f"({ins.value} < 0 || {ins.value} >= {ins.size})"
+            if ins.guard:
+                cond = f"({_preds(ins.guard, values)}) && {cond}"
+            lines.append(
+                f"{pad}if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){ins.value}; "
+                f"err[2] = {ins.axis}; }} }}"
+            )
+            # a clamped copy of the index keeps the kernel inside its buffers
+            lines.append(
+                f"{pad}const int64_t {ins.value}_c = ({ins.value} < 0 || {ins.value} >= "
+                f"{ins.size}) ? 0 : (int64_t){ins.value};"
+            )
+            values[ins.value] = f"{ins.value}_c"
+        elif isinstance(ins, Accum):
+            lines.append(pad + _accum(ins, dtype_of, bufs, values))
+        elif isinstance(ins, Store):
+            lines.append(f"{pad}{ins.buf}[{index(ins.index, values)}] = {ins.src};")
+        else:
+            raise TypeError(f"render_c: {type(ins).__name__} is not a loop-nest instruction")
+    lines.append("}")
+    return "\n".join(lines), used
+
+
+def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], values) -> str:
+    d = dtype_of[ins.dst] if ins.index is None else bufs[ins.dst]
+    dst = ins.dst if ins.index is None else f"{ins.dst}[{index(ins.index, values)}]"
+    src = ins.src
+    if d in dtypes.HALF:  # fold at float32, store the rounded result
+        cur = _cast(dst, d, dtypes.float32)
+        new = _cast(src, d, dtypes.float32)
+        if ins.op == Op.ADD:
+            return f"{dst} = {_cast(f'({cur} + {new})', dtypes.float32, d)};"
+        return f"{dst} = ({new} > {cur} || {new} != {new}) ? {src} : {dst};"
+    if ins.op == Op.ADD:
+        if d == dtypes.bool_:
+            return f"{dst} = {dst} | {src};"
+        return f"{dst} = ({ctype(d)})({dst} + {src});"
+    if d.is_float:
+        return f"{dst} = ({src} > {dst} || {src} != {src}) ? {src} : {dst};"
+    return f"{dst} = {src} > {dst} ? {src} : {dst};"
+
+
+def program(functions: list[tuple[str, set]]) -> str:
+    """One translation unit: the prelude, the helpers any kernel needs, every kernel."""
+    used = set().union(*(u for _, u in functions)) if functions else set()
+    setter = (
+        "void limn_set_threads(int n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n#endif\n"
+        "  (void)n;\n}\n"
+    )
+    return "\n".join([PRELUDE, _int_helpers(used), setter, *(f for f, _ in functions)]) + "\n"

@@ -1,0 +1,147 @@
+"""The c device: every kernel of a plan rendered as C, compiled once, called through ctypes.
+
+A plan becomes one translation unit (one ``cc`` run, however many kernels), cached on
+disk by the hash of its source (``limn/runtime/cc.py``) and in memory by graph structure
+(``limn/runtime/jit.py``). The loop-nest passes it runs are the default list plus the
+ones that make C fast: parallel loops over the output cells, pad-mask splitting,
+lane-wise reductions and register-tiled contractions (``ir/passes_c.py``); none of them
+changes the order in which any one output cell is folded, so threaded and serial runs
+agree bit for bit.
+
+Buffers are host numpy arrays shared with the numpy device, so tensors move between the
+two freely. Dtypes C cannot spell (complex) are refused by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ir import dtypes
+from ir.kernel import KernelGraph
+from ir.lower import lower
+from ir.passes import DEFAULT_PASSES, Pass, apply_passes
+from ir.render_c import CTYPE, program, render
+from limn.runtime.cc import CompilerError, find_toolchain
+from limn.runtime.jit import CompiledDevice, Plan
+
+
+def physical_cores() -> int:
+    """One thread per physical core: count distinct (package, core) pairs we may run on."""
+    seen = set()
+    for cpu in os.sched_getaffinity(0):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{base}/physical_package_id") as f:
+                pkg = f.read().strip()
+            with open(f"{base}/core_id") as f:
+                core = f.read().strip()
+        except OSError:
+            return len(os.sched_getaffinity(0))
+        seen.add((pkg, core))
+    return max(1, len(seen))
+
+
+def default_threads() -> int:
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(env) if env.isdigit() and int(env) > 0 else physical_cores()
+
+
+class CDevice(CompiledDevice):
+    name = "c"
+
+    def __init__(self, passes: Sequence[Pass] | None = None, openmp: bool | None = None):
+        super().__init__()
+        try:
+            self.toolchain = find_toolchain()
+        except CompilerError as e:
+            raise RuntimeError(str(e)) from None
+        self.openmp = self.toolchain.openmp if openmp is None else openmp
+        self.passes = list(passes) if passes is not None else c_passes()
+        self.threads = default_threads()
+
+    def set_threads(self, n: int) -> None:
+        self.threads = n
+        for lib in self._libs():
+            lib.limn_set_threads(n)
+
+    def _libs(self):
+        return {id(p.lib): p.lib for p in self.plans.values() if getattr(p, "lib", None)}.values()
+
+    def check_dtypes(self, graph: KernelGraph) -> None:
+        for spec in graph.buffers:
+            if spec.dtype not in CTYPE:
+                raise TypeError(
+                    f"c device: dtype {spec.dtype} is not supported (buffer {spec}); the c "
+                    f"device computes {', '.join(map(str, CTYPE))}; use the numpy device "
+                    f"for {spec.dtype}"
+                )
+
+    def source(self, graph: KernelGraph) -> str:
+        """The C translation unit for every loop-nest kernel of ``graph``."""
+        self.check_dtypes(graph)
+        funcs = []
+        for i, k in enumerate(graph.kernels):
+            if k.kind == "CUSTOM":
+                continue
+            nest = apply_passes(lower(graph, i), self.passes)
+            funcs.append(render(nest, f"k{i}", self.openmp))
+        return program(funcs)
+
+    def build(self, graph: KernelGraph) -> Plan:
+        lib = self.toolchain.library(self.source(graph))
+        lib.limn_set_threads(self.threads)
+        calls = []
+        for i, k in enumerate(graph.kernels):
+            if k.kind == "CUSTOM":
+                calls.append(self._custom_call(k))
+            else:
+                calls.append(_c_call(getattr(lib, f"k{i}"), k))
+        plan = Plan(graph, calls)
+        plan.lib = lib
+        return plan
+
+    def _custom_call(self, k):
+        name, out_index, params = k.result.arg
+        if name not in self.kernels:
+            raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
+        fn = self.kernels[name]
+
+        def call(arrays, memo):
+            key = (name, k.inputs, repr(params))
+            if key not in memo:  # siblings of one multi-output kernel share a single call
+                memo[key] = fn(arrays[:-1], params)
+            np.copyto(arrays[-1], memo[key][out_index])
+
+        return call
+
+
+def _c_call(fn, kernel):
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    n = len(kernel.inputs) + 1
+
+    def call(arrays, memo):
+        ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
+        err = np.zeros(3, np.int64)
+        fn(ptrs, err.ctypes.data)
+        if err[0]:
+            what = kernel.result.op.value.lower()
+            raise IndexError(
+                f"{what}: index {int(err[1])} is out of range for axis {int(err[2])}; "
+                "accepted: 0 to the axis size - 1"
+            )
+
+    return call
+
+
+def c_passes() -> list[Pass]:
+    from ir import passes_c
+
+    return [*DEFAULT_PASSES, *passes_c.C_PASSES]
+
+
+__all__ = ["CDevice", "dtypes"]

@@ -1,0 +1,171 @@
+"""The executor shared by compiled devices: plans, their cache, and running them.
+
+``realize`` on a compiled device goes:
+
+1. walk the graph under the roots, stopping at nodes that already have bytes (BUFFER
+   nodes, and nodes the runtime remembers realizing), and fingerprint its structure;
+2. look the fingerprint up in the plan cache; on a miss, schedule (stage 2), lower and
+   run the passes (stage 3), render and compile (stage 4) -- once per structure, so a
+   training loop at fixed shapes compiles on its first step only;
+3. run the plan on this call's buffers: allocate each intermediate just before the
+   kernel that writes it and drop it after the last kernel that reads it; then make the
+   sinks (a sink aliases its buffer, never copies, unless that buffer is one of the
+   inputs); then commit the ASSIGNs, after every value of the batch exists.
+
+A Plan is also what ``limn.capture`` records and replays: ``Plan.run`` needs nothing but
+the input buffers in slot order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ir import dtypes
+from ir.graph import Node
+from ir.kernel import KernelGraph, _arg_key
+from ir.ops import Op
+from ir.schedule import schedule
+from limn.runtime.device import Buffer, Device, recall, remember
+
+
+def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
+    """The structure key of the graph under ``roots`` and its inputs in slot order.
+
+    Inputs are the nodes that already hold bytes; they are numbered in the order the
+    schedule numbers them (depth first, sources in order), and two inputs that are the
+    same Buffer share a number in the key, since aliasing changes what a plan may do.
+    """
+    order: list[Node] = []
+    seen: set[int] = set()
+    inputs: list[Node] = []
+    rows: list[tuple] = []
+    index: dict[int, int] = {}
+    buffer_ids: dict[int, int] = {}
+
+    def is_input(n: Node) -> bool:
+        return n.op == Op.BUFFER or (n.op != Op.ASSIGN and recall(n) is not None)
+
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if id(node) in seen:
+                continue
+            if done or is_input(node):
+                seen.add(id(node))
+                order.append(node)
+                continue
+            stack.append((node, True))
+            for s in reversed(node.srcs):
+                if id(s) not in seen:
+                    stack.append((s, False))
+    for n in order:
+        index[id(n)] = len(rows)
+        if is_input(n):
+            buf = buffer_of(n)
+            alias = buffer_ids.setdefault(id(buf), len(buffer_ids))
+            inputs.append(n)
+            rows.append(("in", n.dtype.name, n.shape, alias))
+        else:
+            srcs = tuple(index[id(s)] for s in n.srcs)
+            rows.append((n.op, n.dtype.name, n.shape, srcs, _arg_key(n.op, n.arg)))
+    return (tuple(rows), tuple(index[id(r)] for r in roots)), inputs
+
+
+def buffer_of(n: Node) -> Buffer:
+    return n.arg if n.op == Op.BUFFER else recall(n)
+
+
+@dataclass
+class Plan:
+    """A compiled kernel graph: one callable per kernel, and when each buffer dies."""
+
+    graph: KernelGraph
+    calls: list[Callable]  # calls[i](arrays, memo) runs kernel i (memo: one run's shared state)
+    last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
+        g = self.graph
+        bufs: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
+        keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
+        memo: dict = {}
+        for i, k in enumerate(g.kernels):
+            spec = g.buffers[k.output]
+            bufs[k.output] = np.empty(spec.shape, dtypes.to_numpy(spec.dtype))
+            self.calls[i]([bufs[b] for b in k.inputs] + [bufs[k.output]], memo)
+            for b in k.inputs:
+                if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep:
+                    bufs[b] = None  # an intermediate dies with its last reader
+        return bufs
+
+
+def lifetimes(graph: KernelGraph) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for i, k in enumerate(graph.kernels):
+        for b in k.inputs:
+            last[b] = i
+    return last
+
+
+class CompiledDevice(Device):
+    """A device that compiles plans; subclasses say how to build one kernel graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.plans: dict[tuple, Plan] = {}
+        self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0}
+        self.recorder: list | None = None  # set by limn.capture while it records
+
+    def build(self, graph: KernelGraph) -> Plan:
+        raise NotImplementedError
+
+    def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
+        key, inputs = walk(roots)
+        plan = self.plans.get(key)
+        if plan is None:
+            t0 = time.perf_counter()
+            sched = schedule(roots, lambda n: recall(n) is not None)
+            assert [id(n) for n in sched.inputs] == [id(n) for n in inputs], "slot order"
+            plan = self.build(sched.graph)
+            plan.last_use = lifetimes(sched.graph)
+            self.plans[key] = plan
+            self.stats["plans"] += 1
+            self.stats["build_s"] += time.perf_counter() - t0
+        else:
+            self.stats["plan_hits"] += 1
+        return plan, inputs
+
+    def realize(self, roots: list[Node]) -> list[Buffer]:
+        plan, inputs = self.plan_for(roots)
+        in_bufs = [buffer_of(n) for n in inputs]
+        out = execute(plan, in_bufs, roots)
+        if self.recorder is not None:
+            self.recorder.append((plan, in_bufs, out))
+        return out
+
+
+def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None) -> list[Buffer]:
+    """Run ``plan`` on ``in_bufs``; make each sink a Buffer, then commit the ASSIGNs."""
+    g = plan.graph
+    arrays = plan.run([b.data for b in in_bufs])
+    out: list[Buffer] = []
+    for i, s in enumerate(g.sinks):
+        if s.source is not None:
+            out.append(in_bufs[s.buffer])
+            continue
+        a = arrays[s.buffer]
+        if s.buffer < g.n_inputs:  # a root that is (a reshape of) an input: give it its own bytes
+            a = a.copy()
+        buf = Buffer(s.dtype, s.shape, a.reshape(s.shape))
+        if roots is not None:
+            remember(roots[i], buf)
+        out.append(buf)
+    for s in g.sinks:  # the transaction: every value exists before any target changes
+        if s.source is not None:
+            np.copyto(in_bufs[s.buffer].data, arrays[s.source].reshape(in_bufs[s.buffer].shape))
+    return out
