@@ -371,6 +371,9 @@ class LoopNest:
     output: BufferSpec  # out
     body: tuple[Instr, ...]
 
+    def __post_init__(self):
+        object.__setattr__(self, "body", tuple(self.body))  # a pass may hand back a list
+
     def format(self, input_names=None, output_name=None) -> str:
         """The nest as text; the names (``buf0`` ...) say which buffers the header binds."""
         lines = [f"{self.name}  {self.kind}  loop{list(self.loop_shape)}"]

@@ -60,7 +60,7 @@ def lower(graph: KernelGraph, i: int) -> LoopNest:
     else:
         raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
     inputs = tuple(graph.buffers[b] for b in k.inputs)
-    return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], low.body)
+    return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], tuple(low.body))
 
 
 def _flat(idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
@@ -144,16 +144,17 @@ class _Lowering:
             hi += max(c * a, c * b)
         return lo, hi
 
-    def settle(self, p: Range) -> bool | None:
-        """True or False when ``p`` is decided for every iteration, else None."""
+    def settle(self, p: Range) -> Range | bool:
+        """True or False when ``p`` is decided for every iteration, else ``p`` narrowed to
+        the values its index can take (``0 <= i0 < 9`` over ``i0 < 4`` reads ``i0 < 4``)."""
         b = self.bounds(p.index)
         if b is None:
-            return None
+            return p
         if b[0] >= p.lo and b[1] < p.hi:
             return True
         if b[1] < p.lo or b[0] >= p.hi:
             return False
-        return None
+        return Range(p.index, max(p.lo, b[0]), min(p.hi, b[1] + 1))
 
     # ---- values -------------------------------------------------------------------
 
@@ -215,11 +216,10 @@ class _Lowering:
         for d, (lo, hi) in enumerate(v.mask or ()):
             if (lo, hi) == (0, v.shape[d]):
                 continue
-            p = Range(idx[d], lo, hi)
-            known = self.settle(p)
-            if known is False:
+            p = self.settle(Range(idx[d], lo, hi))
+            if p is False:
                 return self.zero(row.dtype)
-            if known is None:
+            if p is not True:
                 preds.append(p)
         inner = guard + tuple(preds)
         if src.op == Op.BUFFER:  # a masked load is already 0 in the pad

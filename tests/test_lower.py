@@ -1,0 +1,259 @@
+"""Lowering, passes and the printer, held to the numpy device through the nest interpreter."""
+
+import copy
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus import CASES, assert_matches, conv2d, reference
+
+from ir import dtypes
+from ir.interp import interpret, run
+from ir.kernel import BufferSpec
+from ir.loop import (
+    Accum,
+    DefAcc,
+    EndLoop,
+    Index,
+    Load,
+    Loop,
+    LoopNest,
+    Store,
+    flatten,
+    to_tree,
+    verify,
+)
+from ir.lower import lower
+from ir.passes import DEFAULT_PASSES, apply_passes, loop_order
+from ir.printer import ir
+from ir.schedule import schedule
+from limn import Tensor
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_case_matches_the_numpy_device(case):
+    outs = case.build()
+    got = run([t.node for t in outs])  # first: the reference realizes assigns in place
+    want = reference(outs)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_matches(g, w, f"{case.name} output {i}")
+
+
+@pytest.mark.parametrize("case", CASES[:12], ids=[c.name for c in CASES[:12]])
+def test_unpassed_nests_compute_the_same_as_passed_ones(case):
+    outs = case.build()
+    got = run([t.node for t in outs], passes=[])
+    for i, (g, w) in enumerate(zip(got, reference(outs))):
+        assert_matches(g, w, f"{case.name} output {i}")
+
+
+# ---- the printer --------------------------------------------------------------------
+
+MATMUL_TEXT = """\
+k0  SUM  loop[4, 3, 5]
+    in0 = buf0  float32[4, 5]
+    in1 = buf1  float32[5, 3]
+    out = buf2  float32[4, 3, 1]
+  LOOP    i0 < 4
+    LOOP    i1 < 3
+      CONST   v0 = 0.0 : float32
+      STORE   out[i0*3 + i1] = v0
+    ENDLOOP i1
+  ENDLOOP i0
+  LOOP    i0 < 4
+    LOOP    r2 < 5
+      LOOP    i1 < 3
+        LOAD    v1 = in0[i0*5 + r2] : float32
+        LOAD    v2 = in1[i1 + r2*3] : float32
+        ARITH   v3 = MUL v1, v2 : float32
+        ACCUM   out[i0*3 + i1] = ADD out[i0*3 + i1], v3
+      ENDLOOP i1
+    ENDLOOP r2
+  ENDLOOP i0
+
+sink 0 = buf2  float32[4, 3]"""
+
+
+def test_matmul_prints_one_fused_nest_with_the_stride_one_dim_innermost():
+    assert ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))) == MATMUL_TEXT
+
+
+def test_the_printer_is_reachable_from_limn_on_the_command_line():
+    code = "from limn import Tensor, ir; print(ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == MATMUL_TEXT + "\n"
+
+
+def test_padded_conv_prints_one_kernel_with_range_checked_loads():
+    x, w = Tensor.randn((1, 1, 4, 4)), Tensor.randn((2, 1, 3, 3))
+    text = ir(conv2d(x, w, padding=1))
+    assert text.startswith("k0  SUM  loop[1, 2, 1, 4, 4, 9]\n")
+    assert "k1" not in text
+    assert "    out = buf2  float32[1, 2, 1, 4, 4, 1]\n" in text
+    # the tap at kernel position (0, 0) reads x[i3 - 1, i4 - 1], inside the pad only
+    assert "LOAD    v1 = in0[i3*4 + i4 - 5] if 1 <= i3 < 4 and 1 <= i4 < 4 and " in text
+    assert "0 <= r5 < 1 : float32" in text
+    assert text.endswith("sink 0 = buf2  float32[1, 2, 4, 4]")
+    loops = [line.split()[1] for line in text.splitlines() if line.strip().startswith("LOOP")]
+    assert loops[-1] == "i4"  # the stride-1 output column is innermost
+
+
+def test_each_stage_prints():
+    x = Tensor.randn((2, 3))
+    y = (x * 2).sum(1)
+    assert "SUM" in ir(y, stage="graph") and "%0 = BUFFER" in ir(y, stage="graph")
+    assert "%3 = MUL" in ir(y, stage="kernel") and "sink 0 = buf1" in ir(y, stage="kernel")
+    assert "ACCUM" in ir(y, stage="loop")
+    with pytest.raises(ValueError, match="ir: unknown stage 'asm'"):
+        ir(y, stage="asm")
+
+
+def test_printer_takes_tensors_nodes_and_lists():
+    x = Tensor.randn((2, 3))
+    a, b = x * 2, x + 1
+    assert ir([a, b.node]) == ir([a.node, b])
+    assert ir([a, b]).count("sink") == 2
+    with pytest.raises(TypeError, match="ir: cannot print a int"):
+        ir(3)
+
+
+# ---- passes -------------------------------------------------------------------------
+
+
+def nests_of(*outs) -> list[LoopNest]:
+    graph = schedule([t.node for t in outs]).graph
+    return [lower(graph, i) for i, k in enumerate(graph.kernels) if k.kind != "CUSTOM"]
+
+
+def sample_nests() -> list[LoopNest]:
+    out = []
+    for case in CASES:
+        if case.name in ("matmul_2d", "conv2d_padded", "statistics", "scatter_with_collisions"):
+            out += nests_of(*case.build())
+    return out
+
+
+@pytest.mark.parametrize("p", DEFAULT_PASSES, ids=[p.__name__ for p in DEFAULT_PASSES])
+def test_each_pass_is_pure(p):
+    for nest in sample_nests():
+        before = copy.deepcopy(nest)
+        first, second = p(nest), p(nest)
+        assert first == second
+        assert nest == before
+        verify(first)
+
+
+def loop_vars(nest: LoopNest) -> list[str]:
+    return [ins.var for ins in nest.body if isinstance(ins, Loop)]
+
+
+def test_loop_order_moves_the_dim_stride_one_in_most_buffers_innermost():
+    x, y = Tensor.randn((4, 3)), Tensor.randn((4, 3))
+    (nest,) = nests_of(x.T + y.T)  # both inputs walk i0 with stride 1, the output i1
+    assert loop_vars(nest) == ["i0", "i1"]
+    assert loop_vars(loop_order(nest)) == ["i1", "i0"]
+
+
+def test_loop_order_never_moves_a_reduce_loop_past_another():
+    x = Tensor.randn((3, 4, 5))
+    (nest,) = nests_of(x.permute(2, 1, 0).sum((0, 1)))  # r1 walks in0 with stride 1
+    ordered = loop_order(nest)
+    main = [v for v in loop_vars(ordered) if v.startswith("r")]
+    assert main == ["r0", "r1"]
+
+
+def test_innermost_reduce_keeps_its_total_in_a_register():
+    nest = apply_passes(nests_of(Tensor.randn((4, 5)).sum(1))[0])
+    ops = [type(i).__name__ for i in nest.body]
+    assert ops.count("Loop") == 2 and "DefAcc" in ops and "Const" not in ops
+    (acc,) = [i for i in nest.body if isinstance(i, Accum)]
+    assert acc.index is None
+
+
+def test_reduce_with_loops_inside_it_fills_with_the_identity_then_accumulates():
+    nest = apply_passes(nests_of(Tensor.randn((4, 5)).max(0))[0])
+    text = str(nest)
+    assert "CONST   v0 = -inf : float32" in text
+    assert "ACCUM   out[i1] = MAX out[i1], v1" in text
+
+
+def test_half_sum_folds_in_float32_and_rounds_once():
+    x = Tensor(np.full((2, 4000), 0.1), dtype=dtypes.float16)
+    nest = apply_passes(nests_of(x.sum(1))[0])
+    (acc,) = [i for i in nest.body if isinstance(i, DefAcc)]
+    assert acc.dtype == dtypes.float32
+    assert "CAST acc0 : float16" in str(nest)
+    got = run([x.sum(1).node])[0]
+    want = np.float16(np.float32(np.float16(0.1)) * 4000)
+    assert got.dtype == np.float16 and abs(float(got[0]) - float(want)) <= 0.25
+
+
+def test_a_malformed_pass_is_named_with_the_instruction_it_broke():
+    def drop_first_load(nest):
+        body = list(nest.body)
+        body.remove(next(i for i in body if isinstance(i, Load)))
+        return replace(nest, body=tuple(body))
+
+    nest = nests_of(Tensor.randn((3,)) * 2)[0]
+    with pytest.raises(ValueError, match="pass drop_first_load .* v0 is not defined here"):
+        apply_passes(nest, [drop_first_load])
+
+
+# ---- the interpreter ----------------------------------------------------------------
+
+
+def hand_nest(body, shape=(4,)) -> LoopNest:
+    spec = BufferSpec(dtypes.float32, shape)
+    return LoopNest("k0", "MAP", shape, (spec,), spec, tuple(body))
+
+
+def test_interpreter_refuses_an_address_outside_the_buffer():
+    body = [
+        Loop("i0", 4),
+        Load("v0", "in0", Index.var("i0") + 1, dtypes.float32),
+        Store("out", Index.var("i0"), "v0"),
+        EndLoop("i0"),
+    ]
+    with pytest.raises(IndexError, match=r"addresses in0\[i0 \+ 1\] = in0\[4\], outside 0..3"):
+        interpret(hand_nest(body), [np.zeros(4, np.float32)], np.zeros(4, np.float32))
+
+
+def test_cells_a_nest_forgets_to_write_stay_poisoned():
+    body = [Loop("i0", 3), Load("v0", "in0", Index.var("i0"), dtypes.float32)]
+    body += [Store("out", Index.var("i0"), "v0"), EndLoop("i0")]
+    graph_out = np.full(4, np.nan, np.float32)
+    interpret(hand_nest(body), [np.arange(4, dtype=np.float32)], graph_out)
+    assert np.isnan(graph_out[3]) and graph_out[2] == 2
+
+
+def test_out_of_range_gather_fails_like_the_numpy_device():
+    x, idx = Tensor.randn((2, 5)), Tensor(np.array([[0, 7], [1, 2]]))
+    with pytest.raises(IndexError, match="gather: index 7 is out of range for axis 1 of size 5"):
+        run([x.gather(1, idx).node])
+
+
+def test_verify_rejects_a_store_of_the_wrong_dtype():
+    body = [Loop("i0", 4), Load("v0", "in0", Index.var("i0"), dtypes.float32)]
+    nest = hand_nest(body + [Store("out", Index.var("i0"), "v0"), EndLoop("i0")])
+    bad = replace(nest, output=BufferSpec(dtypes.float16, (4,)))
+    with pytest.raises(ValueError, match="v0 is float32 but out holds float16"):
+        verify(bad)
+
+
+def test_tree_view_round_trips():
+    for nest in sample_nests():
+        assert flatten(to_tree(nest.body)) == nest.body
+
+
+def test_custom_pass_example_runs_and_agrees_with_the_numpy_device():
+    out = subprocess.run(
+        [sys.executable, "examples/custom_pass.py"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert "unroll=2" in out.stdout and "matches the numpy device" in out.stdout
