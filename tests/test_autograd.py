@@ -277,3 +277,30 @@ def test_a_cast_to_an_integer_stops_the_gradient():
 def test_only_float_tensors_take_gradients():
     with pytest.raises(TypeError, match="requires_grad.*float.*int64"):
         Tensor([1, 2], requires_grad=True)
+
+
+# ---- indexed ops --------------------------------------------------------------------
+
+
+def test_scatter_add_and_gather_gradients_match_torch():
+    a, s = _arr((3, 5), 25), _arr((3, 4), 26)
+    idx = np.array([[0, 4, 4, 1], [2, 2, 2, 2], [3, 0, 1, 0]])
+    w = _arr((3, 5), 27)
+    x, src = Tensor(a, requires_grad=True), Tensor(s, requires_grad=True)
+    out = x.scatter_add(1, Tensor(idx), src) * Tensor(w)
+    (out.gather(1, Tensor(idx)).exp()).sum().backward()
+    tx, ts = _t(a), _t(s)
+    tout = tx.scatter_add(1, torch.tensor(idx), ts) * _t(w, False)
+    torch.gather(tout, 1, torch.tensor(idx)).exp().sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+    _close(src.grad.numpy(), ts.grad.numpy())
+
+
+def test_cross_entropy_from_log_softmax_and_gather_matches_torch():
+    logits, labels = _arr((4, 6), 28), np.array([5, 0, 2, 2])
+    x = Tensor(logits, requires_grad=True)
+    picked = x.log_softmax(-1).gather(1, Tensor(labels.reshape(4, 1)))
+    (-picked.mean()).backward()
+    tx = _t(logits)
+    F.cross_entropy(tx, torch.tensor(labels)).backward()
+    _close(x.grad.numpy(), tx.grad.numpy())

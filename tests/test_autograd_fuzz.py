@@ -55,9 +55,9 @@ def _torch_index(t, key):
     return t[tuple(full)]
 
 
-def _torch_pad(t, pads):
+def _torch_pad(t, pads, value=0.0):
     flat = [p for pair in reversed(pads) for p in pair]
-    return F.pad(t, flat)
+    return F.pad(t, flat, value=value)
 
 
 def _torch_amax(t, axis, keepdim):
@@ -81,6 +81,7 @@ OPS = {
         lambda x, bounds: x[tuple(slice(b, e) for b, e in bounds)],
     ),
     "flip": (lambda x, axes: x.flip(axes), lambda x, axes: torch.flip(x, axes)),
+    "pad_value": (lambda x, pads, value: x.pad(pads, value), _torch_pad),
     "index": (lambda x, key: x[key], _torch_index),
     "transpose": (lambda x: x.T, lambda x: x.permute(tuple(reversed(range(x.ndim))))),
     # reduces
@@ -93,6 +94,10 @@ OPS = {
         lambda x, axis, keepdim: _torch_reduce(torch.mean, x, axis, keepdim),
     ),
     "max": (lambda x, axis, keepdim: x.max(axis, keepdim), _torch_amax),
+    "min": (
+        lambda x, axis, keepdim: x.min(axis, keepdim),
+        lambda x, axis, keepdim: -_torch_amax(-x, axis, keepdim),
+    ),
     "var": (
         lambda x, axis, keepdim: x.var(axis, keepdim),
         lambda x, axis, keepdim: _torch_reduce(torch.var, x, axis, keepdim),
@@ -122,6 +127,10 @@ OPS = {
         lambda c, a, b: torch.where(c > 0, a, b),
     ),
     "matmul": (lambda a, b: a @ b, lambda a, b: a @ b),
+    "gather": (
+        lambda x, axis, index: x.gather(axis, Tensor(np.array(index))),
+        lambda x, axis, index: torch.gather(x, axis, torch.tensor(index)),
+    ),
     "cat": (lambda a, b, axis: limn.cat([a, b], axis), lambda a, b, axis: torch.cat([a, b], axis)),
     "stack": (
         lambda a, b, axis: limn.stack([a, b], axis),
@@ -147,6 +156,7 @@ OPS = {
     "rsub": (lambda x, c: c - x, lambda x, c: c - x),
     "rdiv": (lambda x, c: c / x, lambda x, c: c / x),
     "shift": (lambda x, c: x + c, lambda x, c: x + c),
+    "clamp": (lambda x, lo, hi: x.clamp(lo, hi), lambda x, lo, hi: torch.clamp(x, lo, hi)),
     "double": (lambda x: x.double(), lambda x: x),  # torch already computes in float64
     "float": (lambda x: x.float(), lambda x: x),
 }
@@ -341,7 +351,20 @@ class Generator:
         pads = tuple(
             (int(self.rng.integers(0, 3)), int(self.rng.integers(0, 3))) for _ in range(nd)
         )
+        if self.rng.random() < 0.3:
+            value = round(float(self.rng.uniform(-2, 2)), 2)
+            return self.emit("pad_value", (x,), pads=pads, value=value)
         return self.emit("pad", (x,), pads=pads)
+
+    def d_gather(self, x):
+        shape = tuple(self.val(x).shape)
+        if not shape:
+            return None
+        axis = int(self.rng.integers(len(shape)))
+        ishape = list(shape)
+        ishape[axis] = int(self.rng.integers(1, 5))
+        index = self.rng.integers(0, shape[axis], ishape).tolist()
+        return self.emit("gather", (x,), axis=axis, index=index)
 
     def d_shrink(self, x):
         bounds = []
@@ -383,7 +406,7 @@ class Generator:
         nd = self.val(x).ndim
         if nd == 0:
             return None
-        op = self.choice(("sum", "sum", "mean", "max", "max", "var", "std", "logsumexp"))
+        op = self.choice(("sum", "sum", "mean", "max", "max", "min", "var", "std", "logsumexp"))
         axis, keepdim = self.axes(nd), bool(self.rng.random() < 0.5)
         dims = tuple(range(nd)) if axis is None else (axis,) if isinstance(axis, int) else axis
         count = math.prod(self.val(x).shape[d] for d in dims)
@@ -391,10 +414,11 @@ class Generator:
             return None
         if op == "max" and not _no_near_ties(self.val(x), dims):
             return None
-        out = self.emit(op, (x,), axis=axis, keepdim=keepdim)
-        if out and op == "std" and self.val(out).min() < 0.05:
+        if op == "min" and not _no_near_ties(-self.val(x), dims):
+            return None
+        if op == "std" and torch.var(self.val(x), dims).min() < 0.05**2:
             return None  # sqrt's gradient near zero variance is not worth comparing
-        return out
+        return self.emit(op, (x,), axis=axis, keepdim=keepdim)
 
     def d_softmax(self, x):
         nd = self.val(x).ndim
@@ -477,9 +501,15 @@ class Generator:
             if self.val(x).max() > 3:
                 return None
             return self.emit("exp", (x,))
-        if r < 0.8:
+        if r < 0.75:
             op = self.choice(("relu", "abs"))
             return self.emit(op, (x,)) if self.away_from_zero(x) else None
+        if r < 0.8:
+            lo, hi = sorted(round(float(v), 2) for v in self.rng.uniform(-1.5, 1.5, 2))
+            v = self.val(x)
+            if ((v - lo).abs().min() < KINK) or ((v - hi).abs().min() < KINK):
+                return None
+            return self.emit("clamp", (x,), lo=lo, hi=hi)
         if r < 0.85:
             p = x if self.away(x, 0.2) else self.positive(x)
             if self.rng.random() < 0.5:
@@ -503,6 +533,7 @@ class Generator:
         ("d_binary", 6),
         ("d_matmul", 2),
         ("d_join", 1),
+        ("d_gather", 1),
         ("d_unary", 6),
     )
 
