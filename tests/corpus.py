@@ -314,7 +314,9 @@ def gather_along_axes():
     r = _rng(40)
     x = _randn(r, 4, 5)
     i0, i1 = _ints(r, 0, 4, 3, 5), _ints(r, 0, 5, 4, 2)
-    return [x.gather(0, i0), x.gather(1, i1), (x * 2).exp().gather(1, i1)]
+    padded = x.exp().pad(((0, 0), (1, 1)))  # the gather reads a masked, fused source
+    outs = [x.gather(0, i0), x.gather(1, i1), (x * 2).exp().gather(1, i1), padded.gather(1, i1)]
+    return outs + [x.gather(1, i1).exp().pad(((1, 0), (0, 1)))]  # a CHECK under a pad
 
 
 @case()
@@ -419,6 +421,8 @@ def _float_case(d: dtypes.DType):
         x, y = _randn(r, 3, 5, dtype=d), _randn(r, 5, 4, dtype=d)
         outs = [x * 2 + 1, (x.abs() + 1).sqrt(), x.sum(1), x.max(0), x @ y, x.softmax(1)]
         outs += [x.sum(), x.T.sum(1, keepdim=True), x.pad(((1, 0), (0, 1))).exp()]
+        idx = Tensor(np.array([[0, 2, 0, 1, 0], [2, 2, 1, 0, 0]]))
+        outs.append(x.scatter_add(0, idx, x[:2] * 3))  # colliding adds in x's own dtype
         if d.bits == 16:
             outs.append(x.p_bitcast(dtypes.int16))
         return outs
