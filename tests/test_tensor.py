@@ -519,3 +519,21 @@ def test_realize_computes_several_tensors_at_once_and_keeps_them():
     assert a.node.op == Op.BUFFER and b.node.op == Op.BUFFER
     _close(a.numpy(), np.exp(A))
     assert b.item() == pytest.approx(2 * A.sum())
+
+
+def test_cast_helpers_name_their_dtypes_and_match_numpy():
+    x = np.array([-1.7, 0.0, 2.5, 100.25], np.float32)  # in range for every target
+    t = Tensor(x)
+    for got, want in [
+        (t.float(), x),
+        (t.double(), x.astype(np.float64)),
+        (t.half(), x.astype(np.float16)),
+        (t.bfloat16(), x.astype(dtypes.bfloat16.np)),
+        (t.int(), x.astype(np.int32)),
+        (t.long(), x.astype(np.int64)),
+        (t.bool(), x.astype(bool)),
+        (t.to("int16"), x.astype(np.int16)),
+        (t.abs().cast(np.uint8), np.abs(x).astype(np.uint8)),
+    ]:
+        assert got.dtype == dtypes.as_dtype(want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
