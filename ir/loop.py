@@ -2,27 +2,34 @@
 
 A LoopNest is one kernel as a flat tuple of instructions from a closed set of ten opcodes:
 
-    LOOP     var < stop            open a counted loop (start, step and attrs optional)
+    LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
     ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/ops.py``
     MASK     v = preds : bool      the pad predicates as a value (for WHERE)
-    CHECK    lo <= v < hi  what    a data-dependent index must be in range (else an error)
+    CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc = identity : dtype   a register accumulator
     ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
     STORE    buf[index] = v        write memory
 
-Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ... Loop variables
+Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
+visible from its definition to the ENDLOOP of the loop it was defined in. Loop variables
 are ``i<k>`` for an output dim and ``r<k>`` for a reduced one, numbered by the kernel's loop
 dim. Every address is an ``Index``: a sum of name*coefficient terms plus a constant, where a
 name is a loop variable or a loaded value (a gather's index). A pad is a ``Range`` predicate
-on an Index. Arithmetic happens in each value's dtype exactly as written: half-width floats
-are widened and rounded by explicit CASTs, so a backend renders what it reads and nothing
-more. A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they never
-change what the nest computes.
+on an Index. A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they
+never change what the nest computes.
 
-``to_tree`` / ``flatten`` give passes a nested view of the same instructions.
+What each instruction means, exactly (the interpreter in ``ir/interp.py`` is the oracle):
+
+* arithmetic happens in each value's dtype as written: half-width floats are widened and
+  rounded by explicit CASTs, so a backend renders what it reads and nothing more;
+* ARITH computes ``ir/semantics.apply(op, srcs, dtype, dtype of the last src)``;
+* a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
+* ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
+* a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
+  nothing may read or write memory through the bad index.
 """
 
 from __future__ import annotations

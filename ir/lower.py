@@ -40,6 +40,8 @@ from ir.loop import (
     Mask,
     Range,
     Store,
+    defines,
+    value_dtype,
 )
 from ir.ops import ELEMENTWISE, Op
 from ir.view import contiguous_strides
@@ -89,9 +91,9 @@ class _Lowering:
 
     def emit(self, ins) -> str | None:
         self.body.append(ins)
-        out = getattr(ins, "out", None)
+        out = defines(ins)
         if out is not None:
-            self.dtype_of[out] = getattr(ins, "dtype", None)
+            self.dtype_of[out] = value_dtype(ins)
         return out
 
     def fresh(self) -> str:
@@ -143,6 +145,11 @@ class _Lowering:
             lo += min(c * a, c * b)
             hi += max(c * a, c * b)
         return lo, hi
+
+    def known_in(self, name: str, size: int) -> None:
+        """After ``CHECK 0 <= name < size`` passes (one value may feed several gathers)."""
+        lo, hi = self.ranges.get(name, (0, size - 1))
+        self.ranges[name] = (lo, min(hi, size - 1))
 
     def settle(self, p: Range) -> Range | bool:
         """True or False when ``p`` is decided for every iteration, else ``p`` narrowed to
@@ -244,7 +251,7 @@ class _Lowering:
         iv = yield (idx_i, idx, guard)
         n = self.rows[src_i].shape[axis]
         self.emit(Check(iv, n, "gather", axis, guard))
-        self.ranges[iv] = (0, n - 1)
+        self.known_in(iv, n)
         sidx = list(idx)
         sidx[axis] = Index.var(iv)
         return (yield (src_i, tuple(sidx), guard))
@@ -316,7 +323,7 @@ class _Lowering:
         idx = self.open(names, list(ishape))
         iv = self.value(idx_i, idx, ())
         self.emit(Check(iv, shape[axis], "scatter", axis))
-        self.ranges[iv] = (0, shape[axis] - 1)
+        self.known_in(iv, shape[axis])
         sv = self.cast(self.value(src_i, idx, ()), d)
         at = list(idx)
         at[axis] = Index.var(iv)
