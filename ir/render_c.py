@@ -27,17 +27,17 @@ from ir.dtypes import DType
 from ir.loop import (
     Accum,
     Arith,
+    Block,
     Check,
     Const,
     DefAcc,
-    EndLoop,
     Index,
     Load,
-    Loop,
     LoopNest,
     Mask,
     Range,
     Store,
+    to_tree,
     value_dtype,
 )
 from ir.ops import Op
@@ -63,6 +63,7 @@ UNSIGNED_OF["int64_t"] = "uint64_t"
 
 PRELUDE = r"""
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -265,81 +266,107 @@ def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
     (1, value, axis); the kernel clamps that index to 0 and finishes, and the runtime
     raises.
     """
-    lines = [f"void {name}(void *const *args, int64_t *err) {{"]
-    for i, spec in enumerate(nest.inputs):
-        t = ctype(spec.dtype)
-        lines.append(f"  const {t} *restrict in{i} = (const {t} *)args[{i}];")
-    t = ctype(nest.output.dtype)
-    lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
-    lines.append("  (void)err;")
-    dtype_of: dict[str, DType] = {}
-    bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
-    used: set = set()
-    values: dict[str, str] = {}  # value names used in addresses, as int64 expressions
-    depth = 1
-    pending_collapse = 0
-    for ins in nest.body:
+    return _Renderer(nest, openmp).function(name)
+
+
+class _Renderer:
+    """The state of rendering one nest: what each name is, and the lines so far."""
+
+    def __init__(self, nest: LoopNest, openmp: bool):
+        self.nest = nest
+        self.openmp = openmp
+        self.bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)}
+        self.bufs["out"] = nest.output.dtype
+        self.dtype_of: dict[str, DType] = {}
+        self.values: dict[str, str] = {}  # names used in addresses, as int64 expressions
+        self.used: set = set()
+        self.lines: list[str] = []
+
+    def function(self, name: str) -> tuple[str, set]:
+        nest = self.nest
+        self.lines.append(f"void {name}(void *const *args, int64_t *err) {{")
+        for i, spec in enumerate(nest.inputs):
+            t = ctype(spec.dtype)
+            self.lines.append(f"  const {t} *restrict in{i} = (const {t} *)args[{i}];")
+        t = ctype(nest.output.dtype)
+        self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
+        self.lines.append("  (void)err;")
+        self.items(to_tree(nest.body), 1)
+        self.lines.append("}")
+        return "\n".join(self.lines), self.used
+
+    def items(self, items, depth: int, collapse: int = 0) -> None:
+        for item in items:
+            if isinstance(item, Block):
+                self.block(item, depth, collapse)
+            else:
+                self.instr(item, depth)
+
+    def block(self, b: Block, depth: int, collapse: int = 0) -> None:
+        attrs = dict(b.loop.attrs)
+        if attrs.get("tile"):
+            from ir.render_c_tile import render_tile
+
+            self.lines.append("  " * depth + "{")
+            render_tile(self, b, depth + 1)
+            self.lines.append("  " * depth + "}")
+            return
+        pad = "  " * depth
+        par = attrs.get("parallel")
+        if par and self.openmp and not collapse:
+            self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
+            collapse = par
+        lp = b.loop
+        self.lines.append(
+            f"{pad}for (int64_t {lp.var} = {lp.start}; {lp.var} < {lp.stop}; "
+            f"{lp.var} += {lp.step}) {{"
+        )
+        self.items(b.body, depth + 1, max(0, collapse - 1))
+        self.lines.append(pad + "}")
+
+    def instr(self, ins, depth: int) -> None:
         pad = "  " * depth
         out = getattr(ins, "out", None)
         if out is not None:
-            dtype_of[out] = value_dtype(ins)
-            values.setdefault(out, f"(int64_t){out}")
-        if isinstance(ins, Loop):
-            par = dict(ins.attrs).get("parallel")
-            if par and openmp and not pending_collapse:
-                lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
-                pending_collapse = par
-            if pending_collapse:
-                pending_collapse -= 1
-            lines.append(
-                f"{pad}for (int64_t {ins.var} = {ins.start}; {ins.var} < {ins.stop}; "
-                f"{ins.var} += {ins.step}) {{"
-            )
-            depth += 1
-        elif isinstance(ins, EndLoop):
-            depth -= 1
-            lines.append("  " * depth + "}")
-        elif isinstance(ins, Const | DefAcc):
+            self.dtype_of[out] = value_dtype(ins)
+            self.values.setdefault(out, f"(int64_t){out}")
+        self.lines.append(pad + self.statement(ins))
+
+    def statement(self, ins) -> str:
+        values = self.values
+        if isinstance(ins, Const | DefAcc):
             kw = "" if isinstance(ins, DefAcc) else "const "
-            lines.append(
-                f"{pad}{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
-            )
-        elif isinstance(ins, Load):
+            return f"{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
+        if isinstance(ins, Load):
             at = f"{ins.buf}[{index(ins.index, values)}]"
             if ins.guard:
                 at = f"(({_preds(ins.guard, values)}) ? {at} : ({ctype(ins.dtype)})0)"
-            lines.append(f"{pad}const {ctype(ins.dtype)} {ins.out} = {at};")
-        elif isinstance(ins, Mask):
-            lines.append(f"{pad}const uint8_t {ins.out} = {_preds(ins.preds, values)};")
-        elif isinstance(ins, Arith):
-            srcd = [dtype_of[s] for s in ins.srcs]
+            return f"const {ctype(ins.dtype)} {ins.out} = {at};"
+        if isinstance(ins, Mask):
+            return f"const uint8_t {ins.out} = {_preds(ins.preds, values)};"
+        if isinstance(ins, Arith):
+            srcd = [self.dtype_of[s] for s in ins.srcs]
             if ins.op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
-                used.add((ins.op.value.lower(), ctype(srcd[-1])))
+                self.used.add((ins.op.value.lower(), ctype(srcd[-1])))
             if ins.op == Op.BITCAST:
-                used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
-            lines.append(f"{pad}const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};")
-        elif isinstance(ins, Check):
-            cond = f"({ins.value} < 0 || {ins.value} >= {ins.size})"
+                self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
+            return f"const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};"
+        if isinstance(ins, Check):
+            v = ins.value
+            cond = f"({v} < 0 || {v} >= {ins.size})"
             if ins.guard:
                 cond = f"({_preds(ins.guard, values)}) && {cond}"
-            lines.append(
-                f"{pad}if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){ins.value}; "
-                f"err[2] = {ins.axis}; }} }}"
+            values[v] = f"{v}_c"  # a clamped copy keeps the kernel inside its buffers
+            return (
+                f"if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){v}; "
+                f"err[2] = {ins.axis}; }} }} "
+                f"const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
             )
-            # a clamped copy of the index keeps the kernel inside its buffers
-            lines.append(
-                f"{pad}const int64_t {ins.value}_c = ({ins.value} < 0 || {ins.value} >= "
-                f"{ins.size}) ? 0 : (int64_t){ins.value};"
-            )
-            values[ins.value] = f"{ins.value}_c"
-        elif isinstance(ins, Accum):
-            lines.append(pad + _accum(ins, dtype_of, bufs, values))
-        elif isinstance(ins, Store):
-            lines.append(f"{pad}{ins.buf}[{index(ins.index, values)}] = {ins.src};")
-        else:
-            raise TypeError(f"render_c: {type(ins).__name__} is not a loop-nest instruction")
-    lines.append("}")
-    return "\n".join(lines), used
+        if isinstance(ins, Accum):
+            return _accum(ins, self.dtype_of, self.bufs, values)
+        if isinstance(ins, Store):
+            return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
+        raise TypeError(f"render_c: {type(ins).__name__} is not a loop-nest instruction")
 
 
 def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], values) -> str:
