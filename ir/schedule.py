@@ -26,6 +26,7 @@ to a concrete buffer, so equal structures give equal (hashable) kernel graphs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -70,14 +71,7 @@ def _is_reshape_of(node: Node) -> bool:
     if node.op != Op.VIEW:
         return False
     src = node.srcs[0]
-    return node.arg.is_contiguous and node.arg.size == _size(src.shape)
-
-
-def _size(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+    return node.arg.is_contiguous and node.arg.size == math.prod(src.shape)
 
 
 def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None = None) -> Schedule:
@@ -113,9 +107,11 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             src = n.srcs[0]
             if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
                 keep(src)
+    for r in roots:  # reshapes last, so they see every buffer the other roots made
+        if not _is_reshape_of(r):
+            keep(r)
     for r in roots:
-        aliased = _is_reshape_of(r) and (is_input(r.srcs[0]) or id(r.srcs[0]) in cut)
-        if not is_input(r) and not aliased:
+        if _is_reshape_of(r) and not (is_input(r.srcs[0]) or id(r.srcs[0]) in cut):
             keep(r)
 
     # buffers: inputs first (by slot), then one per kernel in run order

@@ -181,3 +181,10 @@ def test_custom_node_is_its_own_kernel_fed_by_stored_inputs():
     np.testing.assert_allclose(got[0], a.numpy() * 4, rtol=1e-6)
     np.testing.assert_allclose(got[1], a.numpy() * 6, rtol=1e-6)
     assert len(calls) == 1  # siblings share one call
+
+
+def test_a_reshaped_root_aliases_another_roots_buffer():
+    y = Tensor.randn((3, 4)) * 2
+    graph = schedule([y.reshape(12).node, y.node]).graph
+    assert [k.kind for k in graph.kernels] == ["MAP"]
+    assert graph.sinks[0].buffer == graph.sinks[1].buffer
