@@ -42,7 +42,7 @@ class BufferSpec:
         return f"{self.dtype}{list(self.shape)}"
 
 
-def _arg_key(op: Op, arg) -> object:
+def arg_key(op: Op, arg) -> object:
     """A by-value key for a row's argument.
 
     Python floats compare in ways a cache key must not: nan != nan (so a graph holding a
@@ -55,6 +55,9 @@ def _arg_key(op: Op, arg) -> object:
         name, out, params = arg
         return (name, out, repr(params))
     return arg
+
+
+_arg_key = arg_key  # the name limn/runtime/jit.py first imported
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class Row:
     key: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "key", _arg_key(self.op, self.arg))
+        object.__setattr__(self, "key", arg_key(self.op, self.arg))
 
 
 @dataclass(frozen=True)
