@@ -26,7 +26,7 @@ import numpy as np
 
 from ir import dtypes
 from ir.graph import Node
-from ir.kernel import KernelGraph, _arg_key
+from ir.kernel import KernelGraph, arg_key
 from ir.ops import Op
 from ir.schedule import schedule
 from limn.runtime.device import Buffer, Device, recall, remember
@@ -72,7 +72,7 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
             rows.append(("in", n.dtype.name, n.shape, alias))
         else:
             srcs = tuple(index[id(s)] for s in n.srcs)
-            rows.append((n.op, n.dtype.name, n.shape, srcs, _arg_key(n.op, n.arg)))
+            rows.append((n.op, n.dtype.name, n.shape, srcs, arg_key(n.op, n.arg)))
     return (tuple(rows), tuple(index[id(r)] for r in roots)), inputs
 
 
