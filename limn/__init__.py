@@ -22,6 +22,7 @@ from ir.dtypes import (
 from ir.graph import format_graph
 from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
+from limn.capture import capture
 from limn.runtime import current_device, get_device, set_device
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
 
@@ -29,6 +30,7 @@ __all__ = [
     "Tensor",
     "bfloat16",
     "bool_",
+    "capture",
     "cat",
     "current_device",
     "enable_grad",

@@ -1,0 +1,193 @@
+"""The c device, held to the numpy device: the corpus, threads, the disk cache and capture."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus import CASES, assert_matches, reference
+
+import limn
+from ir.schedule import schedule
+from limn import Tensor
+from limn.runtime import get_device
+from limn.runtime.c import CDevice
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def c():
+    return get_device("c")
+
+
+@pytest.fixture(scope="module")
+def serial():
+    return CDevice(openmp=False)
+
+
+def _buffers_of(outs):
+    """The input buffers a case's graph reads, so assign cases can compare them afterwards."""
+    return [n.arg for n in schedule([t.node for t in outs]).inputs]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_case_matches_the_numpy_device(case, c):
+    outs = case.build()
+    got = [b.data for b in c.realize([t.node for t in outs])]
+    ref_outs = case.build()  # a fresh graph: realizing one marks its nodes as computed
+    want = reference(ref_outs)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_matches(g, w, f"{case.name} output {i}")
+    if "assign" in case.tags:
+        for a, b in zip(_buffers_of(outs), _buffers_of(ref_outs)):
+            assert_matches(a.data, b.data, f"{case.name} assigned buffer")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_threaded_nest_matches_serial_bit_for_bit(case, c, serial):
+    if "assign" in case.tags:
+        pytest.skip("assign writes its inputs; the corpus test covers it")
+    threaded = [b.data for b in c.realize([t.node for t in case.build()])]
+    alone = [b.data for b in serial.realize([t.node for t in case.build()])]
+    for g, w in zip(threaded, alone):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert g.tobytes() == w.tobytes(), case.name
+
+
+def _big_cases():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((300, 257)).astype(np.float32)
+    w = rng.standard_normal((257, 130)).astype(np.float32)
+    return [
+        lambda: Tensor(x) @ Tensor(w),
+        lambda: Tensor(x) @ Tensor(w.T.copy()).T,
+        lambda: (Tensor(x) * 2 + 1).relu().sum(),
+        lambda: Tensor(x).softmax(1),
+        lambda: Tensor(x).max(0),
+        lambda: Tensor(x).pad(((1, 1), (3, 2))).exp().sum(0),
+    ]
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_large_nests_use_threads_and_still_match_serial_and_numpy(i, c, serial):
+    build = _big_cases()[i]
+    threaded = c.realize([build().node])[0].data
+    alone = serial.realize([build().node])[0].data
+    assert threaded.tobytes() == alone.tobytes()
+    want = get_device("numpy").realize([build().node])[0].data
+    np.testing.assert_allclose(threaded, want, rtol=2e-5, atol=2e-5)
+
+
+def test_thread_count_does_not_change_a_bit(c):
+    x = np.random.default_rng(3).standard_normal((512, 300)).astype(np.float32)
+    outs = []
+    for n in (1, 2, 3):
+        c.set_threads(n)
+        outs.append(c.realize([(Tensor(x) @ Tensor(x).T).sum(1).node])[0].data.tobytes())
+    c.set_threads(limn.runtime.c.default_threads())
+    assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_training_step_compiles_once(c):
+    limn.set_seed(0)
+    w = Tensor.randn((8, 4), requires_grad=True, device="c")
+    x = Tensor.randn((16, 8), device="c")
+    before = c.stats["plans"]
+    for _ in range(3):
+        loss = ((x @ w).relu() ** 2).mean()
+        loss.backward()
+        limn.realize(w.assign(w.detach() - w.grad * 0.1), loss)
+        w.grad = None
+    assert c.stats["plans"] - before == 1  # the first step plans; the others hit the cache
+
+
+def test_disk_cache_survives_a_second_process(tmp_path):
+    code = (
+        "import limn; from limn import Tensor; limn.set_device('c');"
+        "x = Tensor.ones((5, 7)); print((x * 3 + 1).sum().item());"
+        "print(limn.get_device('c').toolchain.stats['compiles'])"
+    )
+    env = {**os.environ, "LIMN_CACHE_DIR": str(tmp_path)}
+    run = lambda: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT
+    )
+    first, second = run(), run()
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == ["140.0", "1"]
+    assert second.stdout.split() == ["140.0", "0"]  # loaded from disk, not compiled
+    mode = (tmp_path / "c").stat().st_mode & 0o777
+    assert mode == 0o700
+
+
+def test_corrupted_cache_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    dev = CDevice()
+    x = Tensor(np.arange(6, dtype=np.float32))
+    assert dev.realize([(x * 2).node])[0].data.tolist() == [0, 2, 4, 6, 8, 10]
+    (so,) = list((tmp_path / "c").glob("*.so"))
+    broken = so.with_suffix(".tmp")
+    broken.write_bytes(so.read_bytes()[:100])  # truncated bytes under the entry's name
+    os.replace(broken, so)  # a new inode: the library this process mapped stays intact
+    fresh = CDevice()
+    before = fresh.toolchain.stats["compiles"]
+    assert fresh.realize([(Tensor(np.arange(6, dtype=np.float32)) * 2).node])[0].data[5] == 10
+    assert fresh.toolchain.stats["compiles"] == before + 1
+
+
+def test_set_device_c_without_a_compiler_says_why(tmp_path):
+    code = "import limn; limn.set_device('c')"
+    env = {**os.environ, "PATH": str(tmp_path), "LIMN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CC", None)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "no C compiler" in r.stderr and "'cc' is not on PATH" in r.stderr
+
+
+def test_gather_out_of_range_raises_on_the_c_device(c):
+    src = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    idx = Tensor(np.array([[0, 5], [1, 2], [3, 0]]))
+    with pytest.raises(IndexError, match="out of range"):
+        c.realize([src.gather(1, idx).node])
+
+
+def test_complex_is_refused_by_name(c):
+    from ir import dtypes
+    from ir.kernel import BufferSpec, KernelGraph
+
+    graph = KernelGraph((BufferSpec(dtypes.complex64, (2,)),), 1, (), ())
+    with pytest.raises(TypeError, match="complex64 is not supported"):
+        c.source(graph)
+
+
+def test_capture_replay_equals_the_uncaptured_loop():
+    limn.set_device("c")
+    try:
+        results = []
+        for captured in (False, True):
+            limn.set_seed(0)
+            w = Tensor.randn((6, 3), requires_grad=True)
+            b = Tensor.zeros((3,), requires_grad=True)
+
+            def step(x, y, w=w, b=b):
+                w.grad = b.grad = None
+                loss = ((x @ w + b - y) ** 2).mean()
+                loss.backward()
+                limn.realize(
+                    w.assign(w.detach() - w.grad * 0.1), b.assign(b.detach() - b.grad * 0.1)
+                )
+                return loss
+
+            f = limn.capture(step) if captured else step
+            rng = np.random.default_rng(5)
+            losses = []
+            for _ in range(4):
+                x = Tensor(rng.standard_normal((10, 6)).astype(np.float32))
+                y = Tensor(rng.standard_normal((10, 3)).astype(np.float32))
+                losses.append(f(x, y).numpy().tobytes())
+            results.append((losses, w.numpy().tobytes(), b.numpy().tobytes()))
+        assert results[0] == results[1]
+    finally:
+        limn.set_device("numpy")
