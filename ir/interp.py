@@ -36,6 +36,7 @@ from ir.loop import (
     LoopNest,
     Mask,
     Store,
+    Tree,
     defines,
     value_dtype,
 )
@@ -54,6 +55,37 @@ def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
 
 def _at(idx: Index, env: dict) -> int:
     return idx.const + sum(c * int(env[n]) for n, c in idx.terms)
+
+
+def _bounds(loop: Loop, env: dict) -> tuple[int, int]:
+    start = max([loop.start, *(_at(b, env) for b in loop.lo)])
+    stop = min([loop.stop, *(_at(b, env) for b in loop.hi)])
+    return start, stop
+
+
+def _scalar(v: np.ndarray) -> np.ndarray:
+    """An array accumulator read as a value is its element 0 (where TREE left the total)."""
+    return v.reshape(-1)[0] if v.ndim else v
+
+
+def tree_fold(op: Op, acc: np.ndarray, d: DType) -> np.ndarray:
+    """TREE's fixed order: each row halves onto itself (16 -> 8 -> ... -> 1), then the rows."""
+    rows = acc.reshape(-1, acc.shape[-1]).copy()
+    _pairwise(op, rows, d)
+    col = rows[:, :1].T.copy()
+    _pairwise(op, col, d)
+    out = acc.copy().reshape(-1)
+    out[0] = col[0, 0]
+    return out.reshape(acc.shape)
+
+
+def _pairwise(op: Op, a: np.ndarray, d: DType) -> None:
+    """Fold along axis 1 into column 0: a[i] op= a[i + half] while more than one is left."""
+    n = a.shape[1]
+    while n > 1:
+        half = (n + 1) // 2
+        a[:, : n - half] = fold(op, a[:, : n - half], a[:, half:n], d)
+        n = half
 
 
 def _holds(preds, env) -> bool:
@@ -94,13 +126,16 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
         return a
 
     env: dict[str, object] = {}
+    ends: dict[str, int] = {}  # each open loop's stop, narrowed by its Index bounds
     pc = 0
     while pc < len(body):
         ins = body[pc]
         t = type(ins)
         if t is Loop:
-            if ins.start < ins.stop:
-                env[ins.var] = ins.start
+            start, stop = _bounds(ins, env)
+            ends[ins.var] = stop
+            if start < stop:
+                env[ins.var] = start
                 pc += 1
             else:
                 pc = partner[pc] + 1
@@ -108,21 +143,23 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
         if t is EndLoop:
             loop = body[partner[pc]]
             nxt = env[ins.var] + loop.step
-            if nxt < loop.stop:
+            if nxt < ends[ins.var]:
                 env[ins.var] = nxt
                 pc = partner[pc] + 1
             else:
                 pc += 1
             continue
-        if t is Const or t is DefAcc:
+        if t is Const:
             env[ins.out] = np.asarray(ins.value, to_numpy(ins.dtype))
+        elif t is DefAcc:
+            env[ins.out] = np.full(ins.shape, ins.value, to_numpy(ins.dtype))
         elif t is Load:
             if _holds(ins.guard, env):
                 env[ins.out] = np.asarray(mem[ins.buf][address(ins.buf, ins.index, env)])
             else:
                 env[ins.out] = np.zeros((), to_numpy(ins.dtype))
         elif t is Arith:
-            vals = [env[s] for s in ins.srcs]
+            vals = [_scalar(env[s]) for s in ins.srcs]
             env[ins.out] = semantics.apply(ins.op, vals, ins.dtype, kinds[ins.srcs[-1]])
         elif t is Mask:
             env[ins.out] = np.asarray(_holds(ins.preds, env))
@@ -134,15 +171,23 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
                     f"{ins.size}; accepted: 0..{ins.size - 1}"
                 )
         elif t is Accum:
-            if ins.index is None:
+            if ins.lane is not None:
+                lanes = env[ins.dst].reshape(-1)
+                at = _at(ins.lane, env)
+                if not 0 <= at < lanes.size:
+                    raise IndexError(f"interpret: {nest.name} folds into lane {at} of {ins.dst}")
+                lanes[at] = fold(ins.op, lanes[at], env[ins.src], kinds[ins.dst])
+            elif ins.index is None:
                 env[ins.dst] = fold(ins.op, env[ins.dst], env[ins.src], kinds[ins.dst])
             else:
                 buf = mem[ins.dst]
                 a = address(ins.dst, ins.index, env)
                 d = dtypes.as_dtype(buf.dtype)
                 buf[a] = fold(ins.op, np.asarray(buf[a]), env[ins.src], d)
+        elif t is Tree:
+            env[ins.acc] = tree_fold(ins.op, env[ins.acc], kinds[ins.acc])
         elif t is Store:
-            mem[ins.buf][address(ins.buf, ins.index, env)] = env[ins.src]
+            mem[ins.buf][address(ins.buf, ins.index, env)] = _scalar(env[ins.src])
         else:
             raise TypeError(f"interpret: {t.__name__} is not a loop-nest instruction")
         pc += 1

@@ -139,11 +139,20 @@ def _preds(preds: tuple[Range, ...]) -> str:
 
 @dataclass(frozen=True)
 class Loop:
+    """``for var in range(start, stop, step)``, narrowed by ``lo`` and ``hi``.
+
+    ``lo`` and ``hi`` are Index bounds over outer loop variables: the loop really runs from
+    ``max(start, *lo)`` to ``min(stop, *hi)``. They let a pass cut a loop where a pad
+    predicate changes value (``ir/passes_c.split_pad_masks``).
+    """
+
     var: str
     stop: int
     start: int = 0
     step: int = 1
     attrs: tuple[tuple[str, object], ...] = ()
+    lo: tuple[Index, ...] = ()
+    hi: tuple[Index, ...] = ()
 
     def text(self) -> str:
         s = (
@@ -153,6 +162,11 @@ class Loop:
         )
         if self.step != 1:
             s += f" step {self.step}"
+        if self.lo or self.hi:
+            lo = ", ".join(str(b) for b in self.lo)
+            hi = ", ".join(str(b) for b in self.hi)
+            s += f"  from max({self.start}, {lo})" if lo else ""
+            s += f"  to min({self.stop}, {hi})" if hi else ""
         if self.attrs:
             s += "  " + " ".join(k if v is True else f"{k}={v}" for k, v in self.attrs)
         return s
@@ -226,26 +240,56 @@ class Check:
 
 @dataclass(frozen=True)
 class DefAcc:
+    """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
+
+    An array accumulator is folded into element 0 by a TREE before its value is read.
+    """
+
     out: str
     value: object
     dtype: DType
+    shape: tuple[int, ...] = ()
 
     def text(self) -> str:
-        return f"{self.out} = {self.value!r} : {self.dtype}"
+        dims = f"[{', '.join(map(str, self.shape))}]" if self.shape else ""
+        return f"{self.out}{dims} = {self.value!r} : {self.dtype}"
 
 
 @dataclass(frozen=True)
 class Accum:
-    """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``."""
+    """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``.
+
+    ``lane`` picks one element of an array accumulator (a register ``dst`` with a shape).
+    """
 
     op: Op
     dst: str
     src: str
     index: Index | None = None
+    lane: Index | None = None
 
     def text(self) -> str:
         d = self.dst if self.index is None else f"{self.dst}[{self.index}]"
+        if self.lane is not None:
+            d = f"{self.dst}[{self.lane}]"
         return f"{d} = {self.op.value} {d}, {self.src}"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Fold an array accumulator into its element 0 by a fixed pairwise tree.
+
+    The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
+    1), then the rows the same way. The order is a property of the nest, not of the thread
+    count, so every run gives the same bits.
+    """
+
+    acc: str
+    op: Op
+    shape: tuple[int, ...]
+
+    def text(self) -> str:
+        return f"{self.acc} = {self.op.value} pairwise over [{', '.join(map(str, self.shape))}]"
 
 
 @dataclass(frozen=True)
@@ -258,7 +302,7 @@ class Store:
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Store
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Tree | Store
 
 OPCODE = {
     Loop: "LOOP",
@@ -270,6 +314,7 @@ OPCODE = {
     Check: "CHECK",
     DefAcc: "DEFACC",
     Accum: "ACCUM",
+    Tree: "TREE",
     Store: "STORE",
 }
 
@@ -300,14 +345,20 @@ def uses(ins: Instr) -> tuple[str, ...]:
             names.append(ins.dst)
     elif isinstance(ins, Check):
         names.append(ins.value)
+    elif isinstance(ins, Tree):
+        names.append(ins.acc)
     return tuple(names)
 
 
 def indices(ins: Instr) -> tuple[Index, ...]:
-    """Every Index an instruction evaluates: its address, then its predicates."""
+    """Every Index an instruction evaluates: its address, a lane, bounds, predicates."""
     out = []
     if isinstance(ins, Load | Store) or isinstance(ins, Accum) and ins.index is not None:
         out.append(ins.index)
+    if isinstance(ins, Accum) and ins.lane is not None:
+        out.append(ins.lane)
+    if isinstance(ins, Loop):
+        out += [*ins.lo, *ins.hi]
     for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
         out.append(p.index)
     return tuple(out)
@@ -332,8 +383,18 @@ def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
         return replace(ins, index=ins.index.substitute(mapping), guard=sub_preds(ins.guard))
     if isinstance(ins, Store):
         return replace(ins, index=ins.index.substitute(mapping))
-    if isinstance(ins, Accum) and ins.index is not None:
-        return replace(ins, index=ins.index.substitute(mapping))
+    if isinstance(ins, Accum) and (ins.index is not None or ins.lane is not None):
+        return replace(
+            ins,
+            index=None if ins.index is None else ins.index.substitute(mapping),
+            lane=None if ins.lane is None else ins.lane.substitute(mapping),
+        )
+    if isinstance(ins, Loop) and (ins.lo or ins.hi):
+        return replace(
+            ins,
+            lo=tuple(b.substitute(mapping) for b in ins.lo),
+            hi=tuple(b.substitute(mapping) for b in ins.hi),
+        )
     if isinstance(ins, Mask):
         return replace(ins, preds=sub_preds(ins.preds))
     if isinstance(ins, Check):
@@ -361,6 +422,8 @@ def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
         return replace(ins, dst=dst, src=n(ins.src))
     if isinstance(ins, Check):
         return replace(ins, value=n(ins.value))
+    if isinstance(ins, Tree):
+        return replace(ins, acc=n(ins.acc))
     return ins
 
 

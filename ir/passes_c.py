@@ -27,15 +27,22 @@ from ir.loop import (
     Block,
     Check,
     DefAcc,
+    Index,
     Load,
     Loop,
     LoopNest,
     Store,
+    Tree,
+    defines,
     flatten,
+    indices,
+    rename,
+    substitute,
     to_tree,
     walk,
 )
 from ir.ops import Op
+from ir.passes import renumber
 
 MIN_PARALLEL_WORK = 1 << 14  # iterations below which a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
@@ -103,8 +110,8 @@ def parallelize(nest: LoopNest) -> LoopNest:
 
 def _parallel_block(block: Block) -> Block:
     loops, inner = _chain(block)
-    if any(dict(lp.attrs).get("tile") for lp in loops):
-        return block  # the tiled renderer runs its own team
+    if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
+        return block  # the tiled renderer runs its own team; lane blocks already have one
     writes = _writes((block,))
     if not writes or _work((block,)) < MIN_PARALLEL_WORK:
         return block
@@ -220,4 +227,139 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     return _rebuild(tagged, inner)
 
 
-C_PASSES = [tile_contraction, parallelize]
+# ---- lane-wise reductions ------------------------------------------------------------
+
+BLOCK = 1 << 14  # elements per block of a long full reduce: the unit the team splits
+
+
+def lane_reduce(nest: LoopNest) -> LoopNest:
+    """Fold a float reduce into lanes of partial totals, then combine them by a TREE.
+
+    A running total in one register cannot be vectorized (float adds do not reassociate)
+    and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
+    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and TREE adds the
+    lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
+    its own lanes, so a team can share the blocks; the blocks are combined by the same
+    tree. The grouping depends only on the shape, never on the thread count.
+    """
+    used = {defines(i) for i in nest.body if defines(i)} | {
+        i.var for i in nest.body if isinstance(i, Loop)
+    }
+    fresh = _Fresh(used)
+    return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
+
+
+class _Fresh:
+    def __init__(self, used: set[str]):
+        self.used = set(used)
+
+    def __call__(self, prefix: str) -> str:
+        k = 0
+        while f"{prefix}{k}" in self.used:
+            k += 1
+        self.used.add(f"{prefix}{k}")
+        return f"{prefix}{k}"
+
+
+def _lanes(items, top: bool, fresh) -> list:
+    out: list = []
+    i = 0
+    while i < len(items):
+        it = items[i]
+        if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items):
+            nxt = items[i + 1]
+            new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
+            if new is not None:
+                out += new
+                i += 2
+                continue
+        if isinstance(it, Block) and dict(it.loop.attrs).get("tile"):
+            out.append(it)  # a tiled contraction keeps each cell's plain order
+        elif isinstance(it, Block):
+            out.append(Block(it.loop, tuple(_lanes(it.body, False, fresh))))
+        else:
+            out.append(it)
+        i += 1
+    return out
+
+
+def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
+    """Fuse the two innermost reduce loops while every index walks them as one."""
+    while len(reds) >= 2:
+        a, b = reds[-2], reds[-1]
+        if any(lp.start or lp.step != 1 or lp.lo or lp.hi for lp in (a, b)):
+            break
+        idxs = [idx for ins in body for idx in indices(ins)]
+        if any(idx.coeff(a.var) != _extent(b) * idx.coeff(b.var) for idx in idxs):
+            break
+        body = tuple(substitute(ins, {a.var: Index((), 0)}) for ins in body)
+        reds = [*reds[:-2], replace(b, stop=_extent(a) * _extent(b))]
+    return reds, body
+
+
+def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
+    reds, body = _chain(block)
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or any(isinstance(x, Block) for x in body):
+        return None
+    fold = body[-1] if body else None
+    if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
+        return None
+    if fold.dst != acc.out or any(isinstance(x, Store | Accum | Check) for x in body[:-1]):
+        return None
+    reds, body = _merge_inner(list(reds), body)
+    r = reds[-1]
+    if r.start or r.step != 1 or r.lo or r.hi:
+        return None
+    n = _extent(r)
+    lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
+    if n < 2 * lanes:
+        return None
+    work, tail_fold = body[:-1], fold
+
+    def copy(at: dict[str, Index], lane: Index) -> tuple:
+        names = {defines(x): fresh("v") for x in work if defines(x)}
+        moved = tuple(rename(substitute(x, at), names) for x in work)
+        src = names.get(tail_fold.src, tail_fold.src)
+        return (*moved, replace(tail_fold, src=src, lane=lane))
+
+    lv = fresh("l")
+    rv = Index.var(r.var)
+    if top and len(reds) == 1 and n >= 4 * BLOCK:
+        bv = fresh("b")
+        nb, rem = n // BLOCK, n % BLOCK
+        blocks = nb + (1 if rem else 0)
+        at = Index.var(bv) * BLOCK + rv + Index.var(lv)
+        inner = Block(
+            Loop(lv, lanes, attrs=(("lanes", True),)),
+            copy({r.var: at}, Index.var(bv) * lanes + Index.var(lv)),
+        )
+        main = Block(
+            Loop(bv, nb, attrs=(("parallel", 1),)),
+            (Block(Loop(r.var, BLOCK, step=lanes), (inner,)),),
+        )
+        pieces = [main, *_tail(r.var, nb * BLOCK, n, lanes, lv, fresh, copy, nb * lanes)]
+        return [
+            replace(acc, shape=(blocks, lanes)),
+            *pieces,
+            Tree(acc.out, fold.op, (blocks, lanes)),
+        ]
+    pieces = _tail(r.var, 0, n, lanes, lv, fresh, copy, 0)
+    loops = pieces if len(reds) == 1 else [_rebuild(list(reds[:-1]), tuple(pieces))]
+    return [replace(acc, shape=(lanes,)), *loops, Tree(acc.out, fold.op, (lanes,))]
+
+
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, fresh, copy, lane0: int):
+    """Lanes over [start, stop): whole groups of ``lanes``, then one element per lane."""
+    whole = start + (stop - start) // lanes * lanes
+    out = []
+    if whole > start:
+        body = copy({var: Index.var(var) + Index.var(lv)}, Index.var(lv) + lane0)
+        inner = Block(Loop(lv, lanes, attrs=(("lanes", True),)), body)
+        out.append(Block(Loop(var, whole, start=start, step=lanes), (inner,)))
+    if stop > whole:
+        body = copy({}, Index.var(var) - whole + lane0)
+        out.append(Block(Loop(var, stop, start=whole), body))
+    return out
+
+
+C_PASSES = [tile_contraction, lane_reduce, parallelize, renumber]

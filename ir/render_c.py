@@ -37,6 +37,7 @@ from ir.loop import (
     Mask,
     Range,
     Store,
+    Tree,
     to_tree,
     value_dtype,
 )
@@ -70,6 +71,8 @@ PRELUDE = r"""
 #include <omp.h>
 #endif
 
+static inline int64_t limn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t limn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline float limn_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f;
   memcpy(&f, &u, 4); return f; }
 static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
@@ -281,6 +284,7 @@ class _Renderer:
         self.values: dict[str, str] = {}  # names used in addresses, as int64 expressions
         self.used: set = set()
         self.lines: list[str] = []
+        self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
 
     def function(self, name: str) -> tuple[str, set]:
         nest = self.nest
@@ -317,9 +321,18 @@ class _Renderer:
             self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
             collapse = par
         lp = b.loop
+        start, stop = str(lp.start), str(lp.stop)
+        for e in lp.lo:
+            start = f"limn_max64({start}, {index(e, self.values)})"
+        for e in lp.hi:
+            stop = f"limn_min64({stop}, {index(e, self.values)})"
+        if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
+            self.lines.append(f"{pad}#pragma omp simd")
+        if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
+            self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
+            stop = f"{lp.var}_end"
         self.lines.append(
-            f"{pad}for (int64_t {lp.var} = {lp.start}; {lp.var} < {lp.stop}; "
-            f"{lp.var} += {lp.step}) {{"
+            f"{pad}for (int64_t {lp.var} = {start}; {lp.var} < {stop}; {lp.var} += {lp.step}) {{"
         )
         self.items(b.body, depth + 1, max(0, collapse - 1))
         self.lines.append(pad + "}")
@@ -334,6 +347,20 @@ class _Renderer:
 
     def statement(self, ins) -> str:
         values = self.values
+        if isinstance(ins, DefAcc) and ins.shape:
+            n = math.prod(ins.shape)
+            self.arrays.add(ins.out)
+            return (
+                f"{ctype(ins.dtype)} {ins.out}_l[{n}]; for (int64_t q = 0; q < {n}; q++) "
+                f"{ins.out}_l[q] = {literal(ins.value, ins.dtype)};"
+            )
+        if isinstance(ins, Tree):
+            return self.tree(ins)
+        if isinstance(ins, Accum) and ins.lane is not None:
+            cell = f"{ins.dst}_l[{index(ins.lane, values)}]"
+            if ins.op == Op.ADD:
+                return f"{cell} = {cell} + {ins.src};"
+            return f"{cell} = ({ins.src} > {cell} || {ins.src} != {ins.src}) ? {ins.src} : {cell};"
         if isinstance(ins, Const | DefAcc):
             kw = "" if isinstance(ins, DefAcc) else "const "
             return f"{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
@@ -367,6 +394,29 @@ class _Renderer:
         if isinstance(ins, Store):
             return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
         raise TypeError(f"render_c: {type(ins).__name__} is not a loop-nest instruction")
+
+    def tree(self, ins: Tree) -> str:
+        """The pairwise order of TREE, written out: each row, then the rows' totals."""
+        a, t = f"{ins.acc}_l", ctype(self.dtype_of[ins.acc])
+        rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
+        row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
+        col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
+        return (
+            f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} const {t} {ins.acc} = {a}[0];"
+        )
+
+
+def _pairwise(at, n: int, op: Op) -> str:
+    """Fold n elements into the first: x[i] op= x[i + h] with h = ceil(n/2), n = h, repeat."""
+    x, y = at("i"), at("(i + h)")
+    if op == Op.ADD:
+        step = f"{x} = {x} + {y};"
+    else:
+        step = f"{x} = ({y} > {x} || {y} != {y}) ? {y} : {x};"
+    return (
+        f"for (int64_t n = {n}, h; n > 1; n = h) {{ h = (n + 1) / 2; "
+        f"for (int64_t i = 0; i < n - h; i++) {{ {step} }} }}"
+    )
 
 
 def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], values) -> str:

@@ -191,3 +191,36 @@ def test_capture_replay_equals_the_uncaptured_loop():
         assert results[0] == results[1]
     finally:
         limn.set_device("numpy")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_c_passes_keep_what_the_nest_means_under_the_interpreter(case):
+    from ir.interp import run
+    from limn.runtime.c import c_passes
+
+    got = run([t.node for t in case.build()], passes=c_passes())
+    want = reference(case.build())
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g is not None:
+            assert_matches(g, w, f"{case.name} output {i}")
+
+
+def test_a_long_float32_sum_is_accurate_and_the_same_on_every_thread_count(c):
+    x = np.random.default_rng(11).random(1 << 24, dtype=np.float32)
+    exact = np.maximum(x.astype(np.float64) * 2 + 1, 0).sum()
+    bits = set()
+    for n in (1, 2):
+        c.set_threads(n)
+        v = c.realize([((Tensor(x) * 2 + 1).relu().sum()).node])[0].data
+        assert abs(float(v) - exact) / exact < 1e-6
+        bits.add(v.tobytes())
+    c.set_threads(limn.runtime.c.default_threads())
+    assert len(bits) == 1
+
+
+def test_lanes_and_blocks_are_printed_in_the_nest():
+    from limn.runtime.c import c_passes
+
+    text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
+    assert "DEFACC  acc0[4, 16]" in text and "lanes" in text and "parallel=1" in text
+    assert "TREE    acc0 = ADD pairwise over [4, 16]" in text

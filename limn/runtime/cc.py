@@ -27,7 +27,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-fno-math-errno", "-fwrapv", "-std=gnu11")
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-mprefer-vector-width=512",
+    "-shared",
+    "-fPIC",
+    "-fno-math-errno",
+    "-fwrapv",
+    "-std=gnu11",
+)
 
 
 class CompilerError(RuntimeError):
