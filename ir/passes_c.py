@@ -21,16 +21,19 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ir.dtypes import HALF
+from ir.dtypes import HALF, bool_
 from ir.loop import (
     Accum,
     Block,
     Check,
+    Const,
     DefAcc,
     Index,
     Load,
     Loop,
     LoopNest,
+    Mask,
+    Range,
     Store,
     Tree,
     defines,
@@ -200,7 +203,37 @@ def contraction(block: Block):
     )
 
 
+def _outputs_first(block: Block) -> Block:
+    """Move output loops out past reduce loops (keeping the innermost loop innermost).
+
+    Each cell still meets the reduce loops in their own relative order, so what it folds,
+    and in which order, is unchanged; only which cells are in flight together moves.
+    """
+    loops, inner = _chain(block)
+    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
+        return block
+    if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
+        return block
+    written = set(inner[-1].index.names)
+    if loops[-1].var not in written:
+        return block
+    outs = [lp for lp in loops[:-1] if lp.var in written]
+    reds = [lp for lp in loops[:-1] if lp.var not in written]
+    if outs:  # the row loop: the one most operands along the columns do not depend on
+        ib = loops[-1].var
+        loads = [x for x in inner if isinstance(x, Load)]
+
+        def reuse(lp: Loop) -> int:
+            along_b = [x for x in loads if x.index.coeff(ib)]
+            return sum(1 for x in along_b if not x.index.coeff(lp.var))
+
+        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), j))
+        outs = [*outs[:best], *outs[best + 1 :], outs[best]]
+    return _rebuild([*outs, *reds, loops[-1]], inner)
+
+
 def _tile_block(block: Block, nest: LoopNest) -> Block:
+    block = _outputs_first(block)
     found = contraction(block)
     if found is None:
         return block
@@ -362,4 +395,108 @@ def _tail(var: str, start: int, stop: int, lanes: int, lv: str, fresh, copy, lan
     return out
 
 
-C_PASSES = [tile_contraction, lane_reduce, parallelize, renumber]
+# ---- pad-mask splitting -------------------------------------------------------------
+
+MAX_SYMBOLIC_SPLITS = 2  # each splits a piece in three; more would multiply the code
+
+
+def split_pad_masks(nest: LoopNest) -> LoopNest:
+    """Cut an innermost loop where a pad predicate on its variable changes value.
+
+    A predicate ``lo <= c*x + rest < hi`` (c = +-1) holds on one interval of ``x``. Cutting
+    the loop at the interval's ends leaves pieces where it is decided: a guarded load
+    becomes a plain load or a literal 0, a MASK becomes a constant, and nothing per element
+    stops the compiler from vectorizing. Pieces run in increasing ``x``, so every
+    iteration happens in its original order and the result is bit-identical. Bounds that
+    depend on outer loop variables become the loops' Index bounds.
+    """
+    return replace(nest, body=flatten(_split_items(to_tree(nest.body))))
+
+
+def _split_items(items) -> list:
+    out = []
+    for it in items:
+        if not isinstance(it, Block):
+            out.append(it)
+        elif any(isinstance(x, Block) for x in it.body):
+            out.append(Block(it.loop, tuple(_split_items(it.body))))
+        else:
+            out += _split_loop(it)
+    return out
+
+
+def _interval(p: Range, x: str):
+    """(L, H) as Index bounds such that p holds exactly for L <= x < H, or None."""
+    c = p.index.coeff(x)
+    rest = p.index + Index.var(x) * -c
+    if c == 1:
+        return Index((), p.lo) - rest, Index((), p.hi) - rest
+    if c == -1:
+        return rest - (p.hi - 1), rest - (p.lo - 1)
+    return None
+
+
+def _split_loop(block: Block) -> list:
+    loop = block.loop
+    x = loop.var
+    if loop.step != 1 or loop.lo or loop.hi or _extent(loop) < 8 or block.loop.attrs:
+        return [block]
+    preds = []
+    for ins in block.body:
+        for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
+            if p.index.coeff(x) and p not in preds:
+                preds.append(p)
+    if not preds or any(_interval(p, x) is None for p in preds):
+        return [block]
+    const = [p for p in preds if set(_interval(p, x)[0].names) == set()]
+    symbolic = [p for p in preds if p not in const]
+    if len(symbolic) > MAX_SYMBOLIC_SPLITS:
+        return [block]
+    cuts = sorted({b.const for p in const for b in _interval(p, x)} | {loop.start, loop.stop})
+    cuts = [c for c in cuts if loop.start <= c <= loop.stop]
+    pieces = []
+    for a, b in zip(cuts, cuts[1:]):
+        if a >= b:
+            continue
+        known = {p: _interval(p, x)[0].const <= a and b <= _interval(p, x)[1].const for p in const}
+        body = tuple(_settle(ins, known) for ins in block.body)
+        pieces += _split_symbolic(replace(loop, start=a, stop=b), body, symbolic, x)
+    # each piece defines its own values (renumber tidies the names afterwards)
+    out = []
+    for k, piece in enumerate(pieces):
+        names = {defines(i): f"{defines(i)}_s{k}" for i in piece.body if defines(i)}
+        out.append(Block(piece.loop, tuple(rename(i, names) for i in piece.body)))
+    return out
+
+
+def _split_symbolic(loop: Loop, body: tuple, preds: list, x: str) -> list:
+    if not preds:
+        return [Block(loop, body)]
+    p, rest = preds[0], preds[1:]
+    lo, hi = _interval(p, x)
+    out = []
+    for piece, holds in (
+        (replace(loop, hi=(*loop.hi, lo)), False),
+        (replace(loop, lo=(*loop.lo, lo), hi=(*loop.hi, hi)), True),
+        (replace(loop, lo=(*loop.lo, hi)), False),
+    ):
+        settled = tuple(_settle(ins, {p: holds}) for ins in body)
+        out += _split_symbolic(piece, settled, rest, x)
+    return out
+
+
+def _settle(ins, known: dict):
+    """Drop predicates known to hold; a load or mask with one known to fail is a constant."""
+    if isinstance(ins, Load) and any(p in known for p in ins.guard):
+        if any(known.get(p) is False for p in ins.guard):
+            return Const(ins.out, 0 if not ins.dtype.is_float else 0.0, ins.dtype)
+        return replace(ins, guard=tuple(p for p in ins.guard if p not in known))
+    if isinstance(ins, Mask) and any(p in known for p in ins.preds):
+        if any(known.get(p) is False for p in ins.preds):
+            return Const(ins.out, False, bool_)
+        left = tuple(p for p in ins.preds if p not in known)
+        return replace(ins, preds=left) if left else Const(ins.out, True, bool_)
+    return ins
+
+
+C_PASSES = [split_pad_masks, tile_contraction, lane_reduce, parallelize, renumber]

@@ -308,7 +308,7 @@ class _Renderer:
 
     def block(self, b: Block, depth: int, collapse: int = 0) -> None:
         attrs = dict(b.loop.attrs)
-        if attrs.get("tile"):
+        if _tiled(b):
             from ir.render_c_tile import render_tile
 
             self.lines.append("  " * depth + "{")
@@ -404,6 +404,16 @@ class _Renderer:
         return (
             f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} const {t} {ins.acc} = {a}[0];"
         )
+
+
+def _tiled(b: Block) -> bool:
+    """Whether the perfect loop chain starting at ``b`` is a tiled contraction."""
+    while True:
+        if dict(b.loop.attrs).get("tile"):
+            return True
+        if len(b.body) != 1 or not isinstance(b.body[0], Block):
+            return False
+        b = b.body[0]
 
 
 def _pairwise(at, n: int, op: Op) -> str:
