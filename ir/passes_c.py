@@ -47,7 +47,7 @@ from ir.loop import (
 from ir.ops import Op
 from ir.passes import renumber
 
-MIN_PARALLEL_WORK = 1 << 14  # iterations below which a team costs more than it saves
+MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
 
 

@@ -383,11 +383,15 @@ class _Renderer:
             cond = f"({v} < 0 || {v} >= {ins.size})"
             if ins.guard:
                 cond = f"({_preds(ins.guard, values)}) && {cond}"
+            check = (
+                f"if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){v}; "
+                f"err[2] = {ins.axis}; }} }}"
+            )
+            if values.get(v) == f"{v}_c":  # checked before: the clamped copy exists
+                return check
             values[v] = f"{v}_c"  # a clamped copy keeps the kernel inside its buffers
             return (
-                f"if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){v}; "
-                f"err[2] = {ins.axis}; }} }} "
-                f"const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
+                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
             )
         if isinstance(ins, Accum):
             return _accum(ins, self.dtype_of, self.bufs, values)

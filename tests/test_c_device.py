@@ -224,3 +224,26 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
     text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
     assert "DEFACC  acc0[4, 16]" in text and "lanes" in text and "parallel=1" in text
     assert "TREE    acc0 = ADD pairwise over [4, 16]" in text
+
+
+def test_pad_split_changes_no_bit_and_cuts_the_loop():
+    from ir.passes_c import split_pad_masks
+    from limn.runtime.c import c_passes
+
+    plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
+    split = CDevice()
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    k = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def graph():
+        xp = Tensor(x).pad(((0, 0), (0, 0), (1, 1), (1, 1)))
+        taps = [xp[:, :, i : i + 12, j : j + 12] for i in range(3) for j in range(3)]
+        patches = limn.stack(taps, -1).reshape(2, 1, 3, 12, 12, 9)
+        return (patches * Tensor(k).reshape(1, 4, 3, 1, 1, 9)).sum((2, 5)).node
+
+    a = plain.realize([graph()])[0].data
+    b = split.realize([graph()])[0].data
+    assert a.tobytes() == b.tobytes()
+    text = limn.ir(Tensor(x).pad(((0, 0), (0, 0), (1, 1), (1, 1))).exp(), passes=c_passes())
+    assert "LOOP    1 <= i3 < 13" in text and " if 1 <= i3" not in text

@@ -258,9 +258,11 @@ def test_half_width_primitives_compute_in_float32_and_round_once(d):
 
 @pytest.mark.parametrize("d", HALF, ids=str)
 def test_a_chain_of_half_width_ops_rounds_after_every_node(d):
+    # the numpy reference rounds after every node; a fused kernel rounds once at its store
     rng = np.random.default_rng(5)
     a, b, c = (rng.uniform(-3, 3, 50).astype(d.np) for _ in range(3))
-    got = (Tensor(a) * Tensor(b) + Tensor(c)).numpy()
+    t = [Tensor(v, device="numpy") for v in (a, b, c)]
+    got = (t[0] * t[1] + t[2]).numpy()
     f = np.float32
     want = _round(_round(a.astype(f) * b.astype(f), d).astype(f) + c.astype(f), d)
     np.testing.assert_array_equal(got, want)
@@ -291,7 +293,18 @@ def test_a_half_width_matmul_rounds_products_then_sums_in_float32(d):
     b = rng.uniform(-2, 2, (40, 2)).astype(d.np)
     prods = _round(a.astype(np.float32)[:, :, None] * b.astype(np.float32)[None], d)
     want = prods.astype(np.float32).sum(axis=1).astype(d.np)
-    np.testing.assert_array_equal((Tensor(a) @ Tensor(b)).numpy(), want)
+    got = (Tensor(a, device="numpy") @ Tensor(b, device="numpy")).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("d", HALF, ids=str)
+def test_a_fused_half_width_chain_on_the_c_device_rounds_once_at_the_store(d):
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.uniform(-3, 3, 50).astype(d.np) for _ in range(3))
+    t = [Tensor(v, device="c") for v in (a, b, c)]
+    f = np.float32
+    want = _round(a.astype(f) * b.astype(f) + c.astype(f), d)
+    np.testing.assert_array_equal((t[0] * t[1] + t[2]).numpy(), want)
 
 
 def test_float16_and_bfloat16_meet_at_float32_exactly():
