@@ -14,7 +14,11 @@ Elementwise work fuses into whatever consumes it; a value gets a buffer of its o
 A value with several consumers is recomputed inside each consumer's kernel, never stored
 for them: what fuses is elementwise work, loads and index arithmetic, which costs less to
 redo than a round trip through memory. Anything that contains a reduce was already cut at
-the reduce, so recomputation never repeats a reduction. A GATHER fuses like an
+the reduce, so recomputation never repeats a reduction. The one exception is a costly
+value read through a broadcast: ``gelu(h) @ w`` would recompute gelu once per output
+column, so a value worth RECOMPUTE_BUDGET weighted ops or more (a transcendental or a
+gather weighs more than an add) that a VIEW reuses for MIN_FANOUT cells or more is stored
+once, and the broadcast reads the buffer. A GATHER fuses like an
 elementwise op; its index becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
@@ -66,6 +70,34 @@ def _walk(roots: Sequence[Node], is_input: Callable[[Node], bool]) -> list[Node]
     return order
 
 
+HEAVY = {Op.EXP: 2, Op.LOG: 2, Op.SQRT: 2, Op.RECIP: 2, Op.GATHER: 3, Op.IDIV: 2, Op.MOD: 2}
+RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
+MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
+
+
+def _broadcasts(v) -> bool:
+    """A view that reads each element for at least MIN_FANOUT output cells."""
+    fanout = math.prod(s for s, st in zip(v.shape, v.strides) if st == 0 and s > 1)
+    return fanout >= MIN_FANOUT
+
+
+def _costly(node: Node, cut: set[int], is_input) -> bool:
+    """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
+    seen: set[int] = set()
+    stack, cost = [node], 0
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
+            continue
+        seen.add(id(n))
+        if n.op not in (Op.VIEW, Op.CONST, Op.CAST):
+            cost += HEAVY.get(n.op, 1)
+            if cost >= RECOMPUTE_BUDGET:
+                return True
+        stack.extend(n.srcs)
+    return False
+
+
 def _is_reshape_of(node: Node) -> bool:
     """A VIEW that reads its source's bytes in order under a new shape: aliasing is free."""
     if node.op != Op.VIEW:
@@ -106,6 +138,8 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         if n.op == Op.VIEW:
             src = n.srcs[0]
             if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
+                keep(src)
+            elif _broadcasts(n.arg) and _costly(src, cut, is_input):
                 keep(src)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
         if not _is_reshape_of(r):
