@@ -69,7 +69,7 @@ class CDevice(CompiledDevice):
             lib.limn_set_threads(n)
 
     def _libs(self):
-        return {id(p.lib): p.lib for p in self.plans.values() if getattr(p, "lib", None)}.values()
+        return [lib for p in self.plans.values() for lib in getattr(p, "libs", ())]
 
     def check_dtypes(self, graph: KernelGraph) -> None:
         for spec in graph.buffers:
@@ -80,28 +80,34 @@ class CDevice(CompiledDevice):
                     f"for {spec.dtype}"
                 )
 
-    def source(self, graph: KernelGraph) -> str:
-        """The C translation unit for every loop-nest kernel of ``graph``."""
+    def functions(self, graph: KernelGraph) -> dict[int, tuple[str, set]]:
+        """Kernel index -> (C function ``k<i>``, helpers it needs), for every loop nest."""
         self.check_dtypes(graph)
-        funcs = []
+        out = {}
         for i, k in enumerate(graph.kernels):
-            if k.kind == "CUSTOM":
-                continue
-            nest = apply_passes(lower(graph, i), self.passes)
-            funcs.append(render(nest, f"k{i}", self.openmp))
-        return program(funcs)
+            if k.kind != "CUSTOM":
+                out[i] = render(apply_passes(lower(graph, i), self.passes), f"k{i}", self.openmp)
+        return out
+
+    def source(self, graph: KernelGraph) -> str:
+        """The whole plan as one C translation unit."""
+        return program(list(self.functions(graph).values()))
 
     def build(self, graph: KernelGraph) -> Plan:
-        lib = self.toolchain.library(self.source(graph))
-        lib.limn_set_threads(self.threads)
+        funcs = self.functions(graph)
+        parts = split_for_cores(list(funcs.items()), os.cpu_count() or 1)
+        libs = self.toolchain.libraries([program([f for _, f in part]) for part in parts])
+        where = {i: lib for part, lib in zip(parts, libs) for i, _ in part}
+        for lib in libs:
+            lib.limn_set_threads(self.threads)
         calls = []
         for i, k in enumerate(graph.kernels):
             if k.kind == "CUSTOM":
                 calls.append(self._custom_call(k))
             else:
-                calls.append(_c_call(getattr(lib, f"k{i}"), k))
+                calls.append(_c_call(getattr(where[i], f"k{i}"), k))
         plan = Plan(graph, calls)
-        plan.lib = lib
+        plan.libs = libs
         return plan
 
     def _custom_call(self, k):
@@ -117,6 +123,26 @@ class CDevice(CompiledDevice):
             np.copyto(arrays[-1], memo[key][out_index])
 
         return call
+
+
+MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
+
+
+def split_for_cores(funcs: list, cores: int) -> list[list]:
+    """Cut a plan's kernels into up to ``cores`` translation units of similar size.
+
+    ``cc`` is single-threaded, so a plan compiled as one unit keeps one core busy; cut in
+    pieces of balanced source length, it compiles on every core at once. Small plans stay
+    one unit: a second ``cc`` process costs more than it saves.
+    """
+    n = max(1, min(cores, len(funcs) // MIN_PART))
+    parts: list[list] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for item in sorted(funcs, key=lambda f: -len(f[1][0])):
+        j = sizes.index(min(sizes))
+        parts[j].append(item)
+        sizes[j] += len(item[1][0])
+    return [sorted(p, key=lambda f: f[0]) for p in parts if p]
 
 
 def _c_call(fn, kernel):

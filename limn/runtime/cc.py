@@ -57,17 +57,26 @@ class Toolchain:
 
     def library(self, source: str) -> ctypes.CDLL:
         """The shared library built from ``source``: from the disk cache, or compiled now."""
-        key = hashlib.sha256(
-            "\0".join((self.version, " ".join(self.flags), source)).encode()
-        ).hexdigest()[:32]
-        so = self.cache_dir / f"{key}.so"
-        lib = self._load_verified(so)
-        if lib is None:
-            self._compile(source, so)
-            lib = self._load_verified(so)
+        return self.libraries([source])[0]
+
+    def libraries(self, sources: list[str]) -> list[ctypes.CDLL]:
+        """One library per source; the ones not in the cache are compiled side by side."""
+        paths = [self.cache_dir / f"{self._key(src)}.so" for src in sources]
+        libs = [self._load_verified(so) for so in paths]
+        todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
+        if todo:
+            self._compile_many(todo)
+        out = []
+        for so, lib in zip(paths, libs):
+            lib = lib or self._load_verified(so)
             if lib is None:
                 raise CompilerError(f"cc: the library {so} changed between writing and loading")
-        return lib
+            out.append(lib)
+        return out
+
+    def _key(self, source: str) -> str:
+        text = "\0".join((self.version, " ".join(self.flags), source))
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def _load_verified(self, so: Path) -> ctypes.CDLL | None:
         digest_file = so.with_suffix(".sha256")
@@ -81,32 +90,44 @@ class Toolchain:
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
-    def _compile(self, source: str, so: Path) -> None:
+    def _compile_many(self, jobs: list[tuple[str, Path]]) -> None:
+        """Run one ``cc`` per (source, library) at once, then publish each atomically."""
         t0 = time.perf_counter()
         d = self.cache_dir
-        fd, src_path = tempfile.mkstemp(suffix=".c", dir=d)
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        fd, tmp_so = tempfile.mkstemp(suffix=".so", dir=d)
-        os.close(fd)
+        running = []
         try:
-            cmd = [self.cc, *self.flags, "-o", tmp_so, src_path, "-lm"]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise CompilerError(
-                    f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{r.stderr[-4000:]}"
+            for source, so in jobs:
+                fd, src_path = tempfile.mkstemp(suffix=".c", dir=d)
+                with os.fdopen(fd, "w") as f:
+                    f.write(source)
+                fd, tmp_so = tempfile.mkstemp(suffix=".so", dir=d)
+                os.close(fd)
+                cmd = [self.cc, *self.flags, "-o", tmp_so, src_path, "-lm"]
+                proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
                 )
-            digest = hashlib.sha256(Path(tmp_so).read_bytes()).hexdigest()
-            os.replace(tmp_so, so)
-            fd, tmp_digest = tempfile.mkstemp(suffix=".sha256", dir=d)
-            with os.fdopen(fd, "w") as f:
-                f.write(digest)
-            os.replace(tmp_digest, so.with_suffix(".sha256"))
+                running.append((proc, cmd, src_path, tmp_so, so))
+            for proc, cmd, _, tmp_so, so in running:
+                _, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise CompilerError(
+                        f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
+                    )
+                digest = hashlib.sha256(Path(tmp_so).read_bytes()).hexdigest()
+                os.replace(tmp_so, so)
+                fd, tmp_digest = tempfile.mkstemp(suffix=".sha256", dir=d)
+                with os.fdopen(fd, "w") as f:
+                    f.write(digest)
+                os.replace(tmp_digest, so.with_suffix(".sha256"))
         finally:
-            for p in (src_path, tmp_so):
-                if os.path.exists(p):
-                    os.unlink(p)
-        self.stats["compiles"] += 1
+            for proc, _, src_path, tmp_so, _ in running:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                for p in (src_path, tmp_so):
+                    if os.path.exists(p):
+                        os.unlink(p)
+        self.stats["compiles"] += len(jobs)
         self.stats["compile_s"] += time.perf_counter() - t0
 
 
