@@ -98,7 +98,9 @@ static inline float limn_expf(float x) {
   return x != x ? x : y;
 }
 
-/* log(x) = e*ln2 + log(m), m in [sqrt(1/2), sqrt(2)): an atanh series in s = (m-1)/(m+1) */
+/* log(x) = e*ln2 + log1p(f), m = 1 + f in [sqrt(1/2), sqrt(2)): with s = f/(2+f),
+   log1p(f) = f - (hfsq - s*(hfsq + R(s*s))), hfsq = f*f/2, so the error of s only
+   touches the small correction terms */
 static inline float limn_logf(float x) {
   uint32_t u; memcpy(&u, &x, 4);
   int32_t sub = (u < 0x00800000u);
@@ -110,11 +112,12 @@ static inline float limn_logf(float x) {
   int32_t big = m > 1.41421356f;
   m = big ? m * 0.5f : m;
   e += big;
-  float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
-  float p = 0.2222222222f;
-  p = fmaf(p, s2, 0.2857142857f); p = fmaf(p, s2, 0.4f);
-  p = fmaf(p, s2, 0.6666666667f); p = fmaf(p, s2, 2.0f);
-  float y = fmaf((float)e, 0.693147182464599609375f, s * p);
+  float f = m - 1.0f, s = f / (2.0f + f), z = s * s;
+  float r = fmaf(z, 0.2222222222f, 0.2857142857f);
+  r = fmaf(z, r, 0.4f); r = fmaf(z, r, 0.6666666667f); r = r * z;
+  float hfsq = 0.5f * f * f, fe = (float)e;
+  float lo = fmaf(s, hfsq + r, fe * 1.42860682030941723212e-6f);
+  float y = fe * 0.693145751953125f - ((hfsq - lo) - f);
   y = x == 0.0f ? -INFINITY : y;
   y = x < 0.0f ? NAN : y;
   y = x == INFINITY ? INFINITY : y;

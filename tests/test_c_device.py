@@ -247,3 +247,25 @@ def test_pad_split_changes_no_bit_and_cuts_the_loop():
     assert a.tobytes() == b.tobytes()
     text = limn.ir(Tensor(x).pad(((0, 0), (0, 0), (1, 1), (1, 1))).exp(), passes=c_passes())
     assert "LOOP    1 <= i3 < 13" in text and " if 1 <= i3" not in text
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> float:
+    spacing = np.spacing(np.abs(want).astype(np.float32))
+    return float(np.max(np.abs(got.astype(np.float64) - want) / spacing))
+
+
+def test_the_vectorizable_exp_and_log_stay_within_a_few_ulp(c):
+    rng = np.random.default_rng(12)
+    x = np.concatenate([rng.uniform(-87, 88, 20000), rng.uniform(-1, 1, 2000)]).astype(np.float32)
+    got = c.realize([Tensor(x).exp().node])[0].data
+    assert _ulps(got, np.exp(x.astype(np.float64))) <= 2
+    y = np.exp(rng.uniform(-80, 80, 20000)).astype(np.float32)
+    y = np.concatenate([y, rng.uniform(0.5, 2, 2000).astype(np.float32), [1e-40, 3e38]])
+    y = y.astype(np.float32)
+    got = c.realize([Tensor(y).log().node])[0].data
+    assert _ulps(got, np.log(y.astype(np.float64))) <= 2
+    edge = np.array([0, np.inf, -np.inf, np.nan, 100, -200], np.float32)
+    with np.errstate(all="ignore"):
+        want_exp, want_log = np.exp(edge), np.log(edge)
+    np.testing.assert_array_equal(c.realize([Tensor(edge).exp().node])[0].data, want_exp)
+    np.testing.assert_array_equal(c.realize([Tensor(edge).log().node])[0].data, want_log)
