@@ -172,9 +172,9 @@ class LayerNorm(Module):
         dt = dtype or dtypes.float32
         self.weight = self.bias = None
         if elementwise_affine:
-            self.weight = Tensor.ones(self.normalized_shape, dt, requires_grad=True)
+            self.weight = Tensor.ones(self.normalized_shape, dtype=dt, requires_grad=True)
             if bias:
-                self.bias = Tensor.zeros(self.normalized_shape, dt, requires_grad=True)
+                self.bias = Tensor.zeros(self.normalized_shape, dtype=dt, requires_grad=True)
 
     def forward(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
@@ -198,7 +198,7 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype=None):
         dt = as_dtype(dtype or dtypes.float32)
-        self.weight = Tensor.randn((num_embeddings, embedding_dim), dt, requires_grad=True)
+        self.weight = Tensor.randn((num_embeddings, embedding_dim), dtype=dt, requires_grad=True)
 
     def forward(self, ids: Tensor) -> Tensor:
         if not ids.dtype.is_int:

@@ -36,8 +36,40 @@ def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     return Node(Op.BUFFER, dtype, buf.shape, (), buf)
 
 
+def _as_array(data) -> np.ndarray:
+    """np.asarray, with a Tensor-level message when nested lists do not form a box."""
+    try:
+        return np.asarray(data)
+    except ValueError:
+        where = _ragged_at(data, 0)
+        if where is None:
+            raise
+        depth, a, b = where
+        a, b = (f"length {n}" if n is not None else "a scalar" for n in (a, b))
+        raise ValueError(
+            f"Tensor: nested data is ragged: items at depth {depth} have {a} and {b}; "
+            "accepted: nested lists or tuples with equal lengths at every depth"
+        ) from None
+
+
+def _ragged_at(data, depth: int):
+    """(depth, length, length) of the first siblings whose lengths differ (None for a
+    scalar), or None if the data is a box."""
+    if not isinstance(data, list | tuple) or not data:
+        return None
+    lengths = [len(d) if isinstance(d, list | tuple) else None for d in data]
+    for n in lengths[1:]:
+        if n != lengths[0]:
+            return depth + 1, lengths[0], n
+    for d in data:
+        found = _ragged_at(d, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
 def _infer_dtype(data) -> DType:
-    arr = np.asarray(data)
+    arr = _as_array(data)
     if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
         return dtypes.float32  # Python floats become float32, as in torch
     if arr.dtype.kind in "iu" and not isinstance(data, np.ndarray | np.generic):
@@ -53,7 +85,7 @@ class Tensor:
             data = data.numpy()
         d = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
         with np.errstate(all="ignore"):
-            arr = np.asarray(data).astype(dtypes.to_numpy(d))
+            arr = _as_array(data).astype(dtypes.to_numpy(d))
         self.node = _buffer_node(arr, d)
         self.device = device or current_device()
         self.requires_grad = requires_grad
@@ -377,15 +409,16 @@ class Tensor:
 
     def __pow__(self, o):
         if isinstance(o, int) and not isinstance(o, bool):
-            if o < 0:
-                return compose.pow_int(self._float(), o)
-            return compose.pow_int(self, o)
-        a, b = self._align(o, "pow")
-        return compose.pow(a._float(), b._float())
+            if o < 0 and self.dtype.is_int:
+                raise ValueError(
+                    f"pow: a {self.dtype} tensor to the negative power {o} has no integer "
+                    "result; accepted: a non-negative exponent, or a float tensor (.float())"
+                )
+            return compose.pow_int(self._float() if o < 0 else self, o)
+        return _pow(*self._align(o, "pow"))
 
     def __rpow__(self, o):
-        a, b = self._align(o, "pow", True)
-        return compose.pow(a._float(), b._float())
+        return _pow(*self._align(o, "pow", True))
 
     def __matmul__(self, o):
         return self.matmul(o)
@@ -394,22 +427,37 @@ class Tensor:
         return Tensor(o, device=self.device).matmul(self)
 
     def __lt__(self, o):
-        return compose.lt(*self._align(o, "lt"))
+        return self._compare(o, "lt")
 
     def __gt__(self, o):
-        return compose.gt(*self._align(o, "gt"))
+        return self._compare(o, "gt")
 
     def __le__(self, o):
-        return compose.le(*self._align(o, "le"))
+        return self._compare(o, "le")
 
     def __ge__(self, o):
-        return compose.ge(*self._align(o, "ge"))
+        return self._compare(o, "ge")
 
     def __eq__(self, o):  # elementwise, as in torch
-        return compose.eq(*self._align(o, "eq"))
+        return self._compare(o, "eq")
 
     def __ne__(self, o):
-        return compose.ne(*self._align(o, "ne"))
+        return self._compare(o, "ne")
+
+    def _compare(self, o, op: str) -> Tensor:
+        """A comparison; an int outside the integer dtype it would take is never wrapped.
+
+        Such an int lies above (or below) every value of the dtype, so each comparison has
+        one answer for the whole tensor, as the exact numbers would give.
+        """
+        if isinstance(o, int) and not isinstance(o, bool):
+            d = promote_scalar(self.dtype, o)
+            if d.is_int and not dtypes.min_value(d) <= o <= dtypes.max_value(d):
+                above = o > dtypes.max_value(d)  # the tensor is below o everywhere
+                answer = {"lt": above, "le": above, "gt": not above, "ge": not above}
+                value = answer.get(op, op == "ne")
+                return self.p_const(value, dtype=dtypes.bool_)
+        return getattr(compose, op)(*self._align(o, op))
 
     def _logical(self, o, fn, name):
         a, b = self._align(o, name)
@@ -882,7 +930,16 @@ class Tensor:
             )
         if value.dtype != self.dtype:
             raise TypeError(f"assign: value dtype {value.dtype} != target dtype {self.dtype}")
-        value = value.expand(*self.shape) if value.shape != self.shape else value
+        if value.shape != self.shape:
+            fits = value.ndim <= self.ndim and all(
+                v in (1, t) for v, t in zip(value.shape[::-1], self.shape[::-1])
+            )
+            if not fits:
+                raise ValueError(
+                    f"assign: value shape {value.shape} does not fit target shape "
+                    f"{self.shape}; accepted: the target's shape or one that broadcasts to it"
+                )
+            value = value.expand(*self.shape)
         if self.node.op != Op.BUFFER:
             self.realize()
         node = Node(Op.ASSIGN, self.dtype, self.shape, (self.node, value.node))
@@ -905,12 +962,13 @@ class Tensor:
         return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
 
     @staticmethod
-    def zeros(shape, dtype=dtypes.float32, **kw) -> Tensor:
-        return Tensor.full(shape, 0, dtype, **kw)
+    def zeros(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
+        """``zeros(2, 3)`` or ``zeros((2, 3))``, as in torch."""
+        return Tensor.full(_shape_arg(shape), 0, dtype, device, requires_grad)
 
     @staticmethod
-    def ones(shape, dtype=dtypes.float32, **kw) -> Tensor:
-        return Tensor.full(shape, 1, dtype, **kw)
+    def ones(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
+        return Tensor.full(_shape_arg(shape), 1, dtype, device, requires_grad)
 
     def zeros_like(self, dtype=None):
         return Tensor.full(self.shape, 0, dtype or self.dtype, device=self.device)
@@ -946,13 +1004,13 @@ class Tensor:
         return (i == j).cast(dtype)
 
     @staticmethod
-    def rand(shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].random(_shape_arg((shape,)))
+    def rand(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
+        data = _rng[0].random(_shape_arg(shape))
         return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @staticmethod
-    def randn(shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].standard_normal(_shape_arg((shape,)))
+    def randn(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
+        data = _rng[0].standard_normal(_shape_arg(shape))
         return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @staticmethod
@@ -986,6 +1044,36 @@ class Tensor:
 # ---- free functions -----------------------------------------------------------------
 
 
+def _pow(a: Tensor, b: Tensor) -> Tensor:
+    """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
+    if a.dtype.is_int:
+        return _int_pow(a, b)
+    return compose.pow(a._float(), b._float())
+
+
+def _int_pow(x: Tensor, y: Tensor) -> Tensor:
+    """x**y over one integer dtype by squaring along y's bits, wrapping as mul wraps.
+
+    A negative y gives 1 / x**|y| rounded toward zero, as torch gives: 1 for x == 1,
+    -1 or 1 for x == -1 by y's parity, and 0 otherwise (0 too for x == 0).
+    """
+    one, zero = y.p_const(1), y.p_const(0)
+    result, base, e = x.p_const(1), x, y
+    n_bits = y.dtype.bits - (y.dtype.kind == "i")  # a negative y is handled below
+    for i in range(n_bits):
+        odd = zero.p_cmplt(e.p_and(one))
+        result = odd.p_where(result.p_mul(base), result)
+        if i < n_bits - 1:
+            base, e = base.p_mul(base), e.p_shr(one)
+    if y.dtype.kind == "u":
+        return result
+    odd = zero.p_cmplt(y.p_and(one))
+    unit = odd.p_where(x, x.p_const(1))  # x**y for x == -1 or x == 1
+    is_unit = compose.logical_or(compose.eq(x, x.p_const(1)), compose.eq(x, x.p_const(-1)))
+    tiny = is_unit.p_where(unit, x.p_const(0))
+    return y.p_cmplt(zero).p_where(tiny, result)
+
+
 def _is_inf_or_nan(v) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
@@ -997,7 +1085,10 @@ def _shape_arg(shape) -> tuple[int, ...]:
         return (shape[0],)
     out = tuple(shape)
     if any(not isinstance(s, int) or isinstance(s, bool) for s in out):
-        raise TypeError(f"shape: needs ints, got {shape}")
+        hint = ""
+        if any(isinstance(s, str | DType | np.dtype | type) for s in out):
+            hint = "; pass a dtype by keyword (dtype=...)"
+        raise TypeError(f"shape: needs ints, got {shape}{hint}")
     return out
 
 

@@ -218,6 +218,43 @@ def test_integer_arithmetic_wraps_like_modular_arithmetic(d):
         np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{d} {name}")
 
 
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_an_integer_power_of_integer_tensors_is_exact_and_wraps(d):
+    rng = np.random.default_rng(4)
+    lo = -5 if d.kind == "i" else 0
+    a = rng.integers(lo, 6, 40).astype(d.np)
+    b = rng.integers(0, 12, 40).astype(d.np)
+    top = int(np.iinfo(d.np).max)  # every bit of the exponent set
+    a[:7], b[:7] = [3, 0, 0, 2, 3, 1, 2], [3, 0, 5, d.bits, top, top, top // 2 + 1]
+    got = Tensor(a) ** Tensor(b)
+    assert got.dtype == d
+    want = _wrap([pow(int(x), int(y), 1 << d.bits) for x, y in zip(a, b)], d)
+    np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{d} ** {d}")
+    assert (3 ** Tensor(b)).dtype == d  # an int scalar base keeps the tensor's dtype
+    want = _wrap([pow(3, int(y), 1 << d.bits) for y in b], d)
+    np.testing.assert_array_equal((3 ** Tensor(b)).numpy(), want)
+
+
+def test_an_integer_power_matches_torch_for_negative_tensor_exponents():
+    a = np.array([0, 1, -1, -1, 2, -3, 0, 5, 7], np.int64)
+    b = np.array([-1, -5, -5, -4, -2, -3, 0, 1, 2], np.int64)
+    got = Tensor(a) ** Tensor(b)
+    assert got.dtype == dtypes.int64
+    np.testing.assert_array_equal(got.numpy(), (torch.tensor(a) ** torch.tensor(b)).numpy())
+    a8 = np.array([127, -127, -128, 1, -1], np.int8)  # 127 * 127 wraps to 1 in int8
+    b8 = np.array([-1, -1, -1, -3, -3], np.int8)
+    got8 = (Tensor(a8) ** Tensor(b8)).numpy()
+    np.testing.assert_array_equal(got8, (torch.tensor(a8) ** torch.tensor(b8)).numpy())
+    mixed = Tensor(a.astype(np.int8)) ** Tensor(np.abs(b).astype(np.int16))
+    assert mixed.dtype == dtypes.int16  # the operands promote first, as in torch
+
+
+def test_an_integer_tensor_to_a_negative_int_power_is_refused():
+    with pytest.raises(ValueError, match=r"pow: .*int32.*-2.*negative.*float"):
+        Tensor(np.array([2], np.int32)) ** -2
+    np.testing.assert_allclose((Tensor([2.0]) ** -2).numpy(), [0.25])
+
+
 @pytest.mark.parametrize("src", INTS, ids=str)
 def test_casting_between_integer_dtypes_wraps(src):
     x = _full_range(src, (16,), 3)

@@ -220,6 +220,21 @@ CASES = {
     "len_of_0d": (lambda: len(Tensor(1.0)), TypeError, r"len: a 0-d tensor has no length"),
     "iter_of_0d": (lambda: iter(Tensor(1.0)), TypeError, r"iter: cannot iterate over a 0-d"),
     "arange_zero_step": (lambda: Tensor.arange(0, 5, 0), ValueError, r"arange: step must not"),
+    "ragged_data": (
+        lambda: Tensor([[1, 2], [3]]),
+        ValueError,
+        r"Tensor: nested data is ragged: items at depth 1 have length 2 and length 1; accepted",
+    ),
+    "assign_shape": (
+        lambda: Tensor.zeros(2, 3).realize().assign(Tensor.ones(4)),
+        ValueError,
+        r"assign: value shape \(4,\) does not fit target shape \(2, 3\); accepted: .*broadcast",
+    ),
+    "shape_dtype_positional": (
+        lambda: Tensor.zeros((2, 3), "int8"),
+        TypeError,
+        r"shape: needs ints, got .*'int8'.*dtype=",
+    ),
     "shape_not_ints": (lambda: Tensor.zeros((2, "a")), TypeError, r"shape: needs ints"),
     "dropout_p": (lambda: A.dropout(1.5), ValueError, r"dropout: p must be in \[0, 1\], got 1\.5"),
     "gelu_mode": (lambda: A.gelu("fast"), ValueError, r"gelu: approximate must be 'none' or"),

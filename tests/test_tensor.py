@@ -63,6 +63,19 @@ def test_constant_creators_match_numpy():
     np.testing.assert_array_equal(x.full_like(3).numpy(), np.full((2, 3), 3.0))
 
 
+def test_creators_take_a_shape_as_separate_ints_or_one_tuple_like_torch():
+    for make in (Tensor.zeros, Tensor.ones, Tensor.randn, Tensor.rand):
+        assert make(2, 3).shape == (2, 3) and make((2, 3)).shape == (2, 3)
+        assert make([4]).shape == (4,) and make(5).shape == (5,) and make().shape == ()
+        assert make(2, 3, dtype="float64").dtype == dtypes.float64
+    np.testing.assert_array_equal(Tensor.ones(2, 3).numpy(), np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(Tensor.zeros(2, 1, dtype="int8").numpy(), np.zeros((2, 1)))
+    np.testing.assert_array_equal(Tensor.full((2, 3), 4).numpy(), np.full((2, 3), 4))
+    assert Tensor.full(3, 1.5).shape == (3,)
+    z = Tensor.zeros(2, 3, requires_grad=True)
+    assert z.requires_grad and z.shape == (2, 3)
+
+
 @pytest.mark.parametrize(
     "args", [(5,), (0,), (1,), (2, 9), (9, 2, -2), (0.5, 2.0, 0.25), (-3, 3, 1), (7, 100, 13)]
 )
@@ -296,6 +309,28 @@ def test_comparison_operators_are_elementwise_like_numpy():
     np.testing.assert_array_equal((Tensor(c) & ~Tensor(c[::-1])).numpy(), c & ~c[::-1])
     np.testing.assert_array_equal((Tensor(c) | Tensor(c[::-1])).numpy(), c | c[::-1])
     np.testing.assert_array_equal((Tensor(c) ^ Tensor(c[::-1])).numpy(), c ^ c[::-1])
+
+
+@pytest.mark.parametrize("d", dtypes.SIGNED + dtypes.UNSIGNED + (dtypes.bool_,), ids=str)
+def test_comparing_with_an_int_outside_the_dtype_range_is_exact_not_wrapped(d):
+    info = np.iinfo(d.np) if d.is_int else np.iinfo(np.int64)
+    x = np.array([info.min, 0, 1, info.max], d.np) if d.is_int else np.array([True, False])
+    t = Tensor(x)
+    exact = x.astype(object)
+    for c in (info.min - 1, info.max + 1, -(2**70), 2**70, -1):
+        for name, got, want in [
+            ("lt", t < c, exact < c),
+            ("le", t <= c, exact <= c),
+            ("gt", t > c, exact > c),
+            ("ge", t >= c, exact >= c),
+            ("eq", t == c, exact == c),
+            ("ne", t != c, exact != c),
+            ("rlt", c < t, c < exact),
+            ("req", c == t, c == exact),
+        ]:
+            assert got.dtype == dtypes.bool_ and got.shape == x.shape
+            np.testing.assert_array_equal(got.numpy(), want.astype(bool), err_msg=f"{d} {name} {c}")
+    assert (Tensor(np.array([255], np.uint8)) + 2).numpy()[0] == 1  # arithmetic still wraps
 
 
 def test_truth_value_of_one_element_is_its_value_and_of_many_is_an_error():
