@@ -269,3 +269,12 @@ def test_the_vectorizable_exp_and_log_stay_within_a_few_ulp(c):
         want_exp, want_log = np.exp(edge), np.log(edge)
     np.testing.assert_array_equal(c.realize([Tensor(edge).exp().node])[0].data, want_exp)
     np.testing.assert_array_equal(c.realize([Tensor(edge).log().node])[0].data, want_log)
+
+
+def test_tiny_graphs_can_run_on_the_reference_instead_of_compiling(monkeypatch):
+    monkeypatch.setenv("LIMN_TINY", "64")
+    dev = CDevice()
+    small = dev.realize([(Tensor(np.arange(6.0, dtype=np.float32)) * 2).node])[0].data
+    assert small.tolist() == [0, 2, 4, 6, 8, 10] and dev.stats["plans"] == 0
+    big = dev.realize([(Tensor(np.ones(100, np.float32)) * 2).sum().node])[0].data
+    assert float(big) == 200 and dev.stats["plans"] == 1

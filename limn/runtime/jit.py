@@ -18,6 +18,8 @@ the input buffers in slot order.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from ir.graph import Node
 from ir.kernel import KernelGraph, arg_key
 from ir.ops import Op
 from ir.schedule import schedule
-from limn.runtime.device import Buffer, Device, recall, remember
+from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
 def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
@@ -76,6 +78,19 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     return (tuple(rows), tuple(index[id(r)] for r in roots)), inputs
 
 
+def _work(roots: Sequence[Node]) -> int:
+    """How many elements the graph computes, not looking behind nodes that hold bytes."""
+    total, seen, stack = 0, set(), list(roots)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.op == Op.BUFFER or recall(n) is not None:
+            continue
+        seen.add(id(n))
+        total += math.prod(n.shape)
+        stack.extend(n.srcs)
+    return total
+
+
 def buffer_of(n: Node) -> Buffer:
     return n.arg if n.op == Op.BUFFER else recall(n)
 
@@ -120,6 +135,10 @@ class CompiledDevice(Device):
         self.plans: dict[tuple, Plan] = {}
         self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0}
         self.recorder: list | None = None  # set by limn.capture while it records
+        # graphs that compute at most this many elements run on the numpy reference instead
+        # of compiling (LIMN_TINY): for code that makes many shapes once each, such as a
+        # property-based test suite; 0, the default, compiles everything
+        self.tiny = int(os.environ.get("LIMN_TINY", "0"))
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
@@ -141,6 +160,8 @@ class CompiledDevice(Device):
         return plan, inputs
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
+        if self.tiny and self.recorder is None and _work(roots) <= self.tiny:
+            return get_device("numpy").realize(roots)
         plan, inputs = self.plan_for(roots)
         in_bufs = [buffer_of(n) for n in inputs]
         out = execute(plan, in_bufs, roots)
