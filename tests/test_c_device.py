@@ -278,3 +278,25 @@ def test_tiny_graphs_can_run_on_the_reference_instead_of_compiling(monkeypatch):
     assert small.tolist() == [0, 2, 4, 6, 8, 10] and dev.stats["plans"] == 0
     big = dev.realize([(Tensor(np.ones(100, np.float32)) * 2).sum().node])[0].data
     assert float(big) == 200 and dev.stats["plans"] == 1
+
+
+def test_custom_siblings_run_as_one_call_on_the_c_device():
+    from ir import dtypes
+    from ir.graph import Node
+    from ir.ops import Op
+
+    dev = CDevice()
+    calls = []
+
+    def twice(vals, params):
+        calls.append(params)
+        return [vals[0] * 2, vals[0] * 3]
+
+    dev.register_kernel("twice", twice)
+    a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    src = (a + 1).node
+    outs = [Node(Op.CUSTOM, dtypes.float32, (2, 3), (src,), ("twice", i, ())) for i in range(2)]
+    got = [b.data for b in dev.realize(outs)]
+    np.testing.assert_array_equal(got[0], (a.numpy() + 1) * 2)
+    np.testing.assert_array_equal(got[1], (a.numpy() + 1) * 3)
+    assert len(calls) == 1
