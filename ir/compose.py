@@ -482,17 +482,21 @@ def movedim(x, src: int, dst: int):
 
 
 def cat(xs, axis: int):
-    """Pad each piece to the full length along ``axis`` and add: one fused kernel."""
+    """Pad each piece to the full length along ``axis`` and select: one fused kernel.
+
+    Selecting (not adding the zero pads) keeps every bit: -0.0 + 0.0 would be +0.0.
+    """
     total = sum(x.shape[axis] for x in xs)
     out, start = None, 0
     for x in xs:
         pads = [(0, 0)] * len(x.shape)
         pads[axis] = (start, total - start - x.shape[axis])
         piece = x.p_pad(tuple(pads))
-        if x.dtype == dtypes.bool_:
-            out = piece if out is None else logical_or(out, piece)
+        if out is None:
+            out = piece
         else:
-            out = piece if out is None else out.p_add(piece)
+            inside = x.p_const(True, dtype=dtypes.bool_).p_pad(tuple(pads))
+            out = inside.p_where(piece, out)
         start += x.shape[axis]
     return out
 

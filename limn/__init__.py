@@ -26,8 +26,17 @@ from limn.capture import capture
 from limn.runtime import current_device, get_device, set_device
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
 
+
+def array_namespace():
+    """The Python Array API namespace over limn (the ``limn_array`` package)."""
+    import limn_array
+
+    return limn_array
+
+
 __all__ = [
     "Tensor",
+    "array_namespace",
     "bfloat16",
     "bool_",
     "capture",

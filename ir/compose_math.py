@@ -1,0 +1,955 @@
+"""Elementwise math composed from primitives: the part of libm a device does not have to own.
+
+Every function here is spelled against the primitive protocol of ``ir/compose.py`` (plus
+the integer and bit primitives ``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``),
+so a device that implements the op table gets trigonometry, hyperbolics, ``expm1``,
+``log1p``, correctly rounded division, exact ``fmod`` and the rest without a line of its
+own. Only EXP, LOG and SQRT come from the device.
+
+How precision is bought, function by function, is said where each is defined; the
+measured error table is in ``docs/array_api.md``. Three habits run through the file:
+
+* float32 computes in float64 and rounds once at the end, which makes most float32
+  results correctly rounded and keeps one set of float64 algorithms;
+* the sign bit is read and written with BITCAST and bit operations (``signbit``,
+  ``copysign``, ``fabs``), because no comparison can see the sign of -0.0 or of a nan;
+* exactness tricks (Dekker's split product, Knuth's two-sum, Cody-Waite and Payne-Hanek
+  argument reduction) assume IEEE binary64 arithmetic with one rounding per primitive: a
+  compiled device must not contract a*b+c into an FMA or reassociate (no -ffast-math).
+
+The functions expect real floating operands (float32 or float64) unless a name says
+``int``; the frontend applies its own dtype rules first.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir import compose, dtypes
+from ir.compose import logical_and, logical_not, logical_or
+from ir.dtypes import DType
+
+F64 = dtypes.float64
+BOOL = dtypes.bool_
+
+# ---- small spellings ------------------------------------------------------------------
+
+
+def _k(x, v):
+    return x.p_const(v)
+
+
+def _sub(a, b):
+    return a.p_add(b.p_neg())
+
+
+def _sel(cond, a, b):
+    return cond.p_where(a, b)
+
+
+def _true(x):
+    return x.p_const(True, dtype=BOOL)
+
+
+def _false(x):
+    return x.p_const(False, dtype=BOOL)
+
+
+def _gt(a, b):
+    return b.p_cmplt(a)
+
+
+def _ge(a, b):
+    return logical_not(a.p_cmplt(b)) if not a.dtype.is_float else compose.ge(a, b)
+
+
+def _horner(x, coeffs):
+    """coeffs[0] * x**n + ... + coeffs[-1], highest power first."""
+    r = _k(x, coeffs[0])
+    for c in coeffs[1:]:
+        r = r.p_mul(x).p_add(_k(x, c))
+    return r
+
+
+def _wide(fn):
+    """Run a float64 algorithm for float32 operands and round the result once."""
+
+    def run(*xs, **kw):
+        if xs[0].dtype == dtypes.float32:
+            return fn(*(x.p_cast(F64) for x in xs), **kw).p_cast(dtypes.float32)
+        return fn(*xs, **kw)
+
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+# ---- bits: sign, magnitude, exponent ------------------------------------------------------
+
+
+def _int_of(d: DType) -> DType:
+    return {dtypes.float64: dtypes.int64, dtypes.float32: dtypes.int32}[d]
+
+
+def _bits(x):
+    return x.p_bitcast(_int_of(x.dtype))
+
+
+def _sign_mask(b):
+    return b.p_const(dtypes.min_value(b.dtype))
+
+
+def _abs_mask(b):
+    return b.p_const(dtypes.max_value(b.dtype))
+
+
+def signbit(x):
+    """True where the sign bit is set: -0.0 and negative nans included."""
+    return _bits(x).p_cmplt(_bits(x).p_const(0))
+
+
+def fabs(x):
+    """|x| by clearing the sign bit: |-0.0| is +0.0 and a nan stays a nan."""
+    b = _bits(x)
+    return b.p_and(_abs_mask(b)).p_bitcast(x.dtype)
+
+
+def copysign(a, b):
+    """|a| with the sign bit of b, exactly."""
+    ba, bb = _bits(a), _bits(b)
+    return ba.p_and(_abs_mask(ba)).p_or(bb.p_and(_sign_mask(bb))).p_bitcast(a.dtype)
+
+
+def isnan(x):
+    return compose.isnan(x)
+
+
+def isfinite(x):
+    return compose.isfinite(x)
+
+
+def isinf(x):
+    return compose.isinf(x)
+
+
+def _nan(x):
+    return _k(x, math.nan)
+
+
+def _pow2(e, d: DType):
+    """2**e as a float64 for integer tensors e in the normal range [-1022, 1023]."""
+    i64 = dtypes.int64
+    biased = e.p_cast(i64).p_add(e.p_const(1023, dtype=i64))
+    return biased.p_shl(biased.p_const(52)).p_bitcast(F64).p_cast(d)
+
+
+def _frexp(x):
+    """(m, e) with x = m * 2**e and 1 <= m < 2, for positive finite float64 x (subnormals too).
+
+    e is an int64 tensor; zero, inf and nan give meaningless but harmless values.
+    """
+    i64 = dtypes.int64
+    tiny = x.p_cmplt(_k(x, 2.0**-1022))
+    xs = _sel(tiny, x.p_mul(_k(x, 2.0**54)), x)
+    b = xs.p_bitcast(i64)
+    raw = b.p_shr(b.p_const(52)).p_and(b.p_const(0x7FF))
+    e = _sub(raw, _sel(tiny, b.p_const(1023 + 54), b.p_const(1023)))
+    m = b.p_and(b.p_const((1 << 52) - 1)).p_or(b.p_const(1023 << 52)).p_bitcast(F64)
+    return m, e
+
+
+def nextafter(a, b):
+    """The float after a in the direction of b, by stepping a's bit pattern by one.
+
+    Away from zero is +1 on the pattern for either sign (sign-magnitude order), so the
+    step is +1 when b lies beyond a on a's side of zero and -1 otherwise; from a zero the
+    step lands on the smallest subnormal with b's sign.
+    """
+    ba = _bits(a)
+    one = ba.p_const(1)
+    up = compose.eq(_gt(b, a), _gt(a, _k(a, 0)))
+    stepped = _sel(up, ba.p_add(one), _sub(ba, one)).p_bitcast(a.dtype)
+    tiny = copysign(_k(a, 0).p_bitcast(ba.dtype).p_add(one).p_bitcast(a.dtype), b)
+    r = _sel(compose.eq(a, _k(a, 0)), tiny, stepped)
+    r = _sel(compose.eq(a, b), b, r)
+    return _sel(logical_or(isnan(a), isnan(b)), _nan(a), r)
+
+
+# ---- rounding (signs of zero kept) ---------------------------------------------------------
+
+
+def trunc(x):
+    return copysign(compose.trunc(x), x)
+
+
+def floor(x):
+    return copysign(compose.floor(x), x)
+
+
+def ceil(x):
+    return copysign(compose.ceil(x), x)
+
+
+def rint(x):
+    """Round half to even; -0.5 rounds to -0.0, as IEEE says."""
+    return copysign(compose.round_half_even(x), x)
+
+
+def _rint_small(x):
+    """Round half to even for float64 |x| < 2**51: the 1.5 * 2**52 shifter, two adds."""
+    big = _k(x, 1.5 * 2.0**52)
+    return _sub(x.p_add(big), big)
+
+
+# ---- exact products and sums (Knuth, Dekker) ------------------------------------------------
+
+
+def _two_sum(a, b):
+    s = a.p_add(b)
+    bb = _sub(s, a)
+    return s, _sub(a, _sub(s, bb)).p_add(_sub(b, bb))
+
+
+def _fast_two_sum(a, b):
+    """|a| >= |b|: s + err == a + b exactly."""
+    s = a.p_add(b)
+    return s, _sub(b, _sub(s, a))
+
+
+def _split(a):
+    t = a.p_mul(_k(a, 134217729.0))  # 2**27 + 1
+    hi = _sub(t, _sub(t, a))
+    return hi, _sub(a, hi)
+
+
+def _two_prod(a, b):
+    """p + err == a * b exactly (|a|, |b| < 2**996 so the split cannot overflow)."""
+    p = a.p_mul(b)
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    err = _sub(ah.p_mul(bh), p).p_add(ah.p_mul(bl)).p_add(al.p_mul(bh)).p_add(al.p_mul(bl))
+    return p, err
+
+
+# ---- division -----------------------------------------------------------------------------
+
+
+def divide(a, b):
+    """a / b correctly rounded, from RECIP and MUL.
+
+    float32 divides in float64, where the quotient's error is far below the float32 rounding
+    gap, and rounds once. float64 takes one Newton step on the exact residual
+    r = a - q*b (Dekker's product), q' = q + r/b; where the residual cannot be formed
+    (overflow, zero or infinite divisor) the first quotient stands.
+    """
+    if a.dtype == dtypes.float32:
+        a64, b64 = a.p_cast(F64), b.p_cast(F64)
+        return a64.p_mul(b64.p_recip()).p_cast(dtypes.float32)
+    y = b.p_recip()
+    q = a.p_mul(y)
+    p, e = _two_prod(q, b)
+    r = _sub(_sub(a, p), e)
+    q2 = q.p_add(r.p_mul(y))
+    keep = logical_or(logical_not(isfinite(q2)), compose.eq(r, _k(r, 0)))
+    return _sel(keep, q, q2)
+
+
+# ---- exponentials and logarithms ----------------------------------------------------------
+
+
+@_wide
+def expm1(x):
+    """e**x - 1 by Kahan's trick: (u - 1) * x / log(u) with u = e**x.
+
+    The rounding error of u cancels between u - 1 and log(u), leaving a few ulps.
+    """
+    u = x.p_exp()
+    um1 = _sub(u, _k(x, 1))
+    r = um1.p_mul(x).p_mul(u.p_log().p_recip())
+    r = _sel(compose.eq(um1, _k(x, -1)), _k(x, -1), r)
+    r = _sel(compose.eq(u, _k(x, 1)), x, r)
+    return _sel(_gt(x, _k(x, 700.0)), u, r)
+
+
+@_wide
+def log1p(x):
+    """log(1 + x) by Kahan's trick: log(u) * x / (u - 1) with u = 1 + x."""
+    u = x.p_add(_k(x, 1))
+    r = u.p_log().p_mul(x).p_mul(_sub(u, _k(x, 1)).p_recip())
+    r = _sel(compose.eq(u, _k(x, 1)), x, r)
+    return _sel(compose.eq(x, _k(x, math.inf)), x, r)
+
+
+def _log_parts(x):
+    """(e, log(m)) with x = m * 2**e and sqrt(1/2) <= m < sqrt(2), for positive finite x."""
+    m, e = _frexp(x)
+    big = _gt(m, _k(m, math.sqrt(2)))
+    m = _sel(big, m.p_mul(_k(m, 0.5)), m)
+    e = _sel(big, e.p_add(e.p_const(1)), e)
+    return e.p_cast(F64), m.p_log()
+
+
+def _log_special(x, r):
+    """The values LOG gives at 0, negatives, inf and nan, over a result for positive x."""
+    return _sel(logical_and(_gt(x, _k(x, 0)), isfinite(x)), r, x.p_log())
+
+
+@_wide
+def log2(x):
+    """e + log(m) / ln 2: exact at powers of two, about one ulp elsewhere."""
+    e, lm = _log_parts(x)
+    return _log_special(x, e.p_add(lm.p_mul(_k(x, 1 / math.log(2)))))
+
+
+# log10(2) = hi + lo with hi's last 12 bits clear, so e * hi is exact for any exponent e
+_LOG10_2_HI = float.fromhex("0x1.34413509f7000p-2")
+_LOG10_2_LO = 1.42050232272661e-13
+
+
+@_wide
+def log10(x):
+    """e * log10(2) + log(m) / ln 10, with log10(2) split so e * hi is exact."""
+    e, lm = _log_parts(x)
+    hi, lo = _LOG10_2_HI, _LOG10_2_LO
+    r = e.p_mul(_k(x, hi)).p_add(e.p_mul(_k(x, lo)).p_add(lm.p_mul(_k(x, 1 / math.log(10)))))
+    return _log_special(x, r)
+
+
+@_wide
+def exp2(x):
+    """2**x = 2**n * e**(f ln 2) with n = round(x): exact at integers."""
+    n = rint(x)
+    f = _sub(x, n)
+    inside = logical_and(_gt(x, _k(x, -1022.0)), x.p_cmplt(_k(x, 1023.0)))
+    ns = _sel(inside, n, _k(x, 0)).p_cast(dtypes.int64)
+    r = _pow2(ns, F64).p_mul(f.p_mul(_k(x, math.log(2))).p_exp())
+    return _sel(inside, r, x.p_mul(_k(x, math.log(2))).p_exp())
+
+
+@_wide
+def logaddexp(a, b):
+    """log(e**a + e**b) = max + log1p(e**-|a - b|); equal infinities give themselves."""
+    m = compose.maximum(a, b)
+    d = fabs(_sub(a, b)).p_neg()
+    r = m.p_add(log1p(d.p_exp()))
+    same_inf = logical_and(compose.eq(a, b), isinf(a))
+    return _sel(same_inf, a, r)
+
+
+# ---- trigonometry -------------------------------------------------------------------------
+
+# pi/2 in three parts of 33, 33 and 53 bits: k * P1 and k * P2 are exact for k < 2**20.
+_P1 = float.fromhex("0x1.921fb54400000p+0")
+_P2 = float.fromhex("0x1.0b4611a600000p-34")
+_P3 = float.fromhex("0x1.3198a2e037073p-69")
+_PIO2_HI, _PIO2_LO = 1.5707963267948966, 6.123233995736766e-17
+_PI_HI, _PI_LO = 2 * _PIO2_HI, 2 * _PIO2_LO
+
+# 2/pi in 24-bit pieces: 2/pi = sum(C[j] * 2**(-24 * (j + 1))), enough for any float64.
+_TWO_OVER_PI = (
+    10680707, 7228996, 1387004, 2578385, 16069853, 12639074, 9804092, 4427841, 16666979,
+    11263675, 12935607, 2387514, 4345298, 14681673, 3074569, 13734428, 16653803, 1880361,
+    10960616, 8533493, 3062596, 8710556, 7349940, 6258241, 3772886, 3769171, 3798172, 8675211,
+    12450088, 3874808, 9961438, 366607, 15675153, 9132554, 7151469, 3571407, 2607881, 12013382,
+    4155038, 6285869, 7677882, 13102053, 15825725, 473591, 9065106, 15363067, 6271263, 9264392,
+)  # fmt: skip
+_PH_TERMS = 6  # pieces of 2/pi multiplied per element: ~140 bits past the leading one
+
+
+def _table(like, values, dtype: DType):
+    """A 1-d constant tensor from Python numbers: one padded CONST per entry, added up."""
+    n = len(values)
+    out = None
+    for i, v in enumerate(values):
+        piece = like.p_const(v, shape=(1,), dtype=dtype).p_pad(((i, n - 1 - i),))
+        out = piece if out is None else out.p_add(piece)
+    return out
+
+
+def _lookup(table, idx):
+    """table[idx] for an int64 tensor idx of any shape (indices already in range)."""
+    shape = tuple(idx.shape)
+    n = table.shape[0]
+    col = idx.p_reshape(shape + (1,))
+    src = table.p_reshape((1,) * len(shape) + (n,)).p_expand(shape + (n,))
+    return src.p_gather(col, len(shape)).p_reshape(shape)
+
+
+def _reduce_cody_waite(x):
+    """(k, r_hi, r_lo) with x = k*pi/2 + r, for float64 |x| < 2**19."""
+    k = _rint_small(x.p_mul(_k(x, 2 / math.pi)))
+    t = _sub(x, k.p_mul(_k(x, _P1)))
+    w = k.p_mul(_k(x, _P2))
+    hi = _sub(t, w)
+    lo = _sub(_sub(t, hi), w)
+    lo = _sub(lo, k.p_mul(_k(x, _P3)))
+    hi, lo = _fast_two_sum(hi, lo)
+    return k, hi, lo
+
+
+def _reduce_payne_hanek(ax):
+    """(k, r_hi, r_lo) with ax = k*pi/2 + r for positive float64 ax >= 2**19 (Payne-Hanek).
+
+    ax = M * 2**E with M a 53-bit integer. Pieces of 2/pi that would only add multiples
+    of 4 to ax * 2/pi are skipped (the first piece used depends on E: a table lookup), the
+    next few are multiplied exactly (M split in two so each product fits 53 bits), each
+    product is reduced mod 4, and the sum is carried in double-double arithmetic.
+    """
+    m, e = _frexp(ax)
+    big_m = m.p_mul(_k(ax, 2.0**52))  # the integer mantissa, exact
+    E = _sub(e, e.p_const(52))
+    m_hi = compose.trunc(big_m.p_mul(_k(ax, 2.0**-26)))
+    m_lo = _sub(big_m, m_hi.p_mul(_k(ax, 2.0**26)))
+    # first useful piece: j0 = floor((E - 2) / 24), clamped so the lookups stay in range
+    j0 = _sub(E, E.p_const(2)).p_add(E.p_const(24 * 64)).p_idiv(E.p_const(24))
+    j0 = _sub(j0, j0.p_const(64))
+    j0 = compose.clamp(j0, j0.p_const(0), j0.p_const(len(_TWO_OVER_PI) - _PH_TERMS))
+    table = _table(ax, _TWO_OVER_PI, F64)
+    pieces = []
+    for t in range(_PH_TERMS):
+        j = j0.p_add(j0.p_const(t))
+        c = _lookup(table, j)
+        shift = _sub(E, j.p_add(j.p_const(1)).p_mul(j.p_const(24)))  # int64 exponent
+        scale = _pow2(compose.clamp(shift, shift.p_const(-1022), shift.p_const(1023)), F64)
+        hi = m_hi.p_mul(c).p_mul(scale).p_mul(_k(ax, 2.0**26))
+        lo = m_lo.p_mul(c).p_mul(scale)
+        pieces += [hi, lo]
+    reduced = []
+    for p in pieces[:4]:
+        four = _k(p, 4.0)
+        reduced.append(_sub(p, compose.floor(p.p_mul(_k(p, 0.25))).p_mul(four)))
+    reduced += pieces[4:]
+    s_hi, s_lo = reduced[-1], _k(ax, 0.0)
+    for p in reversed(reduced[:-1]):
+        s_hi, err = _two_sum(p, s_hi)
+        s_lo = s_lo.p_add(err)
+    s_hi, s_lo = _fast_two_sum(s_hi, s_lo)
+    k = _rint_small(s_hi)
+    f_hi, f_lo = _fast_two_sum(_sub(s_hi, k), s_lo)
+    p, err = _two_prod(f_hi, _k(ax, _PIO2_HI))
+    lo = err.p_add(f_hi.p_mul(_k(ax, _PIO2_LO))).p_add(f_lo.p_mul(_k(ax, _PIO2_HI)))
+    r_hi, r_lo = _fast_two_sum(p, lo)
+    return k, r_hi, r_lo
+
+
+def _reduce(x):
+    """(quadrant in 0..3 as float64, r_hi, r_lo): x = (4n + quadrant) * pi/2 + r, |r| <= pi/4."""
+    ax = fabs(x)
+    small = ax.p_cmplt(_k(x, 2.0**19))
+    k1, h1, l1 = _reduce_cody_waite(_sel(small, x, _k(x, 0)))
+    k2, h2, l2 = _reduce_payne_hanek(_sel(small, _k(x, 2.0**20), ax))
+    neg = signbit(x)  # Payne-Hanek reduced |x|: sin is odd, cos even, fixed by the quadrant
+    k2, h2, l2 = _sel(neg, k2.p_neg(), k2), _sel(neg, h2.p_neg(), h2), _sel(neg, l2.p_neg(), l2)
+    k = _sel(small, k1, k2)
+    q = _sub(k, compose.floor(k.p_mul(_k(k, 0.25))).p_mul(_k(k, 4.0)))
+    return q, _sel(small, h1, h2), _sel(small, l1, l2)
+
+
+# Taylor coefficients of sin and cos on |r| <= pi/4: the first dropped terms are < 1e-20.
+_SIN = [(-1) ** n / math.factorial(2 * n + 1) for n in range(10, 0, -1)]
+_COS = [(-1) ** n / math.factorial(2 * n) for n in range(10, 0, -1)]
+
+
+def _sin_kernel(hi, lo):
+    z = hi.p_mul(hi)
+    s = hi.p_add(hi.p_mul(z).p_mul(_horner(z, _SIN)))
+    return s.p_add(lo.p_mul(_sub(_k(hi, 1), z.p_mul(_k(hi, 0.5)))))
+
+
+def _cos_kernel(hi, lo):
+    z = hi.p_mul(hi)
+    c = _k(hi, 1).p_add(z.p_mul(_horner(z, _COS)))
+    return _sub(c, lo.p_mul(hi))
+
+
+def _sincos64(x):
+    q, hi, lo = _reduce(x)
+    s, c = _sin_kernel(hi, lo), _cos_kernel(hi, lo)
+    qs = [compose.eq(q, _k(q, float(i))) for i in range(4)]
+    sin = _sel(qs[0], s, _sel(qs[1], c, _sel(qs[2], s.p_neg(), c.p_neg())))
+    cos = _sel(qs[0], c, _sel(qs[1], s.p_neg(), _sel(qs[2], c.p_neg(), s)))
+    bad = logical_not(isfinite(x))
+    tiny = fabs(x).p_cmplt(_k(x, 2.0**-27))  # sin x = x there, signed zeros included
+    sin = _sel(bad, _nan(x), _sel(tiny, x, sin))
+    cos = _sel(bad, _nan(x), cos)
+    return sin, cos, q
+
+
+def sincos(x):
+    """(sin x, cos x) with one argument reduction: Cody-Waite below 2**19, Payne-Hanek above."""
+    if x.dtype == dtypes.float32:
+        s, c, _ = _sincos64(x.p_cast(F64))
+        return s.p_cast(dtypes.float32), c.p_cast(dtypes.float32)
+    s, c, _ = _sincos64(x)
+    return s, c
+
+
+def sin(x):
+    return sincos(x)[0]
+
+
+def cos(x):
+    return sincos(x)[1]
+
+
+@_wide
+def tan(x):
+    s, c, _ = _sincos64(x)
+    return divide(s, c)
+
+
+# atan(u) = sum (-1)**n u**(2n+1) / (2n+1) for |u| <= tan(pi/8): 22 terms reach 1e-18.
+_ATAN = [(-1) ** n / (2 * n + 1) for n in range(22, -1, -1)]
+
+
+def _atan01(t):
+    """atan(t) for 0 <= t <= 1 (float64): past tan(pi/8) use pi/4 + atan((t-1)/(t+1))."""
+    mid = _gt(t, _k(t, math.sqrt(2) - 1))
+    u = _sel(mid, divide(_sub(t, _k(t, 1)), t.p_add(_k(t, 1))), t)
+    a = u.p_mul(_horner(u.p_mul(u), _ATAN))
+    return _sel(mid, _k(t, math.pi / 4).p_add(a), a)
+
+
+@_wide
+def atan(x):
+    t = fabs(x)
+    inv = _gt(t, _k(t, 1))
+    a = _atan01(_sel(inv, divide(_k(t, 1), t), t))
+    a = _sel(inv, _sub(_k(t, _PIO2_HI), a).p_add(_k(t, _PIO2_LO)), a)
+    return copysign(_sel(isnan(x), x, a), x)
+
+
+@_wide
+def atan2(y, x):
+    """The angle of (x, y): atan of the smaller over the larger, then the quadrant."""
+    ax, ay = fabs(x), fabs(y)
+    swap = _gt(ay, ax)
+    num, den = _sel(swap, ax, ay), _sel(swap, ay, ax)
+    a = _atan01(divide(num, den))
+    a = _sel(logical_and(isinf(ax), isinf(ay)), _k(x, math.pi / 4), a)
+    a = _sel(swap, _sub(_k(x, _PIO2_HI), a).p_add(_k(x, _PIO2_LO)), a)
+    a = _sel(compose.eq(ay, _k(y, 0)), _k(x, 0), a)
+    a = _sel(signbit(x), _sub(_k(x, _PI_HI), a).p_add(_k(x, _PI_LO)), a)
+    r = copysign(a, y)
+    return _sel(logical_or(isnan(x), isnan(y)), _nan(x), r)
+
+
+def _one_minus_sq(x):
+    """1 - x*x as (1 - x)(1 + x), exact in the first factor near |x| = 1."""
+    return _sub(_k(x, 1), x).p_mul(x.p_add(_k(x, 1)))
+
+
+@_wide
+def asin(x):
+    return atan2(x, _one_minus_sq(x).p_sqrt())
+
+
+@_wide
+def acos(x):
+    return atan2(_one_minus_sq(x).p_sqrt(), x)
+
+
+# ---- hyperbolic ---------------------------------------------------------------------------
+
+
+@_wide
+def sinh(x):
+    """(e - 1/e)/2 through expm1 near zero; e**(|x|/2) squared far out, so no early overflow."""
+    t = fabs(x)
+    em1 = expm1(t)
+    near = _k(x, 0.5).p_mul(em1.p_add(divide(em1, em1.p_add(_k(x, 1)))))
+    h = t.p_mul(_k(x, 0.5)).p_exp()
+    far = h.p_mul(_k(x, 0.5)).p_mul(h)
+    r = _sel(t.p_cmplt(_k(x, 20.0)), near, far)
+    return copysign(_sel(isnan(x), x, r), x)
+
+
+@_wide
+def cosh(x):
+    t = fabs(x)
+    e = t.p_exp()
+    near = _k(x, 0.5).p_mul(e.p_add(e.p_recip()))
+    h = t.p_mul(_k(x, 0.5)).p_exp()
+    far = h.p_mul(_k(x, 0.5)).p_mul(h)
+    return _sel(t.p_cmplt(_k(x, 20.0)), near, far)
+
+
+@_wide
+def tanh(x):
+    """expm1(2|x|) / (expm1(2|x|) + 2); exactly +-1 past |x| = 22."""
+    t = fabs(x)
+    em1 = expm1(t.p_mul(_k(x, 2)))
+    r = divide(em1, em1.p_add(_k(x, 2)))
+    r = _sel(_gt(t, _k(x, 22.0)), _k(x, 1), r)
+    return copysign(_sel(isnan(x), x, r), x)
+
+
+@_wide
+def asinh(x):
+    t = fabs(x)
+    near = log1p(t.p_add(divide(t.p_mul(t), _k(x, 1).p_add(t.p_mul(t).p_add(_k(x, 1)).p_sqrt()))))
+    far = t.p_log().p_add(_k(x, math.log(2)))
+    r = _sel(_gt(t, _k(x, 2.0**28)), far, near)
+    return copysign(_sel(isnan(x), x, r), x)
+
+
+@_wide
+def acosh(x):
+    one = _k(x, 1)
+    t = _sub(x, one)
+    near = log1p(t.p_add(t.p_mul(_k(x, 2)).p_add(t.p_mul(t)).p_sqrt()))
+    mid = _sub(x.p_mul(_k(x, 2)), divide(one, x.p_add(_sub(x.p_mul(x), one).p_sqrt()))).p_log()
+    far = x.p_log().p_add(_k(x, math.log(2)))
+    r = _sel(_gt(x, _k(x, 2.0**28)), far, _sel(_gt(x, _k(x, 2.0)), mid, near))
+    return _sel(x.p_cmplt(one), _nan(x), r)
+
+
+@_wide
+def atanh(x):
+    """log1p(2t/(1 - t)) / 2 for t = |x|, written 2t + 2t*t/(1 - t) to keep small t exact."""
+    t = fabs(x)
+    two_t = t.p_mul(_k(x, 2))
+    arg = two_t.p_add(divide(two_t.p_mul(t), _sub(_k(x, 1), t)))
+    r = _k(x, 0.5).p_mul(log1p(arg))
+    r = _sel(_gt(t, _k(x, 1)), _nan(x), r)
+    return copysign(_sel(isnan(x), x, r), x)
+
+
+# ---- hypot and pow --------------------------------------------------------------------------
+
+
+def hypot(a, b):
+    """sqrt(a*a + b*b) without overflow: float32 squares in float64, float64 scales by 2**-e."""
+    aa, ab = fabs(a), fabs(b)
+    if a.dtype == dtypes.float32:
+        a64, b64 = aa.p_cast(F64), ab.p_cast(F64)
+        r = a64.p_mul(a64).p_add(b64.p_mul(b64)).p_sqrt().p_cast(dtypes.float32)
+    else:
+        m = compose.maximum(aa, ab)
+        n = compose.minimum(aa, ab)
+        _, e = _frexp(_sel(_gt(m, _k(m, 0)), m, _k(m, 1)))
+        e = compose.clamp(e, e.p_const(-1000), e.p_const(1000))
+        down, up = _pow2(e.p_neg(), F64), _pow2(e, F64)
+        ms, ns = m.p_mul(down), n.p_mul(down)
+        r = ms.p_mul(ms).p_add(ns.p_mul(ns)).p_sqrt().p_mul(up)
+        r = _sel(compose.eq(m, _k(m, 0)), _k(m, 0), r)
+    inf = logical_or(isinf(a), isinf(b))
+    return _sel(inf, _k(a, math.inf), r)
+
+
+def _is_int(y):
+    return compose.eq(compose.floor(y), y)
+
+
+def _is_odd_int(y):
+    half = y.p_mul(_k(y, 0.5))
+    return logical_and(_is_int(y), logical_not(_is_int(half)))
+
+
+@_wide
+def pow(x, y):
+    """x**y = e**(y log|x|), signed for an odd integer y, with IEEE pow's special cases.
+
+    float64 results carry a relative error near |y log x| * 2**-53 (the rounding of
+    log|x| is scaled by y): a few ulps for moderate results, more near overflow.
+    """
+    ax = fabs(x)
+    r = y.p_mul(ax.p_log()).p_exp()
+    odd = _is_odd_int(y)
+    r = _sel(logical_and(odd, signbit(x)), r.p_neg(), r)
+    neg_nonint = logical_and(x.p_cmplt(_k(x, 0)), logical_not(_is_int(y)))
+    r = _sel(logical_and(neg_nonint, logical_and(isfinite(x), isfinite(y))), _nan(x), r)
+    r = _sel(logical_and(compose.eq(ax, _k(x, 1)), isinf(y)), _k(x, 1), r)
+    r = _sel(compose.eq(x, _k(x, 1)), _k(x, 1), r)
+    return _sel(compose.eq(y, _k(y, 0)), _k(x, 1), r)
+
+
+def int_pow(x, y):
+    """x**y for integer tensors by binary powering over y's bits; y < 0 gives 0 (1 for |x|=1)."""
+    bits = x.dtype.bits
+    result = x.p_const(1)
+    base = x
+    e = y
+    one, zero = y.p_const(1), y.p_const(0)
+    for _ in range(bits):
+        odd = compose.eq(e.p_and(one), one)
+        result = _sel(odd, result.p_mul(base), result)
+        base = base.p_mul(base)
+        e = e.p_shr(one)
+    if x.dtype.kind == "i":
+        neg = y.p_cmplt(zero)
+        xone = compose.eq(x, x.p_const(1))
+        xm1 = compose.eq(x, x.p_const(-1))
+        odd = compose.eq(y.p_and(one), one)
+        neg_val = _sel(xone, x.p_const(1), _sel(xm1, _sel(odd, x, x.p_const(1)), x.p_const(0)))
+        result = _sel(neg, neg_val, result)
+    return result
+
+
+# ---- division with remainder ------------------------------------------------------------------
+
+
+def int_floor_divide(a, b):
+    """Floor division for integers: IDIV truncates, so step down when signs differ."""
+    q = a.p_idiv(b)
+    if a.dtype.kind == "u":
+        return q
+    r = a.p_mod(b)
+    zero = r.p_const(0)
+    fix = logical_and(compose.ne(r, zero), compose.ne(r.p_cmplt(zero), b.p_cmplt(zero)))
+    return _sel(fix, _sub(q, q.p_const(1)), q)
+
+
+def int_remainder(a, b):
+    """The remainder with the divisor's sign (Python's %): MOD keeps the dividend's."""
+    r = a.p_mod(b)
+    if a.dtype.kind == "u":
+        return r
+    zero = r.p_const(0)
+    fix = logical_and(compose.ne(r, zero), compose.ne(r.p_cmplt(zero), b.p_cmplt(zero)))
+    return _sel(fix, r.p_add(b), r)
+
+
+def _fmod_steps(d: DType) -> int:
+    # each step removes ~50 bits of the exponent gap: 2097 bits for float64, 277 for float32
+    return 6 if d == dtypes.float32 else 42
+
+
+def _scale(x, e):
+    """x * 2**e for an int64 e in [-2100, 2100], in two exact halves (no early overflow)."""
+    h = e.p_idiv(e.p_const(2))
+    return x.p_mul(_pow2(h, F64)).p_mul(_pow2(_sub(e, h), F64))
+
+
+@_wide
+def _fmod64(a, b, steps: int):
+    """|a| - trunc(|a|/|b|)*|b| exactly, with a's sign, for finite a and finite b != 0.
+
+        Each step works in a frame scaled by a power of two so that |b|'s mantissa B is in
+        [1, 2) and the part of |a| being reduced, A, is in [2**50, 2**51) (or below, on the
+        last step): the quotient q = trunc(A / B) is then an integer the division gets within
+        one of, A - q*B is formed exactly by Dekker's product, and one B added or taken off
+        lands it in [0, B) (decided before the last rounding, since the uncorrected remainder
+    can need 54 bits). Each step shrinks the exponent gap by ~50 bits.
+    """
+    ax, bx = fabs(a), fabs(b)
+    bm, eb = _frexp(bx)
+    rb = bm.p_recip()
+    for _ in range(steps):
+        _, ea = _frexp(_sel(_gt(ax, _k(ax, 0)), ax, bx))
+        gap = _sub(ea, eb)
+        s = compose.clamp(_sub(gap, gap.p_const(50)), gap.p_const(0), gap.p_const(2200))
+        frame = eb.p_add(s)
+        A = _scale(ax, frame.p_neg())
+        q = compose.trunc(A.p_mul(rb))
+        p, e = _two_prod(q, bm)
+        hi = _sub(A, p)  # exact; the remainder is hi - e, which may need 54 bits until fixed
+        under, over = hi.p_cmplt(e), logical_not(_sub(hi, bm).p_cmplt(e))
+        r = _sel(under, hi.p_add(bm), _sel(over, _sub(hi, bm), hi))
+        r = _sub(r, e)
+        ax = _sel(logical_not(ax.p_cmplt(bx)), _scale(r, frame), ax)
+    return copysign(ax, a)
+
+
+def fmod(a, b):
+    """C's fmod: the remainder of truncated division, exact, with a's sign."""
+    r = _fmod64(a, b, steps=_fmod_steps(a.dtype))
+    bad = logical_or(logical_or(isnan(a), isnan(b)), logical_or(isinf(a), compose.eq(b, _k(b, 0))))
+    r = _sel(logical_and(isinf(b), isfinite(a)), a, r)
+    return _sel(bad, _nan(a), r)
+
+
+def float_remainder(a, b):
+    """Python's %: fmod moved to the divisor's sign; a zero takes the divisor's sign."""
+    m = fmod(a, b)
+    zero = _k(m, 0)
+    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
+    m = _sel(fix, m.p_add(b), m)
+    m = _sel(compose.eq(m, zero), copysign(zero, b), m)
+    # an infinite divisor with the other sign leaves an infinity; Python gives b there
+    return m
+
+
+def float_floor_divide(a, b):
+    """Python's //: (a - fmod(a, b)) / b, stepped down with the remainder, then rounded."""
+    m = fmod(a, b)
+    zero = _k(m, 0)
+    div = divide(_sub(a, m), b)
+    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
+    div = _sel(fix, _sub(div, _k(div, 1)), div)
+    fl = compose.floor(div)
+    fl = _sel(_gt(_sub(div, fl), _k(div, 0.5)), fl.p_add(_k(fl, 1)), fl)
+    zero_div = copysign(zero, divide(a, b))
+    fl = _sel(compose.eq(div, zero), zero_div, fl)
+    plain = divide(a, b)  # b == 0 or an infinite operand: the quotient's own special value
+    special = logical_or(compose.eq(b, zero), logical_not(logical_and(isfinite(a), isfinite(b))))
+    fl = _sel(special, compose.floor(plain), fl)
+    # a finite number over an infinity is a signed zero (the standard; Python says -1 or 0)
+    return _sel(logical_and(isfinite(a), isinf(b)), copysign(zero, plain), fl)
+
+
+# ---- scans and tree reductions -------------------------------------------------------------
+
+
+def scan_with(xs: tuple, axis: int, combine) -> tuple:
+    """Inclusive scan of a tuple of tensors (the parts of one value) along ``axis``.
+
+    ``combine(earlier, later)`` joins two tuples. Step k combines each element with the
+    one 2**k before it (Hillis-Steele): log2(n) steps, each one fused pass. Elements with
+    nothing that far before them are left as they are, so no identity value is ever
+    combined in (a -0.0 stays -0.0). Float sums associate differently from a
+    left-to-right loop, so they can differ from one in the last bits.
+    """
+    x0 = xs[0]
+    n = x0.shape[axis]
+    nd = len(x0.shape)
+    pos = compose._index_along(x0, axis, dtypes.int64)
+    k = 1
+    while k < n:
+        pads = [(0, 0)] * nd
+        pads[axis] = (k, 0)
+        bounds = [(0, s) for s in x0.shape]
+        bounds[axis] = (0, n)
+        before = tuple(x.p_pad(tuple(pads)).p_shrink(tuple(bounds)) for x in xs)
+        both = combine(before, xs)
+        early = pos.p_cmplt(pos.p_const(k))
+        xs = tuple(_sel(early, x, b) for x, b in zip(xs, both))
+        k *= 2
+    return xs
+
+
+def scan(x, axis: int, op: str = "add"):
+    """Inclusive prefix sums (op "add") or products ("mul") along ``axis``; see scan_with."""
+    if op == "add":
+        return scan_with((x,), axis, lambda a, b: (a[0].p_add(b[0]),))[0]
+    return scan_with((x,), axis, lambda a, b: (a[0].p_mul(b[0]),))[0]
+
+
+def tree_reduce(xs: tuple, axis: int, combine, identity: tuple) -> tuple:
+    """Reduce a tuple of tensors along ``axis`` by pairwise halving: log2(n) levels.
+
+    The axis is padded to a power of two with ``identity`` values and halved by
+    ``combine(first_half, second_half)`` until one element is left (kept as size 1). Used
+    for products, which have no reduce primitive.
+    """
+    x0 = xs[0]
+    n = x0.shape[axis]
+    nd = len(x0.shape)
+    size = 1
+    while size < max(n, 1):
+        size *= 2
+    if size != n:
+        pads = [(0, 0)] * nd
+        pads[axis] = (0, size - n)
+        inside = x0.p_const(True, dtype=BOOL).p_pad(tuple(pads))
+        xs = tuple(
+            _sel(inside, x.p_pad(tuple(pads)), x.p_const(v, shape=inside.shape))
+            for x, v in zip(xs, identity)
+        )
+    while size > 1:
+        half = size // 2
+        lo = [(0, s) for s in xs[0].shape]
+        hi = list(lo)
+        lo[axis], hi[axis] = (0, half), (half, size)
+        a = tuple(x.p_shrink(tuple(lo)) for x in xs)
+        b = tuple(x.p_shrink(tuple(hi)) for x in xs)
+        xs = combine(a, b)
+        size = half
+    return xs
+
+
+# ---- sorting network --------------------------------------------------------------------------
+
+
+def _before(a, b, descending: bool):
+    """Does element a (keys..., nan, pad, index) sort strictly before element b?
+
+    Real elements come before padding, numbers before nans, then keys in lexicographic
+    order (ties broken by original index, which makes the sort stable).
+    """
+    *ka, na, pa, ia = a
+    *kb, nb, pb, ib = b
+    r = ia.p_cmplt(ib)
+    for x, y in reversed(list(zip(ka, kb))):
+        less = y.p_cmplt(x) if descending else x.p_cmplt(y)
+        same = logical_not(logical_or(x.p_cmplt(y), y.p_cmplt(x)))
+        r = logical_or(less, logical_and(same, r))
+    nan_order = logical_and(nb, logical_not(na))  # a is a number, b a nan
+    r = _sel(compose.ne(na, nb), nan_order, _sel(na, ia.p_cmplt(ib), r))
+    return _sel(compose.ne(pa, pb), pb, r)
+
+
+def sort_last(x, descending: bool = False):
+    """(sorted x, int64 permutation) along the last axis; see ``sort_keys_last``."""
+    keys, perm = sort_keys_last((x,), descending)
+    return keys[0], perm
+
+
+def sort_keys_last(keys: tuple, descending: bool = False):
+    """Sort along the last axis by several keys (lexicographic): a bitonic sorting network.
+
+    Returns (the keys in sorted order, the int64 permutation). The axis is padded to a
+    power of two N and sorted by log2(N)(log2(N)+1)/2 rounds of compare-exchange, each a
+    fixed pattern of views and WHEREs: O(n log^2 n) work, no data-dependent control flow,
+    exact (values are only moved, never combined), and stable because ties compare by
+    original index. An element with a nan key sorts last, in both directions.
+    """
+    x = keys[0]
+    shape = tuple(x.shape)
+    n = shape[-1]
+    lead = shape[:-1]
+    i64 = dtypes.int64
+    if n <= 1:
+        return keys, x.p_const(0, shape=shape, dtype=i64)
+    size = 1
+    while size < n:
+        size *= 2
+    nd = len(shape)
+    pads = ((0, 0),) * (nd - 1) + ((0, size - n),)
+    idx = compose.expand_to(compose.arange(x, size, i64), lead + (size,))
+    pad = compose.logical_not(x.p_const(True, dtype=BOOL).p_pad(pads))
+    padded = tuple(k.p_pad(pads) for k in keys)
+    nan = pad.p_const(False, dtype=BOOL)
+    for k in padded:
+        if k.dtype.is_float:
+            nan = logical_or(nan, isnan(k))
+    fields = padded + (nan, pad, idx)
+    k = 2
+    while k <= size:
+        j = k // 2
+        while j >= 1:
+            fields = _exchange(fields, lead, size, k, j, descending)
+            j //= 2
+        k *= 2
+    bounds = tuple((0, s) for s in lead) + ((0, n),)
+    return tuple(f.p_shrink(bounds) for f in fields[: len(keys)]), fields[-1].p_shrink(bounds)
+
+
+def _exchange(fields, lead, size: int, k: int, j: int, descending: bool):
+    """One round: element i meets i XOR j; blocks of k alternate direction."""
+    blocks = size // (2 * j)
+    split = lead + (blocks, 2, j)
+    parts = [f.p_reshape(split) for f in fields]
+    nl = len(lead)
+
+    def half(t, h):
+        bounds = tuple((0, s) for s in lead) + ((0, blocks), (h, h + 1), (0, j))
+        return t.p_shrink(bounds).p_reshape(lead + (blocks, j))
+
+    lo = tuple(half(p, 0) for p in parts)
+    hi = tuple(half(p, 1) for p in parts)
+    b = compose.arange(fields[0], blocks, dtypes.int64)
+    per = max(k // (2 * j), 1)
+    up = compose.eq(b.p_idiv(b.p_const(per)).p_mod(b.p_const(2)), b.p_const(0))
+    up = compose.expand_to(up.p_reshape((blocks, 1)), lead + (blocks, j))
+    swap = _sel(up, _before(hi, lo, descending), _before(lo, hi, descending))
+    out = []
+    for a, c in zip(lo, hi):
+        first, second = _sel(swap, c, a), _sel(swap, a, c)
+        pads_a = ((0, 0),) * (nl + 1) + ((0, 1), (0, 0))
+        pads_b = ((0, 0),) * (nl + 1) + ((1, 0), (0, 0))
+        first = first.p_reshape(lead + (blocks, 1, j)).p_pad(pads_a)
+        second = second.p_reshape(lead + (blocks, 1, j)).p_pad(pads_b)
+        top = a.p_const(True, shape=lead + (blocks, 1, j), dtype=BOOL).p_pad(pads_a)
+        out.append(_sel(top, first, second).p_reshape(lead + (size,)))
+    return tuple(out)

@@ -1,0 +1,215 @@
+"""Manipulation functions: shapes, axes, joining and splitting.
+
+All of them are movement (one VIEW: reshape, permute, expand, flip, shrink, pad) or a
+selection between padded pieces (``concat``, ``stack``, ``roll``), so they cost nothing
+until a kernel reads them and then fuse into it. ``repeat`` with per-element counts is the
+one data-dependent shape here: the total count is computed, the rest stays lazy.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir import compose, dtypes
+from ir import compose_math as cm
+from limn_array._array import Array, host, lift
+from limn_array._data_types import result_type
+from limn_array._elementwise import cast
+
+INDEX = dtypes.int64
+
+
+def _axis(axis: int, ndim: int, op: str) -> int:
+    return compose.normalize_axis(axis, ndim, op)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return compose.broadcast_shapes(*(tuple(s) for s in shapes), op="broadcast_shapes")
+
+
+def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
+    shape = tuple(shape)
+    if len(shape) < x.ndim or compose.broadcast_shapes(x.shape, shape) != shape:
+        raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    return x if x.shape == shape else lift(lambda t: compose.expand_to(t, shape), x)
+
+
+def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
+    shape = compose.broadcast_shapes(*(a.shape for a in arrays), op="broadcast_arrays")
+    return tuple(broadcast_to(a, shape) for a in arrays)
+
+
+def _same_dtype(arrays, op: str) -> list[Array]:
+    if not arrays:
+        raise ValueError(f"{op}: needs at least one array")
+    d = result_type(*arrays)
+    return [cast(a, d) for a in arrays]
+
+
+def concat(arrays, /, *, axis: int | None = 0) -> Array:
+    xs = _same_dtype(list(arrays), "concat")
+    if axis is None:
+        xs = [reshape(x, (-1,)) for x in xs]
+        axis = 0
+    nd = xs[0].ndim
+    if nd == 0:
+        raise ValueError("concat: 0-d arrays cannot be joined; use axis=None or stack")
+    axis = _axis(axis, nd, "concat")
+    for x in xs:
+        if x.ndim != nd or any(
+            a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if i != axis
+        ):
+            raise ValueError(f"concat: shapes {[x.shape for x in xs]} differ outside axis {axis}")
+    return lift(lambda *ts: compose.cat(list(ts), axis), *xs)
+
+
+def stack(arrays, /, *, axis: int = 0) -> Array:
+    xs = _same_dtype(list(arrays), "stack")
+    if any(x.shape != xs[0].shape for x in xs):
+        raise ValueError(f"stack: shapes differ: {[x.shape for x in xs]}")
+    axis = _axis(axis, xs[0].ndim + 1, "stack")
+    return concat([expand_dims(x, axis=axis) for x in xs], axis=axis)
+
+
+def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
+    if x.ndim == 0:
+        raise ValueError("unstack: needs at least a 1-d array")
+    axis = _axis(axis, x.ndim, "unstack")
+    out = []
+    for i in range(x.shape[axis]):
+        key = [slice(None)] * x.ndim
+        key[axis] = i
+        out.append(x[tuple(key)])
+    return tuple(out)
+
+
+def expand_dims(x: Array, /, axis=0) -> Array:
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = x.ndim + len(axes)
+    if any(not -nd <= a < nd for a in axes):
+        raise IndexError(f"expand_dims: axis {axis} is out of range for a {nd}-d result")
+    norm = sorted(_axis(a, nd, "expand_dims") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"expand_dims: repeated axis in {axis}")
+    shape = list(x.shape)
+    for a in norm:
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def squeeze(x: Array, /, axis) -> Array:
+    axes = compose.normalize_axes(axis, x.ndim, "squeeze")
+    for a in axes:
+        if x.shape[a] != 1:
+            raise ValueError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+def reshape(x: Array, /, shape, *, copy: bool | None = None) -> Array:
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one -1 is allowed, got {shape}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ValueError(f"reshape: cannot reshape {x.shape} to {shape}")
+        shape = tuple(x.size // known if s == -1 else s for s in shape)
+    if math.prod(shape) != x.size or any(s < 0 for s in shape):
+        raise ValueError(f"reshape: cannot reshape {x.shape} ({x.size} elements) to {shape}")
+    return lift(lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])), x)
+
+
+def permute_dims(x: Array, /, axes) -> Array:
+    axes = tuple(_axis(a, x.ndim, "permute_dims") for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"permute_dims: {axes} is not a permutation of {x.ndim} axes")
+    return lift(lambda t: t.p_permute(axes), x)
+
+
+def moveaxis(x: Array, source, destination, /) -> Array:
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination need the same number of axes")
+    src = [_axis(a, x.ndim, "moveaxis") for a in src]
+    dst = [_axis(a, x.ndim, "moveaxis") for a in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError("moveaxis: repeated axes")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, tuple(order))
+
+
+def flip(x: Array, /, *, axis=None) -> Array:
+    axes = compose.normalize_axes(axis, x.ndim, "flip")
+    return lift(lambda t: t.p_flip(axes), x)
+
+
+def roll(x: Array, /, shift, *, axis=None) -> Array:
+    if axis is None:
+        return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
+    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) != len(axes):
+        if len(shifts) == 1:
+            shifts = shifts * len(axes)
+        else:
+            raise ValueError("roll: shift and axis need the same length")
+    out = x
+    for s, a in zip(shifts, axes):
+        a = _axis(a, x.ndim, "roll")
+        n = x.shape[a]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        head = [slice(None)] * x.ndim
+        tail = [slice(None)] * x.ndim
+        head[a], tail[a] = slice(n - s, None), slice(0, n - s)
+        out = concat([out[tuple(head)], out[tuple(tail)]], axis=a)
+    return out
+
+
+def tile(x: Array, repetitions, /) -> Array:
+    reps = tuple(int(r) for r in repetitions)
+    nd = max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
+    inter = tuple(v for s in x.shape for v in (1, s))
+    full = tuple(v for r, s in zip(reps, x.shape) for v in (r, s))
+    out = tuple(r * s for r, s in zip(reps, x.shape))
+    return lift(lambda t: t.p_reshape(inter).p_expand(full).p_reshape(out), x)
+
+
+def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
+    """Each element ``repeats`` times along ``axis``; per-element counts need their total."""
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    axis = _axis(axis, x.ndim, "repeat")
+    n = x.shape[axis]
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise ValueError(f"repeat: repeats must be non-negative, got {repeats}")
+        pre, post = x.shape[:axis], x.shape[axis + 1 :]
+        return lift(
+            lambda t: (
+                t.p_reshape(pre + (n, 1) + post)
+                .p_expand(pre + (n, repeats) + post)
+                .p_reshape(pre + (n * repeats,) + post)
+            ),
+            x,
+        )
+    if not isinstance(repeats, Array) or not repeats.dtype.is_int or repeats.ndim > 1:
+        raise TypeError("repeat: repeats must be an int or a 1-d integer array")
+    r = broadcast_to(repeats, (n,))._t.p_cast(INDEX)
+    total = int(host(r.p_sum((0,))).reshape(()))
+    # element i starts at (its exclusive prefix sum); mark starts, scan, and gather
+    starts = cm.scan(r, 0, "add").p_add(r.p_neg())
+    valid = r.p_const(0).p_cmplt(r)
+    slot = valid.p_where(starts, starts.p_const(total))
+    marks = r.p_const(0, shape=(total + 1,)).p_scatter(slot, r.p_const(1), 0)
+    src = cm.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
+    from limn_array._indexing import take
+
+    return take(x, Array._new(src), axis=axis)
