@@ -42,8 +42,13 @@ def _count():
 _counter = _count()
 
 
-def toposort(roots) -> list[Node]:
-    """Every node the roots depend on, sources before users, each once."""
+def toposort(roots, stop=None) -> list[Node]:
+    """Every node the roots depend on, sources before users, each once.
+
+    ``stop(node)`` marks nodes whose sources are not looked at (inputs that already hold
+    bytes); they are listed, their graphs are not. The order is depth first, sources in
+    order, which is also how the schedule numbers a graph's input slots.
+    """
     order: list[Node] = []
     seen: set[int] = set()
     for root in roots:
@@ -52,7 +57,7 @@ def toposort(roots) -> list[Node]:
             node, expanded = stack.pop()
             if id(node) in seen:
                 continue
-            if expanded:
+            if expanded or (stop is not None and stop(node)):
                 seen.add(id(node))
                 order.append(node)
                 continue

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ir.graph import Node
+from ir.graph import Node, toposort
 from ir.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 from ir.ops import ELEMENTWISE, REDUCE, Op
 
@@ -47,27 +47,6 @@ class Schedule:
 
     graph: KernelGraph
     inputs: tuple[Node, ...]
-
-
-def _walk(roots: Sequence[Node], is_input: Callable[[Node], bool]) -> list[Node]:
-    """The nodes the roots need, sources first, not looking behind inputs."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if id(node) in seen:
-                continue
-            if done or is_input(node):
-                seen.add(id(node))
-                order.append(node)
-                continue
-            stack.append((node, True))
-            for s in reversed(node.srcs):
-                if id(s) not in seen:
-                    stack.append((s, False))
-    return order
 
 
 HEAVY = {Op.EXP: 2, Op.LOG: 2, Op.SQRT: 2, Op.RECIP: 2, Op.GATHER: 3, Op.IDIV: 2, Op.MOD: 2}
@@ -115,7 +94,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             return True
         return is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
 
-    order = _walk(roots, is_input)
+    order = toposort(roots, is_input)
     cut: set[int] = set()
 
     def keep(n: Node) -> None:

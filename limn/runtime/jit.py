@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ir import dtypes
-from ir.graph import Node
+from ir.graph import Node, toposort
 from ir.kernel import KernelGraph, arg_key
 from ir.ops import Op
 from ir.schedule import schedule
@@ -41,8 +41,6 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     schedule numbers them (depth first, sources in order), and two inputs that are the
     same Buffer share a number in the key, since aliasing changes what a plan may do.
     """
-    order: list[Node] = []
-    seen: set[int] = set()
     inputs: list[Node] = []
     rows: list[tuple] = []
     index: dict[int, int] = {}
@@ -51,20 +49,7 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     def is_input(n: Node) -> bool:
         return n.op == Op.BUFFER or (n.op != Op.ASSIGN and recall(n) is not None)
 
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if id(node) in seen:
-                continue
-            if done or is_input(node):
-                seen.add(id(node))
-                order.append(node)
-                continue
-            stack.append((node, True))
-            for s in reversed(node.srcs):
-                if id(s) not in seen:
-                    stack.append((s, False))
+    order = toposort(roots, is_input)
     for n in order:
         index[id(n)] = len(rows)
         if is_input(n):
