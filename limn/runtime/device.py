@@ -15,6 +15,7 @@ Host devices (numpy, c) keep Buffers as numpy arrays, so tensors move freely bet
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -75,7 +76,7 @@ class Device:
 
 _devices: dict[str, object] = {}
 _factories: dict[str, object] = {}
-_current = ["numpy"]
+_current = [os.environ.get("LIMN_DEVICE", "numpy")]  # the default device; LIMN_DEVICE picks another
 
 
 def register_device(name: str, factory) -> None:
