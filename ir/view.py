@@ -3,11 +3,12 @@
 View = (shape, strides, offset, mask). Element ``i`` of the view is read from
 ``offset + sum(i[d] * strides[d])`` when every ``mask[d][0] <= i[d] < mask[d][1]``, and is
 zero otherwise (that zero is how a pad exists without bytes). Every movement op
-(reshape, permute, expand, pad, shrink, and strided slicing with any step) maps one View
-to one View, so a chain of them costs nothing until a kernel turns the final View into
-index arithmetic. The one movement that cannot always stay a single View is a reshape
-that regroups dims whose strides or masks do not line up; ``reshape`` returns None then
-and the frontend materialises a CONTIGUOUS copy first.
+(reshape, permute, expand, pad, shrink, strided slicing with any step, and sliding
+windows) maps one View to one View, so a chain of them costs nothing until a kernel turns
+the final View into index arithmetic. Two movements cannot always stay a single View: a
+reshape that regroups dims whose strides or masks do not line up, and windows over a dim
+that carries a pad (a window straddling the pad's edge is not a box). Each returns None
+then, and the frontend materialises a CONTIGUOUS copy first.
 """
 
 from __future__ import annotations
@@ -135,6 +136,31 @@ class View:
         mask = None
         if self.mask is not None:
             mask = tuple((-(-lo // k), -(-hi // k)) for (lo, hi), k in zip(self.mask, steps))
+        return self._with(shape, strides, self.offset, mask)
+
+    def window(self, axis: int, k: int, stride: int = 1, dilation: int = 1) -> View | None:
+        """Sliding windows along ``axis``: its size L becomes (o, k), element (i, j) read
+        from position i*stride + j*dilation, with o = (L - dilation*(k-1) - 1) // stride + 1.
+
+        Windows overlap, so one element is read by several; two strides over the one dim
+        say that without a copy. A mask on ``axis`` cannot be carried into (o, k), so a
+        padded dim gives None.
+        """
+        size = self.shape[axis]
+        if min(k, stride, dilation) < 1 or dilation * (k - 1) + 1 > size:
+            raise ValueError(
+                f"window: k={k}, stride={stride}, dilation={dilation} do not fit dim {axis} "
+                f"of {self.shape}; accepted: all >= 1 and dilation*(k-1)+1 <= {size}"
+            )
+        if self.mask is not None and self.mask[axis] != (0, size):
+            return None
+        o = (size - dilation * (k - 1) - 1) // stride + 1
+        st = self.strides[axis]
+        shape = self.shape[:axis] + (o, k) + self.shape[axis + 1 :]
+        strides = self.strides[:axis] + (st * stride, st * dilation) + self.strides[axis + 1 :]
+        mask = None
+        if self.mask is not None:
+            mask = self.mask[:axis] + ((0, o), (0, k)) + self.mask[axis + 1 :]
         return self._with(shape, strides, self.offset, mask)
 
     def reshape(self, shape: Shape) -> View | None:

@@ -77,6 +77,31 @@ def _unstep(g, in_shape, steps):
     return g
 
 
+def _window_grad(ctx, out, g):
+    """Overlap-add: an input element collects the gradient of every window that read it.
+
+    Offset j of the windows is the input read every ``stride`` from j*dilation, so its
+    slice of g is spread ``stride`` apart and shifted there; the k pieces add up.
+    """
+    axis, k, stride, dilation = ctx.saved
+    shape = ctx.parents[0].shape
+    size, o = shape[axis], g.shape[axis]
+    span = (o - 1) * stride + 1
+    steps = tuple(stride if d == axis else 1 for d in range(len(shape)))
+    total = None
+    for j in range(k):
+        bounds = tuple((j, j + 1) if d == axis + 1 else (0, s) for d, s in enumerate(g.shape))
+        piece = g.p_shrink(bounds).p_reshape(g.shape[: axis + 1] + g.shape[axis + 2 :])
+        piece = _unstep(piece, shape[:axis] + (span,) + shape[axis + 1 :], steps)
+        start = j * dilation
+        pads = tuple(
+            (start, size - start - span) if d == axis else (0, 0) for d in range(len(shape))
+        )
+        piece = piece.p_pad(pads)
+        total = piece if total is None else total.p_add(piece)
+    return (total,)
+
+
 def _max_grad(ctx, out, g):
     (x,) = ctx.parents
     hit = compose.eq(x, out.p_expand(x.shape))
@@ -128,6 +153,7 @@ RULES = {
     ),
     ("VIEW", "flip"): lambda ctx, out, g: (g.p_flip(ctx.saved),),
     ("VIEW", "step"): lambda ctx, out, g: (_unstep(g, ctx.parents[0].shape, ctx.saved),),
+    ("VIEW", "window"): _window_grad,
 }
 
 

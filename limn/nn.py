@@ -11,8 +11,8 @@ and not walked (a cache, a mask recomputed on demand).
 Every layer keeps torch's weight layout and default initialization, so a state dict moves
 between the two untransposed. Every layer is composed from Tensor methods, so it runs on
 any device. A convolution is one multiply and one reduce over a windowed view of the
-padded input (``_unfold``): the windows come from movement ops alone, with one copy where
-overlapping windows repeat an element.
+padded input (``_unfold``): each window is a View over the input (``Tensor.p_window``),
+so the only copy is the padded input itself, made once when there is padding.
 """
 
 from __future__ import annotations
@@ -231,34 +231,12 @@ def _tuple(v, n: int, name: str) -> tuple[int, ...]:
     return t
 
 
-def _windows_last(x: Tensor, k: int, stride: int, dilation: int) -> Tensor:
-    """(..., L) -> (..., o, k) with out[..., i, j] = x[..., i*stride + j*dilation].
-
-    Windows overlap, so one element appears in several: repeat the row ``reps`` times
-    (expand, then the reshape copies), cut it into k rows of length R where
-    R = dilation (mod L), so row j starts j*dilation elements into x, and take every
-    stride-th column of each row. R is lengthened by L at a time until a row holds o
-    strides.
-    """
-    *lead, L = x.shape
-    o = (L - dilation * (k - 1) - 1) // stride + 1
-    R = L + dilation
-    while R < o * stride:
-        R += L
-    reps = -(-k * R // L)
-    y = x.reshape(*lead, 1, L).expand(*lead, reps, L).reshape(*lead, reps * L)
-    y = y[..., : k * R].reshape(*lead, k, R)[..., : o * stride]
-    y = y.reshape(*lead, k, o, stride)[..., 0]
-    return y.transpose(-1, -2)
-
-
 def _unfold(x: Tensor, kernel, stride, dilation) -> Tensor:
-    """(N, C, *L) -> (N, C, *o, *k): every kernel window of every output position."""
+    """(N, C, *L) -> (N, C, *o, *k): every kernel window of every output position, a view."""
     n = len(kernel)
     for i in range(n):
-        # the next spatial dim is axis 2; move it last and window it, appending (o, k)
-        order = (0, 1) + tuple(range(3, x.ndim)) + (2,)
-        x = _windows_last(x.permute(order), kernel[i], stride[i], dilation[i])
+        # spatial dim i sits at axis 2 + 2i once the dims before it became (o, k) pairs
+        x = x.p_window(2 + 2 * i, kernel[i], stride[i], dilation[i])
     # now (N, C, o0, k0, o1, k1, ...): outputs first, then kernel offsets
     outs = tuple(2 + 2 * i for i in range(n))
     return x.permute((0, 1) + outs + tuple(a + 1 for a in outs))
@@ -309,13 +287,17 @@ def conv(
         pads = tuple((p, p) for p in _tuple(padding, n, "padding"))
         if min(p for p, _ in pads) < 0:
             raise ValueError(f"conv{n}d: padding must be >= 0, got {padding}")
-    padded = [s + a + b for s, (a, b) in zip(size, pads)]
-    if any(L < d * (k - 1) + 1 for L, d, k in zip(padded, dilation, kernel)):
+    sizes = [s + a + b for s, (a, b) in zip(size, pads)]
+    if any(L < d * (k - 1) + 1 for L, d, k in zip(sizes, dilation, kernel)):
         raise ValueError(
             f"conv{n}d: kernel {tuple(kernel)} with dilation {dilation} is larger than "
-            f"the padded input {tuple(padded)}"
+            f"the padded input {tuple(sizes)}"
         )
-    cols = _unfold(x.pad(pads), kernel, stride, dilation)  # (N, C, *o, *k)
+    padded = x.pad(pads)
+    if any(a or b for a, b in pads):
+        # a window cannot read through a pad's mask, so the padded input is copied once
+        padded = padded.contiguous()
+    cols = _unfold(padded, kernel, stride, dilation)  # (N, C, *o, *k)
     outs = cols.shape[2 : 2 + n]
     cols = cols.reshape(N, groups, 1, cg, *outs, *kernel)
     w = weight.reshape(1, groups, O // groups, cg, *([1] * n), *kernel)

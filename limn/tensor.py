@@ -287,10 +287,10 @@ class Tensor:
     def _view(self, kind: str, arg) -> Tensor:
         node = self.node
         base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)
-        v = getattr(v if v is not None else View.contiguous(base.shape), kind)(arg)
-        if v is None:  # a reshape no single View can express: copy first
+        v = _move(v if v is not None else View.contiguous(base.shape), kind, arg)
+        if v is None:  # a reshape or window no single View can express: copy first
             base = Node(Op.CONTIGUOUS, node.dtype, node.shape, (node,))
-            v = View.contiguous(node.shape).reshape(arg)
+            v = _move(View.contiguous(node.shape), kind, arg)
         if v.is_contiguous and v.shape == base.shape:
             out = base
         else:
@@ -327,6 +327,12 @@ class Tensor:
     def p_step(self, steps):
         steps = tuple(steps)
         return self if all(k == 1 for k in steps) else self._view("step", steps)
+
+    def p_window(self, axis: int, k: int, stride: int = 1, dilation: int = 1) -> Tensor:
+        """Dim ``axis`` of size L becomes (o, k): out[.., i, j, ..] = self[.., i*stride +
+        j*dilation, ..]. A view, with no copy unless that dim is padded (View.window
+        checks the arguments)."""
+        return self._view("window", (axis, k, stride, dilation))
 
     def p_gather(self, idx: Tensor, axis: int) -> Tensor:
         node = Node(Op.GATHER, self.dtype, idx.shape, (self.node, idx.node), axis)
@@ -1072,6 +1078,10 @@ def _int_pow(x: Tensor, y: Tensor) -> Tensor:
     is_unit = compose.logical_or(compose.eq(x, x.p_const(1)), compose.eq(x, x.p_const(-1)))
     tiny = is_unit.p_where(unit, x.p_const(0))
     return y.p_cmplt(zero).p_where(tiny, result)
+
+
+def _move(v: View, kind: str, arg) -> View | None:
+    return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
 
 
 def _is_inf_or_nan(v) -> bool:

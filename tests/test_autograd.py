@@ -304,3 +304,60 @@ def test_cross_entropy_from_log_softmax_and_gather_matches_torch():
     tx = _t(logits)
     F.cross_entropy(tx, torch.tensor(labels)).backward()
     _close(x.grad.numpy(), tx.grad.numpy())
+
+
+# ---- windows: the gradient of overlapping reads is an overlap-add -------------------
+
+
+def _torch_windows(x, axis, k, stride, dilation):
+    """torch's unfold puts the window dim last; move it next to ``axis`` as limn does."""
+    w = x.unfold(axis, dilation * (k - 1) + 1, stride)
+    idx = [slice(None)] * w.ndim
+    idx[-1] = slice(None, None, dilation)
+    return w[tuple(idx)].movedim(-1, axis + 1)
+
+
+@pytest.mark.parametrize(
+    "shape, axis, k, stride, dilation",
+    [
+        ((2, 9, 3), 1, 3, 1, 1),  # overlapping
+        ((2, 9, 3), 1, 3, 2, 2),  # dilated and strided
+        ((10,), 0, 2, 4, 1),  # gaps between windows: some elements get no gradient
+        ((3, 8), 1, 4, 3, 2),  # a window wider than its stride, with a ragged end
+        ((5, 4), 0, 5, 1, 1),  # one window covers the whole dim
+    ],
+)
+def test_window_gradient_matches_torch_unfold(shape, axis, k, stride, dilation):
+    a = _arr(shape, 20)
+    x = Tensor(a, requires_grad=True)
+    y = x.p_window(axis, k, stride, dilation)
+    tx = _t(a)
+    ty = _torch_windows(tx, axis, k, stride, dilation)
+    assert y.shape == tuple(ty.shape)
+    _close(y.numpy(), ty.detach().numpy())
+    g = _arr(y.shape, 21)
+    (y * Tensor(g)).sum().tanh().backward()
+    (ty * torch.tensor(g, dtype=torch.float64)).sum().tanh().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_windows_over_a_padded_image_differentiate_like_torch_im2col():
+    """Two windowed dims over a padded copy, against F.unfold (im2col), grad of grad too."""
+    a = _arr((2, 3, 6, 7), 22)
+    x = Tensor(a, requires_grad=True)
+    pads = ((0, 0), (0, 0), (1, 1), (2, 2))
+    cols = x.pad(pads).p_window(2, 3, 2, 1).p_window(4, 2, 1, 3)  # (N, C, o0, k0, o1, k1)
+    n, c, o0, k0, o1, k1 = cols.shape
+    cols = cols.permute(0, 1, 3, 5, 2, 4).reshape(n, c * k0 * k1, o0 * o1)
+    tx = _t(a)
+    tcols = F.unfold(tx, (3, 2), dilation=(1, 3), padding=(1, 2), stride=(2, 1))
+    _close(cols.numpy(), tcols.detach().numpy())
+    g = _arr(cols.shape, 23)
+    (cols.square() * Tensor(g)).sum().backward(create_graph=True)
+    (tg,) = torch.autograd.grad((tcols.square() * _t(g, False)).sum(), tx, create_graph=True)
+    _close(x.grad.numpy(), tg.detach().numpy())
+    gx = x.grad
+    x.grad = None
+    (gx * gx).sum().backward()
+    (tg * tg).sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())

@@ -1,6 +1,8 @@
 """limn.nn against torch.nn: same weights in, same outputs and gradients out."""
 
 import itertools
+import math
+import re
 
 import numpy as np
 import pytest
@@ -103,6 +105,25 @@ def test_depthwise_and_unbatched_conv_match_torch():
     kw = dict(groups=4, padding=1)
     check_against_torch(nn.Conv2d(4, 8, 3, **kw), torch.nn.Conv2d(4, 8, 3, **kw), randn(1, 4, 5, 5))
     check_against_torch(nn.Conv1d(2, 3, 2), torch.nn.Conv1d(2, 3, 2), randn(2, 5))
+
+
+@pytest.mark.parametrize("padding", [1, 0])
+def test_conv_reads_its_windows_as_a_view_without_copying_them(padding):
+    """The only copy is the padded input; every kernel's buffers stay input- or output-sized."""
+    x = Tensor(randn(2, 4, 9, 8))
+    conv = nn.Conv2d(4, 6, 3, padding=padding)
+    with limn.no_grad():
+        y = conv(x)
+    nodes = limn.ir(y, stage="graph")
+    assert nodes.count("CONTIGUOUS") == (1 if padding else 0)
+    kernels = limn.ir(y, stage="kernel")
+    kinds = re.findall(r"^k\d+ +(\w+)", kernels, re.M)
+    assert kinds == (["MAP", "SUM", "MAP"] if padding else ["SUM", "MAP"])  # pad, conv, bias
+    largest = max(
+        math.prod(int(d) for d in shape.split(", "))
+        for shape in re.findall(r"out = buf\d+  float32\[([\d, ]+)\]", kernels)
+    )
+    assert largest <= max(2 * 4 * (9 + 2 * padding) * (8 + 2 * padding), math.prod(y.shape))
 
 
 def test_conv_rejects_channels_that_do_not_fit_the_groups():

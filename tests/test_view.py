@@ -3,9 +3,10 @@
 A View claims to be the whole layout story: element ``i`` lives at ``offset + i . strides``
 when ``i`` is inside the mask, and is zero outside it. These tests read a View's elements
 by that definition alone (``read`` below) and compare them with what numpy's reshape,
-transpose, broadcast_to, pad, slicing and flip produce for the same chain of movements.
-Random chains come from hypothesis; a reshape that cannot stay one View must say so (return
-None) exactly when numpy could not reshape the same strided array without a copy either.
+transpose, broadcast_to, pad, slicing, flip and sliding_window_view produce for the same
+chain of movements. Random chains come from hypothesis; a reshape that cannot stay one View
+must say so (return None) exactly when numpy could not reshape the same strided array
+without a copy either, and windows decline exactly over a padded dim.
 """
 
 from __future__ import annotations
@@ -66,7 +67,22 @@ def np_move(a: np.ndarray, kind: str, arg) -> np.ndarray:
         return np.flip(a, arg)
     if kind == "step":
         return a[tuple(slice(None, None, k) for k in arg)]
+    if kind == "window":
+        return np_window(a, *arg)
     raise AssertionError(kind)
+
+
+def np_window(a: np.ndarray, axis: int, k: int, stride: int, dilation: int) -> np.ndarray:
+    """Windows of k elements dilation apart, every stride-th, the window dim after axis."""
+    w = np.lib.stride_tricks.sliding_window_view(a, dilation * (k - 1) + 1, axis=axis)
+    w = np.moveaxis(w, -1, axis + 1)
+    key = [slice(None)] * w.ndim
+    key[axis], key[axis + 1] = slice(None, None, stride), slice(None, None, dilation)
+    return w[tuple(key)]
+
+
+def move(v: View, kind: str, arg) -> View | None:
+    return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
 
 
 def tensor_move(t: Tensor, kind: str, arg) -> Tensor:
@@ -84,6 +100,8 @@ def tensor_move(t: Tensor, kind: str, arg) -> Tensor:
         return t.flip(arg)
     if kind == "step":
         return t[tuple(slice(None, None, k) for k in arg)]
+    if kind == "window":
+        return t.p_window(*arg)
     raise AssertionError(kind)
 
 
@@ -108,9 +126,16 @@ def factorization(draw, n: int):
 def movement(draw, shape: tuple[int, ...], pad: bool = True):
     nd = len(shape)
     kinds = ["reshape", "expand"]
+    if nd and math.prod(shape):
+        kinds += ["window"]
     if nd:
         kinds += ["permute", "shrink", "flip", "step"] + (["pad"] if pad else [])
     kind = draw(st.sampled_from(kinds))
+    if kind == "window":
+        axis = draw(st.integers(0, nd - 1))
+        dilation = draw(st.integers(1, max(1, shape[axis] - 1)))
+        k = draw(st.integers(1, (shape[axis] - 1) // dilation + 1))
+        return kind, (axis, k, draw(st.integers(1, 3)), dilation)
     if kind == "reshape":
         return kind, draw(factorization(math.prod(shape)))
     if kind == "permute":
@@ -161,10 +186,13 @@ def test_movement_chains_compose_into_one_view_matching_numpy(chain):
     v = View.contiguous(shape)
     for kind, arg in moves:
         ref = np_move(ref, kind, arg)
-        nv = getattr(v, kind)(arg)
-        if nv is None:  # what the frontend does: copy, then reshape the copy
-            assert kind == "reshape", f"only reshape may decline, {kind} did"
-            base, v = read(base, v), View.contiguous(v.shape).reshape(arg)
+        nv = move(v, kind, arg)
+        if nv is None:  # what the frontend does: copy, then move the copy
+            padded = (
+                kind == "window" and v.mask is not None and v.mask[arg[0]] != (0, v.shape[arg[0]])
+            )
+            assert kind == "reshape" or padded, f"{kind}{arg} of {v} declined"
+            base, v = read(base, v), move(View.contiguous(v.shape), kind, arg)
         else:
             v = nv
         assert v.shape == ref.shape, f"after {kind}{arg}: {v.shape} != {ref.shape}"
@@ -195,7 +223,7 @@ def test_reshape_declines_exactly_when_numpy_needs_a_copy(chain):
             np.testing.assert_array_equal(read(base, nv), arr.reshape(arg))
             v = nv
         else:
-            v = getattr(v, kind)(arg)
+            v = move(v, kind, arg)
 
 
 @settings(max_examples=40, deadline=None)
@@ -212,6 +240,73 @@ def test_tensor_movements_build_one_view_node_and_match_numpy(chain):
     assert views <= copies + 1, "consecutive movements must compose into one VIEW"
     assert t.shape == ref.shape
     np.testing.assert_array_equal(t.numpy(), ref)
+
+
+# ---- windows: overlapping reads as two strides over one dim -------------------------
+
+WINDOWS = [
+    ((7,), 0, 3, 1, 1),
+    ((7,), 0, 3, 2, 1),
+    ((9,), 0, 3, 1, 3),
+    ((9,), 0, 2, 4, 2),
+    ((2, 6, 3), 1, 2, 1, 2),
+    ((2, 6, 3), 2, 3, 1, 1),
+    ((4, 5), 0, 4, 1, 1),
+    ((4, 5), 1, 1, 3, 1),
+    ((3, 1), 1, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("shape, axis, k, stride, dilation", WINDOWS)
+def test_windows_are_one_unmasked_view_matching_sliding_window_view(
+    shape, axis, k, stride, dilation
+):
+    base = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    want = np_window(base, axis, k, stride, dilation)
+    v = View.contiguous(shape).window(axis, k, stride, dilation)
+    assert v.shape == want.shape and v.mask is None
+    np.testing.assert_array_equal(read(base, v), want)
+    np.testing.assert_array_equal(strided(base, v), want)  # as_strided reads the same bytes
+    np.testing.assert_array_equal(apply_view(base, v), want)
+    # over a flipped, stepped and transposed view: the window scales whatever stride is there
+    moved = (
+        View.contiguous(shape)
+        .flip((axis,))
+        .step((1,) * len(shape))
+        .permute(tuple(reversed(range(len(shape)))))
+    )
+    ax = len(shape) - 1 - axis
+    ref = np_window(np.flip(base, axis).transpose(), ax, k, stride, dilation)
+    np.testing.assert_array_equal(read(base, moved.window(ax, k, stride, dilation)), ref)
+
+
+def test_windows_decline_over_a_padded_dim_and_keep_masks_elsewhere():
+    padded = View.contiguous((3, 4)).pad(((1, 1), (0, 0)))
+    assert padded.window(0, 2) is None
+    w = padded.window(1, 2, 2)
+    assert w.shape == (5, 2, 2) and w.mask == ((1, 4), (0, 2), (0, 2))
+    base = np.arange(1, 13).reshape(3, 4)
+    np.testing.assert_array_equal(
+        read(base, w), np_window(np.pad(base, ((1, 1), (0, 0))), 1, 2, 2, 1)
+    )
+
+
+def test_tensor_windows_over_a_pad_copy_the_padded_input_once():
+    base = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(base).pad(((0, 0), (1, 1), (2, 0))).p_window(1, 3, 2).p_window(3, 2, 1, 2)
+    ref = np_window(np_window(np.pad(base, ((0, 0), (1, 1), (2, 0))), 1, 3, 2, 1), 3, 2, 1, 2)
+    ops = [n.op for n in toposort([t.node])]
+    assert ops == [Op.BUFFER, Op.VIEW, Op.CONTIGUOUS, Op.VIEW]
+    np.testing.assert_array_equal(t.numpy(), ref)
+    unpadded = Tensor(base).p_window(2, 2).p_window(0, 1)
+    assert [n.op for n in toposort([unpadded.node])] == [Op.BUFFER, Op.VIEW]
+
+
+def test_windows_that_do_not_fit_are_refused():
+    with pytest.raises(ValueError, match=r"window: k=3, stride=1, dilation=2 do not fit dim 0"):
+        View.contiguous((4,)).window(0, 3, 1, 2)
+    with pytest.raises(ValueError, match=r"window: .*accepted: all >= 1"):
+        View.contiguous((4,)).window(0, 2, 0)
 
 
 # ---- reshape: when a View can and cannot hold it ------------------------------------
