@@ -9,7 +9,7 @@ the standard; ``linalg`` and ``fft`` are the extensions.
 
 import math
 
-from limn_array import linalg
+from limn_array import fft, linalg
 from limn_array._array import API_VERSION, Array, Device
 from limn_array._creation import (  # noqa: A004
     arange,
@@ -274,6 +274,7 @@ __all__ = [
     "isnan",
     "less",
     "less_equal",
+    "fft",
     "linalg",
     "linspace",
     "log",

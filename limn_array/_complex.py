@@ -194,6 +194,7 @@ def expm1(z):
     s, c = cm.sincos(b)
     sh = cm.sin(b.p_mul(_k(b, 0.5)))
     re = _sub(cm.expm1(a).p_mul(c), _k(a, 2.0).p_mul(sh).p_mul(sh))
+    re = re.p_add(_k(a, 0.0))  # expm1(-0 + 0j) is +0 + 0j (the standard), not -0
     im = a.p_exp().p_mul(s)
     ex = exp(z)
     special = logical_not(logical_and(_fin(a), _fin(b)))

@@ -22,10 +22,11 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export ARRAY_API_TESTS_MODULE="exec('import limn; limn.set_device(\"$DEVICE\"); import limn_array as xp')"
 
 cd "$ARRAY_API_TESTS_DIR"
-if [ "$#" -eq 0 ]; then
-    set -- array_api_tests/
-fi
-exec "$PY" -m pytest "$@" \
+case " $* " in
+    *" array_api_tests"*) ;;  # the caller named test files
+    *) set -- "$@" array_api_tests/ ;;
+esac
+exec "$PY" -m pytest --rootdir "$ARRAY_API_TESTS_DIR" "$@" \
     --derandomize --disable-deadline --max-examples="${MAX_EXAMPLES:-20}" \
     --xfails-file "$ROOT/tests/array_api_xfails.txt" \
     -p no:cacheprovider -q -rf
