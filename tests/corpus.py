@@ -183,6 +183,14 @@ def flip_and_step():
 
 
 @case()
+def flipped_value_padded_matmul():
+    # gcc 12 -O3 once vectorized this pad's reversed read in the wrong order
+    r = _rng(15)
+    a, b = _randn(r, 2, 2, 2), _randn(r, 2, 3)
+    return [(a @ b)[:, :, ::-2].pad(((1, 2), (2, 0), (2, 0)), 1.53)]
+
+
+@case()
 def movement_compositions():
     r = _rng(15)
     x = _randn(r, 4, 6)
