@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ir import compose, dtypes
+from ir import compose, compose_math, dtypes
 from ir.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph import Node, format_graph
 from ir.ops import BITWISE, INT_ONLY, Op
@@ -1053,31 +1053,8 @@ class Tensor:
 def _pow(a: Tensor, b: Tensor) -> Tensor:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     if a.dtype.is_int:
-        return _int_pow(a, b)
+        return compose_math.int_pow(a, b)
     return compose.pow(a._float(), b._float())
-
-
-def _int_pow(x: Tensor, y: Tensor) -> Tensor:
-    """x**y over one integer dtype by squaring along y's bits, wrapping as mul wraps.
-
-    A negative y gives 1 / x**|y| rounded toward zero, as torch gives: 1 for x == 1,
-    -1 or 1 for x == -1 by y's parity, and 0 otherwise (0 too for x == 0).
-    """
-    one, zero = y.p_const(1), y.p_const(0)
-    result, base, e = x.p_const(1), x, y
-    n_bits = y.dtype.bits - (y.dtype.kind == "i")  # a negative y is handled below
-    for i in range(n_bits):
-        odd = zero.p_cmplt(e.p_and(one))
-        result = odd.p_where(result.p_mul(base), result)
-        if i < n_bits - 1:
-            base, e = base.p_mul(base), e.p_shr(one)
-    if y.dtype.kind == "u":
-        return result
-    odd = zero.p_cmplt(y.p_and(one))
-    unit = odd.p_where(x, x.p_const(1))  # x**y for x == -1 or x == 1
-    is_unit = compose.logical_or(compose.eq(x, x.p_const(1)), compose.eq(x, x.p_const(-1)))
-    tiny = is_unit.p_where(unit, x.p_const(0))
-    return y.p_cmplt(zero).p_where(tiny, result)
 
 
 def _move(v: View, kind: str, arg) -> View | None:
