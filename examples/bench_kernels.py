@@ -151,40 +151,101 @@ def pad_split(shape, reps: int) -> None:
     )
 
 
+class _Block(nn.Module):
+    """A pre-norm transformer block: causal attention and a GELU MLP."""
+
+    def __init__(self, d: int, heads: int):
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        att = (q @ k.transpose(-2, -1)) * (1 / (d // h) ** 0.5)
+        mask = np.triu(np.full((t, t), -1e9, np.float32), 1)
+        att = (att + Tensor(mask)).softmax(-1)
+        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.fc2(self.fc1(self.ln2(x)).gelu())
+
+
+class _TinyGPT(nn.Module):
+    def __init__(self, vocab: int = 256, d: int = 64, t: int = 32, layers: int = 2):
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(t, d)
+        self.blocks = [_Block(d, 4) for _ in range(layers)]
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        x = self.tok(idx) + self.pos(Tensor(np.arange(idx.shape[1])))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
 def compile_cost() -> None:
     """First call (schedule, lower, render, cc) against the warm call, on a fresh cache."""
     import tempfile
 
-    print("\nfirst call vs warm call (an MLP training step, fresh disk cache)")
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["LIMN_CACHE_DIR"] = tmp
-        dev = CDevice()
-        limn.set_seed(0)
-        model = nn.Sequential(nn.Linear(64, 128), nn.Linear(128, 128), nn.Linear(128, 1))
-        from limn import optim
+    from limn import optim
+    from limn.runtime.device import install
 
-        opt = optim.AdamW(model.parameters(), lr=1e-3)
-        x = Tensor(np.random.default_rng(4).standard_normal((256, 64), dtype=np.float32))
-        y = Tensor(np.random.default_rng(5).standard_normal((256, 1), dtype=np.float32))
-        limn.set_device("c")
-        try:
-            times = []
-            for _ in range(4):
-                t = time.perf_counter()
-                opt.zero_grad()
-                loss = ((model(x) - y) ** 2).mean()
-                loss.backward()
-                opt.step(loss)
-                times.append(time.perf_counter() - t)
-            dev = limn.get_device("c")
-            tc = dev.toolchain.stats
-            print(
-                f"  first step {times[0] * 1e3:8.1f} ms (cc: {tc['compiles']} programs, "
-                f"{tc['compile_s'] * 1e3:.0f} ms)   warm step {min(times[1:]) * 1e3:6.2f} ms"
-            )
-        finally:
-            limn.set_device("numpy")
-            del os.environ["LIMN_CACHE_DIR"]
+    print("\nfirst training step (fresh disk cache) against a warm step")
+    for name, build in (("MLP 64-128-128-1", _mlp_step), ("2-layer GPT, d=64, T=32", _gpt_step)):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["LIMN_CACHE_DIR"] = tmp
+            old = install("c", CDevice())  # a device with no plans, on an empty disk cache
+            limn.set_device("c")
+            try:
+                limn.set_seed(0)
+                step = build(optim)
+                times = []
+                for _ in range(4):
+                    t = time.perf_counter()
+                    step()
+                    times.append(time.perf_counter() - t)
+                tc = limn.get_device("c").toolchain.stats
+                print(
+                    f"  {name:<24} first step {times[0] * 1e3:7.0f} ms (cc {tc['compiles']} "
+                    f"units, {tc['compile_s'] * 1e3:.0f} ms)   warm {min(times[1:]) * 1e3:6.1f} ms"
+                )
+            finally:
+                limn.set_device("numpy")
+                install("c", old)
+                del os.environ["LIMN_CACHE_DIR"]
+
+
+def _mlp_step(optim):
+    model = nn.Sequential(nn.Linear(64, 128), nn.Linear(128, 128), nn.Linear(128, 1))
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    x = Tensor(np.random.default_rng(4).standard_normal((256, 64), dtype=np.float32))
+    y = Tensor(np.random.default_rng(5).standard_normal((256, 1), dtype=np.float32))
+
+    def step():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step(loss)
+
+    return step
+
+
+def _gpt_step(optim):
+    model = _TinyGPT()
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(6)
+    idx, tgt = (Tensor(rng.integers(0, 256, (8, 32))) for _ in range(2))
+
+    def step():
+        opt.zero_grad()
+        logits = model(idx).reshape(8 * 32, 256)
+        loss = nn.cross_entropy(logits, tgt.reshape(8 * 32))
+        loss.backward()
+        opt.step(loss)
+
+    return step
 
 
 def main() -> None:

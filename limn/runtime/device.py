@@ -93,6 +93,13 @@ def get_device(name: str | None = None) -> Device:
     return _devices[name]
 
 
+def install(name: str, device: Device) -> Device | None:
+    """Put ``device`` behind ``name`` (a configured instance); returns the one it replaces."""
+    old = _devices.get(name)
+    _devices[name] = device
+    return old
+
+
 def set_device(name: str) -> Device:
     """Make ``name`` the default device; fails here, with the reason, if it cannot run."""
     dev = get_device(name)
