@@ -300,3 +300,12 @@ def test_custom_siblings_run_as_one_call_on_the_c_device():
     np.testing.assert_array_equal(got[0], (a.numpy() + 1) * 2)
     np.testing.assert_array_equal(got[1], (a.numpy() + 1) * 3)
     assert len(calls) == 1
+
+
+def test_tensors_move_freely_between_the_host_devices():
+    a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="numpy")
+    b = Tensor(np.ones((3, 2), np.float32), device="c")
+    on_c = (b.T + a).realize()  # the left operand's device runs it, reading numpy's bytes
+    assert on_c.device == "c"
+    back = (a * 2 + on_c).numpy()  # and numpy reads the bytes c produced
+    np.testing.assert_array_equal(back, a.numpy() * 3 + 1)
