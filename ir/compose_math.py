@@ -245,13 +245,28 @@ def divide(a, b):
     if a.dtype == dtypes.float32:
         a64, b64 = a.p_cast(F64), b.p_cast(F64)
         return a64.p_mul(b64.p_recip()).p_cast(dtypes.float32)
-    y = b.p_recip()
-    q = a.p_mul(y)
-    p, e = _two_prod(q, b)
-    r = _sub(_sub(a, p), e)
-    q2 = q.p_add(r.p_mul(y))
+    # operands far from 1 are first scaled by 2**+-64 (exact), so 1/b neither overflows
+    # (subnormal b) nor loses bits (huge b), and the split product stays in range
+    sa, sb = _divide_scales(a), _divide_scales(b)
+    a2, b2 = a.p_mul(sa), b.p_mul(sb)
+    back = sb.p_mul(sa.p_recip())
+    y = b2.p_recip()
+    q = a2.p_mul(y)
+    # a quotient past 2**900 forms its residual in a frame scaled by 2**-128 (exact)
+    big = _gt(fabs(q), _k(q, 2.0**900))
+    f = _sel(big, _k(q, 2.0**-128), _k(q, 1.0))
+    p, e = _two_prod(q.p_mul(f), b2)
+    r = _sub(_sub(a2.p_mul(f), p), e)
+    q2 = q.p_add(r.p_mul(y).p_mul(f.p_recip()))
     keep = logical_or(logical_not(isfinite(q2)), compose.eq(r, _k(r, 0)))
-    return _sel(keep, q, q2)
+    return _sel(keep, q, q2).p_mul(back)
+
+
+def _divide_scales(x):
+    """2**64 for |x| < 2**-960, 2**-64 for |x| > 2**960, else 1."""
+    ax = fabs(x)
+    tiny, huge = ax.p_cmplt(_k(x, 2.0**-960)), _gt(ax, _k(x, 2.0**960))
+    return _sel(tiny, _k(x, 2.0**64), _sel(huge, _k(x, 2.0**-64), _k(x, 1.0)))
 
 
 # ---- exponentials and logarithms ----------------------------------------------------------

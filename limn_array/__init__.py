@@ -10,7 +10,7 @@ the standard; ``linalg`` and ``fft`` are the extensions.
 import math
 
 from limn_array import fft, linalg
-from limn_array._array import API_VERSION, Array, Device
+from limn_array._array import API_VERSION, Array, Device, from_tensor, to_tensor
 from limn_array._creation import (  # noqa: A004
     arange,
     asarray,
@@ -254,6 +254,7 @@ __all__ = [
     "float64",
     "floor",
     "floor_divide",
+    "from_tensor",
     "from_dlpack",
     "full",
     "full_like",
@@ -336,6 +337,7 @@ __all__ = [
     "tanh",
     "tensordot",
     "tile",
+    "to_tensor",
     "tril",
     "triu",
     "trunc",

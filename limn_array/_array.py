@@ -54,17 +54,14 @@ class Device:
         return f"Device({self.name!r})"
 
 
-# Dtypes a device can hold when it does not declare its own (``Device.dtypes``): the
-# numpy reference computes every dtype; compiled devices have no complex arithmetic.
-_NO_COMPLEX = frozenset(d for d in dtypes.ALL if not d.is_complex)
-
-
 def device_dtypes(name: str) -> frozenset[DType]:
-    dev = get_device(name)
-    declared = getattr(dev, "dtypes", None)
-    if declared is not None:
-        return frozenset(declared)
-    return frozenset(dtypes.ALL) if name == "numpy" else _NO_COMPLEX
+    """The dtypes arrays on a device can have: what the device declares it computes
+    (``dtypes``; every dtype if it declares nothing), plus each complex dtype whose float
+    parts it computes, since complex arrays are pairs of real tensors."""
+    declared = getattr(get_device(name), "dtypes", None)
+    held = set(dtypes.ALL if declared is None else declared)
+    held |= {complex_dtype(d) for d in (dtypes.float32, dtypes.float64) if d in held}
+    return frozenset(held)
 
 
 def device_name(device, default: str | None = None) -> str:
@@ -244,11 +241,11 @@ class Array:
 
     def _host(self) -> np.ndarray:
         if not is_realized(self._t) and self._src is not None:
-            from limn_array._indexing import index_tensor
+            from limn_array._indexing import basic_index
 
             src, key = self._src
             host(src)  # compute the whole source once; our view reads its buffer
-            self._t = index_tensor(src, key, self._dtype.is_complex)
+            self._t = basic_index(src, key)
             self._src = None
         return host(self._t, self._dtype)
 
@@ -455,6 +452,26 @@ def wrap(t: Tensor) -> Array:
 
 def wrap_complex(re: Tensor, im: Tensor) -> Array:
     return Array._new(stack_parts(re, im), complex_dtype(re.dtype))
+
+
+def from_tensor(t: Tensor) -> Array:
+    """An array over a ``limn.Tensor``'s node and device: no copy, no autograd record.
+
+    A complex tensor is computed first and its bytes viewed as (re, im) pairs.
+    """
+    if t.dtype.is_complex:
+        data = host(t)
+        return Array._new(tensor_from_numpy(data, t.dtype, t.device), t.dtype)
+    return Array._new(Tensor._make(t.node, t.device))
+
+
+def to_tensor(x: Array) -> Tensor:
+    """A ``limn.Tensor`` over an array's node and device: no copy (complex: its bytes)."""
+    if x._dtype.is_complex:
+        data = x._host()
+        buf = Buffer(x._dtype, data.shape, data)
+        return Tensor._make(Node(Op.BUFFER, x._dtype, buf.shape, (), buf), x._t.device)
+    return Tensor._make(x._t.node, x._t.device)
 
 
 def real_tensor(x: Array, op: str) -> Tensor:

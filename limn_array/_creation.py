@@ -20,11 +20,13 @@ import numpy as np
 
 from ir import compose, dtypes
 from ir.dtypes import DType
+from limn.tensor import Tensor
 from limn_array._array import (
     Array,
     check_device_dtype,
     const_tensor,
     device_name,
+    from_tensor,
     lift,
     real_dtype,
     stack_parts,
@@ -124,6 +126,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Arr
             return obj.to_device(name)
         # nodes are immutable and assignment rebinds, so a fresh handle is a true copy
         return Array._new(obj._t, obj._dtype) if copy else obj
+    if isinstance(obj, Tensor):
+        return asarray(from_tensor(obj), dtype=dtype, device=device, copy=copy)
     name = device_name(device)
     if isinstance(obj, builtins.bool | int | float | complex) and d is None:
         d = _infer(obj)

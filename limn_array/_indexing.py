@@ -23,7 +23,6 @@ import operator
 
 from ir import compose, dtypes
 from ir import compose_math as cm
-from limn.tensor import _index as basic_index
 from limn_array._array import Array, host, lift, wrap
 
 INDEX = dtypes.int64
@@ -89,11 +88,43 @@ def _is_int_array(k) -> bool:
 # ---- reading --------------------------------------------------------------------------
 
 
-def index_tensor(t, key, pair: bool = False):
-    """Basic indexing of a Tensor (a complex pair keeps its trailing (re, im) axis)."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    return basic_index(t, key + (slice(None),) if pair else key)
+def _region(k, size: int):
+    """(lo, hi, step, flipped, count) of the elements an int or slice picks from a dim."""
+    if isinstance(k, int):
+        return k % size, k % size + 1, 1, False, None
+    start, stop, step = k.indices(size)
+    count = len(range(start, stop, step))
+    if count == 0:
+        return 0, 0, 1, False, 0
+    if step > 0:
+        return start, start + (count - 1) * step + 1, step, False, count
+    return start + (count - 1) * step, start + 1, -step, True, count
+
+
+def basic_index(t, items):
+    """Ints, slices and None (no ``...``) as one view: shrink, flip, step, reshape.
+
+    Dims of ``t`` past the items (a complex pair's (re, im) axis) are kept whole.
+    """
+    bounds, flips, steps, shape = [], [], [], []
+    dim = 0
+    for k in items:
+        if k is None:
+            shape.append(1)
+            continue
+        lo, hi, step, flipped, count = _region(k, t.shape[dim])
+        bounds.append((lo, hi))
+        steps.append(step)
+        if flipped:
+            flips.append(dim)
+        if count is not None:
+            shape.append(count)
+        dim += 1
+    rest = tuple(t.shape[dim:])
+    bounds += [(0, s) for s in rest]
+    steps += [1] * len(rest)
+    y = t.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
+    return y.p_reshape(tuple(shape) + rest)
 
 
 def _check_ints(items, shape) -> None:
@@ -249,17 +280,10 @@ def _undo_view(t, items, shape):
     t = t.p_reshape(tuple(dims))
     region = []  # (lo, hi, step, flipped) per dim of x
     for k, size in zip([k for k in items if k is not None], shape):
-        if isinstance(k, int):
-            region.append((k % size, k % size + 1, 1, False))
-            continue
-        start, stop, step = k.indices(size)
-        count = len(range(start, stop, step))
+        lo, hi, step, flipped, count = _region(k, size)
         if count == 0:
             return None
-        if step > 0:
-            region.append((start, start + (count - 1) * step + 1, step, False))
-        else:
-            region.append((start + (count - 1) * step, start + 1, -step, True))
+        region.append((lo, hi, step, flipped))
     flips = tuple(a for a, r in enumerate(region) if r[3])
     t = t.p_flip(flips) if flips else t
     for axis, (lo, hi, step, _) in enumerate(region):
@@ -303,6 +327,8 @@ def _setitem_mask(x: Array, items, v: Array) -> Array:
     m = compose.expand_to(mask._t.p_reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x.shape)
     if v.ndim == 0:
         return lift(lambda xt, vt: m.p_where(compose.expand_to(vt, x.shape), xt), x, v)
+    if v.shape[0] == 0:
+        return x  # an empty value fits only an all-False mask: nothing changes
     # a 1-d value of one element per True: element i goes to the i-th True position
     n = math.prod(mask.shape)
     mm = mask._t.p_reshape((n,)).p_cast(INDEX)

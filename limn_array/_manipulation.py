@@ -204,11 +204,10 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
         raise TypeError("repeat: repeats must be an int or a 1-d integer array")
     r = broadcast_to(repeats, (n,))._t.p_cast(INDEX)
     total = int(host(r.p_sum((0,))).reshape(()))
-    # element i starts at (its exclusive prefix sum); mark starts, scan, and gather
+    # element i starts at its exclusive prefix sum; counting the starts at or before each
+    # output place (zero-count elements included, they share the next start) numbers it
     starts = cm.scan(r, 0, "add").p_add(r.p_neg())
-    valid = r.p_const(0).p_cmplt(r)
-    slot = valid.p_where(starts, starts.p_const(total))
-    marks = r.p_const(0, shape=(total + 1,)).p_scatter(slot, r.p_const(1), 0)
+    marks = r.p_const(0, shape=(total + 1,)).p_scatter(starts, r.p_const(1), 0)
     src = cm.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
     from limn_array._indexing import take
 
