@@ -295,6 +295,17 @@ def log1p(x):
     return _sel(compose.eq(x, _k(x, math.inf)), x, r)
 
 
+@_wide
+def exp(x):
+    """EXP, with float32 rounded once from float64 (correctly rounded, unlike most float32 exps)."""
+    return x.p_exp()
+
+
+@_wide
+def log(x):
+    return x.p_log()
+
+
 def _log_parts(x):
     """(e, log(m)) with x = m * 2**e and sqrt(1/2) <= m < sqrt(2), for positive finite x."""
     m, e = _frexp(x)
@@ -661,15 +672,57 @@ def _is_odd_int(y):
     return logical_and(_is_int(y), logical_not(_is_int(half)))
 
 
+# ln 2 = hi + lo with hi's last 11 bits clear, so e * hi is exact for any exponent e
+_LN2_HI = float.fromhex("0x1.62e42fefa3000p-1")
+_LN2_LO = 2.8235290563031577e-13
+# log(m) = 2 atanh(s) = 2s + sum 2 s**(2k+1) / (2k+1); |s| <= 0.172, so 12 terms reach 1e-20
+_ATANH_TAIL = [2 / (2 * k + 1) for k in range(13, 0, -1)]
+
+
+def _log_dd(x):
+    """log(x) as a double-double (hi, lo) for positive finite float64 x, ~100 bits.
+
+    x = m * 2**e with sqrt(1/2) <= m < sqrt(2); log(m) = 2 atanh(s) with s = (m-1)/(m+1)
+    carried to double-double (the residual of the division is formed exactly), the small
+    tail of the series in plain doubles, and e * ln 2 from a split constant.
+    """
+    m, e = _frexp(x)
+    big = _gt(m, _k(m, math.sqrt(2)))
+    m = _sel(big, m.p_mul(_k(m, 0.5)), m)
+    e = _sel(big, e.p_add(e.p_const(1)), e).p_cast(F64)
+    num = _sub(m, _k(m, 1.0))  # exact: m is within a factor 2 of 1
+    den, den_lo = _two_sum(m, _k(m, 1.0))
+    s = divide(num, den)
+    p, pe = _two_prod(s, den)
+    s_lo = divide(_sub(_sub(_sub(num, p), pe), s.p_mul(den_lo)), den)
+    z = s.p_mul(s)
+    tail = s.p_mul(z).p_mul(_horner(z, _ATANH_TAIL))
+    hi, lo = _fast_two_sum(s.p_mul(_k(s, 2.0)), tail.p_add(s_lo.p_mul(_k(s, 2.0))))
+    t_hi, t_lo = _two_sum(e.p_mul(_k(x, _LN2_HI)), hi)
+    t_lo = t_lo.p_add(lo).p_add(e.p_mul(_k(x, _LN2_LO)))
+    return _fast_two_sum(t_hi, t_lo)
+
+
 @_wide
 def pow(x, y):
     """x**y = e**(y log|x|), signed for an odd integer y, with IEEE pow's special cases.
 
-    float64 results carry a relative error near |y log x| * 2**-53 (the rounding of
-    log|x| is scaled by y): a few ulps for moderate results, more near overflow.
+    log|x| is carried in double-double and multiplied by y exactly (Dekker), so the
+    rounding of the logarithm is not magnified by y; e**(t_hi + t_lo) is taken as
+    e**t_hi * (1 + t_lo). The result is within about one ulp of x**y.
     """
     ax = fabs(x)
-    r = y.p_mul(ax.p_log()).p_exp()
+    safe = logical_and(logical_and(_gt(ax, _k(x, 0.0)), isfinite(ax)), isfinite(y))
+    safe = logical_and(safe, fabs(y).p_cmplt(_k(y, 2.0**900)))
+    axs = _sel(safe, ax, _k(x, 1.0))
+    ys = _sel(safe, y, _k(y, 1.0))
+    l_hi, l_lo = _log_dd(axs)
+    p, pe = _two_prod(ys, l_hi)
+    t_hi, t_lo = _fast_two_sum(p, pe.p_add(ys.p_mul(l_lo)))
+    e = t_hi.p_exp()
+    precise = e.p_add(e.p_mul(t_lo))
+    precise = _sel(isfinite(precise), precise, e)
+    r = _sel(safe, precise, y.p_mul(ax.p_log()).p_exp())
     odd = _is_odd_int(y)
     r = _sel(logical_and(odd, signbit(x)), r.p_neg(), r)
     neg_nonint = logical_and(x.p_cmplt(_k(x, 0)), logical_not(_is_int(y)))

@@ -288,6 +288,7 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None):
     n_cols = n_rows if n_cols is None else n_cols
+    k = max(-n_rows, min(k, n_cols))  # diagonals past the edges are all empty alike
     d = _dtype(dtype, "eye") or DEFAULT_FLOAT
     name = device_name(device)
     i = _index(n_rows, dtypes.int64, name).p_reshape((n_rows, 1)).p_expand((n_rows, n_cols))
@@ -302,6 +303,7 @@ def _triangle(x: Array, k: int, lower: bool, op: str) -> Array:
     if x.ndim < 2:
         raise ValueError(f"{op}: needs at least 2 dims, got shape {x.shape}")
     n, m = x.shape[-2:]
+    k = max(-n, min(k, m))  # diagonals past the edges all keep everything or nothing
     name = x._t.device
     i = _index(n, dtypes.int64, name).p_reshape((n, 1)).p_expand((n, m))
     j = _index(m, dtypes.int64, name).p_reshape((1, m)).p_expand((n, m))

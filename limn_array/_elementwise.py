@@ -228,7 +228,7 @@ def imag(x: Array, /) -> Array:
 
 
 def exp(x: Array, /) -> Array:
-    return _float_or_complex("exp", x, lambda t: t.p_exp(), cx.exp)
+    return _float_or_complex("exp", x, cm.exp, cx.exp)
 
 
 def expm1(x: Array, /) -> Array:
@@ -236,7 +236,7 @@ def expm1(x: Array, /) -> Array:
 
 
 def log(x: Array, /) -> Array:
-    return _float_or_complex("log", x, lambda t: t.p_log(), cx.log)
+    return _float_or_complex("log", x, cm.log, cx.log)
 
 
 def log1p(x: Array, /) -> Array:

@@ -181,7 +181,7 @@ def _getitem_mask(x: Array, items) -> Array:
     if len(masks) > 1 or not _is_mask(items[0]) or not full:
         raise IndexError("index: a bool mask must be the only index (the standard's rule)")
     mask = masks[0]
-    if mask.ndim > x.ndim or any(a != b for a, b in zip(mask.shape, x.shape)):
+    if mask.ndim > x.ndim or any(a not in (b, 0) for a, b in zip(mask.shape, x.shape)):
         raise IndexError(f"index: a mask of shape {mask.shape} does not fit shape {x.shape}")
     m = mask._t
     if mask.ndim == 0:
