@@ -22,7 +22,7 @@ import math
 import operator
 
 from ir import compose, dtypes
-from ir import compose_math as cm
+from limn_array import _order as order
 from limn_array._array import Array, host, lift, wrap
 
 INDEX = dtypes.int64
@@ -158,7 +158,7 @@ def _flat_positions(mask_t, count: int):
     """The row-major positions of the count True elements of a bool tensor (flattened)."""
     n = math.prod(mask_t.shape)
     m = mask_t.p_reshape((n,)).p_cast(INDEX)
-    rank = cm.scan(m, 0, "add").p_add(m.p_const(-1))
+    rank = order.scan(m, 0, "add").p_add(m.p_const(-1))
     slot = mask_t.p_reshape((n,)).p_where(rank, rank.p_const(count))
     pos = compose.arange(m, n, INDEX)
     base = m.p_const(0, shape=(count + 1,))
@@ -332,7 +332,7 @@ def _setitem_mask(x: Array, items, v: Array) -> Array:
     # a 1-d value of one element per True: element i goes to the i-th True position
     n = math.prod(mask.shape)
     mm = mask._t.p_reshape((n,)).p_cast(INDEX)
-    rank = cm.scan(mm, 0, "add").p_add(mm.p_const(-1))
+    rank = order.scan(mm, 0, "add").p_add(mm.p_const(-1))
     rank = compose.clamp(rank, rank.p_const(0), rank.p_const(max(v.shape[0] - 1, 0)))
 
     def place(xt, vt):

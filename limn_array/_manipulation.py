@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ir import compose, dtypes
-from ir import compose_math as cm
+from limn_array import _order as order
 from limn_array._array import Array, host, lift
 from limn_array._data_types import result_type
 from limn_array._elementwise import cast
@@ -206,9 +206,9 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
     total = int(host(r.p_sum((0,))).reshape(()))
     # element i starts at its exclusive prefix sum; counting the starts at or before each
     # output place (zero-count elements included, they share the next start) numbers it
-    starts = cm.scan(r, 0, "add").p_add(r.p_neg())
+    starts = order.scan(r, 0, "add").p_add(r.p_neg())
     marks = r.p_const(0, shape=(total + 1,)).p_scatter(starts, r.p_const(1), 0)
-    src = cm.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
+    src = order.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
     from limn_array._indexing import take
 
     return take(x, Array._new(src), axis=axis)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ir import compose, dtypes
-from ir import compose_math as cm
+from limn_array import _order as order
 from limn_array._array import Array, host, lift, parts, stack_parts, wrap
 from limn_array._elementwise import _as_array, cast, equal, logical_not
 from limn_array._indexing import _flat_positions
@@ -35,7 +35,7 @@ def _runs(x: Array, op: str):
 
     flat = reshape(x, (n,))
     keys = parts(flat) if x.dtype.is_complex else (flat._t,)
-    keys, perm = cm.sort_keys_last(keys)
+    keys, perm = order.sort_keys_last(keys)
     values = Array._new(stack_parts(*keys), x.dtype) if x.dtype.is_complex else wrap(keys[0])
     if n == 0:
         return values, perm, perm.p_const(0, shape=(0,), dtype=dtypes.bool_), 0
@@ -70,7 +70,7 @@ def _counts(starts, count: int, n: int):
 
 
 def _inverse(x: Array, perm, starts):
-    run = cm.scan(starts.p_cast(INDEX), 0, "add").p_add(perm.p_const(-1))
+    run = order.scan(starts.p_cast(INDEX), 0, "add").p_add(perm.p_const(-1))
     inv = perm.p_const(0).p_scatter(perm, run, 0)
     return wrap(inv.p_reshape(x.shape))
 
@@ -121,7 +121,7 @@ def isin(x1, x2, /, *, invert: bool = False) -> Array:
         return out
     from limn_array._searching import searchsorted
 
-    srt = wrap(cm.sort_last(b._t.p_reshape((n,)))[0])
+    srt = wrap(order.sort_last(b._t.p_reshape((n,)))[0])
     at = searchsorted(srt, a)
     at = wrap(compose.clamp(at._t, at._t.p_const(0), at._t.p_const(n - 1)))
     from limn_array._indexing import take

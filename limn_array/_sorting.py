@@ -1,6 +1,6 @@
 """Sorting: ``sort`` and ``argsort``, stable, by a bitonic sorting network.
 
-The network (``ir.compose_math.sort_last``) is a fixed pattern of views and WHEREs, so it
+The network (``_order.sort_last``) is a fixed pattern of views and WHEREs, so it
 is lazy, runs on any device and fuses like the rest of the graph. It costs
 O(n log^2 n) work and log2(N)(log2(N)+1)/2 rounds for an axis padded to N = 2**k, against
 O(n log n) for a comparison sort on one core; in exchange there is no data-dependent
@@ -12,7 +12,7 @@ keys keep their original order, also when descending.
 from __future__ import annotations
 
 from ir import compose
-from ir import compose_math as cm
+from limn_array import _order as order
 from limn_array._array import Array, wrap
 from limn_array._data_types import check_dtype
 
@@ -23,7 +23,7 @@ def _sorted(x: Array, axis: int, descending: bool, op: str):
         raise ValueError(f"{op}: needs at least a 1-d array")
     axis = compose.normalize_axis(axis, x.ndim, op)
     t = compose.movedim(x._t, axis, -1) if axis != x.ndim - 1 else x._t
-    values, perm = cm.sort_last(t, descending)
+    values, perm = order.sort_last(t, descending)
     if axis != x.ndim - 1:
         values, perm = compose.movedim(values, -1, axis), compose.movedim(perm, -1, axis)
     return values, perm

@@ -2,8 +2,8 @@
 
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
 ``mean``, ``var`` and ``std`` are ``ir/compose.py``'s spellings (two-pass variance);
-``prod`` has no primitive, so it halves the axis log2(n) times (``tree_reduce``); and the
-cumulative functions are log-step scans (``scan_with``). Complex arrays reduce part by
+``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
+cumulative functions are log-step scans (``_order.scan_with``). Complex arrays reduce part by
 part, except products, which combine (re, im) pairs with the complex product.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from ir import compose, dtypes
 from ir import compose_math as cm
 from limn_array import _complex as cx
+from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._data_types import check_dtype, standard_dtype
 from limn_array._elementwise import cast
@@ -60,11 +61,11 @@ def prod(x: Array, /, *, axis=None, dtype=None, keepdims: bool = False) -> Array
     last = len(flat) - 1
     if x.dtype.is_complex:
         re, im = parts(x)
-        pr, pi = cm.tree_reduce(
+        pr, pi = order.tree_reduce(
             (gather_axes(re), gather_axes(im)), last, lambda a, b: cx.mul(a, b), (1.0, 0.0)
         )
         return wrap_complex(pr.p_reshape(out), pi.p_reshape(out))
-    (p,) = cm.tree_reduce((gather_axes(x._t),), last, lambda a, b: (a[0].p_mul(b[0]),), (1,))
+    (p,) = order.tree_reduce((gather_axes(x._t),), last, lambda a, b: (a[0].p_mul(b[0]),), (1,))
     return wrap(p.p_reshape(out))
 
 
@@ -127,10 +128,10 @@ def _cumulative(x: Array, axis, dtype, include_initial: bool, op: str) -> Array:
     is_sum = op == "cumulative_sum"
     if x.dtype.is_complex:
         combine = cx.add if is_sum else cx.mul
-        re, im = cm.scan_with(parts(x), axis, lambda a, b: combine(a, b))
+        re, im = order.scan_with(parts(x), axis, lambda a, b: combine(a, b))
         out = wrap_complex(re, im)
     else:
-        out = wrap(cm.scan(x._t, axis, "add" if is_sum else "mul"))
+        out = wrap(order.scan(x._t, axis, "add" if is_sum else "mul"))
     if include_initial:
         from limn_array._creation import full_array
         from limn_array._manipulation import concat
