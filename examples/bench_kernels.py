@@ -35,7 +35,13 @@ except ImportError:  # torch is a test-only dependency
 
 
 def timeit(fn, reps: int) -> float:
+    """Best of ``reps`` after a warm-up call.
+
+    The pause first lets the worker threads of whatever ran before (OpenBLAS, torch, an
+    OpenMP team) stop spinning: otherwise they hold the cores this measurement needs.
+    """
     fn()
+    time.sleep(0.2)
     best = float("inf")
     for _ in range(reps):
         t = time.perf_counter()
