@@ -348,11 +348,13 @@ KERNELS = {
 def _custom(name: str, xs: list[Array], outs: list[tuple], **kw) -> list[Array]:
     """CUSTOM nodes, one per output, sharing sources and params (one kernel call)."""
     device = xs[0]._t.device
-    dev = get_device(device)
-    if not dev.has_kernel(name):
-        if not dev.host:
-            raise NotImplementedError(f"linalg: the {device} device has no {name} kernel")
-        dev.register_kernel(name, KERNELS[name])
+    # the numpy reference too: a compiled device may hand it small graphs
+    for where in dict.fromkeys((device, "numpy")):
+        dev = get_device(where)
+        if not dev.has_kernel(name):
+            if not dev.host:
+                raise NotImplementedError(f"linalg: the {where} device has no {name} kernel")
+            dev.register_kernel(name, KERNELS[name])
     params = (
         tuple(x.dtype.is_complex for x in xs),
         tuple(d.name for d, _ in outs),

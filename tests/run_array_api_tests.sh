@@ -19,7 +19,8 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 DEVICE="${LIMN_ARRAY_DEVICE:-numpy}"
 
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export ARRAY_API_TESTS_MODULE="exec('import limn; limn.set_device(\"$DEVICE\"); import limn_array as xp')"
+export ARRAY_API_TESTS_MODULE=limn_array
+export LIMN_DEVICE="$DEVICE"  # limn's default device, so every array the suite makes is there
 
 cd "$ARRAY_API_TESTS_DIR"
 case " $* " in
@@ -28,5 +29,5 @@ case " $* " in
 esac
 exec "$PY" -m pytest --rootdir "$ARRAY_API_TESTS_DIR" "$@" \
     --derandomize --disable-deadline --max-examples="${MAX_EXAMPLES:-20}" \
-    --xfails-file "$ROOT/tests/array_api_xfails.txt" \
+    --xfails-file="$ROOT/tests/array_api_xfails.txt" \
     -p no:cacheprovider -q -rf
