@@ -269,8 +269,8 @@ def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
     """The C function ``void name(void *const *args, int64_t *err)`` and the helpers it needs.
 
     ``args`` holds in0, in1, ... then out. ``err`` receives the first failed CHECK as
-    (1, value, axis); the kernel clamps that index to 0 and finishes, and the runtime
-    raises.
+    (1, value, axis, size, 0 for a gather or 1 for a scatter); the kernel clamps that
+    index to 0 and finishes, and the runtime raises.
     """
     return _Renderer(nest, openmp).function(name)
 
@@ -388,7 +388,8 @@ class _Renderer:
                 cond = f"({_preds(ins.guard, values)}) && {cond}"
             check = (
                 f"if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){v}; "
-                f"err[2] = {ins.axis}; }} }}"
+                f"err[2] = {ins.axis}; err[3] = {ins.size}; "
+                f"err[4] = {int(ins.what == 'scatter')}; }} }}"
             )
             if values.get(v) == f"{v}_c":  # checked before: the clamped copy exists
                 return check

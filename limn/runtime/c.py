@@ -152,13 +152,14 @@ def _c_call(fn, kernel):
 
     def call(arrays, memo):
         ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
-        err = np.zeros(3, np.int64)
+        err = np.zeros(5, np.int64)
         fn(ptrs, err.ctypes.data)
         if err[0]:
-            what = kernel.result.op.value.lower()
+            v, axis, size, kind = (int(e) for e in err[1:])
+            what = ("gather", "scatter")[kind]
             raise IndexError(
-                f"{what}: index {int(err[1])} is out of range for axis {int(err[2])}; "
-                "accepted: 0 to the axis size - 1"
+                f"{what}: index {v} is out of range for axis {axis} of size {size}; "
+                f"accepted: 0..{size - 1}"
             )
 
     return call
