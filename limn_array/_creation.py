@@ -246,15 +246,15 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Array:
         n = len(range(start, stop, step))
     else:
         n = max(0, math.ceil((stop - start) / step))
-    if d.is_int and not all_int:
-        raise TypeError(f"arange: float bounds do not make a {d} range")
+    if d.is_int and not all_int or d.kind not in "iuf":
+        raise TypeError(f"arange: {start}, {stop}, {step} do not make a {d} range")
     work = dtypes.int64 if d.is_int else dtypes.float64
     i = _index(n, work, name)
     if step != 1:
         i = i.p_mul(i.p_const(step))
     if start != 0:
         i = i.p_add(i.p_const(start))
-    return Array._new(i.p_cast(d)) if not d.is_complex else asarray(np.asarray(i))
+    return Array._new(i.p_cast(d))
 
 
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True):
