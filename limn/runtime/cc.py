@@ -31,11 +31,14 @@ from pathlib import Path
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
 # case is a flipped, value-padded view of a matmul). The pad splitting pass does the
 # useful part of unswitching itself, so nothing is lost.
+# -ffp-contract=off: a*b+c is two roundings, as the nest (and the numpy reference) says;
+# the one deliberate fused multiply-add is the tiled contraction's (ir/render_c_tile.py).
 FLAGS = (
     "-O3",
     "-march=native",
     "-mprefer-vector-width=512",
     "-fno-unswitch-loops",
+    "-ffp-contract=off",
     "-shared",
     "-fPIC",
     "-fno-math-errno",
