@@ -6,7 +6,7 @@ limn can start here, and a device's dtypes are what ``_array.device_dtypes`` say
 
 from __future__ import annotations
 
-from limn.runtime.device import _factories, current_device, get_device
+from limn.runtime.device import current_device, device_names, get_device
 from limn_array._array import Device, device_dtypes, device_name
 from limn_array._creation import DEFAULT_COMPLEX, DEFAULT_FLOAT, DEFAULT_INT
 from limn_array._data_types import ALL, KINDS, isdtype
@@ -14,7 +14,7 @@ from limn_array._data_types import ALL, KINDS, isdtype
 
 def available_devices() -> tuple[Device, ...]:
     out = []
-    for name in sorted(_factories):
+    for name in device_names():
         try:
             get_device(name)
         except (RuntimeError, OSError, ImportError):

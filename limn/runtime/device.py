@@ -93,6 +93,11 @@ def get_device(name: str | None = None) -> Device:
     return _devices[name]
 
 
+def device_names() -> tuple[str, ...]:
+    """Every registered device name (whether or not its toolchain is present here)."""
+    return tuple(sorted(_factories))
+
+
 def install(name: str, device: Device) -> Device | None:
     """Put ``device`` behind ``name`` (a configured instance); returns the one it replaces."""
     old = _devices.get(name)
