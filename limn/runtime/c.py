@@ -69,7 +69,7 @@ class CDevice(CompiledDevice):
             lib.limn_set_threads(n)
 
     def _libs(self):
-        return [lib for p in self.plans.values() for lib in getattr(p, "libs", ())]
+        return [lib for p in self.plans.values() for lib in p.libs]
 
     def check_dtypes(self, graph: KernelGraph) -> None:
         for spec in graph.buffers:
@@ -106,9 +106,7 @@ class CDevice(CompiledDevice):
                 calls.append(self._custom_call(k))
             else:
                 calls.append(_c_call(getattr(where[i], f"k{i}"), k))
-        plan = Plan(graph, calls)
-        plan.libs = libs
-        return plan
+        return Plan(graph, calls, libs=libs)
 
     def _custom_call(self, k):
         name, out_index, params = k.result.arg

@@ -87,6 +87,7 @@ class Plan:
     graph: KernelGraph
     calls: list[Callable]  # calls[i](arrays, memo) runs kernel i (memo: one run's shared state)
     last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
+    libs: list = field(default_factory=list)  # what the calls live in (compiled libraries)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
