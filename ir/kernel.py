@@ -57,9 +57,6 @@ def arg_key(op: Op, arg) -> object:
     return arg
 
 
-_arg_key = arg_key  # the name limn/runtime/jit.py first imported
-
-
 @dataclass(frozen=True)
 class Row:
     """One op of a kernel's fused body; ``srcs`` index earlier rows of the same kernel.
