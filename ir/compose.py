@@ -48,6 +48,25 @@ def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[i
     return tuple(out)
 
 
+def resolve_shape(shape: tuple[int, ...], old: tuple[int, ...]) -> tuple[int, ...]:
+    """A reshape target with its one -1 filled in; raises unless it holds ``old``'s elements."""
+    size = math.prod(old)
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one -1 is allowed, got {shape}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"reshape: cannot view {old} as {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"reshape: sizes must be non-negative, with at most one -1, got {shape}")
+    if math.prod(shape) != size:
+        raise ValueError(
+            f"reshape: cannot view {old} ({size} elements) as {shape} ({math.prod(shape)} elements)"
+        )
+    return shape
+
+
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")

@@ -333,23 +333,7 @@ class Surface:
     # ---- movement -------------------------------------------------------------------
 
     def reshape(self, *shape) -> Tensor:
-        shape = _shape_arg(shape)
-        if shape.count(-1) > 1:
-            raise ValueError(f"reshape: only one -1 allowed, got {shape}")
-        if -1 in shape:
-            known = math.prod(s for s in shape if s != -1)
-            if known == 0 or self.size % known:
-                raise ValueError(f"reshape: cannot view {self.shape} as {shape}")
-            shape = tuple(self.size // known if s == -1 else s for s in shape)
-        if any(s < 0 for s in shape):
-            raise ValueError(
-                f"reshape: sizes must be non-negative, with at most one -1, got {shape}"
-            )
-        if math.prod(shape) != self.size:
-            raise ValueError(
-                f"reshape: cannot view {self.shape} ({self.size} elements) as {shape} "
-                f"({math.prod(shape)} elements)"
-            )
+        shape = compose.resolve_shape(_shape_arg(shape), self.shape)
         return self.p_reshape(shape)
 
     view = reshape

@@ -8,8 +8,6 @@ one data-dependent shape here: the total count is computed, the rest stays lazy.
 
 from __future__ import annotations
 
-import math
-
 from ir import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, host, lift
@@ -106,16 +104,7 @@ def squeeze(x: Array, /, axis) -> Array:
 
 
 def reshape(x: Array, /, shape, *, copy: bool | None = None) -> Array:
-    shape = tuple(int(s) for s in shape)
-    if shape.count(-1) > 1:
-        raise ValueError(f"reshape: only one -1 is allowed, got {shape}")
-    if -1 in shape:
-        known = math.prod(s for s in shape if s != -1)
-        if known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape {x.shape} to {shape}")
-        shape = tuple(x.size // known if s == -1 else s for s in shape)
-    if math.prod(shape) != x.size or any(s < 0 for s in shape):
-        raise ValueError(f"reshape: cannot reshape {x.shape} ({x.size} elements) to {shape}")
+    shape = compose.resolve_shape(tuple(int(s) for s in shape), x.shape)
     return lift(lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])), x)
 
 
