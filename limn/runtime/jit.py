@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -119,6 +120,9 @@ class CompiledDevice(Device):
     def __init__(self):
         super().__init__()
         self.plans: dict[tuple, Plan] = {}
+        # builds one plan at a time: threads that miss the cache together compile a new
+        # structure once, and hits never wait (a dict read is atomic)
+        self._build_lock = threading.Lock()
         self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0}
         self.recorder: list | None = None  # set by limn.capture while it records
         # graphs that compute at most this many elements run on the numpy reference instead
@@ -132,7 +136,14 @@ class CompiledDevice(Device):
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
         key, inputs = walk(roots)
         plan = self.plans.get(key)
-        if plan is None:
+        if plan is not None:
+            self.stats["plan_hits"] += 1
+            return plan, inputs
+        with self._build_lock:
+            plan = self.plans.get(key)
+            if plan is not None:  # another thread built it while this one waited
+                self.stats["plan_hits"] += 1
+                return plan, inputs
             t0 = time.perf_counter()
             sched = schedule(roots, lambda n: recall(n) is not None)
             assert [id(n) for n in sched.inputs] == [id(n) for n in inputs], "slot order"
@@ -141,8 +152,6 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
-        else:
-            self.stats["plan_hits"] += 1
         return plan, inputs
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
