@@ -17,8 +17,8 @@ import contextlib
 import threading
 from dataclasses import dataclass
 
-from ir import compose
-from ir.ops import Op
+from ir.graph import compose
+from ir.graph.ops import Op
 
 
 class _GradMode(threading.local):
