@@ -73,13 +73,14 @@ def matrix_transpose(x: Array, /) -> Array:
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:
-    if isinstance(axes, int):
+    if not isinstance(axes, tuple | list):
+        axes = compose.as_int(axes, "axes", "tensordot")
         if axes < 0 or axes > min(x1.ndim, x2.ndim):
             raise ValueError(f"tensordot: axes={axes} does not fit {x1.shape} and {x2.shape}")
         a1 = tuple(range(x1.ndim - axes, x1.ndim))
         a2 = tuple(range(axes))
     else:
-        a1, a2 = (tuple(a) for a in axes)
+        a1, a2 = (compose.as_ints(a, "axes", "tensordot") for a in axes)
         a1 = tuple(compose.normalize_axis(a, x1.ndim, "tensordot") for a in a1)
         a2 = tuple(compose.normalize_axis(a, x2.ndim, "tensordot") for a in a2)
     if len(a1) != len(a2) or any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
@@ -119,6 +120,7 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
     """A strided view: the flattened matrix from its first diagonal element, every m+1."""
     if x.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 dims, got shape {x.shape}")
+    offset = compose.as_int(offset, "offset", "diagonal")
     n, m = x.shape[-2:]
     lead = x.shape[:-2]
     start = offset if offset >= 0 else -offset * m
@@ -161,6 +163,7 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
 
 def matrix_power(x: Array, n: int, /) -> Array:
     _square(x, "matrix_power")
+    n = compose.as_int(n, "n", "matrix_power")
     if n < 0:
         x, n = inv(x), -n
     if n == 0:

@@ -25,6 +25,7 @@ multiplies rather than going through exp/log so it is exact and differentiable a
 from __future__ import annotations
 
 import math
+import operator
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -67,9 +68,44 @@ def resolve_shape(shape: tuple[int, ...], old: tuple[int, ...]) -> tuple[int, ..
     return shape
 
 
+def as_int(value, what: str, op: str) -> int:
+    """``value`` as a Python int, for every integer parameter of both frontends.
+
+    The one rule: anything with ``__index__`` is an integer (Python and numpy ints, 0-d
+    integer arrays), as in numpy and the Array API standard; a bool is not (it would
+    pass ``__index__`` as 0 or 1 and hide a mistake), nor is a float, even an integral one.
+    """
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(
+        f"{op}: {what} must be an integer (an int or anything with __index__, such as "
+        f"numpy.int64), got {type(value).__name__} {value!r}"
+    )
+
+
+def as_ints(values, what: str, op: str) -> tuple[int, ...]:
+    """A sequence of integers (each by ``as_int``) as a tuple."""
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise TypeError(
+            f"{op}: {what} must be a tuple of integers, got {type(values).__name__} {values!r}"
+        ) from None
+    return tuple(as_int(v, what, op) for v in items)
+
+
+def int_or_ints(values, what: str, op: str) -> tuple[int, ...]:
+    """One integer or a tuple (or list) of them, as a tuple: ``axis=1``, ``axis=(0, 2)``."""
+    if isinstance(values, tuple | list):
+        return as_ints(values, what, op)
+    return (as_int(values, what, op),)
+
+
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    axis = as_int(axis, "axis", op)
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
         raise ValueError(
             f"{op}: axis {axis} is out of range for a {ndim}-d tensor; "
@@ -81,12 +117,7 @@ def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
 def normalize_axes(axis, ndim: int, op: str = "op") -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axes = (axis,)
-    elif isinstance(axis, tuple | list):
-        axes = tuple(axis)
-    else:
-        raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got {axis!r}")
+    axes = int_or_ints(axis, "axis", op)
     out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
