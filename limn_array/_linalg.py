@@ -26,7 +26,7 @@ from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
 from limn_array import _complex as cx
-from limn_array._array import Array, lift, parts, wrap, wrap_complex
+from limn_array._array import Array, lift, parts, view_of, wrap, wrap_complex
 from limn_array._creation import eye
 from limn_array._data_types import cast, check_dtype, result_type
 from limn_array._elementwise import conj, multiply, subtract
@@ -69,7 +69,7 @@ def matrix_transpose(x: Array, /) -> Array:
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dims, got shape {x.shape}")
     order = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    return lift(lambda t: t.p_permute(order), x)
+    return view_of(x, lambda t: t.p_permute(order + tuple(range(x.ndim, len(t.shape)))))
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:

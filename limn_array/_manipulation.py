@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ir.graph import compose, dtypes
 from limn_array import _order as order
-from limn_array._array import Array, broadcast, host, lift
+from limn_array._array import Array, broadcast, host, lift, view_of
 from limn_array._data_types import cast, result_type
 from limn_array._indexing import take
 
@@ -103,7 +103,7 @@ def squeeze(x: Array, /, axis) -> Array:
 
 def reshape(x: Array, /, shape, *, copy: bool | None = None) -> Array:
     shape = compose.resolve_shape(compose.as_ints(shape, "shape", "reshape"), x.shape)
-    return lift(lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])), x)
+    return view_of(x, lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])))
 
 
 def permute_dims(x: Array, /, axes) -> Array:
@@ -112,7 +112,7 @@ def permute_dims(x: Array, /, axes) -> Array:
     )
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute_dims: {axes} is not a permutation of {x.ndim} axes")
-    return lift(lambda t: t.p_permute(axes), x)
+    return view_of(x, lambda t: t.p_permute(axes + tuple(range(x.ndim, len(t.shape)))))
 
 
 def moveaxis(x: Array, source, destination, /) -> Array:
@@ -132,7 +132,7 @@ def moveaxis(x: Array, source, destination, /) -> Array:
 
 def flip(x: Array, /, *, axis=None) -> Array:
     axes = compose.normalize_axes(axis, x.ndim, "flip")
-    return lift(lambda t: t.p_flip(axes), x)
+    return view_of(x, lambda t: t.p_flip(axes))
 
 
 def roll(x: Array, /, shift, *, axis=None) -> Array:
