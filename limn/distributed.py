@@ -48,9 +48,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ir import dtypes
-from ir.graph import Node
-from ir.ops import Op
+from ir.graph import dtypes
+from ir.graph.node import Node
+from ir.graph.ops import Op
 from limn import serialize
 from limn.capture import host_call
 from limn.runtime.device import Buffer
