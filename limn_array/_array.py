@@ -161,10 +161,6 @@ class Array:
         compose.check_writable(base.shape, moves, "in-place write into a view")
         self._root._tensor = compose.place(base, moves, t)
 
-    @property
-    def _is_complex(self) -> bool:
-        return self._dtype.is_complex
-
     # ---- attributes (never compute) -----------------------------------------------
 
     @property
