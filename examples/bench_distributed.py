@@ -12,7 +12,9 @@ Step overhead: an MLP trained with AdamW at a per-rank batch of 64. "1 rank" is 
 alone training on its own (no DataParallel; rank 1 idles at a barrier); "2 ranks" is both
 ranks training data-parallel on 64 items each, so the two do the same work per process
 and the difference is what data parallelism costs: the gradient buckets, the all-reduce,
-and sharing the machine's cores. Rounds alternate the two, and medians are reported.
+and sharing the machine's cores. Rounds alternate the two, and medians are reported. On
+the c device each rank runs one thread (``--threads``), so both measurements use one core
+per process.
 """
 
 from __future__ import annotations
@@ -93,15 +95,17 @@ def bench_steps(world, rounds: int, steps: int, batch: int, width: int) -> None:
         world.barrier()
         double += train_steps(model, opt, ddp, world, steps, batch, 2 + world.rank)
         world.barrier()
-    s, d = statistics.median(single or [0.0]), statistics.median(double)
-    world.print(
+    if not world.is_main:
+        return
+    s, d = statistics.median(single), statistics.median(double)
+    print(
         f"\nstep time, MLP 64-{width}-{width}-8 ({n_params} parameters, "
         f"{4 * n_params / 1e6:.2f} MB of gradients), AdamW, {batch} items per rank, "
         f"device {limn.current_device()}, ms: median (min..max)"
     )
-    world.print(f"1 rank alone      {summary([1e3 * t for t in single])}")
-    world.print(f"2 ranks, DP       {summary([1e3 * t for t in double])}")
-    world.print(f"overhead of 2 ranks vs 1: {100 * (d / s - 1):+.1f}% per step")
+    print(f"1 rank alone      {summary([1e3 * t for t in single])}")
+    print(f"{world.size} ranks, DP       {summary([1e3 * t for t in double])}")
+    print(f"overhead of {world.size} ranks vs 1: {100 * (d / s - 1):+.1f}% per step", flush=True)
 
 
 def main() -> None:
@@ -110,11 +114,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=1, help="c device threads per rank")
     args = parser.parse_args()
     world = distributed.init()
     from mpi4py import MPI
 
     limn.set_device(args.device)
+    if args.device == "c":  # one thread per rank: ranks, not threads, share the cores
+        limn.get_device("c").set_threads(args.threads)
     world.print(f"{world.size} ranks, {MPI.Get_library_version().splitlines()[0]}")
     bench_all_reduce(world, MPI)
     bench_steps(world, args.rounds, args.steps, 64, args.width)
