@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_void_p
+from ctypes import c_char_p, c_int, c_size_t, c_ubyte, c_uint, c_uint64, c_void_p
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +86,10 @@ def test_every_corpus_kernel_compiles_and_assembles_without_spills(arch):
             assert "cuda device" in str(e)
     # one program of all of them: one NVRTC run, one ptxas run
     body = [s.split(cu.PRELUDE, 1)[1] for s in sources]
-    renamed = [re.sub(r"\bk(\d+)_(\d+)\b", lambda m, j=j: f"c{j}k{m[1]}_{m[2]}", b) for j, b in enumerate(body)]
+    renamed = [
+        re.sub(r"\bk(\d+)_(\d+)\b", lambda m, j=j: f"c{j}k{m[1]}_{m[2]}", b)
+        for j, b in enumerate(body)
+    ]
     report = assemble(cu.PRELUDE + "\n".join(_dedupe_helpers(renamed)), arch)
     assert not spills(report), spills(report)
 
@@ -210,7 +213,9 @@ def _prototypes(header: Path, names) -> dict[str, list[str]]:
     out = {}
     for name in names:
         public = name.removesuffix("_v2")
-        m = re.search(rf"(?:CUresult|nvrtcResult|const char \*) ?(?:CUDAAPI )?\b{public}\s*\(([^)]*)\)", text)
+        m = re.search(
+            rf"(?:CUresult|nvrtcResult|const char \*) ?(?:CUDAAPI )?\b{public}\s*\(([^)]*)\)", text
+        )
         assert m, f"{public} not declared in {header.name}"
         params = [p.strip() for p in m[1].split(",") if p.strip() and p.strip() != "void"]
         out[name] = [re.sub(r"\s*\b\w+$", "", p) if not p.endswith("*") else p for p in params]

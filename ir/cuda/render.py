@@ -115,7 +115,9 @@ def cast(src: str, s: DType, d: DType) -> str:
         if d == s:
             return src
     if d in dtypes.HALF:
-        return f"limn_f2{'h' if d == dtypes.float16 else 'bf'}((float){cast(src, s, dtypes.float32)})"
+        return (
+            f"limn_f2{'h' if d == dtypes.float16 else 'bf'}((float){cast(src, s, dtypes.float32)})"
+        )
     if d == dtypes.bool_:
         return f"(({src}) != 0)"
     return f"(({ctype(d)}){src})"
@@ -160,7 +162,11 @@ def fold(op: Op, dst: str, src: str, d: DType) -> str:
             return f"{dst} = {cast(f'({cur} + {new})', dtypes.float32, d)};"
         return f"{dst} = ({new} > {cur} || {new} != {new}) ? {src} : {dst};"
     if op == Op.ADD:
-        return f"{dst} = {dst} | {src};" if d == dtypes.bool_ else f"{dst} = ({ctype(d)})({dst} + {src});"
+        return (
+            f"{dst} = {dst} | {src};"
+            if d == dtypes.bool_
+            else f"{dst} = ({ctype(d)})({dst} + {src});"
+        )
     if d.is_float:
         return f"{dst} = ({src} > {dst} || {src} != {src}) ? {src} : {dst};"
     return f"{dst} = {src} > {dst} ? {src} : {dst};"
@@ -293,7 +299,9 @@ class _Cuda:
             if values.get(v) == f"{v}_c":
                 return check
             values[v] = f"{v}_c"
-            return f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
+            return (
+                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
+            )
         if isinstance(ins, Accum):
             if ins.index is None:
                 return fold(ins.op, ins.dst, ins.src, self.dtype_of[ins.dst])
@@ -329,7 +337,9 @@ class _Cuda:
             if isinstance(item, Block):
                 lp = item.loop
                 if lp.lo or lp.hi:
-                    raise NotImplementedError("cuda device: symbolic loop bounds are a c-device form")
+                    raise NotImplementedError(
+                        "cuda device: symbolic loop bounds are a c-device form"
+                    )
                 lines.append(
                     f"{pad}for (int64_t {lp.var} = {lp.start}; {lp.var} < {lp.stop}; "
                     f"{lp.var} += {lp.step}) {{"
@@ -346,7 +356,10 @@ class _Cuda:
         params = [
             f"const {ctype(s.dtype)} *__restrict__ in{i}" for i, s in enumerate(self.nest.inputs)
         ]
-        params += [f"{ctype(self.nest.output.dtype)} *__restrict__ out", "int64_t *__restrict__ err"]
+        params += [
+            f"{ctype(self.nest.output.dtype)} *__restrict__ out",
+            "int64_t *__restrict__ err",
+        ]
         return (
             f'extern "C" __global__ void __launch_bounds__({THREADS}, 1) {func}('
             + ", ".join(params)
@@ -432,7 +445,7 @@ class _Cuda:
         t = ctype(acc.dtype)
         lines = self.pre(values)
         lines.append(f"  __shared__ {t} part[{THREADS}];")
-        lines.append("  for (int64_t c = blockIdx.x; c < %d; c += gridDim.x) {" % n)
+        lines.append(f"  for (int64_t c = blockIdx.x; c < {n}; c += gridDim.x) {{")
         lines += ["    " + s for s in _decompose(cells, "c")]
         lines += self.items(pre, 2)
         self.dtype_of[acc.out] = acc.dtype
@@ -503,11 +516,14 @@ class _Cuda:
         lines += ["    " + s for s in _decompose(cells[:-2], "o")]
         lines.append(f"    {t_acc} acc[{TM}][{TN}];")
         ident = cliteral(acc.value, acc.dtype)
-        lines.append(f"    for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++) acc[a][b] = {ident};")
+        each = f"for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++)"
+        lines.append(f"    {each} acc[a][b] = {ident};")
         lines.append(f"    for (int64_t t0 = 0; t0 < {plan.r}; t0 += {BK}) {{")
         for x in loads:  # stage the slab: every slot written, zero past the edges
             s = side[x.out]
-            w, lim, lp, base = (BN, plan.n, ib, "tn * %d" % BN) if s == "b" else (BM, plan.m, ia, "tm * %d" % BM)
+            w, lim, lp, base = (
+                (BN, plan.n, ib, f"tn * {BN}") if s == "b" else (BM, plan.m, ia, f"tm * {BM}")
+            )
             lines.append(f"      for (int e = threadIdx.x; e < {BK * w}; e += {THREADS}) {{")
             lines.append(f"        const int kk = e / {w}, j = e % {w};")
             lines.append(f"        const int64_t {lp.var} = {base} + j, t = t0 + kk;")
@@ -524,8 +540,10 @@ class _Cuda:
         for ins in body[:-1]:
             if isinstance(ins, Load):
                 self.dtype_of[ins.out] = ins.dtype
-                j = "ty * %d + a" % TM if side[ins.out] == "a" else "tx * %d + b" % TN
-                lines.append(f"            const {ctype(ins.dtype)} {ins.out} = s_{ins.out}[kk][{j}];")
+                j = f"ty * {TM} + a" if side[ins.out] == "a" else f"tx * {TN} + b"
+                lines.append(
+                    f"            const {ctype(ins.dtype)} {ins.out} = s_{ins.out}[kk][{j}];"
+                )
             else:
                 lines.append("            " + self.stmt(ins))
         self.dtype_of[acc.out] = acc.dtype
@@ -612,4 +630,3 @@ def source(graph: KernelGraph, passes=None) -> str:
 
 
 __all__ = ["CudaKernel", "Launch", "TilePlan", "kernels", "program", "render", "source"]
-

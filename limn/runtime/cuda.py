@@ -24,7 +24,7 @@ import os
 import site
 import sys
 from collections.abc import Sequence
-from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_ubyte, c_void_p
+from ctypes import POINTER, c_char_p, c_int, c_size_t, c_ubyte, c_uint, c_uint64, c_void_p
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +72,19 @@ DRIVER_PROTOTYPES = {
     "cuMemsetD8_v2": (c_int, [c_uint64, c_ubyte, c_size_t]),
     "cuLaunchKernel": (
         c_int,
-        [c_void_p, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_void_p,
-         POINTER(c_void_p), POINTER(c_void_p)],
+        [
+            c_void_p,
+            c_uint,
+            c_uint,
+            c_uint,
+            c_uint,
+            c_uint,
+            c_uint,
+            c_uint,
+            c_void_p,
+            POINTER(c_void_p),
+            POINTER(c_void_p),
+        ],
     ),
     "cuGetErrorString": (c_int, [c_int, POINTER(c_char_p)]),
 }
@@ -256,9 +267,7 @@ class Driver:
 
     def function(self, module, name: str):
         f = c_void_p()
-        self.check(
-            self.fn["cuModuleGetFunction"](ctypes.byref(f), module, name.encode()), name
-        )
+        self.check(self.fn["cuModuleGetFunction"](ctypes.byref(f), module, name.encode()), name)
         return f
 
     def launch(self, f, grid: int, block: int, args: Sequence[int]) -> None:
