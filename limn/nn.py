@@ -129,11 +129,6 @@ def _uniform_param(shape, bound: float, dtype) -> Tensor:
     return Tensor.uniform(shape, -bound, bound, dtype=as_dtype(dtype), requires_grad=True)
 
 
-def _check_dims(name: str, x: Tensor, ndims: tuple[int, ...], what: str) -> None:
-    if x.ndim not in ndims:
-        raise ValueError(f"{name}: expected input of {what}, got shape {x.shape}")
-
-
 # ---- layers -----------------------------------------------------------------------
 
 

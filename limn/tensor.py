@@ -18,7 +18,7 @@ import numpy as np
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
-from ir.graph.ops import BITWISE, INT_ONLY, Op
+from ir.graph.ops import BITWISE, COMPOSITE, FLOAT_ONLY, INT_ONLY, TABLE, Op
 from ir.graph.view import View
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
@@ -190,7 +190,7 @@ class Tensor(Surface):
     # ---- the primitive protocol (ir/graph/compose.py calls these) -------------------------
 
     def _unary(self, op: Op) -> Tensor:
-        if op in (Op.EXP, Op.LOG, Op.SQRT, Op.RECIP) and not self.dtype.is_float:
+        if op in FLOAT_ONLY and not self.dtype.is_float:
             raise TypeError(f"{op.value.lower()}: needs a float tensor, got {self.dtype}")
         return Tensor._make(
             Node(op, self.dtype, self.shape, (self.node,)), self.device, op, (self,)
@@ -277,6 +277,22 @@ class Tensor(Surface):
             )
         node = Node(Op.WHERE, a.dtype, a.shape, (self.node, a.node, b.node))
         return Tensor._make(node, self.device, Op.WHERE, (self, a, b))
+
+    def p_op(self, op: Op, *others: Tensor) -> Tensor:
+        """A composite row of the op table (sin, pow, division, ...) as one node."""
+        if op not in COMPOSITE:
+            raise ValueError(f"p_op: {op.value} is not a composite op")
+        srcs = (self,) + others
+        if len(srcs) != TABLE[op].arity:
+            raise ValueError(f"{op.value}: takes {TABLE[op].arity} operands, got {len(srcs)}")
+        for t in srcs:
+            if not t.dtype.is_float or t.dtype != self.dtype or t.shape != self.shape:
+                raise TypeError(
+                    f"{op.value.lower()}: needs float operands of one dtype and shape, got "
+                    + ", ".join(f"{t.dtype}{list(t.shape)}" for t in srcs)
+                )
+        node = Node(op, self.dtype, self.shape, tuple(t.node for t in srcs))
+        return Tensor._make(node, self.device, op, srcs)
 
     def _reduce(self, op: Op, axes: tuple[int, ...]) -> Tensor:
         shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))

@@ -182,6 +182,11 @@ class Array:
     # ---- attributes (never compute) -----------------------------------------------
 
     @property
+    def node(self):
+        """The op-graph node this array is a handle on (what ``limn.ir`` prints)."""
+        return self._t.node
+
+    @property
     def dtype(self) -> DType:
         return self._dtype
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from ir.graph.compose import logical_and, logical_not, logical_or
 
 # ---- spellings ------------------------------------------------------------------------------
@@ -461,7 +461,3 @@ def atan(z):
     a, b = z
     re, im = atanh((b.p_neg(), a))
     return im, re.p_neg()
-
-
-def round_(z):
-    return cm.rint(z[0]), cm.rint(z[1])

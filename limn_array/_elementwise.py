@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 
 from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from ir.graph.dtypes import DType
 from limn_array import _complex as cx
 from limn_array._array import Array, lift, parts, real_dtype, real_tensor, wrap, wrap_complex

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from limn_array import _complex as cx
 from limn_array._array import Array, complex_dtype, parts, real_dtype, wrap, wrap_complex
 from limn_array._creation import asarray

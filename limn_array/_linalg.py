@@ -20,7 +20,7 @@ from collections import namedtuple
 import numpy as np
 
 from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn.runtime.device import get_device

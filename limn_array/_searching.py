@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from limn_array._array import Array, host, lift, wrap
 from limn_array._data_types import check_dtype, convert
 from limn_array._elementwise import _as_array, cast, operands

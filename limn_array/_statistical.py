@@ -10,7 +10,7 @@ part, except products, which combine (re, im) pairs with the complex product.
 from __future__ import annotations
 
 from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import functions as cm
 from limn_array import _complex as cx
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex

@@ -720,32 +720,3 @@ def fmod(a, b):
     bad = logical_or(logical_or(isnan(a), isnan(b)), logical_or(isinf(a), compose.eq(b, _k(b, 0))))
     r = _sel(logical_and(isinf(b), isfinite(a)), a, r)
     return _sel(bad, _nan(a), r)
-
-
-def float_remainder(a, b):
-    """Python's %: fmod moved to the divisor's sign; a zero takes the divisor's sign."""
-    m = fmod(a, b)
-    zero = _k(m, 0)
-    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    m = _sel(fix, m.p_add(b), m)
-    m = _sel(compose.eq(m, zero), copysign(zero, b), m)
-    # an infinite divisor with the other sign leaves an infinity; Python gives b there
-    return m
-
-
-def float_floor_divide(a, b):
-    """Python's //: (a - fmod(a, b)) / b, stepped down with the remainder, then rounded."""
-    m = fmod(a, b)
-    zero = _k(m, 0)
-    div = divide(_sub(a, m), b)
-    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    div = _sel(fix, _sub(div, _k(div, 1)), div)
-    fl = compose.floor(div)
-    fl = _sel(_gt(_sub(div, fl), _k(div, 0.5)), fl.p_add(_k(fl, 1)), fl)
-    zero_div = copysign(zero, divide(a, b))
-    fl = _sel(compose.eq(div, zero), zero_div, fl)
-    plain = divide(a, b)  # b == 0 or an infinite operand: the quotient's own special value
-    special = logical_or(compose.eq(b, zero), logical_not(logical_and(isfinite(a), isfinite(b))))
-    fl = _sel(special, compose.floor(plain), fl)
-    # a finite number over an infinity is a signed zero (the standard; Python says -1 or 0)
-    return _sel(logical_and(isfinite(a), isinf(b)), copysign(zero, plain), fl)
