@@ -1,7 +1,7 @@
 """Complex elementwise math on (re, im) pairs of real tensors.
 
 Complex arrays are pairs of real tensors (see ``_array.py``), so every complex function is
-a composition of the real ones in ``ir/graph/elementary.py``: one implementation, on every
+a composition of the real ones in ``ir/graph/functions.py``: one implementation, on every
 device that has float32/float64. The textbook formula is the body of each function; the
 special values the standard (after C99 Annex G) fixes at zeros, infinities and nans are
 laid over it with WHERE, one line per family of cases, where the formula alone would give

@@ -3,7 +3,7 @@
 Each function checks the dtypes it accepts, applies the standard's promotion
 (``ir.graph.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
 calls one composed spelling: ``ir/graph/compose.py`` for arithmetic and comparisons,
-``ir/graph/elementary.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
+``ir/graph/functions.py`` for the rest of libm (one composite node each), ``_complex.py`` for complex pairs. Nothing
 here computes a value itself.
 """
 
@@ -59,7 +59,7 @@ def _real(op: str, x: Array, accepts: str, fn) -> Array:
 
 
 def _float_or_complex(op: str, x: Array, real_fn, complex_fn) -> Array:
-    """complex64 computes in float64 parts and rounds once, as float32 does in elementary."""
+    """complex64 computes in float64 parts and rounds once."""
     check_dtype(x, "floating-point", op)
     if x.dtype.is_complex:
         re, im = parts(x)

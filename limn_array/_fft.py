@@ -9,7 +9,7 @@ A transform along one axis works on (re, im) pairs of real tensors:
   transform into a convolution with the chirp e**(i pi m**2 / n), done by power-of-two
   transforms of length >= 2n - 1, so still O(n log n).
 
-Twiddles and chirps are sines and cosines (``ir/graph/elementary.py``) of angles formed
+Twiddles and chirps are sines and cosines (``ir/graph/functions.py``) of angles formed
 exactly: pi * j / h with h a power of two, and pi * (m**2 mod 2n) / n with the square
 taken in int64, so no angle error grows with n. complex64 computes in float64 and rounds
 once. Errors are those of a textbook FFT: O(eps log n) relative to the largest term.

@@ -1,10 +1,15 @@
-"""Elementwise math composed from primitives: the part of libm a device does not have to own.
+"""The decompositions of the composite math rows: libm spelled in primitives.
 
-Every function here is spelled against the primitive protocol of ``ir/graph/compose.py`` (plus
-the integer and bit primitives ``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``),
-so a device that implements the op table gets trigonometry, hyperbolics, ``expm1``,
-``log1p``, correctly rounded division, exact ``fmod`` and the rest without a line of its
-own. Only EXP, LOG and SQRT come from the device.
+Each composite row of ``ir/graph/ops.py`` (sin, pow, division, ...) names its function
+here as its ``decompose`` rule; the pass ``ir/graph/decompose.py`` applies it for a device
+that does not render the composite itself. Every function is spelled against the
+primitive protocol of ``ir/graph/compose.py`` (plus the integer and bit primitives
+``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``) and calls the other rules
+directly, never a composite node, so a device that implements the primitives alone gets
+trigonometry, hyperbolics, ``expm1``, ``log1p``, correctly rounded division, exact
+``fmod`` and the rest without a line of its own. Only EXP, LOG and SQRT come from the
+device. The frontends do not call these: they build the composite node
+(``ir/graph/functions.py``).
 
 How precision is bought, function by function, is said where each is defined; the
 measured error table is in ``docs/array_api.md``. Three habits run through the file:
