@@ -224,7 +224,7 @@ def math_functions(n: int, reps: int) -> None:
         for dev in ("numpy", "c"):
             a = xp.asarray(x, device=xp.Device(dev))
             b = xp.asarray(y, device=xp.Device(dev))
-            t = timeit(lambda: np.asarray(build(xp, a, b)), reps)
+            t = timeit(lambda f=build, a=a, b=b: np.asarray(f(xp, a, b)), reps)
             row.append(f"{dev} device {t * 1e3:6.2f} ms ({t / t_np:4.1f}x)")
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["LIMN_CACHE_DIR"] = tmp

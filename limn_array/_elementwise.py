@@ -3,8 +3,8 @@
 Each function checks the dtypes it accepts, applies the standard's promotion
 (``ir.graph.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
 calls one composed spelling: ``ir/graph/compose.py`` for arithmetic and comparisons,
-``ir/graph/functions.py`` for the rest of libm (one composite node each), ``_complex.py`` for complex pairs. Nothing
-here computes a value itself.
+``ir/graph/functions.py`` for the rest of libm (one composite node each), ``_complex.py``
+for complex pairs. Nothing here computes a value itself.
 """
 
 from __future__ import annotations
