@@ -195,17 +195,6 @@ def log1p(x):
     return _sel(compose.eq(x, _k(x, math.inf)), x, r)
 
 
-@_wide
-def exp(x):
-    """EXP, with float32 rounded once from float64 (correctly rounded, unlike most float32 exps)."""
-    return x.p_exp()
-
-
-@_wide
-def log(x):
-    return x.p_log()
-
-
 def _log_parts(x):
     """(e, log(m)) with x = m * 2**e and sqrt(1/2) <= m < sqrt(2), for positive finite x."""
     m, e = _frexp(x)

@@ -23,16 +23,6 @@ def _div(a, b):
     return a.p_op(Op.DIV, b)
 
 
-def _first(rule):
-    """A rule of a unary op from g and the op's (x, out) alone."""
-
-    def run(ctx, out, g):
-        return (rule(ctx.parents[0], out, g),)
-
-    run.__name__ = rule.__name__
-    return run
-
-
 # ---- primitives ----------------------------------------------------------------------------
 
 
@@ -184,94 +174,37 @@ def _one_minus_sq(x):
     return x.p_const(1).p_add(x.p_mul(x).p_neg())
 
 
-@_first
-def abs_(x, out, g):
-    return g.p_mul(compose.sign(x))
+def _sq_plus(x, c: float):
+    return x.p_mul(x).p_add(x.p_const(c))
 
 
-@_first
-def sin(x, out, g):
-    return g.p_mul(x.p_op(Op.COS))
+# d op(x) = g * ..., from the operand x and the result out, for each unary composite
+UNARY = {
+    Op.ABS: lambda x, out, g: g.p_mul(compose.sign(x)),
+    Op.SIN: lambda x, out, g: g.p_mul(x.p_op(Op.COS)),
+    Op.COS: lambda x, out, g: g.p_mul(x.p_op(Op.SIN)).p_neg(),
+    Op.TAN: lambda x, out, g: g.p_mul(_sq_plus(out, 1)),
+    Op.ASIN: lambda x, out, g: _div(g, _one_minus_sq(x).p_sqrt()),
+    Op.ACOS: lambda x, out, g: _div(g, _one_minus_sq(x).p_sqrt()).p_neg(),
+    Op.ATAN: lambda x, out, g: _div(g, _sq_plus(x, 1)),
+    Op.SINH: lambda x, out, g: g.p_mul(x.p_op(Op.COSH)),
+    Op.COSH: lambda x, out, g: g.p_mul(x.p_op(Op.SINH)),
+    Op.TANH: lambda x, out, g: g.p_mul(_one_minus_sq(out)),
+    Op.ASINH: lambda x, out, g: _div(g, _sq_plus(x, 1).p_sqrt()),
+    Op.ACOSH: lambda x, out, g: _div(g, _sq_plus(x, -1).p_sqrt()),
+    Op.ATANH: lambda x, out, g: _div(g, _one_minus_sq(x)),
+    Op.EXP2: lambda x, out, g: g.p_mul(out).p_mul(out.p_const(math.log(2))),
+    Op.EXPM1: lambda x, out, g: g.p_mul(out.p_add(out.p_const(1))),
+    Op.LOG1P: lambda x, out, g: _div(g, x.p_add(x.p_const(1))),
+    Op.LOG2: lambda x, out, g: _div(g, x.p_mul(x.p_const(math.log(2)))),
+    Op.LOG10: lambda x, out, g: _div(g, x.p_mul(x.p_const(math.log(10)))),
+}
 
 
-@_first
-def cos(x, out, g):
-    return g.p_mul(x.p_op(Op.SIN)).p_neg()
-
-
-@_first
-def tan(x, out, g):
-    return g.p_mul(out.p_mul(out).p_add(out.p_const(1)))
-
-
-@_first
-def asin(x, out, g):
-    return _div(g, _one_minus_sq(x).p_sqrt())
-
-
-@_first
-def acos(x, out, g):
-    return _div(g, _one_minus_sq(x).p_sqrt()).p_neg()
-
-
-@_first
-def atan(x, out, g):
-    return _div(g, x.p_mul(x).p_add(x.p_const(1)))
-
-
-@_first
-def sinh(x, out, g):
-    return g.p_mul(x.p_op(Op.COSH))
-
-
-@_first
-def cosh(x, out, g):
-    return g.p_mul(x.p_op(Op.SINH))
-
-
-@_first
-def tanh(x, out, g):
-    return g.p_mul(_one_minus_sq(out))
-
-
-@_first
-def asinh(x, out, g):
-    return _div(g, x.p_mul(x).p_add(x.p_const(1)).p_sqrt())
-
-
-@_first
-def acosh(x, out, g):
-    return _div(g, x.p_mul(x).p_add(x.p_const(-1)).p_sqrt())
-
-
-@_first
-def atanh(x, out, g):
-    return _div(g, _one_minus_sq(x))
-
-
-@_first
-def exp2(x, out, g):
-    return g.p_mul(out).p_mul(out.p_const(math.log(2)))
-
-
-@_first
-def expm1(x, out, g):
-    return g.p_mul(out.p_add(out.p_const(1)))
-
-
-@_first
-def log1p(x, out, g):
-    return _div(g, x.p_add(x.p_const(1)))
-
-
-@_first
-def log2(x, out, g):
-    return _div(g, x.p_mul(x.p_const(math.log(2))))
-
-
-@_first
-def log10(x, out, g):
-    return _div(g, x.p_mul(x.p_const(math.log(10))))
+def unary(op: Op):
+    """The row rule of a unary composite, from its entry in ``UNARY``."""
+    rule = UNARY[op]
+    return lambda ctx, out, g: (rule(ctx.parents[0], out, g),)
 
 
 def div(ctx, out, g):
