@@ -4,10 +4,10 @@ A Tensor wraps one op-graph node and the device that will run it. Methods never 
 they build nodes. The primitive ones (``p_*``) come from ``ir/graph/build.py``; a Tensor
 wraps each new node with the record autograd differentiates it by (``limn/autograd.py``).
 This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``item()``,
-``tolist()``, ``realize()``), the surface
-rules (limn's dtype lattice, ``ir/dtypes.promote``, and numpy broadcasting), autograd
+``tolist()``, ``realize()``), the surface rules (limn's dtype lattice,
+``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls (math,
-reductions, movement, indexing) live in ``limn/surface.py``, spelled in ``ir/graph/compose.py``.
+reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``ir.graph.compose``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
-from limn.surface import Surface, _shape_arg
+from limn.torch_methods import TorchMethods, _shape_arg
 
 _rng = [np.random.default_rng(0)]
 
@@ -79,7 +79,7 @@ def _infer_dtype(data) -> DType:
     return as_dtype(arr.dtype)
 
 
-class Tensor(Primitives, Surface):
+class Tensor(Primitives, TorchMethods):
     __array_priority__ = 100  # numpy defers to our operators
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):

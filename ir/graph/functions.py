@@ -11,15 +11,19 @@ compositions and stay that (from ``ir/graph/elementary.py``); Python's float ``%
 from __future__ import annotations
 
 from ir.graph import compose
-from ir.graph.compose import logical_and, logical_not, logical_or
+from ir.graph.compose import (  # noqa: F401  (isnan, isinf, isfinite: re-exported)
+    isfinite,
+    isinf,
+    isnan,
+    logical_and,
+    logical_not,
+    logical_or,
+)
 from ir.graph.elementary import (  # noqa: F401  (re-exported for the frontends)
     copysign,
     int_floor_divide,
     int_pow,
     int_remainder,
-    isfinite,
-    isinf,
-    isnan,
     nextafter,
     signbit,
 )

@@ -13,7 +13,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
     DEFACC   acc[shape] = identity : dtype   a register accumulator (an array with a shape)
     ACCUM    dst[lane] = OP dst, v   fold v into a register, one lane of an array, or a
                                    memory cell (OP: ADD, MAX)
-    TREE     acc = OP pairwise over [shape]   fold an array accumulator into element 0
+    FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -245,7 +245,7 @@ class Check:
 class DefAcc:
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
-    An array accumulator is folded into element 0 by a TREE before its value is read.
+    An array accumulator is folded into element 0 by a FOLD before its value is read.
     """
 
     out: str
@@ -279,7 +279,7 @@ class Accum:
 
 
 @dataclass(frozen=True)
-class Tree:
+class PairwiseFold:
     """Fold an array accumulator into its element 0 by a fixed pairwise tree.
 
     The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
@@ -305,7 +305,7 @@ class Store:
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Tree | Store
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | PairwiseFold | Store
 
 OPCODE = {
     Loop: "LOOP",
@@ -317,7 +317,7 @@ OPCODE = {
     Check: "CHECK",
     DefAcc: "DEFACC",
     Accum: "ACCUM",
-    Tree: "TREE",
+    PairwiseFold: "FOLD",
     Store: "STORE",
 }
 
