@@ -23,6 +23,7 @@ from corpus import CASES, assert_matches, reference
 
 import limn
 from ir.cuda import render as cu
+from ir.graph.decompose import decompose
 from ir.kernel.schedule import schedule
 from limn import Tensor
 from limn.runtime import cuda as rt
@@ -69,7 +70,9 @@ def spills(report: str) -> list[str]:
 
 
 def graph_of(outs):
-    return schedule([t.node for t in outs]).graph
+    """The kernel graph the cuda device compiles: it renders no composite, so each is
+    decomposed into primitives first (as ``CompiledDevice.plan_for`` does)."""
+    return schedule(decompose([t.node for t in outs], lambda n: False)).graph
 
 
 @needs_nvrtc
