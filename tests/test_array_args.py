@@ -5,6 +5,7 @@ Each case calls one function with its integer arguments passed through ``K``: pl
 give the reference; numpy ints and 0-d integer arrays must give the same array; floats
 and bools must raise a TypeError that names the rule. One case per integer parameter of
 the namespace (axis, shape entries, n, k, repeats, offsets, indices, start/stop/step).
+Argument parsing does not depend on the device, so these run on the numpy device only.
 """
 
 from __future__ import annotations
@@ -12,16 +13,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import limn
 import limn_array as xp
 
 RNG = np.random.default_rng(0)
-X = xp.asarray(RNG.standard_normal((3, 4)))
-V = xp.asarray(RNG.standard_normal(5))
-SQ = xp.asarray(RNG.standard_normal((3, 3)))
-A3 = xp.asarray(RNG.standard_normal((3, 2)))
-B3 = xp.asarray(RNG.standard_normal((3, 2)))
-IDX = xp.asarray([2, 0, 3])
-IDX2 = xp.asarray([[0, 3, 1, 2]] * 3)
+NP = "numpy"
+X = xp.asarray(RNG.standard_normal((3, 4)), device=NP)
+V = xp.asarray(RNG.standard_normal(5), device=NP)
+SQ = xp.asarray(RNG.standard_normal((3, 3)), device=NP)
+A3 = xp.asarray(RNG.standard_normal((3, 2)), device=NP)
+B3 = xp.asarray(RNG.standard_normal((3, 2)), device=NP)
+IDX = xp.asarray([2, 0, 3], device=NP)
+IDX2 = xp.asarray([[0, 3, 1, 2]] * 3, device=NP)
+
+
+@pytest.fixture(autouse=True)
+def _numpy_device():
+    prev = limn.current_device()
+    limn.set_device(NP)
+    yield
+    limn.set_device(prev)
+
 
 # name -> (call(K), floats are valid values too)
 CASES = {
