@@ -21,7 +21,7 @@ from ir.graph.node import Node, format_graph
 from ir.graph.ops import BITWISE, INT_ONLY, Op
 from ir.graph.view import View
 from limn import autograd
-from limn.runtime.device import Buffer, current_device, get_device
+from limn.runtime.device import Buffer, current_device, get_device, observers
 from limn.surface import Surface, _shape_arg
 
 _rng = [np.random.default_rng(0)]
@@ -628,6 +628,8 @@ def realize(*tensors: Tensor) -> None:
     for t in todo:
         by_device.setdefault(t.device, []).append(t)
     for name, ts in by_device.items():
+        for see in observers:
+            see(name, [t.node for t in ts])
         bufs = get_device(name).realize([t.node for t in ts])
         for t, buf in zip(ts, bufs):
             t.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)

@@ -76,6 +76,10 @@ class Device:
 
 _devices: dict[str, object] = {}
 _factories: dict[str, object] = {}
+observers: list = []
+"""Callables ``see(device_name, roots)`` told of every batch the frontend asks a device to
+realize, before it runs: the stage viewer records programs through this (LIMN_VIZ)."""
+
 _current = [os.environ.get("LIMN_DEVICE", "numpy")]  # the default device; LIMN_DEVICE picks another
 
 

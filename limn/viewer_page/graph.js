@@ -131,11 +131,12 @@ function drawDag(svg, items, edges, onClick) {
 function panZoom(svg, view, box) {
   const st = { k: 1, tx: 0, ty: 0 };
   const apply = () => view.setAttribute("transform", `translate(${st.tx},${st.ty}) scale(${st.k})`);
-  const fit = () => {
+  const fit = (whole) => {
+    // the whole drawing, or (on first show) its top at a size that can still be read
     const r = svg.getBoundingClientRect();
-    st.k = Math.min(1, r.width / box.width, r.height / box.height) || 1;
-    st.k = Math.max(st.k, 0.05);
-    st.tx = (r.width - box.width * st.k) / 2;
+    st.k = Math.min(1, r.width / box.width, whole ? r.height / box.height : Infinity) || 1;
+    st.k = Math.max(st.k, whole ? 0.02 : 0.45);
+    st.tx = Math.max(4, (r.width - box.width * st.k) / 2);
     st.ty = 4;
     apply();
   };
@@ -166,7 +167,7 @@ function panZoom(svg, view, box) {
     st.ty = r.height / 2 - y * st.k;
     apply();
   };
-  fit();
+  fit(false);
   return { fit, focus };
 }
 

@@ -22,14 +22,13 @@ function h(tag, attrs, ...kids) {
 
 const graph = () => DATA.graphs[sel.g];
 const kernel = () => (sel.k >= 0 ? graph().kernels[sel.k] : null);
-const finalStep = (k) => {
-  for (let s = k.steps.length - 1; s >= 0; s--) if (k.steps[s].lines) return k.steps[s];
-  return null;
-};
+const pipe = (k) => (k && k.pipelines[sel.target]) || { steps: [], source: null };
 const stepLines = (k, s) => {
-  for (; s >= 0; s--) if (k.steps[s].lines) return k.steps[s];
+  const steps = pipe(k).steps;
+  for (; s >= 0; s--) if (steps[s].lines) return steps[s];
   return null;
 };
+const finalStep = (k) => stepLines(k, pipe(k).steps.length - 1);
 
 // ---- what the selection highlights ---------------------------------------------------
 
@@ -39,6 +38,7 @@ function selectedRows() {
   if (!k || sel.node < 0) return new Set();
   const out = new Set();
   k.rows.forEach((nid, r) => nid === sel.node && out.add(r));
+  k.via.forEach((b, r) => out.has(b) && out.add(r)); // a buffer's loads come from its views
   return out;
 }
 
@@ -52,11 +52,12 @@ function nestHighlight(step) {
   return out;
 }
 
-function sourceHighlight(src) {
+function sourceHighlight() {
   const k = kernel();
   const lit = nestHighlight(finalStep(k));
   const out = new Set();
-  if (src && src.origin) src.origin.forEach((o, i) => lit.has(o) && out.add(i));
+  const origin = pipe(k).origin;
+  if (origin) origin.forEach((o, i) => lit.has(o) && out.add(i));
   return out;
 }
 
@@ -101,7 +102,8 @@ function selectNestLine(i) {
 
 function selectSourceLine(i) {
   const k = kernel();
-  const o = k.sources[sel.target].origin[i];
+  const origin = pipe(k).origin;
+  const o = origin ? origin[i] : -1;
   if (o === undefined || o < 0) return;
   sel.step = -1;
   const r = finalStep(k).rows[o];
@@ -133,30 +135,64 @@ function renderGraphList() {
   s.value = sel.g;
 }
 
+const textWidth = (lines) => 14 + 6.7 * Math.max(...lines.map((l) => l.length));
+
+// Inputs (graph inputs, parameters, constants) are drawn once per user, right above it:
+// a weight read by the forward pass and by the optimizer would otherwise hang a long edge
+// across the whole drawing. `keys[i]` is what item i stands for (a node or kernel index).
 function opItems(g) {
-  return g.nodes.map((n) => ({
-    w: 104,
-    h: 32,
-    lines: [`${n.name} ${n.op}`, n.type],
-    cls: `op-${n.op} ${n.home < 0 ? "input" : ""}`,
-    title: n.text,
-  }));
+  const items = [];
+  const keys = [];
+  const edges = [];
+  const item = (n, i) => {
+    items.push({
+      w: Math.max(72, textWidth([`${n.name} ${n.op}`, n.type])),
+      h: 32,
+      lines: [`${n.name} ${n.op}`, n.type],
+      cls: `op-${n.op} ${n.home < 0 ? "input" : ""}`,
+      title: n.text,
+    });
+    keys.push(i);
+    return items.length - 1;
+  };
+  const at = new Array(g.nodes.length).fill(-1);
+  const leaf = (n) => !n.srcs.length;
+  g.nodes.forEach((n, i) => {
+    for (const s of n.srcs) {
+      const src = g.nodes[s];
+      edges.push([leaf(src) ? item(src, s) : at[s], -1]);
+    }
+    at[i] = leaf(n) && n.home < 0 && !g.roots.includes(i) ? -1 : item(n, i);
+    for (let e = edges.length - n.srcs.length; e < edges.length; e++) edges[e][1] = at[i];
+  });
+  return { items, edges, keys };
 }
 
 function kernelItems(g) {
-  // graph inputs first (as buffers), then one item per kernel
-  const inputs = g.buffers.filter((b) => b.producer < 0);
-  const items = inputs.map((b) => ({ w: 112, h: 32, lines: [b.name, b.spec], cls: "input" }));
-  for (const k of g.kernels) {
-    const ops = k.summary;
-    items.push({ w: 150, h: 46, lines: [`${k.name} ${k.kind}`, k.loop, ops], cls: `kernel kind-${k.kind}`, title: k.title });
-  }
-  const at = (b) => (g.buffers[b].producer < 0 ? inputs.indexOf(g.buffers[b]) : inputs.length + g.buffers[b].producer);
+  const items = [];
+  const keys = [];
   const edges = [];
+  const made = new Array(g.kernels.length);
   g.kernels.forEach((k, i) => {
-    for (const b of new Set(k.inputs)) edges.push([at(b), inputs.length + i]);
+    const from = [];
+    for (const b of new Set(k.inputs)) {
+      const buf = g.buffers[b];
+      if (buf.producer >= 0) {
+        from.push(made[buf.producer]);
+        continue;
+      }
+      items.push({ w: textWidth([buf.name, buf.spec]), h: 32, lines: [buf.name, buf.spec], cls: "input" });
+      keys.push(-1);
+      from.push(items.length - 1);
+    }
+    const ops = k.summary.length > 40 ? k.summary.slice(0, 39) + "\u2026" : k.summary;
+    const lines = [`${k.name} ${k.kind} ${statsText(k)}`, k.loop, ops];
+    items.push({ w: textWidth(lines), h: 46, lines, cls: `kernel kind-${k.kind}`, title: `${k.title}\n${k.summary}` });
+    keys.push(i);
+    made[i] = items.length - 1;
+    for (const f of from) edges.push([f, made[i]]);
   });
-  return { items, edges, base: inputs.length };
+  return { items, edges, keys };
 }
 
 function renderDrawing() {
@@ -165,40 +201,48 @@ function renderDrawing() {
   const key = `${sel.g}:${sel.view}`;
   if (drawn.key !== key) {
     // one drawing at a time: a graph's layout is computed when its view is first shown
-    if (sel.view === "op") {
-      const edges = [];
-      g.nodes.forEach((n, i) => n.srcs.forEach((s) => edges.push([s, i])));
-      drawn = drawDag($("drawing"), opItems(g), edges, (i) => selectNode(i, false));
-      drawn.base = 0;
-    } else {
-      const kg = kernelItems(g);
-      drawn = drawDag($("drawing"), kg.items, kg.edges, (i) => i >= kg.base && selectKernel(i - kg.base));
-      drawn.base = kg.base;
-    }
-    drawn.key = key;
+    const op = sel.view === "op";
+    const made = op ? opItems(g) : kernelItems(g);
+    const click = (i) => {
+      const k = made.keys[i];
+      if (op) selectNode(k, false);
+      else if (k >= 0) selectKernel(k);
+    };
+    drawn = drawDag($("drawing"), made.items, made.edges, click);
+    Object.assign(drawn, { key, keys: made.keys, edges: made.edges });
   }
   const q = $("search").value.trim().toLowerCase();
-  if (sel.view === "op") {
-    drawn.groups.forEach((el, i) => {
-      const n = g.nodes[i];
-      el.classList.toggle("sel", i === sel.node);
-      el.classList.toggle("ink", sel.k >= 0 && n.home === sel.k);
-      el.classList.toggle("match", !!q && matches(n.text, q));
-    });
-  } else {
-    drawn.groups.forEach((el, i) => {
-      const k = i - drawn.base;
-      el.classList.toggle("sel", k === sel.k);
-      el.classList.toggle("match", !!q && k >= 0 && matches(kernelText(g.kernels[k]), q));
-    });
-  }
+  const on = new Set();
+  drawn.groups.forEach((el, i) => {
+    const k = drawn.keys[i];
+    let isSel, ink, match;
+    if (sel.view === "op") {
+      const n = g.nodes[k];
+      isSel = k === sel.node;
+      ink = sel.k >= 0 && (n.home === sel.k || n.fused.includes(sel.k));
+      match = !!q && matches(n.text, q);
+    } else {
+      isSel = k >= 0 && k === sel.k;
+      ink = false;
+      match = !!q && k >= 0 && matches(kernelText(g.kernels[k]), q);
+    }
+    el.classList.toggle("sel", isSel);
+    el.classList.toggle("ink", ink);
+    el.classList.toggle("match", match);
+    if (isSel) on.add(i);
+  });
+  drawn.edges.forEach(([a, b], e) => drawn.paths[e].classList.toggle("on", on.has(a) || on.has(b)));
+}
+
+function itemOf(key) {
+  return drawn.keys ? drawn.keys.indexOf(key) : -1;
 }
 
 function focusNode() {
   const d = drawn;
   if (!d.zoom || sel.node < 0) return focusKernel();
-  if (sel.view === "op") d.zoom.focus(d.box.x[sel.node], d.box.y[sel.node]);
-  else if (sel.k >= 0) d.zoom.focus(d.box.x[d.base + sel.k], d.box.y[d.base + sel.k]);
+  const i = itemOf(sel.view === "op" ? sel.node : sel.k);
+  if (i >= 0) d.zoom.focus(d.box.x[i], d.box.y[i]);
 }
 
 function focusKernel() {
@@ -206,7 +250,9 @@ function focusKernel() {
   if (!d.zoom || sel.k < 0) return;
   const el = document.querySelector(`#kernels [data-k="${sel.k}"]`);
   if (el) el.scrollIntoView({ block: "nearest" });
-  if (sel.view === "kernel") d.zoom.focus(d.box.x[d.base + sel.k], d.box.y[d.base + sel.k]);
+  const g = graph();
+  const i = sel.view === "kernel" ? itemOf(sel.k) : d.keys.findIndex((n) => g.nodes[n].home === sel.k);
+  if (i >= 0) d.zoom.focus(d.box.x[i], d.box.y[i]);
 }
 
 const matches = (text, q) => text.toLowerCase().includes(q);
@@ -286,32 +332,37 @@ function renderDetails() {
   box.append(section(`kernel graph: ${k.title}`, true,
     codeBlock(k.block, blockLit, (i) => i >= nIn + 2 && selectNode(k.rows[i - nIn - 2], true), "block")));
   if (k.stats) box.append(h("div", { class: "stats" }, `measured: ${k.stats.calls} calls, ${statsText(k)}`));
-  if (!k.steps.length) return;
-  const steps = h("div", { class: "steps" });
-  const cur = sel.step >= 0 ? sel.step : k.steps.length - 1;
-  k.steps.forEach((s, i) => {
-    const b = h("button", { class: (i === cur ? "on " : "") + (s.lines ? "changed" : "same"), "data-step": i,
+  const steps = pipe(k).steps;
+  if (!steps.length) return;
+  const bar = h("div", { class: "steps" });
+  const cur = sel.step >= 0 ? sel.step : steps.length - 1;
+  steps.forEach((s, i) => {
+    const b = h("button", { class: (i === sel.step ? "on " : "") + (s.lines ? "changed" : "same"), "data-step": i,
       onclick: () => { sel.step = i; sel.line = -1; render(); } }, `${i}. ${s.pass}`);
     b.title = s.lines ? "changed the nest" : "no change";
-    steps.append(b);
+    bar.append(b);
   });
+  bar.append(h("button", { class: sel.step < 0 ? "on" : "", "data-step": -1, onclick: () => { sel.step = -1; render(); } }, "final"));
   const step = stepLines(k, cur);
   const prev = cur > 0 ? stepLines(k, cur - 1) : null;
-  const shown = k.steps[cur].lines && prev ? lineDiff(prev.lines, step.lines) : step.lines;
-  const lit = nestHighlight(step);
-  const what = k.steps[cur].lines ? (prev ? "diff against the step before" : "as lowered") : "unchanged by this pass";
-  box.append(section("loop nest after each pass", true, steps, h("div", { class: "note" }, what),
-    codeBlock(shown, lit, selectNestLine, "nest")));
+  const diff = sel.step >= 0 && steps[cur].lines && prev;
+  const shown = diff ? lineDiff(prev.lines, step.lines) : step.lines;
+  let what = "the nest the target renders; click a pass to see what it changed";
+  if (sel.step >= 0) what = !steps[cur].lines ? `${steps[cur].pass} left the nest unchanged` : prev ? `what ${steps[cur].pass} changed` : "as lowered";
+  const nestCol = h("div", {}, h("div", { class: "note" }, what), codeBlock(shown, nestHighlight(step), selectNestLine, "nest"));
   const tabs = h("div", { class: "steps" });
   for (const t of DATA.targets) {
-    if (!k.sources[t]) continue;
-    tabs.append(h("button", { class: t === sel.target ? "on" : "", onclick: () => { sel.target = t; render(); } }, t));
+    if (!k.pipelines[t]) continue;
+    tabs.append(h("button", { class: t === sel.target ? "on" : "", "data-target": t, onclick: () => { sel.target = t; sel.step = -1; sel.line = -1; render(); } }, t));
   }
-  const src = k.sources[sel.target];
-  box.append(section(`rendered source (${Object.keys(k.sources).join(", ") || "none"})`, true, tabs,
-    src ? codeBlock(src.lines, sourceHighlight(src), selectSourceLine, "source") : h("div", { class: "note" }, "no source for this target")));
-  const first = box.querySelector(".nest .hl, .source .hl");
-  if (first) first.scrollIntoView({ block: "nearest" });
+  const src = pipe(k).source;
+  const srcCol = h("div", {}, tabs,
+    src ? codeBlock(src, sourceHighlight(), selectSourceLine, "source") : h("div", { class: "note" }, "no source for this target"));
+  box.append(section(`loop nest after each pass, and the source it renders to`, true, bar, h("div", { class: "pair" }, nestCol, srcCol)));
+  for (const code of box.querySelectorAll(".nest, .source")) {
+    const first = code.querySelector(".hl");
+    if (first) code.scrollTop = first.offsetTop - code.clientHeight / 3;
+  }
 }
 
 function klink(k) {
@@ -323,7 +374,7 @@ function klink(k) {
 function start() {
   $("title").textContent = DATA.title;
   for (const b of document.querySelectorAll("#views button")) b.onclick = () => { sel.view = b.dataset.view; renderDrawing(); focusNode(); };
-  $("fit").onclick = () => drawn.zoom && drawn.zoom.fit();
+  $("fit").onclick = () => drawn.zoom && drawn.zoom.fit(true);
   $("search").oninput = () => { renderKernelList(); renderDrawing(); };
   $("search").onkeydown = (ev) => {
     if (ev.key !== "Enter") return;
