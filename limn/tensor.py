@@ -95,6 +95,10 @@ class Tensor(Surface):
         if requires_grad and not d.is_float:
             raise TypeError(f"requires_grad: only float tensors take gradients, got {d}")
 
+    def where(self, a, b) -> Tensor:
+        """self is the condition: a where true, b elsewhere."""
+        return where(self, a, b)
+
     def _lift(self, data) -> Tensor:
         """Host data as a Tensor on this tensor's device."""
         return Tensor(data, device=self.device)

@@ -13,11 +13,10 @@ import builtins
 
 from ir.graph import compose, dtypes
 from ir.graph import elementary as cm
-from ir.graph.dtypes import DType
 from limn_array import _complex as cx
-from limn_array._array import Array, lift, parts, real_dtype, real_tensor, wrap, wrap_complex
+from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._creation import full_array
-from limn_array._data_types import check_dtype, scalar_dtype
+from limn_array._data_types import cast, check_dtype, scalar_dtype
 
 BOOL = dtypes.bool_
 
@@ -30,20 +29,6 @@ def _as_array(v, like: Array, op: str) -> Array:
     if isinstance(v, builtins.bool | int | float | complex):
         return full_array(v, (), scalar_dtype(v, like.dtype, op), like._t.device)
     raise TypeError(f"{op}: cannot combine an array with {type(v).__name__}")
-
-
-def cast(x: Array, d: DType) -> Array:
-    """x as dtype d (real to complex gets a +0 imaginary part)."""
-    if x.dtype == d:
-        return x
-    if d.is_complex:
-        r = real_dtype(d)
-        if x.dtype.is_complex:
-            re, im = parts(x)
-            return wrap_complex(re.p_cast(r), im.p_cast(r))
-        re = x._t.p_cast(r)
-        return wrap_complex(re, re.p_const(0))
-    return wrap(real_tensor(x, "astype").p_cast(d))
 
 
 def _broadcast(x: Array, shape) -> Array:

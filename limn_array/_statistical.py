@@ -14,8 +14,9 @@ from ir.graph import elementary as cm
 from limn_array import _complex as cx
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
-from limn_array._data_types import check_dtype, standard_dtype
-from limn_array._elementwise import cast
+from limn_array._creation import full_array
+from limn_array._data_types import cast, check_dtype, standard_dtype
+from limn_array._manipulation import concat
 
 
 def _axes(x: Array, axis, op: str) -> tuple[int, ...]:
@@ -133,9 +134,6 @@ def _cumulative(x: Array, axis, dtype, include_initial: bool, op: str) -> Array:
     else:
         out = wrap(order.scan(x._t, axis, "add" if is_sum else "mul"))
     if include_initial:
-        from limn_array._creation import full_array
-        from limn_array._manipulation import concat
-
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
         first = full_array(0 if is_sum else 1, shape, x.dtype, x._t.device)
         out = concat([first, out], axis=axis)

@@ -37,7 +37,7 @@ from ir.loop.nest import (
     Store,
     Tree,
 )
-from ir.loop.passes import renumber
+from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import Block, defines, flatten, indices, rename, substitute, to_tree, walk
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
@@ -493,3 +493,8 @@ def _settle(ins, known: dict):
 
 
 C_PASSES = [split_pad_masks, tile_contraction, lane_reduce, parallelize, renumber]
+
+
+def c_passes() -> list[Pass]:
+    """The c device's passes: the default list, then the C ones."""
+    return [*DEFAULT_PASSES, *C_PASSES]
