@@ -55,8 +55,8 @@ stats_source: Stats | None = None
 
 
 def _c_target():
+    from ir.c.passes import c_passes
     from ir.c.render import render_mapped
-    from limn.runtime.c import c_passes
 
     return c_passes(), render_mapped
 
