@@ -271,9 +271,9 @@ class Recorder:
 
     def observe(self, device: str, roots: list[Node]) -> None:
         from limn.runtime.device import recall
-        from limn.runtime.jit import walk
+        from limn.runtime.jit import plan_key
 
-        key = (device, walk(roots)[0])
+        key = (device, plan_key(roots)[0])
         if key in self.graphs:
             self.graphs[key][0]["count"] += 1
             return
