@@ -47,7 +47,7 @@ class Schedule:
 
     ``outputs[k]`` is the node kernel ``k`` writes, and ``row_nodes[k][r]`` the node behind
     its row ``r`` (for a BUFFER row, the node whose buffer it reads): what lets a reader go
-    from a kernel back to the graph it was cut from (the stage viewer, ``limn/viz.py``).
+    from a kernel back to the graph it was cut from (the stage viewer, ``limn/viewer.py``).
     """
 
     graph: KernelGraph
