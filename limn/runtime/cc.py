@@ -31,6 +31,8 @@ from pathlib import Path
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
 # case is a flipped, value-padded view of a matmul). The pad splitting pass does the
 # useful part of unswitching itself, so nothing is lost.
+# -fno-trapping-math: no program reads the floating-point exception flags, and without it
+# gcc will not vectorize floor, ceil, trunc or rint (the composite rows' C spellings).
 # -ffp-contract=off: a*b+c is two roundings, as the nest (and the numpy reference) says;
 # the one deliberate fused multiply-add is the tiled contraction's (ir/c/tile.py).
 FLAGS = (
@@ -42,6 +44,7 @@ FLAGS = (
     "-shared",
     "-fPIC",
     "-fno-math-errno",
+    "-fno-trapping-math",
     "-fwrapv",
     "-std=gnu11",
 )
