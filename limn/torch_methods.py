@@ -58,14 +58,14 @@ class TorchMethods:
         return self
 
     def __pow__(self, o):
-        if isinstance(o, int) and not isinstance(o, bool):
-            if o < 0 and self.dtype.is_int:
+        if isinstance(o, int) and not isinstance(o, bool) and self.dtype.is_int:
+            if o < 0:
                 raise ValueError(
                     f"pow: a {self.dtype} tensor to the negative power {o} has no integer "
                     "result; accepted: a non-negative exponent, or a float tensor (.float())"
                 )
-            return compose.pow_int(self._float() if o < 0 else self, o)
-        return _pow(*self._align(o, "pow"))
+            return compose.pow_int(self, o)  # exact: a few multiplies for a known exponent
+        return _pow(*self._align(o, "pow"))  # floats: one POW node, as xp.pow
 
     def __rpow__(self, o):
         return _pow(*self._align(o, "pow", True))

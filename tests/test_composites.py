@@ -256,3 +256,21 @@ def _grads(loss, leaves, create_graph):
     for t in leaves:
         t.grad = None
     return out
+
+
+def test_tensor_pow_of_a_float_is_the_pow_row_as_in_the_array_api():
+    x = np.float32(np.random.default_rng(8).uniform(0.1, 3, 1000))
+    t = Tensor(x) ** 3
+    assert t.node.op == Op.POW
+    assert np.array_equal(t.numpy(), np.asarray(xp.pow(xp.asarray(x), 3.0)))
+    assert (Tensor(np.arange(5)) ** 3).numpy().tolist() == [0, 1, 8, 27, 64]  # integers exact
+
+
+def test_the_op_table_has_one_row_per_op_and_the_counts_its_docstring_gives():
+    import ir.graph.ops as ops
+
+    assert set(TABLE) == set(Op) and len(PRIMITIVE) == 28 and len(COMPOSITE) == 28
+    assert "28 rows" in ops.__doc__ and "28 composite rows" in ops.__doc__
+    for op in COMPOSITE:
+        row = TABLE[op]
+        assert row.numpy is not None and row.grad is not None and row.decompose is not None

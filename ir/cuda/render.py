@@ -36,7 +36,7 @@ from ir.c.spell import CTYPE, index, literal
 from ir.cuda.passes import cuda_passes, written_vars
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import Op
+from ir.graph.ops import COMPOSITE, TABLE, Op
 from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Arith, Check, Const, DefAcc, Load, Loop, LoopNest, Mask, Store
@@ -124,34 +124,19 @@ def cast(src: str, s: DType, d: DType) -> str:
 
 
 def arith(ins: Arith, src_dtypes: list[DType]) -> str:
+    """The op row's C template (``ir/graph/ops.py``), except where CUDA's math library
+    spells it otherwise; CAST and BITCAST convert, which the renderer owns."""
     op, a, d = ins.op, ins.srcs, ins.dtype
-    t, s0 = ctype(d), src_dtypes[-1]
-    f32 = d == dtypes.float32
     if op == Op.CAST:
         return cast(a[0], src_dtypes[0], d)
     if op == Op.BITCAST:
-        return f"limn_bitcast_{ctype(src_dtypes[0])}_{t}({a[0]})"
-    if op == Op.WHERE:
-        return f"({a[0]} ? {a[1]} : {a[2]})"
-    if op == Op.NEG:
-        return f"(({t})(-{a[0]}))" if d != dtypes.bool_ else a[0]
+        return f"limn_bitcast_{ctype(src_dtypes[0])}_{ctype(d)}({a[0]})"
     if op in (Op.EXP, Op.LOG, Op.SQRT):
         fn = op.value.lower()
-        return f"{fn}f({a[0]})" if f32 else f"{fn}({a[0]})"
-    if op == Op.RECIP:
-        return f"(({t})1 / {a[0]})"
-    if op == Op.ADD:
-        return f"({a[0]} | {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} + {a[1]}))"
-    if op == Op.MUL:
-        return f"({a[0]} & {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} * {a[1]}))"
-    if op == Op.CMPLT:
-        return f"({a[0]} < {a[1]})"
-    if op in (Op.AND, Op.OR, Op.XOR):
-        sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
-        return f"(({t})({a[0]} {sym} {a[1]}))"
-    if op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
-        return f"limn_{op.value.lower()}_{ctype(s0)}({a[0]}, {a[1]})"
-    raise NotImplementedError(f"cuda device: no CUDA C for {op.value}")
+        return f"{fn}f({a[0]})" if d == dtypes.float32 else f"{fn}({a[0]})"
+    if op in COMPOSITE:  # the cuda device renders none: they were decomposed before
+        raise NotImplementedError(f"cuda device: no CUDA C for {op.value}")
+    return TABLE[op].spell_c(list(a), ctype(d), ctype(src_dtypes[-1]), d)
 
 
 def fold(op: Op, dst: str, src: str, d: DType) -> str:

@@ -16,10 +16,13 @@ The primitive protocol (methods of an operand ``x``):
     x.p_flip(axes) p_step(steps)
     x.p_gather(idx, axis) p_scatter(idx, src, axis)
     x.p_const(value, shape=None, dtype=None)   a constant on x's device
+    x.p_op(op, *others)                  a composite row of the op table (SIN, DIV, ...)
+
+``ir/graph/build.py`` implements it once, for ``limn.Tensor`` and for bare nodes.
 
 Numerical soundness is part of the spelling: softmax and logsumexp subtract the max,
-variance is the mean of squared deviations (two passes), and pow with an integer exponent
-multiplies rather than going through exp/log so it is exact and differentiable at zero.
+and variance is the mean of squared deviations (two passes). Elementwise math (division,
+pow, sin, ...) is not spelled here: each is one composite node (``ir/graph/functions.py``).
 """
 
 from __future__ import annotations
@@ -152,9 +155,7 @@ def square(x):
 
 
 def pow_int(x, n: int):
-    """x**n for an integer n, by repeated squaring: exact, and a clean gradient at 0."""
-    if n < 0:
-        return pow_int(x, -n).p_recip()
+    """x**n for an integer tensor and a known n >= 0, by repeated squaring: exact."""
     result, base = None, x
     while n:
         if n & 1:
