@@ -61,7 +61,18 @@ def _c_target():
     return c_passes(), render_mapped
 
 
-TARGETS: dict[str, Callable] = {"c": _c_target}
+def _cuda_target():
+    from ir.cuda.passes import cuda_passes
+    from ir.cuda.render import render
+
+    def spell(nest, name):
+        k = render(nest, name)
+        return k.source, k.used  # no source map yet: its lines show without links
+
+    return cuda_passes(), spell
+
+
+TARGETS: dict[str, Callable] = {"c": _c_target, "cuda": _cuda_target}
 """Target name -> a function giving (the pass list, a renderer). A renderer is called as
 ``render(nest, name)`` and returns ``(text, helpers, origins)`` like ``render_mapped``, or
 ``(text, helpers)`` when it keeps no source map. A device adds its own with ``add_target``."""
@@ -199,7 +210,10 @@ def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
             step.update(lines=new, rows=rows)
         steps.append(step)
         lines = new
-    out = render(nest, f"k{i}")
+    try:
+        out = render(nest, f"k{i}")
+    except (TypeError, NotImplementedError) as e:  # a dtype or kernel the target declines
+        return {"steps": steps, "source": None, "declined": str(e)}
     pipe = {"steps": steps, "source": out[0].splitlines()}
     if len(out) > 2:
         header = len(lines) - len(nest.body)

@@ -50,6 +50,10 @@ def test_page_data_is_the_printed_stages(case):
     assert "\n".join(data["sinks"]) == blocks[-1]
     nests = ir(outs, passes=c_passes()).split("\n\n")
     compiled = ir(outs, stage="c")  # what the c device compiles
+    try:
+        cuda_program = ir(outs, stage="cuda")
+    except TypeError:  # a kernel the cuda device declines (the page says so in its tab)
+        cuda_program = None
     for i, k in enumerate(data["kernels"]):
         if k["kind"] == "CUSTOM":
             continue
@@ -59,6 +63,11 @@ def test_page_data_is_the_printed_stages(case):
         source = "\n".join(pipe["source"])
         assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
         assert source in compiled
+        cuda = k["pipelines"]["cuda"]
+        if cuda["source"] is not None and cuda_program is not None:
+            assert "\n".join(cuda["source"]) in cuda_program
+    if cuda_program is None:
+        assert any("declined" in k["pipelines"].get("cuda", {}) for k in data["kernels"])
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -144,7 +153,7 @@ def test_the_page_is_one_file_that_fetches_nothing(tmp_path):
     without_svg_ns = html.replace('"http://www.w3.org/2000/svg"', "")
     assert not re.search(r"https?://|<link|<script src|@import|url\(", without_svg_ns)
     data = page_data(html)
-    assert data["targets"] == ["c"] and len(data["graphs"]) == 1
+    assert data["targets"] == ["c", "cuda"] and len(data["graphs"]) == 1
     assert [k["name"] for k in data["graphs"][0]["kernels"]] == ["k0", "k1"]
 
 

@@ -165,3 +165,17 @@ def test_a_page_with_nothing_left_to_compute_still_loads(browser, tmp_path):
     opt.step(loss)  # the weight is a buffer now: its page has one node and no kernel
     g = load(browser, limn.viz(model.weight, tmp_path / "w.html"))
     assert g["kernels"] == [] and browser.errors == []
+
+
+def test_the_cuda_tab_shows_its_own_passes_and_source(browser, matmul_page):
+    g = load(browser, matmul_page)
+    cuda = g["kernels"][0]["pipelines"]["cuda"]
+    browser.click('#kernels .krow[data-k="0"]')
+    browser.click('.steps button[data-target="cuda"]')
+    browser.wait_for('sel.target === "cuda"')
+    shown = browser.eval(
+        "[...document.querySelectorAll('.steps button[data-step]')].map(b => b.textContent)"
+    )
+    assert shown == [f"{i}. {s['pass']}" for i, s in enumerate(cuda["steps"])] + ["final"]
+    assert browser.eval("document.querySelectorAll('.source .ln').length") == len(cuda["source"])
+    assert browser.errors == []

@@ -357,7 +357,7 @@ function renderDetails() {
   }
   const src = pipe(k).source;
   const srcCol = h("div", {}, tabs,
-    src ? codeBlock(src, sourceHighlight(), selectSourceLine, "source") : h("div", { class: "note" }, "no source for this target"));
+    src ? codeBlock(src, sourceHighlight(), selectSourceLine, "source") : h("div", { class: "note" }, pipe(k).declined || "no source for this target"));
   box.append(section(`loop nest after each pass, and the source it renders to`, true, bar, h("div", { class: "pair" }, nestCol, srcCol)));
   for (const code of box.querySelectorAll(".nest, .source")) {
     const first = code.querySelector(".hl");
