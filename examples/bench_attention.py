@@ -78,6 +78,30 @@ def limn_step(arrays, fused: bool, backward: bool):
     return [o, q.grad, k.grad, v.grad]
 
 
+def bench_limn(arrays, fused: bool, reps: int):
+    def fwd():
+        limn.realize(*limn_step(arrays, fused, False))
+
+    def both():
+        limn.realize(*limn_step(arrays, fused, True))
+
+    return timed(fwd, reps), timed(both, reps)
+
+
+def bench_torch(arrays, reps: int):
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays[:3])
+    g = torch.tensor(arrays[3])
+
+    def fwd():
+        with torch.no_grad():
+            F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+
+    def both():
+        F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(g)
+
+    return timed(fwd, reps), timed(both, reps)
+
+
 def fmt(t) -> str:
     med, lo, hi = t
     return f"{med * 1e3:8.1f} ms ({lo * 1e3:.0f}..{hi * 1e3:.0f})"
@@ -113,8 +137,7 @@ def main(argv=None) -> None:
             run = fused or T <= args.composed_max
             fwd = both = None
             if run:
-                fwd = timed(lambda: limn.realize(*limn_step(arrays, fused, False)), args.reps)
-                both = timed(lambda: limn.realize(*limn_step(arrays, fused, True)), args.reps)
+                fwd, both = bench_limn(arrays, fused, args.reps)
                 rows[name] = both[0]
             line = f"  limn {name:<9} step memory {mem / 2**20:9.1f} MB"
             if run:
@@ -123,17 +146,7 @@ def main(argv=None) -> None:
                 line += "   (not timed: above --composed-max)"
             print(line, flush=True)
         if torch is not None:
-            tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays[:3])
-            g = torch.tensor(arrays[3])
-
-            def t_fwd():
-                with torch.no_grad():
-                    F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-
-            def t_both():
-                F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(g)
-
-            tf, tb = timed(t_fwd, args.reps), timed(t_both, args.reps)
+            tf, tb = bench_torch(arrays, args.reps)
             rows["torch"] = tb[0]
             print(f"  torch sdpa{'':<24}   fwd {fmt(tf)}   fwd+bwd {fmt(tb)}")
         ratios = []

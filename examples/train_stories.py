@@ -44,7 +44,7 @@ class GPT(nn.Module):
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
         for emb in (self.tok, self.pos):  # N(0, 0.02), as GPT-2 starts
             emb.weight = Tensor(emb.weight.numpy() * 0.02, requires_grad=True)
-        self.blocks = [nn.GPTBlock(d, heads) for _ in range(layers)]
+        self.blocks = [nn.GPTBlock(d, heads, activation="relu") for _ in range(layers)]
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
 
     def forward(self, idx: Tensor) -> Tensor:

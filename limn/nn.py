@@ -233,7 +233,6 @@ class MultiHeadAttention(Module):
     dict moves between the two. The call differs: ``forward(query, key=None, value=None,
     *, key_mask=None, is_causal=False)`` returns the output alone, and ``key_mask`` is True
     where a key takes part (torch's ``key_padding_mask`` is True where it does not).
-    Self-attention (key and value omitted) projects q, k and v with one matmul.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=None):
@@ -265,14 +264,14 @@ class MultiHeadAttention(Module):
                 raise ValueError(
                     f"MultiHeadAttention: {name} must be (batch, t, {e}), got {x.shape}"
                 )
+        # three projections by slices of the stacked weight, not one split after: the
+        # gradient of a split is a concatenation, which would be fused into (and slow down)
+        # the matmul that takes the input's gradient
+        key = query if key is None else key
+        value = key if value is None else value
         w, b = self.in_proj_weight, self.in_proj_bias
-        if key is None and value is None:
-            q, k, v = query.linear(w, b).split(e, -1)
-        else:
-            key = query if key is None else key
-            value = key if value is None else value
-            ws, bs = w.split(e, 0), b.split(e, 0) if b is not None else (None,) * 3
-            q, k, v = (x.linear(wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
+        ws, bs = w.split(e, 0), b.split(e, 0) if b is not None else (None,) * 3
+        q, k, v = (x.linear(wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
         if key_mask is not None and key_mask.ndim == 2:  # (batch, t_k): one flag per key
             key_mask = key_mask.unsqueeze(1)
         y = scaled_dot_product_attention(
