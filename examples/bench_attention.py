@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 import limn
-from ir.schedule import schedule
+from ir.kernel.schedule import schedule
 from limn import Tensor, nn
 from limn.attention import composed
 from limn.runtime.device import get_device

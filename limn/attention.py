@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir.graph import Node
-from ir.ops import Op
+from ir.graph import compose, dtypes
+from ir.graph.node import Node
+from ir.graph.ops import Op
 from limn import autograd
 from limn.runtime.device import get_device
 from limn.tensor import Tensor

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import limn
-from ir.graph import toposort
-from ir.ops import Op
+from ir.graph.node import toposort
+from ir.graph.ops import Op
 from limn import Tensor, nn, sdpa
 from limn.attention import composed, fused_on
 from limn.runtime.device import get_device

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ir import dtypes
+from ir.graph import dtypes
 
 HELPERS = r"""
 #include <math.h>
