@@ -12,12 +12,15 @@ twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
   are summed over queries by the one thread that owns it, from the same recomputed
   probabilities.
 
-No task writes another task's rows and every sum runs in one fixed order (lane-wise
-partial sums over 16 lanes, then the lanes left to right), so results are the same bits
-on every run and at every thread count. The largest buffer is a tile: nothing is
-t_q x t_k. Inner loops run over a whole 64-wide tile with fixed trip counts so gcc
-vectorizes them; a dot product is an explicit fma chain (the build turns contraction
-off). Half widths load into float32 and round once on store; float64 computes in double.
+No task writes another task's rows and every sum runs in one fixed order (a dot product
+or a weighted sum of rows term by term; a tile's max or sum lane-wise, then across the
+lanes left to right), so results are the same bits on every run and at every thread
+count. The largest buffer is a tile: nothing is t_q x t_k. The two inner products (a
+block of rows against a 64-wide tile, and a weighted sum of a tile's rows into a block
+of rows) are written with the compilers' vector extension, with a block of rows times a
+tile of accumulators held in registers; a*b+c is one fused multiply-add throughout this
+source (the rest of the c device compiles without contraction). Half widths load into
+float32 and round once on store; float64 computes in double.
 """
 
 from __future__ import annotations
@@ -35,10 +38,19 @@ HELPERS = r"""
 #include <stdlib.h>
 #include <string.h>
 
+/* a*b+c is one fused multiply-add everywhere in this file: the same instruction on every
+   run and thread count, so determinism holds; it is the one rounding that differs from
+   the numpy reference, which rounds twice */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 #define BQ 32   /* query rows per forward / dq task */
 #define BK 64   /* keys (or queries, in the dk/dv pass) per inner tile */
 #define BKV 32  /* key rows per dk/dv task */
-#define LANES 16
+#define VBYTES 64
 
 static inline float sdpa_bf2f(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -79,63 +91,115 @@ static inline float sdpa_exp_f(float x) {
 }
 
 static inline double sdpa_exp_d(double x) { return exp(x); }
+
+static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
 """
 
-# one copy per compute type: @A@ the type, @X@ its suffix, @FMA@ and @EXP@ its functions
+# one copy per compute type: @A@ the type, @X@ its suffix, @R@ rows per register block,
+# @EXP@ its exp. V is one 64-byte vector of @A@ (gcc and clang split it where the target
+# has narrower registers); VL lanes, NV vectors per 64-wide tile, CW = 2 vectors.
 TILE_OPS = r"""
-/* s[j] = dot(row, cols[:, j]) * scale over a tile stored column-major (cols[c*BK + j]) */
-static inline void sdpa_dots_@X@(@A@ *s, const @A@ *row, const @A@ *cols, int64_t d, @A@ scale) {
-    for (int j = 0; j < BK; j++) s[j] = 0;
+typedef @A@ V_@X@ __attribute__((vector_size(VBYTES)));
+typedef @I@ VI_@X@ __attribute__((vector_size(VBYTES)));
+#define VL_@X@ ((int)(VBYTES / sizeof(@A@)))
+#define NV_@X@ (BK / VL_@X@)
+#define R_@X@ @R@
+
+/* s[r][j] = scale * dot(rows[r], cols[:, j]) for R rows (row stride ld) against a tile
+   stored column-major, cols[c*BK + j]: R x NV accumulators held in registers, the sum
+   over c in order */
+static inline void sdpa_dots_@X@(@A@ *restrict s, const @A@ *restrict rows, int64_t ld,
+                                 const @A@ *restrict cols, int64_t d, @A@ scale) {
+    V_@X@ acc[R_@X@][NV_@X@];
+    for (int r = 0; r < R_@X@; r++)
+        for (int u = 0; u < NV_@X@; u++) acc[r][u] = (V_@X@){0};
     for (int64_t c = 0; c < d; c++) {
-        const @A@ a = row[c];
-        const @A@ *col = cols + c * BK;
-        for (int j = 0; j < BK; j++) s[j] = @FMA@(a, col[j], s[j]);
-    }
-    if (scale != 1)
-        for (int j = 0; j < BK; j++) s[j] *= scale;
-}
-
-static inline @A@ sdpa_max_@X@(const @A@ *s, const uint8_t *ok) {
-    @A@ lane[LANES];
-    for (int l = 0; l < LANES; l++) lane[l] = -INFINITY;
-    for (int j = 0; j < BK; j += LANES)
-        for (int l = 0; l < LANES; l++) {
-            @A@ x = ok[j + l] ? s[j + l] : -INFINITY;
-            lane[l] = x > lane[l] || x != x ? x : lane[l];  /* a NaN sticks */
+        V_@X@ k[NV_@X@];
+        for (int u = 0; u < NV_@X@; u++) k[u] = *(const V_@X@ *)(cols + c * BK + u * VL_@X@);
+        for (int r = 0; r < R_@X@; r++) {
+            const @A@ a = rows[r * ld + c];
+            for (int u = 0; u < NV_@X@; u++) acc[r][u] = a * k[u] + acc[r][u];
         }
-    @A@ m = -INFINITY;
-    for (int l = 0; l < LANES; l++) m = lane[l] > m || lane[l] != lane[l] ? lane[l] : m;
-    return m;
+    }
+    for (int r = 0; r < R_@X@; r++)
+        for (int u = 0; u < NV_@X@; u++)
+            *(V_@X@ *)(s + r * BK + u * VL_@X@) = acc[r][u] * scale;
 }
 
-static inline @A@ sdpa_sum_@X@(const @A@ *p) {
-    @A@ lane[LANES];
-    for (int l = 0; l < LANES; l++) lane[l] = 0;
-    for (int j = 0; j < BK; j += LANES)
-        for (int l = 0; l < LANES; l++) lane[l] += p[j + l];
-    @A@ t = 0;
-    for (int l = 0; l < LANES; l++) t += lane[l];
+/* out[r][:] += sum_j w[r][j] * x[j][:] for R rows: out rows of stride ldo, x rows of
+   stride ldx (both multiples of two vectors, padding zero), the sum over j in order */
+static inline void sdpa_acc_@X@(@A@ *restrict out, int64_t ldo, const @A@ *restrict w,
+                                const @A@ *restrict x, int64_t ldx, int64_t n) {
+    for (int64_t c0 = 0; c0 < ldx; c0 += 2 * VL_@X@) {
+        V_@X@ a[R_@X@][2];
+        for (int r = 0; r < R_@X@; r++) {
+            a[r][0] = *(V_@X@ *)(out + r * ldo + c0);
+            a[r][1] = *(V_@X@ *)(out + r * ldo + c0 + VL_@X@);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const V_@X@ x0 = *(const V_@X@ *)(x + j * ldx + c0);
+            const V_@X@ x1 = *(const V_@X@ *)(x + j * ldx + c0 + VL_@X@);
+            for (int r = 0; r < R_@X@; r++) {
+                const @A@ wr = w[r * BK + j];
+                a[r][0] = wr * x0 + a[r][0];
+                a[r][1] = wr * x1 + a[r][1];
+            }
+        }
+        for (int r = 0; r < R_@X@; r++) {
+            *(V_@X@ *)(out + r * ldo + c0) = a[r][0];
+            *(V_@X@ *)(out + r * ldo + c0 + VL_@X@) = a[r][1];
+        }
+    }
+}
+
+/* the max over the tile of s where ok (-inf if none; a NaN is skipped here and reaches the
+   answer through the exp), lane-wise then across lanes, in that fixed order */
+static inline @A@ sdpa_max_@X@(const @A@ *restrict s, const uint8_t *restrict ok) {
+    @A@ x[BK] __attribute__((aligned(VBYTES)));
+    for (int j = 0; j < BK; j++) x[j] = ok[j] ? s[j] : -INFINITY;
+    V_@X@ m = *(const V_@X@ *)x;
+    for (int u = 1; u < NV_@X@; u++) {
+        const V_@X@ b = *(const V_@X@ *)(x + u * VL_@X@);
+        const VI_@X@ gt = b > m;
+        m = (V_@X@)(((VI_@X@)b & gt) | ((VI_@X@)m & ~gt));
+    }
+    @A@ t = m[0];
+    for (int l = 1; l < VL_@X@; l++) t = m[l] > t ? m[l] : t;
     return t;
 }
 
-/* p[j] = exp(s[j] - sub[j]) where ok[j], else 0 (sub is one value or one per column) */
-static inline void sdpa_exp_row_@X@(@A@ *p, const @A@ *s, @A@ sub, const uint8_t *ok) {
+static inline @A@ sdpa_sum_@X@(const @A@ *restrict p) {
+    V_@X@ t = *(const V_@X@ *)p;
+    for (int u = 1; u < NV_@X@; u++) t = t + *(const V_@X@ *)(p + u * VL_@X@);
+    @A@ total = t[0];
+    for (int l = 1; l < VL_@X@; l++) total += t[l];
+    return total;
+}
+
+/* p[j] = exp(s[j] - sub[j]) where ok[j], else 0 (sub: one value, or one per column) */
+static inline void sdpa_exp_row_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ sub,
+                                    const uint8_t *restrict ok) {
     for (int j = 0; j < BK; j++) {
         @A@ e = @EXP@(s[j] - sub);
         p[j] = ok[j] ? e : 0;
     }
 }
 
-static inline void sdpa_exp_cols_@X@(@A@ *p, const @A@ *s, const @A@ *sub, const uint8_t *ok) {
+static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
+                                     const @A@ *restrict sub, const uint8_t *restrict ok) {
     for (int j = 0; j < BK; j++) {
         @A@ e = @EXP@(s[j] - sub[j]);
         p[j] = ok[j] ? e : 0;
     }
 }
 
-/* acc[0:n] += w * x[0:n] */
-static inline void sdpa_axpy_@X@(@A@ *acc, @A@ w, const @A@ *x, int64_t n) {
-    for (int64_t c = 0; c < n; c++) acc[c] = @FMA@(w, x[c], acc[c]);
+static inline int64_t sdpa_pad_@X@(int64_t n) {  /* n rounded up to two vectors */
+    return (n + 2 * VL_@X@ - 1) / (2 * VL_@X@) * (2 * VL_@X@);
 }
 """
 
@@ -148,55 +212,70 @@ static void sdpa_load_t_@N@(@A@ *dst, const @T@ *src, int64_t rows, int64_t cols
             dst[c * BK + j] = j < rows ? @LD@(src[j * cols + c]) : 0;
 }
 
-static void sdpa_load_@N@(@A@ *dst, const @T@ *src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = @LD@(src[i]);
+/* rows x cols of src into dst with row stride ld >= cols, zero in the padding */
+static void sdpa_load_@N@(@A@ *dst, int64_t ld, const @T@ *src, int64_t rows, int64_t cols,
+                          int64_t all_rows) {
+    for (int64_t i = 0; i < all_rows; i++)
+        for (int64_t c = 0; c < ld; c++)
+            dst[i * ld + c] = i < rows && c < cols ? @LD@(src[i * cols + c]) : 0;
 }
 
 void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *M, @T@ *O,
                       @A@ *LSE, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
                       double scale_, int causal, int threads) {
     const @A@ scale = (@A@)scale_;
-    const int64_t tiles = (tq + BQ - 1) / BQ;
+    const int64_t tiles = (tq + BQ - 1) / BQ, dvp = sdpa_pad_@X@(dv);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, i0 = task % tiles * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
         const @T@ *k = K + b * tk * d, *v = V + b * tk * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        @A@ *qs = malloc(sizeof(@A@) * (BQ * d + d * BK + BK * dv + BQ * dv));
-        @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dv;
-        @A@ m[BQ], l[BQ], s[BK], p[BK];
-        uint8_t ok[BK];
-        sdpa_load_@N@(qs, Q + (b * tq + i0) * d, nq * d);
+        const int64_t floats = BQ * d + d * BK + BK * dvp + BQ * dvp + 2 * R_@X@ * BK;
+        @A@ *qs = sdpa_alloc(sizeof(@A@) * floats);
+        @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dvp, *s = acc + BQ * dvp;
+        @A@ *p = s + R_@X@ * BK;
+        @A@ m[BQ], l[BQ];
+        uint8_t ok[R_@X@][BK];
+        sdpa_load_@N@(qs, d, Q + (b * tq + i0) * d, nq, d, BQ);
         for (int64_t i = 0; i < BQ; i++) m[i] = -INFINITY, l[i] = 0;
-        for (int64_t c = 0; c < BQ * dv; c++) acc[c] = 0;
         const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
         for (int64_t j0 = 0; j0 < kend; j0 += BK) {
             const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             sdpa_load_t_@N@(kt, k + j0 * d, nk, d);
-            sdpa_load_@N@(vs, v + j0 * dv, nk * dv);
-            for (int64_t i = 0; i < nq; i++) {
-                const int64_t row = i0 + i;
-                for (int64_t j = 0; j < BK; j++)
-                    ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                sdpa_dots_@X@(s, qs + i * d, kt, d, scale);
-                const @A@ mx = sdpa_max_@X@(s, ok);
-                const @A@ mnew = mx > m[i] || mx != mx ? mx : m[i];
-                if (mnew == -INFINITY) continue;  /* nothing visible yet */
-                const @A@ alpha = m[i] == -INFINITY ? 0 : @EXP@(m[i] - mnew);
-                sdpa_exp_row_@X@(p, s, mnew, ok);
-                l[i] = l[i] * alpha + sdpa_sum_@X@(p);
-                @A@ *a = acc + i * dv;
-                for (int64_t c = 0; c < dv; c++) a[c] *= alpha;
-                for (int64_t j = 0; j < nk; j++) sdpa_axpy_@X@(a, p[j], vs + j * dv, dv);
-                m[i] = mnew;
+            sdpa_load_@N@(vs, dvp, v + j0 * dv, nk, dv, BK);
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t row = i0 + i + r;
+                    int any = 0;
+                    for (int64_t j = 0; j < BK; j++) {
+                        ok[r][j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                        any |= ok[r][j];
+                    }
+                    @A@ *pr = p + r * BK;
+                    if (!any || i + r >= nq) {  /* nothing visible in this tile */
+                        for (int j = 0; j < BK; j++) pr[j] = 0;
+                        continue;
+                    }
+                    const @A@ mx = sdpa_max_@X@(s + r * BK, ok[r]);
+                    const @A@ mi = m[i + r];
+                    const @A@ mnew = mx > mi ? mx : mi;
+                    const @A@ alpha = mi == -INFINITY ? 0 : @EXP@(mi - mnew);
+                    sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
+                    l[i + r] = l[i + r] * alpha + sdpa_sum_@X@(pr);
+                    @A@ *a = acc + (i + r) * dvp;
+                    for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
+                    m[i + r] = mnew;
+                }
+                sdpa_acc_@X@(acc + i * dvp, dvp, p, vs, dvp, nk);
             }
         }
         for (int64_t i = 0; i < nq; i++) {
             const int64_t row = b * tq + i0 + i;
-            const @A@ den = l[i] > 0 ? l[i] : 1;
-            for (int64_t c = 0; c < dv; c++) O[row * dv + c] = @ST@(acc[i * dv + c] / den);
-            LSE[row] = l[i] > 0 ? m[i] + @LOG@(l[i]) : -INFINITY;
+            const @A@ den = l[i] > 0 || l[i] != l[i] ? l[i] : 1;
+            for (int64_t c = 0; c < dv; c++) O[row * dv + c] = @ST@(acc[i * dvp + c] / den);
+            LSE[row] = l[i] > 0 || l[i] != l[i] ? m[i] + @LOG@(l[i]) : -INFINITY;
         }
         free(qs);
     }
@@ -207,7 +286,7 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
                         int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
                         double scale_, int causal, int threads) {
     const @A@ scale = (@A@)scale_;
-    const int64_t tiles = (tq + BQ - 1) / BQ;
+    const int64_t tiles = (tq + BQ - 1) / BQ, dp = sdpa_pad_@X@(d);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, i0 = task % tiles * BQ;
@@ -215,33 +294,41 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
         const @T@ *k = K + b * tk * d, *v = V + b * tk * dv;
         const @A@ *L = LSE + b * tq + i0, *D = DELTA + b * tq + i0;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        @A@ *qs = malloc(sizeof(@A@) * (2 * BQ * d + BQ * dv + 2 * d * BK + dv * BK));
-        @A@ *dq = qs + BQ * d, *dos = dq + BQ * d, *kt = dos + BQ * dv, *ks = kt + d * BK;
-        @A@ *vt = ks + d * BK;
-        @A@ s[BK], p[BK], dp[BK];
+        @A@ *qs = sdpa_alloc(sizeof(@A@) * (BQ * d + BQ * dp + BQ * dv + d * BK + BK * dp +
+                                            dv * BK + 3 * R_@X@ * BK));
+        @A@ *dq = qs + BQ * d, *dos = dq + BQ * dp, *kt = dos + BQ * dv, *ks = kt + d * BK;
+        @A@ *vt = ks + BK * dp, *s = vt + dv * BK, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
         uint8_t ok[BK];
-        sdpa_load_@N@(qs, Q + (b * tq + i0) * d, nq * d);
-        sdpa_load_@N@(dos, DO + (b * tq + i0) * dv, nq * dv);
-        for (int64_t c = 0; c < BQ * d; c++) dq[c] = 0;
+        sdpa_load_@N@(qs, d, Q + (b * tq + i0) * d, nq, d, BQ);
+        sdpa_load_@N@(dos, dv, DO + (b * tq + i0) * dv, nq, dv, BQ);
         const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
         for (int64_t j0 = 0; j0 < kend; j0 += BK) {
             const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             sdpa_load_t_@N@(kt, k + j0 * d, nk, d);
-            sdpa_load_@N@(ks, k + j0 * d, nk * d);
+            sdpa_load_@N@(ks, dp, k + j0 * d, nk, d, BK);
             sdpa_load_t_@N@(vt, v + j0 * dv, nk, dv);
-            for (int64_t i = 0; i < nq; i++) {
-                if (L[i] == -INFINITY) continue;  /* a row that sees no key */
-                const int64_t row = i0 + i;
-                for (int64_t j = 0; j < BK; j++)
-                    ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                sdpa_dots_@X@(s, qs + i * d, kt, d, scale);
-                sdpa_exp_row_@X@(p, s, L[i], ok);
-                sdpa_dots_@X@(dp, dos + i * dv, vt, dv, 1);
-                for (int64_t j = 0; j < BK; j++) dp[j] = p[j] * (dp[j] - D[i]);
-                for (int64_t j = 0; j < nk; j++) sdpa_axpy_@X@(dq + i * d, dp[j], ks + j * d, d);
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
+                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t row = i0 + i + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (i + r >= nq || L[i + r] == -INFINITY) {  /* past the end, or sees no key */
+                        for (int j = 0; j < BK; j++) pr[j] = 0;
+                        continue;
+                    }
+                    for (int64_t j = 0; j < BK; j++)
+                        ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                    sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    const @A@ Di = D[i + r];
+                    for (int j = 0; j < BK; j++) pr[j] = pr[j] * (dr[j] - Di);
+                }
+                sdpa_acc_@X@(dq + i * dp, dp, p, ks, dp, nk);
             }
         }
-        for (int64_t c = 0; c < nq * d; c++) DQ[(b * tq + i0) * d + c] = @ST@(dq[c] * scale);
+        for (int64_t i = 0; i < nq; i++)
+            for (int64_t c = 0; c < d; c++)
+                DQ[(b * tq + i0 + i) * d + c] = @ST@(dq[i * dp + c] * scale);
         free(qs);
     }
 }
@@ -251,7 +338,7 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                          @T@ *DV, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
                          double scale_, int causal, int threads) {
     const @A@ scale = (@A@)scale_;
-    const int64_t tiles = (tk + BKV - 1) / BKV;
+    const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
     #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, j0 = task % tiles * BKV;
@@ -259,49 +346,60 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
         const @T@ *q = Q + b * tq * d, *dO = DO + b * tq * dv;
         const @A@ *LS = LSE + b * tq, *DL = DELTA + b * tq;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        @A@ *ks = malloc(sizeof(@A@) * (2 * BKV * (d + dv) + 2 * BK * (d + dv)));
-        @A@ *vs = ks + BKV * d, *dk = vs + BKV * dv, *dvv = dk + BKV * d;
-        @A@ *qt = dvv + BKV * dv, *qs = qt + d * BK, *dot = qs + BK * d, *dos = dot + dv * BK;
-        @A@ L[BK], D[BK], s[BK], p[BK], dp[BK];
+        @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (d + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
+                                            3 * R_@X@ * BK));
+        @A@ *vs = ks + BKV * d, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
+        @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
+        @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+        @A@ L[BK], D[BK];
         uint8_t ok[BK];
-        sdpa_load_@N@(ks, K + (b * tk + j0) * d, nkv * d);
-        sdpa_load_@N@(vs, V + (b * tk + j0) * dv, nkv * dv);
-        for (int64_t c = 0; c < BKV * (d + dv); c++) dk[c] = 0;  /* dk and dvv */
+        sdpa_load_@N@(ks, d, K + (b * tk + j0) * d, nkv, d, BKV);
+        sdpa_load_@N@(vs, dv, V + (b * tk + j0) * dv, nkv, dv, BKV);
         for (int64_t i0 = causal ? j0 : 0; i0 < tq; i0 += BK) {
             const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
             sdpa_load_t_@N@(qt, q + i0 * d, nq, d);
-            sdpa_load_@N@(qs, q + i0 * d, nq * d);
+            sdpa_load_@N@(qs, dp, q + i0 * d, nq, d, BK);
             sdpa_load_t_@N@(dot, dO + i0 * dv, nq, dv);
-            sdpa_load_@N@(dos, dO + i0 * dv, nq * dv);
+            sdpa_load_@N@(dos, dvp, dO + i0 * dv, nq, dv, BK);
             for (int64_t i = 0; i < BK; i++) {
                 L[i] = i < nq ? LS[i0 + i] : -INFINITY;
                 D[i] = i < nq ? DL[i0 + i] : 0;
             }
-            for (int64_t jj = 0; jj < nkv; jj++) {
-                const int64_t key = j0 + jj;
-                if (mk && !mk[key]) continue;  /* a hidden key takes no gradient */
-                for (int64_t i = 0; i < BK; i++)
-                    ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
-                sdpa_dots_@X@(s, ks + jj * d, qt, d, scale);
-                sdpa_exp_cols_@X@(p, s, L, ok);
-                for (int64_t i = 0; i < nq; i++)
-                    sdpa_axpy_@X@(dvv + jj * dv, p[i], dos + i * dv, dv);
-                sdpa_dots_@X@(dp, vs + jj * dv, dot, dv, 1);
-                for (int64_t i = 0; i < BK; i++) dp[i] = p[i] * (dp[i] - D[i]);
-                for (int64_t i = 0; i < nq; i++) sdpa_axpy_@X@(dk + jj * d, dp[i], qs + i * d, d);
+            for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
+                sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t key = j0 + jj + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
+                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
+                        continue;
+                    }
+                    for (int64_t i = 0; i < BK; i++)
+                        ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
+                    sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
+                }
+                sdpa_acc_@X@(dvv + jj * dvp, dvp, p, dos, dvp, nq);
+                sdpa_acc_@X@(dk + jj * dp, dp, dpr, qs, dp, nq);
             }
         }
-        for (int64_t c = 0; c < nkv * d; c++) DK[(b * tk + j0) * d + c] = @ST@(dk[c] * scale);
-        for (int64_t c = 0; c < nkv * dv; c++) DV[(b * tk + j0) * dv + c] = @ST@(dvv[c]);
+        for (int64_t j = 0; j < nkv; j++) {
+            for (int64_t c = 0; c < d; c++)
+                DK[(b * tk + j0 + j) * d + c] = @ST@(dk[j * dp + c] * scale);
+            for (int64_t c = 0; c < dv; c++)
+                DV[(b * tk + j0 + j) * dv + c] = @ST@(dvv[j * dvp + c]);
+        }
         free(ks);
     }
 }
 """
 
-COMPUTE = {  # suffix: (type, fma, exp, log)
-    "f": ("float", "fmaf", "sdpa_exp_f", "logf"),
-    "d": ("double", "fma", "sdpa_exp_d", "log"),
+COMPUTE = {  # suffix: (type, same-width int, rows per register block, exp, log)
+    "f": ("float", "int32_t", "4", "sdpa_exp_f", "logf"),
+    "d": ("double", "int64_t", "2", "sdpa_exp_d", "log"),
 }
+
 STORAGE = {  # dtype: (name, C type, compute suffix, load, store)
     dtypes.float32: ("float32", "float", "f", "", ""),
     dtypes.float64: ("float64", "double", "d", "", ""),
@@ -319,10 +417,10 @@ def _fill(text: str, subs: dict[str, str]) -> str:
 def source() -> str:
     """The whole translation unit: helpers, tile ops per compute type, kernels per dtype."""
     parts = [HELPERS]
-    for x, (a, fma, exp, _) in COMPUTE.items():
-        parts.append(_fill(TILE_OPS, {"A": a, "X": x, "FMA": fma, "EXP": exp}))
+    for x, (a, i, r, exp, _) in COMPUTE.items():
+        parts.append(_fill(TILE_OPS, {"A": a, "I": i, "X": x, "R": r, "EXP": exp}))
     for name, t, x, ld, st in STORAGE.values():
-        a, _, exp, log = COMPUTE[x]
+        a, _, _, exp, log = COMPUTE[x]
         subs = {"N": name, "T": t, "A": a, "X": x, "EXP": exp, "LOG": log, "LD": ld, "ST": st}
         parts.append(_fill(KERNELS, subs))
     return "\n".join(parts)
