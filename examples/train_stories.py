@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(HERE, "data", "tinystories-sample.txt")
 
 # (ctx, d, layers, heads, batch, steps, lr)
-DEFAULT = dict(ctx=64, d=96, layers=3, heads=3, batch=16, steps=600, lr=3e-3)
+DEFAULT = dict(ctx=64, d=64, layers=2, heads=4, batch=16, steps=300, lr=3e-3)
 FULL = dict(ctx=256, d=384, layers=6, heads=6, batch=32, steps=20000, lr=1e-3)
 
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--checkpoint", help="save model, optimizer and step here at the end")
     ap.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     ap.add_argument("--stop-at", type=int, help="stop (and save) after this step")
-    ap.add_argument("--sample", type=int, default=300, help="bytes to generate at the end")
+    ap.add_argument("--sample", type=int, default=200, help="bytes to generate at the end")
     args = ap.parse_args(argv)
     cfg = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in
            (FULL if args.full else DEFAULT).items()}  # fmt: skip
