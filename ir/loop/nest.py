@@ -1,16 +1,19 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of ten opcodes:
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of eleven opcodes:
 
     LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
     ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/graph/ops.py``
+                                   (composites included: SIN, POW, DIV, ...)
     MASK     v = preds : bool      the pad predicates as a value (for WHERE)
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
-    DEFACC   acc = identity : dtype   a register accumulator
-    ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+    DEFACC   acc[shape] = identity : dtype   a register accumulator (an array with a shape)
+    ACCUM    dst[lane] = OP dst, v   fold v into a register, one lane of an array, or a
+                                   memory cell (OP: ADD, MAX)
+    FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -25,7 +28,7 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 
 * arithmetic happens in each value's dtype as written: half-width floats are widened and
   rounded by explicit CASTs, so a backend renders what it reads and nothing more;
-* ARITH computes ``ir/graph/semantics.apply(op, srcs, dtype, dtype of the last src)``;
+* ARITH computes ``ir/graph/ops.evaluate(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
 * ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
@@ -242,7 +245,7 @@ class Check:
 class DefAcc:
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
-    An array accumulator is folded into element 0 by a TREE before its value is read.
+    An array accumulator is folded into element 0 by a FOLD before its value is read.
     """
 
     out: str
@@ -276,7 +279,7 @@ class Accum:
 
 
 @dataclass(frozen=True)
-class Tree:
+class PairwiseFold:
     """Fold an array accumulator into its element 0 by a fixed pairwise tree.
 
     The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
@@ -302,7 +305,7 @@ class Store:
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Tree | Store
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | PairwiseFold | Store
 
 OPCODE = {
     Loop: "LOOP",
@@ -314,7 +317,7 @@ OPCODE = {
     Check: "CHECK",
     DefAcc: "DEFACC",
     Accum: "ACCUM",
-    Tree: "TREE",
+    PairwiseFold: "FOLD",
     Store: "STORE",
 }
 
