@@ -8,8 +8,8 @@ owning dk and dv. No node of either path is t_q x t_k. A device that registers n
 instead (a matmul, a masked softmax, a matmul), which is also the oracle the fused path is
 tested against.
 
-A CUSTOM node has no gradient rule of its own; the fused forward records ``_sdpa_grad``
-in the autograd table. With ``create_graph=True`` that rule builds the composed backward,
+A CUSTOM node has no gradient rule of its own; the fused forward's tensor records
+``_sdpa_grad`` as its rule. With ``create_graph=True`` that rule builds the composed backward,
 spelled in primitives, so a second derivative exists.
 """
 
@@ -68,7 +68,7 @@ def scaled_dot_product_attention(
     )
     lse = Tensor._make(lse_node, q.device)
     saved = (lse, key_mask, params)
-    return Tensor._make(o_node, q.device, ("CUSTOM", "sdpa"), (q, k, v), saved)
+    return Tensor._make(o_node, q.device, _sdpa_grad, (q, k, v), saved)
 
 
 def fused_on(device: str) -> bool:
@@ -175,6 +175,3 @@ def _sdpa_grad(ctx, out, g):
     (dq,) = _custom("sdpa_bwd_q", srcs, params, [(q.dtype, q.shape)])
     dk, dv = _custom("sdpa_bwd_kv", srcs, params, [(k.dtype, k.shape), (v.dtype, v.shape)])
     return tuple(Tensor._make(n, q.device) for n in (dq, dk, dv))
-
-
-autograd.RULES[("CUSTOM", "sdpa")] = _sdpa_grad
