@@ -56,13 +56,19 @@ def enable_grad():
 
 @dataclass
 class Ctx:
-    rule: object  # an Op, or ("VIEW", kind)
+    rule: object  # an Op, ("VIEW", kind), or the rule itself for a CUSTOM node's tensor
     parents: tuple  # the Tensors this one was computed from
     saved: object = None  # whatever the rule needs beyond the parents
 
 
 def rule_of(key):
-    """The gradient rule of an op's row (a movement's, by kind), or None."""
+    """The gradient rule of an op's row (a movement's, by kind), or None.
+
+    A CUSTOM node has no row rule of its own: the frontend function that builds one (fused
+    attention, ``limn/attention.py``) records its rule directly, as a callable.
+    """
+    if callable(key):
+        return key
     if isinstance(key, tuple):
         return TABLE[Op.VIEW].grad.get(key[1])
     return TABLE[key].grad

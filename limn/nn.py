@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 from ir.graph import dtypes
 from ir.graph.dtypes import as_dtype
+from limn.attention import scaled_dot_product_attention
 from limn.serialize import assign_named
 from limn.tensor import Tensor
 
@@ -215,6 +216,83 @@ class Dropout(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x.dropout(self.p, self.training)
+
+
+# ---- attention --------------------------------------------------------------------
+
+
+class MultiHeadAttention(Module):
+    """Attention over ``num_heads`` heads of (batch, t, embed_dim) inputs, batch first.
+
+    Parameters keep torch's ``nn.MultiheadAttention`` names and layout (``in_proj_weight``
+    (3E, E) stacking the q, k, v projections, ``in_proj_bias``, ``out_proj``), so a state
+    dict moves between the two. The call differs: ``forward(query, key=None, value=None,
+    *, key_mask=None, is_causal=False)`` returns the output alone, and ``key_mask`` is True
+    where a key takes part (torch's ``key_padding_mask`` is True where it does not).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dtype=None):
+        if num_heads < 1 or embed_dim % num_heads:
+            raise ValueError(
+                f"MultiHeadAttention: embed_dim={embed_dim} must be divisible by "
+                f"num_heads={num_heads}"
+            )
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        dt = as_dtype(dtype or dtypes.float32)
+        bound = math.sqrt(6 / (embed_dim + 3 * embed_dim))  # xavier_uniform on (3E, E)
+        self.in_proj_weight = _uniform_param((3 * embed_dim, embed_dim), bound, dt)
+        self.in_proj_bias = (
+            Tensor.zeros((3 * embed_dim,), dtype=dt, requires_grad=True) if bias else None
+        )
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dt)
+        if bias:
+            self.out_proj.bias = Tensor.zeros((embed_dim,), dtype=dt, requires_grad=True)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        h = self.num_heads
+        return x.reshape(b, t, h, self.embed_dim // h).permute(0, 2, 1, 3)
+
+    def forward(self, query: Tensor, key=None, value=None, *, key_mask=None, is_causal=False):
+        e = self.embed_dim
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x is not None and (x.ndim != 3 or x.shape[-1] != e):
+                raise ValueError(
+                    f"MultiHeadAttention: {name} must be (batch, t, {e}), got {x.shape}"
+                )
+        # three projections by slices of the stacked weight, not one split after: the
+        # gradient of a split is a concatenation, which would be fused into (and slow down)
+        # the matmul that takes the input's gradient
+        key = query if key is None else key
+        value = key if value is None else value
+        w, b = self.in_proj_weight, self.in_proj_bias
+        ws, bs = w.split(e, 0), b.split(e, 0) if b is not None else (None,) * 3
+        q, k, v = (x.linear(wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
+        if key_mask is not None and key_mask.ndim == 2:  # (batch, t_k): one flag per key
+            key_mask = key_mask.unsqueeze(1)
+        y = scaled_dot_product_attention(
+            self._heads(q), self._heads(k), self._heads(v), is_causal=is_causal, key_mask=key_mask
+        )
+        bsz, t = y.shape[0], y.shape[2]
+        return self.out_proj(y.permute(0, 2, 1, 3).reshape(bsz, t, e))
+
+
+class GPTBlock(Module):
+    """A pre-norm decoder block: x + attn(ln1(x)) with a causal mask, then x + mlp(ln2(x)).
+
+    The MLP is Linear(d, 4d), GELU (or ``activation``, a Tensor method name), Linear(4d, d).
+    """
+
+    def __init__(self, d: int, heads: int, mlp_ratio: int = 4, activation="gelu", dtype=None):
+        self.ln1, self.ln2 = LayerNorm(d, dtype=dtype), LayerNorm(d, dtype=dtype)
+        self.attn = MultiHeadAttention(d, heads, dtype=dtype)
+        self.fc1 = Linear(d, mlp_ratio * d, dtype=dtype)
+        self.fc2 = Linear(mlp_ratio * d, d, dtype=dtype)
+        self.activation = activation
+
+    def forward(self, x: Tensor, key_mask: Tensor | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True)
+        return x + self.fc2(getattr(self.fc1(self.ln2(x)), self.activation)())
 
 
 # ---- convolution ------------------------------------------------------------------

@@ -328,6 +328,18 @@ def test_tensors_move_freely_between_the_host_devices():
     np.testing.assert_array_equal(back, a.numpy() * 3 + 1)
 
 
+def test_a_reduction_over_a_concatenation_compiles_and_matches_numpy(c):
+    # the pad split cuts the reduced axis into pieces after a lane-wise first piece: the
+    # folded total must stay assignable (the split gradient of q, k, v into one projection)
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal((2, 20, 16)) for _ in range(3)]
+    w = rng.standard_normal((48, 16))
+    g = limn.cat([Tensor(p, device="c") for p in parts], -1)
+    got = (g.reshape(2, 20, 48, 1) * Tensor(w, device="c").reshape(1, 1, 48, 16)).sum(2)
+    want = (np.concatenate(parts, -1)[..., None] * w).sum(2)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
 def test_a_host_call_replays_between_the_recorded_kernels():
     from limn.capture import host_call
 

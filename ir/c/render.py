@@ -373,9 +373,7 @@ class _Renderer:
         rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
         row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
         col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
-        return (
-            f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} const {t} {ins.acc} = {a}[0];"
-        )
+        return f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];"
 
 
 def _pairwise(at, n: int, op: Op) -> str:

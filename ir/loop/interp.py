@@ -232,7 +232,8 @@ def run_graph(
             if kernels is None or name not in kernels:
                 raise KeyError(f"run_graph: no kernel registered for CUSTOM {name!r}")
             key = (name, k.inputs, repr(params))
-            if key not in calls:
+            if key not in calls:  # sources in node order, a buffer read twice given twice
+                args = [args[k.rows[r].arg] for r in k.result.srcs]
                 calls[key] = tuple(kernels[name](args, params))
             np.copyto(bufs[k.output], calls[key][out_index])
             continue

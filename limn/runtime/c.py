@@ -69,6 +69,9 @@ class CDevice(CompiledDevice):
         self.openmp = self.toolchain.openmp if openmp is None else openmp
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
+        from limn.runtime import c_sdpa
+
+        c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
 
     def renders(self, node) -> bool:
         """The composites ``ir/c/libm.py`` spells at the node's compute dtype."""
@@ -101,11 +104,14 @@ class CDevice(CompiledDevice):
         if name not in self.kernels:
             raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
         fn = self.kernels[name]
+        # a kernel reads each buffer once; the kernel function wants its sources in order,
+        # repeats included (attention over q, k, v with k and v one tensor)
+        order = [k.rows[r].arg for r in k.result.srcs]
 
         def call(arrays, memo):
             key = (name, k.inputs, repr(params))
             if key not in memo:  # siblings of one multi-output kernel share a single call
-                memo[key] = fn(arrays[:-1], params)
+                memo[key] = fn([arrays[i] for i in order], params)
             np.copyto(arrays[-1], memo[key][out_index])
 
         return call

@@ -88,6 +88,13 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
 class NumpyDevice(Device):
     name = "numpy"
 
+    def __init__(self):
+        super().__init__()
+        from limn.sdpa import KERNELS  # fused attention's reference kernels
+
+        for name, fn in KERNELS.items():
+            self.register_kernel(name, fn)
+
     def realize(self, roots: list[Node]) -> list[Buffer]:
         values: dict[int, np.ndarray] = {}
         custom_memo: dict[tuple, tuple] = {}

@@ -1,0 +1,226 @@
+"""Fused against composed attention, forward and backward, with torch's sdpa in the same run.
+
+    uv run python examples/bench_attention.py [--device c|numpy] [--T 256 1024 4096]
+        [--reps 5] [--composed-max 1024]
+
+Causal attention over 6 heads of width 32, batch 1. For each T it prints the median time
+(min..max over the repeats) of the fused forward and of the fused forward + backward,
+the same for the composed form (matmul, masked softmax, matmul, and autograd's backward
+of those), and torch's CPU ``scaled_dot_product_attention`` on as many threads. Memory is
+the peak of the training step's intermediates as the plan allocates them: every buffer
+the kernels write, alive from the kernel that writes it to the last one that reads it
+(the inputs q, k, v and the incoming gradient are not counted). It comes from the
+schedule, so it is printed even where the composed form is too big to run
+(``--composed-max``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import statistics
+import time
+
+import numpy as np
+
+import limn
+from ir.kernel.schedule import schedule
+from limn import Tensor, nn
+from limn.attention import FUSED, composed
+from limn.runtime.device import get_device
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # torch is a dev dependency: the comparison is optional
+    torch = None
+
+
+def peak_intermediates(roots) -> int:
+    """Peak bytes of the plan's live intermediates, in the executor's own allocation order."""
+    g = schedule(roots).graph
+    keep = {s.buffer for s in g.sinks}
+    last = {}
+    for i, k in enumerate(g.kernels):
+        for b in k.inputs:
+            last[b] = i
+    live, peak = 0, 0
+    sizes = {b: math.prod(s.shape) * s.dtype.itemsize for b, s in enumerate(g.buffers)}
+    for i, k in enumerate(g.kernels):
+        live += sizes[k.output]
+        peak = max(peak, live)
+        for b in set(k.inputs):
+            if b >= g.n_inputs and last.get(b) == i and b not in keep:
+                live -= sizes[b]
+    return peak
+
+
+def timed(fn, reps: int) -> tuple[float, float, float]:
+    fn()  # compile and warm
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def limn_step(arrays, fused: bool, backward: bool):
+    """Build one forward (+ backward) graph; returns the roots to realize."""
+    q, k, v = (Tensor(a, requires_grad=backward) for a in arrays[:3])
+    if fused:
+        o = nn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        o = composed(q, k, v, True, None, 1 / math.sqrt(q.shape[-1]))
+    if not backward:
+        return [o]
+    (o * Tensor(arrays[3])).sum().backward()
+    return [o, q.grad, k.grad, v.grad]
+
+
+def bench_limn(arrays, fused: bool, reps: int):
+    def fwd():
+        limn.realize(*limn_step(arrays, fused, False))
+
+    def both():
+        limn.realize(*limn_step(arrays, fused, True))
+
+    return timed(fwd, reps), timed(both, reps)
+
+
+def bench_torch(arrays, reps: int):
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays[:3])
+    g = torch.tensor(arrays[3])
+
+    def fwd():
+        with torch.no_grad():
+            F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+
+    def both():
+        F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(g)
+
+    return timed(fwd, reps), timed(both, reps)
+
+
+def fmt(t) -> str:
+    med, lo, hi = t
+    return f"{med * 1e3:8.1f} ms ({lo * 1e3:.0f}..{hi * 1e3:.0f})"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="c", choices=["c", "numpy"])
+    ap.add_argument("--T", type=int, nargs="+", default=[256, 1024, 4096])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--heads", type=int, default=6)
+    ap.add_argument("--d", type=int, default=32)
+    ap.add_argument("--composed-max", type=int, default=1024, help="largest T to time composed")
+    ap.add_argument(
+        "--gpt", action="store_true", help="also time a GPT training step, fused vs composed"
+    )
+    args = ap.parse_args(argv)
+    limn.set_device(args.device)
+    dev = get_device(args.device)
+    threads = getattr(dev, "threads", 1)
+    if torch is not None:
+        torch.set_num_threads(threads)
+    print(
+        f"causal attention, batch 1, {args.heads} heads, d {args.d}, on {args.device} "
+        f"({threads} threads); torch {torch.__version__ if torch else 'not installed'}"
+    )
+    rng = np.random.default_rng(0)
+    for T in args.T:
+        shape = (1, args.heads, T, args.d)
+        arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+        print(f"\nT = {T}")
+        rows = {}
+        for fused in (True, False):
+            name = "fused" if fused else "composed"
+            mem = peak_intermediates([r.node for r in limn_step(arrays, fused, True)])
+            run = fused or T <= args.composed_max
+            fwd = both = None
+            if run:
+                fwd, both = bench_limn(arrays, fused, args.reps)
+                rows[name] = both[0]
+            line = f"  limn {name:<9} step memory {mem / 2**20:9.1f} MB"
+            if run:
+                line += f"   fwd {fmt(fwd)}   fwd+bwd {fmt(both)}"
+            else:
+                line += "   (not timed: above --composed-max)"
+            print(line, flush=True)
+        if torch is not None:
+            tf, tb = bench_torch(arrays, args.reps)
+            rows["torch"] = tb[0]
+            print(f"  torch sdpa{'':<24}   fwd {fmt(tf)}   fwd+bwd {fmt(tb)}")
+        ratios = []
+        if "torch" in rows:
+            ratios.append(f"fused / torch {rows['fused'] / rows['torch']:.2f}x (target <= 2)")
+        if "composed" in rows:
+            ratios.append(f"composed / fused {rows['composed'] / rows['fused']:.1f}x")
+        if ratios:
+            print("  fwd+bwd: " + ", ".join(ratios))
+    if args.gpt:
+        gpt_step(dev, args.reps)
+
+
+@contextlib.contextmanager
+def composed_attention(dev):
+    """The device without its sdpa kernels, so attention is spelled in primitives."""
+    saved = {n: dev.kernels.pop(n) for n in FUSED if n in dev.kernels}
+    try:
+        yield
+    finally:
+        dev.kernels.update(saved)
+
+
+def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8) -> None:
+    """One AdamW step of a byte-level GPT (ReLU MLP, pre-norm), fused against composed
+    attention, the two interleaved so both see the same machine load."""
+    from limn import optim
+
+    rng = np.random.default_rng(1)
+    x = Tensor(rng.integers(0, 256, (batch, ctx)).astype(np.int32))
+    y = Tensor(rng.integers(0, 256, (batch * ctx,)).astype(np.int32))
+    steps = {}
+    for name in ("fused", "composed"):
+        limn.set_seed(0)
+        blocks = [nn.GPTBlock(d, heads, activation="relu") for _ in range(layers)]
+        tok, pos, ln, head = (
+            nn.Embedding(256, d),
+            nn.Embedding(ctx, d),
+            nn.LayerNorm(d),
+            nn.Linear(d, 256),
+        )
+        model = [tok, pos, ln, head, *blocks]
+        opt = optim.AdamW([p for m in model for p in m.parameters()], lr=1e-3)
+
+        def step(blocks=blocks, tok=tok, pos=pos, ln=ln, head=head, opt=opt):
+            opt.zero_grad()
+            h = tok(x) + pos(Tensor.arange(ctx, dtype="int32"))
+            for b in blocks:
+                h = b(h)
+            loss = nn.cross_entropy(head(ln(h)).reshape(-1, 256), y)
+            loss.backward()
+            opt.step(loss)
+
+        steps[name] = step
+    times = {"fused": [], "composed": []}
+    for i in range(reps + 1):
+        for name, step in steps.items():
+            with contextlib.nullcontext() if name == "fused" else composed_attention(dev):
+                t = time.perf_counter()
+                step()
+                if i:  # the first call of each compiles
+                    times[name].append(time.perf_counter() - t)
+    tok_n = batch * ctx
+    f, c = (statistics.median(times[n]) for n in ("fused", "composed"))
+    print(
+        f"\nGPT step (ctx {ctx}, d {d}, {layers} layers, {heads} heads, batch {batch}, AdamW): "
+        f"fused {f * 1e3:.0f} ms ({tok_n / f:.0f} tok/s), composed {c * 1e3:.0f} ms "
+        f"({tok_n / c:.0f} tok/s): fused is {c / f:.2f}x faster (target >= 2)"
+    )
+
+
+if __name__ == "__main__":
+    main()

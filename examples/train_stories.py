@@ -1,0 +1,215 @@
+"""Train a byte-level GPT on TinyStories; held-out loss against a bigram model, then a sample.
+
+    uv run python examples/train_stories.py [--device numpy|c] [--data FILE] [--full]
+        [--steps N] [--checkpoint PATH] [--resume]
+
+Out of the box it trains on the slice of the corpus shipped in ``examples/data/``
+(CDLA-Sharing-1.0, see the README there): the last tenth of the text is held out, and
+the model has to beat a bigram model of the same training text on it. ``--data FILE``
+reads a local copy of the full corpus instead; ``--full`` is the long run (a larger model,
+more steps). Every batch is drawn from a generator seeded by (seed, step), and the
+checkpoint holds the model, the AdamW state and the step, so a run stopped and resumed
+with ``--resume`` takes the trajectory the uninterrupted run takes.
+
+The model is plain limn.nn: token and position embeddings, ``nn.GPTBlock`` (pre-norm,
+fused causal attention where the device has the kernels), a final LayerNorm and a linear
+head. On a compiled device the step is captured: the first call records its kernels and
+later calls replay them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+import limn
+from limn import Tensor, nn, optim, serialize
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLE = os.path.join(HERE, "data", "tinystories-sample.txt")
+
+# (ctx, d, layers, heads, batch, steps, lr)
+DEFAULT = dict(ctx=64, d=64, layers=2, heads=4, batch=16, steps=300, lr=3e-3)
+FULL = dict(ctx=256, d=384, layers=6, heads=6, batch=32, steps=20000, lr=1e-3)
+
+
+class GPT(nn.Module):
+    def __init__(self, ctx: int, d: int, layers: int, heads: int, vocab: int = 256):
+        self.ctx = ctx
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+        for emb in (self.tok, self.pos):  # N(0, 0.02), as GPT-2 starts
+            emb.weight = Tensor(emb.weight.numpy() * 0.02, requires_grad=True)
+        self.blocks = [nn.GPTBlock(d, heads, activation="relu") for _ in range(layers)]
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(Tensor.arange(t, dtype="int32", device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def load_text(path: str) -> np.ndarray:
+    with open(path, "rb") as f:
+        data = np.frombuffer(f.read(), np.uint8)
+    if data.size < 1000:
+        sys.exit(f"train_stories: {path} holds {data.size} bytes; needs at least 1000")
+    return data
+
+
+def batch(data: np.ndarray, seed: int, step: int, n: int, ctx: int):
+    """Inputs and next-byte targets of ``n`` windows, a pure function of (seed, step)."""
+    starts = np.random.default_rng((seed, step)).integers(0, data.size - ctx - 1, n)
+    x = np.stack([data[s : s + ctx] for s in starts]).astype(np.int32)
+    y = np.stack([data[s + 1 : s + ctx + 1] for s in starts]).astype(np.int32)
+    return x, y
+
+
+def bigram_loss(train: np.ndarray, held: np.ndarray) -> float:
+    """Held-out nats per byte of add-one-smoothed bigram counts of the training text."""
+    counts = np.ones((256, 256))
+    np.add.at(counts, (train[:-1], train[1:]), 1)
+    logp = np.log(counts / counts.sum(1, keepdims=True))
+    return float(-logp[held[:-1], held[1:]].mean())
+
+
+def lr_at(step: int, total: int, peak: float) -> float:
+    """Linear warm-up over the first 5% of steps, then cosine decay to a tenth of the peak."""
+    warm = max(1, total // 20)
+    if step < warm:
+        return peak * (step + 1) / warm
+    frac = (step - warm) / max(1, total - warm)
+    return peak * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+
+
+def evaluate(model: GPT, held: np.ndarray, ctx: int, windows: int = 32) -> float:
+    """Mean next-byte loss over fixed, evenly spaced windows of the held-out text."""
+    starts = np.linspace(0, held.size - ctx - 1, windows).astype(np.int64)
+    x = np.stack([held[s : s + ctx] for s in starts]).astype(np.int32)
+    y = np.stack([held[s + 1 : s + ctx + 1] for s in starts]).astype(np.int32)
+    with limn.no_grad():
+        logits = model(Tensor(x))
+        loss = nn.cross_entropy(logits.reshape(-1, 256), Tensor(y).reshape(-1))
+    return loss.item()
+
+
+def generate(model: GPT, prompt: bytes, n: int, seed: int, temperature: float = 0.8) -> bytes:
+    """Sample ``n`` bytes after ``prompt``, one forward of a fixed (1, ctx) window per byte.
+
+    The window is always ctx long, the text left-aligned in it: causal attention lets no
+    position see the padding after it, and one shape means one compiled plan.
+    """
+    rng = np.random.default_rng(seed)
+    out = list(prompt)
+    ctx = model.ctx
+    with limn.no_grad():
+        for _ in range(n):
+            text = out[-ctx:]
+            window = np.zeros((1, ctx), np.int32)
+            window[0, : len(text)] = text
+            logits = model(Tensor(window)).numpy()[0, len(text) - 1].astype(np.float64)
+            p = np.exp((logits - logits.max()) / temperature)
+            out.append(int(rng.choice(256, p=p / p.sum())))
+    return bytes(out)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="c", choices=["numpy", "c"])
+    ap.add_argument("--data", help="a local copy of the corpus (default: the shipped slice)")
+    ap.add_argument("--full", action="store_true", help="the long run: larger model, more steps")
+    for k, v in DEFAULT.items():
+        ap.add_argument(f"--{k}", type=type(v), help=f"default {v} ({FULL[k]} with --full)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--checkpoint", help="save model, optimizer and step here at the end")
+    ap.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    ap.add_argument("--stop-at", type=int, help="stop (and save) after this step")
+    ap.add_argument("--sample", type=int, default=200, help="bytes to generate at the end")
+    args = ap.parse_args(argv)
+    cfg = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in
+           (FULL if args.full else DEFAULT).items()}  # fmt: skip
+    if args.resume and not args.checkpoint:
+        ap.error("--resume needs --checkpoint")
+    try:
+        limn.set_device(args.device)
+    except (ValueError, RuntimeError) as e:
+        sys.exit(f"train_stories: device {args.device!r} is not available: {e}")
+
+    data = load_text(args.data or SAMPLE)
+    cut = data.size * 9 // 10
+    train, held = data[:cut], data[cut:]
+    ctx, total = cfg["ctx"], cfg["steps"]
+    print(
+        f"train_stories: {train.size:,} training bytes, {held.size:,} held out; "
+        f"ctx {ctx}, d {cfg['d']}, {cfg['layers']} layers, {cfg['heads']} heads, "
+        f"batch {cfg['batch']}, {total} steps on {args.device}",
+        flush=True,
+    )
+
+    limn.set_seed(args.seed)
+    model = GPT(ctx, cfg["d"], cfg["layers"], cfg["heads"])
+    opt = optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=0.1)
+    n_params = sum(p.size for p in model.parameters())
+    start = 0
+    if args.resume:
+        serialize.load_into({"model": model, "optim": opt}, args.checkpoint)
+        start = opt.steps
+        print(f"resumed from {args.checkpoint} at step {start}", flush=True)
+    print(f"{n_params:,} parameters", flush=True)
+
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = nn.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        opt.step(loss)
+        return loss
+
+    run = limn.capture(step)
+    end = min(total, args.stop_at) if args.stop_at else total
+    losses = []
+    t0, tokens = time.perf_counter(), 0
+    for s in range(start, end):
+        opt.lr = lr_at(s, total, cfg["lr"])
+        x, y = batch(train, args.seed, s, cfg["batch"], ctx)
+        loss = run(Tensor(x), Tensor(y))
+        tokens += x.size
+        if (s + 1) % args.log_every == 0 or s + 1 == end:
+            losses.append((s + 1, loss.item()))
+            dt = time.perf_counter() - t0
+            eta = dt / (s + 1 - start) * (end - s - 1)
+            print(
+                f"step {s + 1:6d}/{total}  loss {losses[-1][1]:.4f}  {tokens / dt:8.0f} tok/s  "
+                f"ETA {int(eta) // 60}m{int(eta) % 60:02d}s",
+                flush=True,
+            )
+    if args.checkpoint:
+        serialize.save({"model": model, "optim": opt}, args.checkpoint)
+        print(f"saved {args.checkpoint} at step {end}", flush=True)
+
+    model.eval()
+    held_loss = evaluate(model, held, ctx)
+    bigram = bigram_loss(train, held)
+    verdict = "beats" if held_loss < bigram else "does NOT beat"
+    print(
+        f"held-out loss {held_loss:.4f} nats/byte; bigram {bigram:.4f}: the model {verdict} "
+        f"the bigram model",
+        flush=True,
+    )
+    if args.sample:
+        text = generate(model, b"Once upon a time", args.sample, args.seed)
+        print("sample:\n" + text.decode("utf-8", errors="replace"), flush=True)
+    elapsed = time.perf_counter() - t0
+    print(f"done in {elapsed:.0f} s", flush=True)
+    return {"losses": losses, "held_out": held_loss, "bigram": bigram, "model": model}
+
+
+if __name__ == "__main__":
+    out = main()
+    sys.exit(0 if out["held_out"] < out["bigram"] else 1)

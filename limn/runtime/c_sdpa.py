@@ -1,0 +1,500 @@
+"""The c device's fused attention kernels: C source shipped here, compiled once, via ctypes.
+
+Three entry points per storage dtype (float32, float64, float16, bfloat16), each the C
+twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
+
+* ``limn_sdpa_fwd``: one task per (batch*head, 32-query tile). K and V stream past the
+  tile 64 keys at a time; each query row keeps a running max, denominator and weighted
+  sum, and the task writes the answer and one logsumexp per row.
+* ``limn_sdpa_bwd_q``: one task per (batch*head, query tile); each row's dq is summed
+  over keys by the one thread that owns the row.
+* ``limn_sdpa_bwd_kv``: one task per (batch*head, 32-key tile); each key row's dk and dv
+  are summed over queries by the one thread that owns it, from the same recomputed
+  probabilities.
+
+No task writes another task's rows and every sum runs in one fixed order (a dot product
+or a weighted sum of rows term by term; a tile's max or sum lane-wise, then across the
+lanes left to right), so results are the same bits on every run and at every thread
+count. The largest buffer is a tile: nothing is t_q x t_k. The two inner products (a
+block of rows against a 64-wide tile, and a weighted sum of a tile's rows into a block
+of rows) are written with the compilers' vector extension, with a block of rows times a
+tile of accumulators held in registers; a*b+c is one fused multiply-add throughout this
+source (the rest of the c device compiles without contraction). Half widths load into
+float32 and round once on store; float64 computes in double.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from ir.graph import dtypes
+
+HELPERS = r"""
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a*b+c is one fused multiply-add everywhere in this file: the same instruction on every
+   run and thread count, so determinism holds; it is the one rounding that differs from
+   the numpy reference, which rounds twice */
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+#define BQ 32   /* query rows per forward / dq task */
+#define BK 64   /* keys (or queries, in the dk/dv pass) per inner tile */
+#define BKV 32  /* key rows per dk/dv task */
+#define VBYTES 64
+
+static inline float sdpa_bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t sdpa_f2bf(float f) {  /* round to nearest even, NaN kept quiet */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* exp(x) for x <= 0 (a score minus its row's max or logsumexp): 2^n * poly(r) with a
+   two-part ln 2 and a degree-7 Taylor polynomial, about 1 ulp. Below -87.3 it gives
+   exp(-87.3) instead of a subnormal; callers add it to a row sum of at least 1 or select
+   0 for a hidden key. Branch-free, so the loops calling it vectorize. */
+static inline float sdpa_exp_f(float x) {
+    x = x < -87.3f ? -87.3f : x;
+    float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = fmaf(n, -0.693145751953125f, x);
+    r = fmaf(n, -1.428606765330187e-06f, r);
+    float p = 1.0f / 5040.0f;
+    p = fmaf(p, r, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int32_t e = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+}
+
+static inline double sdpa_exp_d(double x) { return exp(x); }
+
+static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+    bytes = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+"""
+
+# one copy per compute type: @A@ the type, @X@ its suffix, @R@ rows per register block,
+# @EXP@ its exp. V is one 64-byte vector of @A@ (gcc and clang split it where the target
+# has narrower registers); VL lanes, NV vectors per 64-wide tile, CW = 2 vectors.
+TILE_OPS = r"""
+typedef @A@ V_@X@ __attribute__((vector_size(VBYTES)));
+typedef @I@ VI_@X@ __attribute__((vector_size(VBYTES)));
+#define VL_@X@ ((int)(VBYTES / sizeof(@A@)))
+#define NV_@X@ (BK / VL_@X@)
+#define R_@X@ @R@
+
+/* s[r][j] = scale * dot(rows[r], cols[:, j]) for R rows (row stride ld) against a tile
+   stored column-major, cols[c*BK + j]: R x NV accumulators held in registers, the sum
+   over c in order */
+static inline void sdpa_dots_@X@(@A@ *restrict s, const @A@ *restrict rows, int64_t ld,
+                                 const @A@ *restrict cols, int64_t d, @A@ scale) {
+    V_@X@ acc[R_@X@][NV_@X@];
+    for (int r = 0; r < R_@X@; r++)
+        for (int u = 0; u < NV_@X@; u++) acc[r][u] = (V_@X@){0};
+    for (int64_t c = 0; c < d; c++) {
+        V_@X@ k[NV_@X@];
+        for (int u = 0; u < NV_@X@; u++) k[u] = *(const V_@X@ *)(cols + c * BK + u * VL_@X@);
+        for (int r = 0; r < R_@X@; r++) {
+            const @A@ a = rows[r * ld + c];
+            for (int u = 0; u < NV_@X@; u++) acc[r][u] = a * k[u] + acc[r][u];
+        }
+    }
+    for (int r = 0; r < R_@X@; r++)
+        for (int u = 0; u < NV_@X@; u++)
+            *(V_@X@ *)(s + r * BK + u * VL_@X@) = acc[r][u] * scale;
+}
+
+/* out[r][:] += sum_j w[r][j] * x[j][:] for R rows: out rows of stride ldo, x rows of
+   stride ldx (both multiples of two vectors, padding zero), the sum over j in order */
+static inline void sdpa_acc_@X@(@A@ *restrict out, int64_t ldo, const @A@ *restrict w,
+                                const @A@ *restrict x, int64_t ldx, int64_t n) {
+    for (int64_t c0 = 0; c0 < ldx; c0 += 2 * VL_@X@) {
+        V_@X@ a[R_@X@][2];
+        for (int r = 0; r < R_@X@; r++) {
+            a[r][0] = *(V_@X@ *)(out + r * ldo + c0);
+            a[r][1] = *(V_@X@ *)(out + r * ldo + c0 + VL_@X@);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const V_@X@ x0 = *(const V_@X@ *)(x + j * ldx + c0);
+            const V_@X@ x1 = *(const V_@X@ *)(x + j * ldx + c0 + VL_@X@);
+            for (int r = 0; r < R_@X@; r++) {
+                const @A@ wr = w[r * BK + j];
+                a[r][0] = wr * x0 + a[r][0];
+                a[r][1] = wr * x1 + a[r][1];
+            }
+        }
+        for (int r = 0; r < R_@X@; r++) {
+            *(V_@X@ *)(out + r * ldo + c0) = a[r][0];
+            *(V_@X@ *)(out + r * ldo + c0 + VL_@X@) = a[r][1];
+        }
+    }
+}
+
+/* the max over the tile of s where ok (-inf if none; a NaN is skipped here and reaches the
+   answer through the exp), lane-wise then across lanes, in that fixed order */
+static inline @A@ sdpa_max_@X@(const @A@ *restrict s, const uint8_t *restrict ok) {
+    @A@ x[BK] __attribute__((aligned(VBYTES)));
+    for (int j = 0; j < BK; j++) x[j] = ok[j] ? s[j] : -INFINITY;
+    V_@X@ m = *(const V_@X@ *)x;
+    for (int u = 1; u < NV_@X@; u++) {
+        const V_@X@ b = *(const V_@X@ *)(x + u * VL_@X@);
+        const VI_@X@ gt = b > m;
+        m = (V_@X@)(((VI_@X@)b & gt) | ((VI_@X@)m & ~gt));
+    }
+    @A@ t = m[0];
+    for (int l = 1; l < VL_@X@; l++) t = m[l] > t ? m[l] : t;
+    return t;
+}
+
+static inline @A@ sdpa_sum_@X@(const @A@ *restrict p) {
+    V_@X@ t = *(const V_@X@ *)p;
+    for (int u = 1; u < NV_@X@; u++) t = t + *(const V_@X@ *)(p + u * VL_@X@);
+    @A@ total = t[0];
+    for (int l = 1; l < VL_@X@; l++) total += t[l];
+    return total;
+}
+
+/* p[j] = exp(s[j] - sub[j]) where ok[j], else 0 (sub: one value, or one per column) */
+static inline void sdpa_exp_row_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ sub,
+                                    const uint8_t *restrict ok) {
+    for (int j = 0; j < BK; j++) {
+        @A@ e = @EXP@(s[j] - sub);
+        p[j] = ok[j] ? e : 0;
+    }
+}
+
+static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
+                                     const @A@ *restrict sub, const uint8_t *restrict ok) {
+    for (int j = 0; j < BK; j++) {
+        @A@ e = @EXP@(s[j] - sub[j]);
+        p[j] = ok[j] ? e : 0;
+    }
+}
+
+static inline int64_t sdpa_pad_@X@(int64_t n) {  /* n rounded up to two vectors */
+    return (n + 2 * VL_@X@ - 1) / (2 * VL_@X@) * (2 * VL_@X@);
+}
+"""
+
+# one copy per storage type: @T@ storage, @N@ its name, @LD@/@ST@ the conversions
+KERNELS = r"""
+/* rows x cols of src (row stride cols) into dst column-major, BK wide, zero past rows */
+static void sdpa_load_t_@N@(@A@ *dst, const @T@ *src, int64_t rows, int64_t cols) {
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t j = 0; j < BK; j++)
+            dst[c * BK + j] = j < rows ? @LD@(src[j * cols + c]) : 0;
+}
+
+/* rows x cols of src into dst with row stride ld >= cols, zero in the padding */
+static void sdpa_load_@N@(@A@ *dst, int64_t ld, const @T@ *src, int64_t rows, int64_t cols,
+                          int64_t all_rows) {
+    for (int64_t i = 0; i < all_rows; i++)
+        for (int64_t c = 0; c < ld; c++)
+            dst[i * ld + c] = i < rows && c < cols ? @LD@(src[i * cols + c]) : 0;
+}
+
+void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *M, @T@ *O,
+                      @A@ *LSE, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                      double scale_, int causal, int threads) {
+    const @A@ scale = (@A@)scale_;
+    const int64_t tiles = (tq + BQ - 1) / BQ, dvp = sdpa_pad_@X@(dv);
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t task = 0; task < bh * tiles; task++) {
+        const int64_t b = task / tiles, i0 = task % tiles * BQ;
+        const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
+        const @T@ *k = K + b * tk * d, *v = V + b * tk * dv;
+        const uint8_t *mk = M ? M + b * tk : NULL;
+        const int64_t floats = BQ * d + d * BK + BK * dvp + BQ * dvp + 2 * R_@X@ * BK;
+        @A@ *qs = sdpa_alloc(sizeof(@A@) * floats);
+        @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dvp, *s = acc + BQ * dvp;
+        @A@ *p = s + R_@X@ * BK;
+        @A@ m[BQ], l[BQ];
+        uint8_t ok[R_@X@][BK];
+        sdpa_load_@N@(qs, d, Q + (b * tq + i0) * d, nq, d, BQ);
+        for (int64_t i = 0; i < BQ; i++) m[i] = -INFINITY, l[i] = 0;
+        const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
+            sdpa_load_t_@N@(kt, k + j0 * d, nk, d);
+            sdpa_load_@N@(vs, dvp, v + j0 * dv, nk, dv, BK);
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t row = i0 + i + r;
+                    int any = 0;
+                    for (int64_t j = 0; j < BK; j++) {
+                        ok[r][j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                        any |= ok[r][j];
+                    }
+                    @A@ *pr = p + r * BK;
+                    if (!any || i + r >= nq) {  /* nothing visible in this tile */
+                        for (int j = 0; j < BK; j++) pr[j] = 0;
+                        continue;
+                    }
+                    const @A@ mx = sdpa_max_@X@(s + r * BK, ok[r]);
+                    const @A@ mi = m[i + r];
+                    const @A@ mnew = mx > mi ? mx : mi;
+                    const @A@ alpha = mi == -INFINITY ? 0 : @EXP@(mi - mnew);
+                    sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
+                    l[i + r] = l[i + r] * alpha + sdpa_sum_@X@(pr);
+                    @A@ *a = acc + (i + r) * dvp;
+                    for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
+                    m[i + r] = mnew;
+                }
+                sdpa_acc_@X@(acc + i * dvp, dvp, p, vs, dvp, nk);
+            }
+        }
+        for (int64_t i = 0; i < nq; i++) {
+            const int64_t row = b * tq + i0 + i;
+            const @A@ den = l[i] > 0 || l[i] != l[i] ? l[i] : 1;
+            for (int64_t c = 0; c < dv; c++) O[row * dv + c] = @ST@(acc[i * dvp + c] / den);
+            LSE[row] = l[i] > 0 || l[i] != l[i] ? m[i] + @LOG@(l[i]) : -INFINITY;
+        }
+        free(qs);
+    }
+}
+
+void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
+                        const @A@ *LSE, const @A@ *DELTA, const uint8_t *M, @T@ *DQ,
+                        int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                        double scale_, int causal, int threads) {
+    const @A@ scale = (@A@)scale_;
+    const int64_t tiles = (tq + BQ - 1) / BQ, dp = sdpa_pad_@X@(d);
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t task = 0; task < bh * tiles; task++) {
+        const int64_t b = task / tiles, i0 = task % tiles * BQ;
+        const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
+        const @T@ *k = K + b * tk * d, *v = V + b * tk * dv;
+        const @A@ *L = LSE + b * tq + i0, *D = DELTA + b * tq + i0;
+        const uint8_t *mk = M ? M + b * tk : NULL;
+        @A@ *qs = sdpa_alloc(sizeof(@A@) * (BQ * d + BQ * dp + BQ * dv + d * BK + BK * dp +
+                                            dv * BK + 3 * R_@X@ * BK));
+        @A@ *dq = qs + BQ * d, *dos = dq + BQ * dp, *kt = dos + BQ * dv, *ks = kt + d * BK;
+        @A@ *vt = ks + BK * dp, *s = vt + dv * BK, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+        uint8_t ok[BK];
+        sdpa_load_@N@(qs, d, Q + (b * tq + i0) * d, nq, d, BQ);
+        sdpa_load_@N@(dos, dv, DO + (b * tq + i0) * dv, nq, dv, BQ);
+        const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
+            sdpa_load_t_@N@(kt, k + j0 * d, nk, d);
+            sdpa_load_@N@(ks, dp, k + j0 * d, nk, d, BK);
+            sdpa_load_t_@N@(vt, v + j0 * dv, nk, dv);
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
+                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t row = i0 + i + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (i + r >= nq || L[i + r] == -INFINITY) {  /* past the end, or sees no key */
+                        for (int j = 0; j < BK; j++) pr[j] = 0;
+                        continue;
+                    }
+                    for (int64_t j = 0; j < BK; j++)
+                        ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                    sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    const @A@ Di = D[i + r];
+                    for (int j = 0; j < BK; j++) pr[j] = pr[j] * (dr[j] - Di);
+                }
+                sdpa_acc_@X@(dq + i * dp, dp, p, ks, dp, nk);
+            }
+        }
+        for (int64_t i = 0; i < nq; i++)
+            for (int64_t c = 0; c < d; c++)
+                DQ[(b * tq + i0 + i) * d + c] = @ST@(dq[i * dp + c] * scale);
+        free(qs);
+    }
+}
+
+void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
+                         const @A@ *LSE, const @A@ *DELTA, const uint8_t *M, @T@ *DK,
+                         @T@ *DV, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                         double scale_, int causal, int threads) {
+    const @A@ scale = (@A@)scale_;
+    const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int64_t task = 0; task < bh * tiles; task++) {
+        const int64_t b = task / tiles, j0 = task % tiles * BKV;
+        const int64_t nkv = tk - j0 < BKV ? tk - j0 : BKV;
+        const @T@ *q = Q + b * tq * d, *dO = DO + b * tq * dv;
+        const @A@ *LS = LSE + b * tq, *DL = DELTA + b * tq;
+        const uint8_t *mk = M ? M + b * tk : NULL;
+        @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (d + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
+                                            3 * R_@X@ * BK));
+        @A@ *vs = ks + BKV * d, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
+        @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
+        @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+        @A@ L[BK], D[BK];
+        uint8_t ok[BK];
+        sdpa_load_@N@(ks, d, K + (b * tk + j0) * d, nkv, d, BKV);
+        sdpa_load_@N@(vs, dv, V + (b * tk + j0) * dv, nkv, dv, BKV);
+        for (int64_t i0 = causal ? j0 : 0; i0 < tq; i0 += BK) {
+            const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
+            sdpa_load_t_@N@(qt, q + i0 * d, nq, d);
+            sdpa_load_@N@(qs, dp, q + i0 * d, nq, d, BK);
+            sdpa_load_t_@N@(dot, dO + i0 * dv, nq, dv);
+            sdpa_load_@N@(dos, dvp, dO + i0 * dv, nq, dv, BK);
+            for (int64_t i = 0; i < BK; i++) {
+                L[i] = i < nq ? LS[i0 + i] : -INFINITY;
+                D[i] = i < nq ? DL[i0 + i] : 0;
+            }
+            for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
+                sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t key = j0 + jj + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
+                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
+                        continue;
+                    }
+                    for (int64_t i = 0; i < BK; i++)
+                        ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
+                    sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
+                }
+                sdpa_acc_@X@(dvv + jj * dvp, dvp, p, dos, dvp, nq);
+                sdpa_acc_@X@(dk + jj * dp, dp, dpr, qs, dp, nq);
+            }
+        }
+        for (int64_t j = 0; j < nkv; j++) {
+            for (int64_t c = 0; c < d; c++)
+                DK[(b * tk + j0 + j) * d + c] = @ST@(dk[j * dp + c] * scale);
+            for (int64_t c = 0; c < dv; c++)
+                DV[(b * tk + j0 + j) * dv + c] = @ST@(dvv[j * dvp + c]);
+        }
+        free(ks);
+    }
+}
+"""
+
+COMPUTE = {  # suffix: (type, same-width int, rows per register block, exp, log)
+    "f": ("float", "int32_t", "4", "sdpa_exp_f", "logf"),
+    "d": ("double", "int64_t", "2", "sdpa_exp_d", "log"),
+}
+
+STORAGE = {  # dtype: (name, C type, compute suffix, load, store)
+    dtypes.float32: ("float32", "float", "f", "", ""),
+    dtypes.float64: ("float64", "double", "d", "", ""),
+    dtypes.float16: ("float16", "_Float16", "f", "(float)", "(_Float16)"),
+    dtypes.bfloat16: ("bfloat16", "uint16_t", "f", "sdpa_bf2f", "sdpa_f2bf"),
+}
+
+
+def _fill(text: str, subs: dict[str, str]) -> str:
+    for k, v in subs.items():
+        text = text.replace(f"@{k}@", v)
+    return text
+
+
+def source() -> str:
+    """The whole translation unit: helpers, tile ops per compute type, kernels per dtype."""
+    parts = [HELPERS]
+    for x, (a, i, r, exp, _) in COMPUTE.items():
+        parts.append(_fill(TILE_OPS, {"A": a, "I": i, "X": x, "R": r, "EXP": exp}))
+    for name, t, x, ld, st in STORAGE.values():
+        a, _, _, exp, log = COMPUTE[x]
+        subs = {"N": name, "T": t, "A": a, "X": x, "EXP": exp, "LOG": log, "LD": ld, "ST": st}
+        parts.append(_fill(KERNELS, subs))
+    return "\n".join(parts)
+
+
+def _ptr(a: np.ndarray | None):
+    return None if a is None else ctypes.c_void_p(a.ctypes.data)
+
+
+class SdpaKernels:
+    """The three kernels bound to one c device (its toolchain and thread count)."""
+
+    def __init__(self, device):
+        self.device = device
+        self._lib = None
+
+    def lib(self) -> ctypes.CDLL:
+        if self._lib is None:
+            self._lib = self.device.toolchain.library(source())
+        return self._lib
+
+    def _fn(self, kind: str, dtype: np.dtype):
+        d = dtypes.as_dtype(dtype)
+        if d not in STORAGE:
+            raise TypeError(
+                f"sdpa: the c device's kernels take {', '.join(map(str, STORAGE))}, got {d}"
+            )
+        return getattr(self.lib(), f"limn_sdpa_{kind}_{STORAGE[d][0]}")
+
+    @staticmethod
+    def _dims(q, k, v, scale, causal):
+        bh = math.prod(q.shape[:-2])
+        tq, d = q.shape[-2:]
+        tk, dv = v.shape[-2:]
+        ints = [ctypes.c_int64(n) for n in (bh, tq, tk, d, dv)]
+        return [*ints, ctypes.c_double(scale), ctypes.c_int(int(causal))]
+
+    def _threads(self):
+        return ctypes.c_int(max(1, int(self.device.threads)))
+
+    def sdpa(self, vals, params):
+        q, k, v = (np.ascontiguousarray(a) for a in vals[:3])
+        mask = np.ascontiguousarray(vals[3]) if len(vals) > 3 else None
+        acc = np.float64 if q.dtype == np.float64 else np.float32
+        o = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        lse = np.empty(q.shape[:-1], acc)
+        fn = self._fn("fwd", q.dtype)
+        fn(*map(_ptr, (q, k, v, mask, o, lse)), *self._dims(q, k, v, *params), self._threads())
+        return o, lse
+
+    def _bwd_args(self, vals):
+        q, k, v, do = (np.ascontiguousarray(a) for a in vals[:4])
+        acc = np.float64 if q.dtype == np.float64 else np.float32
+        lse, delta = (np.ascontiguousarray(a, acc) for a in vals[4:6])
+        mask = np.ascontiguousarray(vals[6]) if len(vals) > 6 else None
+        return q, k, v, do, lse, delta, mask
+
+    def sdpa_bwd_q(self, vals, params):
+        q, k, v, do, lse, delta, mask = self._bwd_args(vals)
+        dq = np.empty(q.shape, q.dtype)
+        ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq))
+        self._fn("bwd_q", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
+        return (dq,)
+
+    def sdpa_bwd_kv(self, vals, params):
+        q, k, v, do, lse, delta, mask = self._bwd_args(vals)
+        dk, dv = np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
+        ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dk, dv))
+        self._fn("bwd_kv", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
+        return dk, dv
+
+
+def register(device) -> None:
+    """Give ``device`` (a CDevice) the three fused attention kernels."""
+    ks = SdpaKernels(device)
+    for name in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"):
+        device.register_kernel(name, getattr(ks, name))

@@ -1,0 +1,125 @@
+"""The numpy reference for the three fused attention kernels: the oracle for every device.
+
+Fused attention is three CUSTOM kernels (``limn/attention.py`` builds the nodes):
+
+* ``sdpa`` (q, k, v [, key_mask]) -> (o, lse): the answer and, per query row, the
+  logsumexp of its scaled scores, L = m + log(sum exp(s - m));
+* ``sdpa_bwd_q`` (q, k, v, do, lse, delta [, key_mask]) -> (dq,);
+* ``sdpa_bwd_kv`` (q, k, v, do, lse, delta [, key_mask]) -> (dk, dv).
+
+``delta`` is rowsum(do * o), one number per query row. Because a probability is
+exp(s - L), the backward recomputes the probabilities from L instead of keeping them;
+dq sums over keys and dk, dv over queries, hence two passes. These functions compute the
+same quantities a query (or key) tile at a time, so no t_q x t_k array exists here either:
+the largest temporary is one tile of rows against every key.
+
+The shapes are (..., t_q, d) for q, (..., t_k, d) for k, (..., t_k, dv) for v, and
+(..., t_k) of bool for key_mask, every leading dim already equal. Key j is visible to
+query i when key_mask[j] holds and, under ``causal``, j <= i (torch's top-left causal
+mask, so t_q != t_k aligns the first query with the first key). A query that sees no key
+gets o = 0, lse = -inf and zero gradients, as torch gives for a fully masked row.
+
+float16 and bfloat16 compute in float32, as every device does; float32 and float64 at
+their own width. ``lse`` and ``delta`` are kept in that compute width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TILE = 128  # query (or key) rows per step
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def visible(rows: np.ndarray, t_k: int, causal: bool, key_mask) -> np.ndarray:
+    """(..., len(rows), t_k) bool: which keys each of these query rows may attend to."""
+    keys = np.arange(t_k)
+    ok = np.ones((len(rows), t_k), bool) if not causal else keys[None, :] <= rows[:, None]
+    if key_mask is not None:
+        ok = ok & key_mask[..., None, :]
+    return ok
+
+
+def sdpa(vals, params):
+    q, k, v = vals[:3]
+    key_mask = vals[3] if len(vals) > 3 else None
+    scale, causal = params
+    acc = compute_dtype(q.dtype)
+    q, k, v = (a.astype(acc) for a in (q, k, v))
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    o = np.zeros(q.shape[:-1] + v.shape[-1:], acc)
+    lse = np.full(q.shape[:-1], -np.inf, acc)
+    with np.errstate(all="ignore"):
+        for i0 in range(0, t_q, TILE):
+            rows = np.arange(i0, min(i0 + TILE, t_q))
+            ok = visible(rows, t_k, causal, key_mask)
+            s = np.where(ok, (q[..., rows, :] @ np.swapaxes(k, -1, -2)) * acc.type(scale), -np.inf)
+            m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+            m = np.where(np.isneginf(m), 0, m)
+            p = np.where(ok, np.exp(s - m), 0)
+            den = p.sum(axis=-1, keepdims=True)
+            o[..., rows, :] = (p @ v) / np.where(den > 0, den, 1)
+            lse[..., rows] = np.where(den[..., 0] > 0, m[..., 0] + np.log(den[..., 0]), -np.inf)
+    return o.astype(vals[0].dtype), lse
+
+
+def _probs_for_queries(q, k, lse, rows, scale, causal, key_mask):
+    """p = exp(s - L) for these query rows against every key (0 where not visible)."""
+    ok = visible(rows, k.shape[-2], causal, key_mask)
+    s = (q[..., rows, :] @ np.swapaxes(k, -1, -2)) * scale
+    L = lse[..., rows, None]
+    return np.where(ok & ~np.isneginf(L), np.exp(s - np.where(np.isneginf(L), 0, L)), 0)
+
+
+def sdpa_bwd_q(vals, params):
+    q, k, v, do, lse, delta = vals[:6]
+    key_mask = vals[6] if len(vals) > 6 else None
+    scale, causal = params
+    acc = compute_dtype(q.dtype)
+    q, k, v, do = (a.astype(acc) for a in (q, k, v, do))
+    sc = acc.type(scale)
+    dq = np.zeros(q.shape, acc)
+    with np.errstate(all="ignore"):
+        for i0 in range(0, q.shape[-2], TILE):
+            rows = np.arange(i0, min(i0 + TILE, q.shape[-2]))
+            p = _probs_for_queries(q, k, lse, rows, sc, causal, key_mask)
+            dp = do[..., rows, :] @ np.swapaxes(v, -1, -2)
+            ds = p * (dp - delta[..., rows, None])
+            dq[..., rows, :] = (ds @ k) * sc
+    return (dq.astype(vals[0].dtype),)
+
+
+def sdpa_bwd_kv(vals, params):
+    q, k, v, do, lse, delta = vals[:6]
+    key_mask = vals[6] if len(vals) > 6 else None
+    scale, causal = params
+    acc = compute_dtype(q.dtype)
+    q, k, v, do = (a.astype(acc) for a in (q, k, v, do))
+    sc = acc.type(scale)
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    dk = np.zeros(k.shape, acc)
+    dv = np.zeros(v.shape, acc)
+    queries = np.arange(t_q)
+    with np.errstate(all="ignore"):
+        for j0 in range(0, t_k, TILE):
+            cols = np.arange(j0, min(j0 + TILE, t_k))
+            mask = None if key_mask is None else key_mask[..., cols]
+            # the transposed view: these keys against every query, (..., len(cols), t_q)
+            ok = np.swapaxes(visible(queries, len(cols), False, mask), -1, -2)
+            if causal:
+                ok = ok & (cols[:, None] <= queries[None, :])
+            L = lse[..., None, :]
+            ok = ok & ~np.isneginf(L)
+            s = (k[..., cols, :] @ np.swapaxes(q, -1, -2)) * sc
+            pt = np.where(ok, np.exp(s - np.where(np.isneginf(L), 0, L)), 0)
+            dv[..., cols, :] = pt @ do
+            dpt = v[..., cols, :] @ np.swapaxes(do, -1, -2)
+            dst = pt * (dpt - delta[..., None, :])
+            dk[..., cols, :] = (dst @ q) * sc
+    return dk.astype(vals[0].dtype), dv.astype(vals[0].dtype)
+
+
+KERNELS = {"sdpa": sdpa, "sdpa_bwd_q": sdpa_bwd_q, "sdpa_bwd_kv": sdpa_bwd_kv}

@@ -1,0 +1,322 @@
+"""Fused attention: the frontend against torch and the composed form, the kernels against
+the numpy reference, and the shape of the backward graph."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import limn
+from ir.graph.node import toposort
+from ir.graph.ops import Op
+from limn import Tensor, nn, sdpa
+from limn.attention import composed, fused_on
+from limn.runtime.device import get_device
+
+sdpa_fn = nn.scaled_dot_product_attention
+
+
+def _c():
+    try:
+        return get_device("c")
+    except RuntimeError as e:
+        pytest.skip(f"no c toolchain: {e}")
+
+
+def _torch_mask(t_q, t_k, causal, key_mask):
+    if not causal and key_mask is None:
+        return None
+    m = torch.ones(t_q, t_k, dtype=torch.bool)
+    if causal:
+        m = torch.tril(m)
+    if key_mask is not None:
+        m = m & torch.tensor(key_mask)[..., None, :]
+    return m
+
+
+def _run(qa, ka, va, ga, causal, mask, dtype=np.float32):
+    """Output and q, k, v gradients from limn (this device) and from torch."""
+    q, k, v = (Tensor(a, dtype=dtype, requires_grad=True) for a in (qa, ka, va))
+    o = sdpa_fn(q, k, v, is_causal=causal, key_mask=None if mask is None else Tensor(mask))
+    (o * Tensor(ga, dtype=dtype)).sum().backward()
+    mine = [o.numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()]
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (qa, ka, va))
+    am = _torch_mask(qa.shape[-2], ka.shape[-2], causal, mask)
+    to = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=am)
+    (to * torch.tensor(ga)).sum().backward()
+    theirs = [to.detach().numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()]
+    return mine, theirs
+
+
+SHAPES = [  # (t_q, t_k, d): tile multiples, ragged tails, t_q != t_k both ways, d 16..80
+    (1, 1, 16),
+    (32, 64, 32),
+    (37, 53, 16),
+    (70, 45, 80),
+    (5, 129, 64),
+    (130, 7, 32),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_forward_and_backward_match_torch_sdpa(shape, causal, dtype):
+    t_q, t_k, d = shape
+    rng = np.random.default_rng(t_q * 1000 + t_k)
+    qa = rng.standard_normal((2, 3, t_q, d)).astype(dtype)
+    ka = rng.standard_normal((2, 3, t_k, d)).astype(dtype)
+    va = rng.standard_normal((2, 3, t_k, d)).astype(dtype)
+    ga = rng.standard_normal((2, 3, t_q, d)).astype(dtype)
+    mask = rng.random((2, 1, t_k)) > 0.3 if t_k > 2 else None
+    for m in (None, mask):
+        mine, theirs = _run(qa, ka, va, ga, causal, m, dtype)
+        tol = 1e-12 if dtype == np.float64 else 2e-5
+        for a, b in zip(mine, theirs):
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1, math.sqrt(t_k)))
+
+
+def test_fused_matches_the_composed_form_forward_and_backward():
+    rng = np.random.default_rng(1)
+    qa, ka, va = (rng.standard_normal((2, 2, n, 32)) for n in (40, 70, 70))
+    mask = Tensor(rng.random((2, 1, 70)) > 0.5)
+    outs = []
+    for fused in (True, False):
+        q, k, v = (Tensor(a, requires_grad=True) for a in (qa, ka, va))
+        if fused:
+            o = sdpa_fn(q, k, v, is_causal=True, key_mask=mask)
+            assert o.node.op == Op.CUSTOM
+        else:
+            o = composed(q, k, v.expand(v.shape), True, mask.expand(2, 2, 70), 1 / math.sqrt(32))
+        (o * o).sum().backward()
+        outs.append([o.numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11)
+
+
+def test_key_mask_is_the_same_as_slicing_the_hidden_keys_away():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 2, n, 16)).astype(np.float32) for n in (9, 75, 75))
+    keep = rng.random(75) > 0.4
+    masked = sdpa_fn(Tensor(q), Tensor(k), Tensor(v), key_mask=Tensor(keep)).numpy()
+    sliced = sdpa_fn(Tensor(q), Tensor(k[:, :, keep]), Tensor(v[:, :, keep])).numpy()
+    np.testing.assert_allclose(masked, sliced, rtol=1e-6, atol=1e-6)
+
+
+def test_a_query_that_sees_no_key_gives_zeros_and_zero_gradients():
+    rng = np.random.default_rng(3)
+    q, k, v = (Tensor(rng.standard_normal((2, 1, 4, 8)), requires_grad=True) for _ in range(3))
+    hidden = Tensor(np.array([[[False] * 4], [[True, False, True, True]]]))
+    o = sdpa_fn(q, k, v, key_mask=hidden)
+    o.sum().backward()
+    assert np.all(o.numpy()[0] == 0) and np.all(np.isfinite(o.numpy()))
+    assert np.all(q.grad.numpy()[0] == 0) and np.all(k.grad.numpy()[0] == 0)
+    assert np.all(k.grad.numpy()[1, :, 1] == 0) and np.all(v.grad.numpy()[1, :, 1] == 0)
+
+
+def test_nan_in_one_query_row_stays_in_that_row():
+    rng = np.random.default_rng(4)
+    qa = rng.standard_normal((1, 1, 6, 8)).astype(np.float32)
+    qa[0, 0, 2, 3] = np.nan
+    kv = Tensor(rng.standard_normal((1, 1, 6, 8)).astype(np.float32))
+    o = sdpa_fn(Tensor(qa), kv, kv, is_causal=True).numpy()
+    assert np.all(np.isnan(o[0, 0, 2])) and np.all(np.isfinite(np.delete(o[0, 0], 2, 0)))
+
+
+def test_empty_shapes():
+    for tq, tk, b in ((0, 5, 1), (3, 4, 0)):
+        q = Tensor(np.ones((b, 2, tq, 8), np.float32))
+        kv = Tensor(np.ones((b, 2, tk, 8), np.float32))
+        assert sdpa_fn(q, kv, kv, is_causal=True).numpy().shape == (b, 2, tq, 8)
+    q = Tensor(np.ones((1, 1, 3, 8), np.float32))
+    kv = Tensor(np.ones((1, 1, 0, 8), np.float32))
+    assert np.all(sdpa_fn(q, kv, kv).numpy() == 0)
+
+
+def test_the_backward_graph_holds_no_t_q_by_t_k_node():
+    t_q, t_k = 96, 160
+    rng = np.random.default_rng(5)
+    q, k, v = (
+        Tensor(rng.standard_normal((1, 2, n, 8)), requires_grad=True) for n in (t_q, t_k, t_k)
+    )
+    o = sdpa_fn(q, k, v, is_causal=True, key_mask=Tensor(rng.random((1, 1, t_k)) > 0.5))
+    o.square().sum().backward()
+    nodes = toposort([o.node, q.grad.node, k.grad.node, v.grad.node])
+    assert {n.arg[0] for n in nodes if n.op == Op.CUSTOM} == {"sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"}
+    assert max(math.prod(n.shape) for n in nodes) < t_q * t_k
+
+
+def test_create_graph_differentiates_the_composed_backward_again():
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal((1, 2, n, 8)) for n in (5, 7, 7)]
+    w = rng.standard_normal((1, 2, 5, 8))
+    q, k, v = (Tensor(a, requires_grad=True) for a in arrays)
+    o = sdpa_fn(q, k, v, is_causal=True)
+    o.square().sum().backward(create_graph=True)
+    gq = q.grad
+    q.grad = k.grad = v.grad = None
+    (gq * Tensor(w)).sum().backward()
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays)
+    # torch's fused sdpa has no double backward: its math spelled out
+    scores = (tq @ tk.mT / math.sqrt(8)).masked_fill(torch.ones(5, 7).triu(1).bool(), -math.inf)
+    to = scores.softmax(-1) @ tv
+    (tgq,) = torch.autograd.grad(to.square().sum(), tq, create_graph=True)
+    (tgq * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(gq.numpy(), tgq.detach().numpy(), rtol=1e-10, atol=1e-10)
+    for a, b in ((q, tq), (k, tk), (v, tv)):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_a_device_without_the_kernels_never_sees_the_node(monkeypatch):
+    dev = get_device(limn.current_device())
+    for name in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"):
+        monkeypatch.delitem(dev.kernels, name)
+    assert not fused_on(limn.current_device())
+    rng = np.random.default_rng(7)
+    q, k, v = (Tensor(rng.standard_normal((1, 2, 6, 8)), requires_grad=True) for _ in range(3))
+    o = sdpa_fn(q, k, v, is_causal=True)
+    o.sum().backward()
+    nodes = toposort([o.node, q.grad.node, k.grad.node, v.grad.node])
+    assert not any(n.op == Op.CUSTOM for n in nodes)
+    monkeypatch.undo()
+    ref = sdpa_fn(*(Tensor(t.numpy()) for t in (q, k, v)), is_causal=True)
+    np.testing.assert_allclose(o.numpy(), ref.numpy(), rtol=1e-12)
+
+
+def test_errors_name_the_op_and_the_shapes():
+    q = Tensor(np.ones((1, 1, 4, 8), np.float32))
+    with pytest.raises(ValueError, match=r"sdpa: q .* share d"):
+        sdpa_fn(q, Tensor(np.ones((1, 1, 4, 6), np.float32)), q)
+    with pytest.raises(TypeError, match="one float dtype"):
+        sdpa_fn(q, q.double(), q)
+    with pytest.raises(ValueError, match="key_mask"):
+        sdpa_fn(q, q, q, key_mask=Tensor(np.ones(5, bool)))
+
+
+# ---- the c kernels against the numpy reference -------------------------------------
+
+
+def _kernel_inputs(rng, bh, t_q, t_k, d, dv, dtype, masked):
+    q = rng.standard_normal((bh, t_q, d)).astype(dtype)
+    k = rng.standard_normal((bh, t_k, d)).astype(dtype)
+    v = rng.standard_normal((bh, t_k, dv)).astype(dtype)
+    vals = [q, k, v] + ([rng.random((bh, t_k)) > 0.3] if masked else [])
+    return vals
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_c_kernels_match_the_numpy_kernels(dtype):
+    c = _c()
+    import ml_dtypes
+
+    npd = getattr(ml_dtypes, dtype) if dtype == "bfloat16" else np.dtype(dtype)
+    tol = {"float32": 1e-5, "float64": 1e-13, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    rng = np.random.default_rng(8)
+    for bh, t_q, t_k, d, dv, causal, masked in (
+        (3, 70, 45, 16, 16, True, False),
+        (2, 33, 130, 80, 24, False, True),
+        (2, 100, 100, 32, 32, True, True),
+    ):
+        vals = _kernel_inputs(rng, bh, t_q, t_k, d, dv, npd, masked)
+        params = (1 / math.sqrt(d), causal)
+        (o, lse), (o2, lse2) = sdpa.sdpa(vals, params), c.kernels["sdpa"](vals, params)
+        assert o2.dtype == o.dtype and lse2.dtype == lse.dtype
+        np.testing.assert_allclose(o2.astype(float), o.astype(float), rtol=tol, atol=tol)
+        np.testing.assert_allclose(lse2, lse, rtol=tol, atol=tol)
+        do = rng.standard_normal(o.shape).astype(npd)
+        delta = (do.astype(lse.dtype) * o.astype(lse.dtype)).sum(-1)
+        bwd = [*vals[:3], do, lse, delta, *vals[3:]]
+        want = sdpa.sdpa_bwd_q(bwd, params) + sdpa.sdpa_bwd_kv(bwd, params)
+        got = c.kernels["sdpa_bwd_q"](bwd, params) + c.kernels["sdpa_bwd_kv"](bwd, params)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype
+            scale = np.abs(b.astype(float)).max()
+            np.testing.assert_allclose(a.astype(float), b.astype(float), atol=tol * scale)
+
+
+def test_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
+    c = _c()
+    rng = np.random.default_rng(9)
+    vals = _kernel_inputs(rng, 4, 150, 150, 32, 32, np.float32, True)
+    params = (0.2, True)
+    do = rng.standard_normal((4, 150, 32)).astype(np.float32)
+    runs = []
+    old = c.threads
+    try:
+        for threads in (2, 2, 1):
+            c.set_threads(threads)
+            o, lse = c.kernels["sdpa"](vals, params)
+            delta = (do * o).sum(-1)
+            bwd = [*vals[:3], do, lse, delta, vals[3]]
+            outs = (
+                o,
+                lse,
+                *c.kernels["sdpa_bwd_q"](bwd, params),
+                *c.kernels["sdpa_bwd_kv"](bwd, params),
+            )
+            runs.append([a.tobytes() for a in outs])
+    finally:
+        c.set_threads(old)
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_the_forward_siblings_run_as_one_kernel_call(monkeypatch):
+    dev = get_device(limn.current_device())
+    calls = []
+    real = dev.kernels["sdpa"]
+    monkeypatch.setitem(
+        dev.kernels, "sdpa", lambda vals, params: calls.append(1) or real(vals, params)
+    )
+    q = Tensor(np.random.default_rng(10).standard_normal((1, 1, 5, 8)), requires_grad=True)
+    o = sdpa_fn(q, q, q)
+    lse = o._ctx.saved[0]
+    limn.realize(o, lse)
+    assert len(calls) == 1
+
+
+# ---- layers --------------------------------------------------------------------------
+
+
+def test_multi_head_attention_matches_torch_with_the_same_weights():
+    rng = np.random.default_rng(11)
+    e, h = 24, 3
+    mha = nn.MultiHeadAttention(e, h)
+    ref = torch.nn.MultiheadAttention(e, h, batch_first=True)
+    ref.load_state_dict({k: torch.tensor(v.numpy()) for k, v in mha.state_dict().items()})
+    x = rng.standard_normal((2, 10, e)).astype(np.float32)
+    keep = rng.random((2, 10)) > 0.3
+    keep[:, 0] = True
+    y = mha(Tensor(x), key_mask=Tensor(keep), is_causal=True)
+    causal = torch.triu(torch.ones(10, 10, dtype=torch.bool), 1)
+    want, _ = ref(
+        *(torch.tensor(x),) * 3,
+        key_padding_mask=torch.tensor(~keep),
+        attn_mask=causal,
+        need_weights=False,
+    )
+    np.testing.assert_allclose(y.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    mem = rng.standard_normal((2, 7, e)).astype(np.float32)
+    y2 = mha(Tensor(x), Tensor(mem))
+    want2, _ = ref(torch.tensor(x), torch.tensor(mem), torch.tensor(mem), need_weights=False)
+    np.testing.assert_allclose(y2.numpy(), want2.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_gpt_block_trains_the_same_fused_or_composed(monkeypatch):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 20, 16))
+    limn.set_seed(0)
+    block = nn.GPTBlock(16, 4, dtype="float64")
+    grads = []
+    for fused in (True, False):
+        if not fused:
+            dev = get_device(limn.current_device())
+            for name in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"):
+                monkeypatch.delitem(dev.kernels, name)
+        block.zero_grad()
+        y = block(Tensor(x))
+        y.square().mean().backward()
+        grads.append([y.numpy()] + [p.grad.numpy() for p in block.parameters()])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
