@@ -111,6 +111,16 @@ def _max_grad(ctx, out, g):
     return (mask.p_mul(count.p_recip()).p_mul(g.p_expand(x.shape)),)
 
 
+def _scan_grad(ctx, out, g):
+    """A prefix sum's gradient is the suffix sum of g: the same scan over g reversed."""
+    axis, combine = ctx.saved
+    if combine != Op.ADD:
+        raise NotImplementedError(
+            f"backward: no gradient for a {combine.value} scan; accepted: an ADD scan (cumsum)"
+        )
+    return (g.p_flip((axis,)).p_scan(axis, "add").p_flip((axis,)),)
+
+
 def _float_cast_grad(ctx, out, g):
     (x,) = ctx.parents
     return (g.p_cast(x.dtype) if x.dtype.is_float and out.dtype.is_float else None,)
@@ -134,6 +144,7 @@ RULES = {
     ),
     Op.SUM: lambda ctx, out, g: (g.p_expand(ctx.parents[0].shape),),
     Op.MAX: _max_grad,
+    Op.SCAN: _scan_grad,
     Op.GATHER: lambda ctx, out, g: (
         ctx.parents[0].p_const(0).p_scatter(ctx.parents[1], g, ctx.saved),
         None,

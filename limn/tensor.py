@@ -18,7 +18,7 @@ import numpy as np
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
-from ir.graph.ops import BITWISE, INT_ONLY, Op
+from ir.graph.ops import BITWISE, INT_ONLY, SCAN_COMBINES, Op
 from ir.graph.view import View
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
@@ -292,6 +292,17 @@ class Tensor(TorchMethods):
 
     def p_max(self, axes):
         return self._reduce(Op.MAX, tuple(axes))
+
+    def p_scan(self, axis: int, combine: str = "add") -> Tensor:
+        """Inclusive prefix "add", "mul" or "max" along ``axis``: one SCAN node."""
+        op = {c.value.lower(): c for c in SCAN_COMBINES}.get(combine)
+        if op is None or not 0 <= axis < self.ndim:
+            raise ValueError(
+                f"scan: got axis {axis} and {combine!r} for {self.dtype}{list(self.shape)}; "
+                f"accepted: 0 <= axis < {self.ndim}, combine one of 'add', 'mul', 'max'"
+            )
+        node = Node(Op.SCAN, self.dtype, self.shape, (self.node,), (axis, op))
+        return Tensor._make(node, self.device, Op.SCAN, (self,), (axis, op))
 
     def _view(self, kind: str, arg) -> Tensor:
         node = self.node

@@ -15,6 +15,8 @@ Op arguments (``Node.arg``):
 * SUM, MAX the reduced axes, a sorted tuple; reduced dims are kept as size 1
 * GATHER   the axis: out[.., i, ..] = src[.., idx[.., i, ..], ..]
 * SCATTER  the axis: out = base; out[.., idx[.., i, ..], ..] += src[.., i, ..] (collisions add)
+* SCAN     (axis, combine): out[.., i, ..] = src[.., 0, ..] combine ... combine src[.., i, ..],
+           combine one of ADD, MUL, MAX, folded left to right
 * CUSTOM   (kernel name, output index, params)
 """
 
@@ -50,6 +52,7 @@ class Op(Enum):
     MAX = "MAX"
     GATHER = "GATHER"
     SCATTER = "SCATTER"
+    SCAN = "SCAN"
     CONTIGUOUS = "CONTIGUOUS"
     ASSIGN = "ASSIGN"
     CUSTOM = "CUSTOM"
@@ -62,7 +65,7 @@ class Op(Enum):
 class OpInfo:
     op: Op
     arity: int  # number of sources; -1 means any
-    category: str  # source, movement, unary, binary, ternary, reduce, indexed, barrier, custom
+    category: str  # source, movement, unary, binary, ternary, reduce, scan, indexed, ...
     dtype_rule: str  # how the result dtype follows from the sources
 
 
@@ -102,6 +105,11 @@ TABLE: dict[Op, OpInfo] = {
         OpInfo(Op.MAX, 1, "reduce", "same as source"),
         OpInfo(Op.GATHER, 2, "indexed", "source's dtype; index is an integer"),
         OpInfo(Op.SCATTER, 3, "indexed", "base's dtype; index is an integer"),
+        # Added for cumulative ops: a prefix combine is a linear loop with a carried
+        # accumulator, O(n) work and memory; spelled in views and adds it is either a
+        # log(n)-deep shift graph or an (n, n) mask. Folded in index order, in the
+        # source's dtype, rounded at every step (exact for integers, like np.cumsum).
+        OpInfo(Op.SCAN, 1, "scan", "same as source, every step rounded to it"),
         OpInfo(Op.CONTIGUOUS, 1, "barrier", "same as source"),
         OpInfo(Op.ASSIGN, 2, "barrier", "target's dtype; value has the same"),
         OpInfo(Op.CUSTOM, -1, "custom", "declared by the kernel"),
@@ -112,6 +120,7 @@ UNARY = frozenset(o for o, r in TABLE.items() if r.category == "unary")
 BINARY = frozenset(o for o, r in TABLE.items() if r.category == "binary")
 ELEMENTWISE = frozenset(o for o, r in TABLE.items() if r.category in ("unary", "binary", "ternary"))
 REDUCE = frozenset((Op.SUM, Op.MAX))
+SCAN_COMBINES = (Op.ADD, Op.MUL, Op.MAX)  # a SCAN's fold step; a min scans the order flip
 FLOAT_ONLY = frozenset((Op.EXP, Op.LOG, Op.SQRT, Op.RECIP))
 INT_ONLY = frozenset((Op.IDIV, Op.MOD, Op.SHL, Op.SHR))
 BITWISE = frozenset((Op.AND, Op.OR, Op.XOR))

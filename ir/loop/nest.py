@@ -10,7 +10,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
     MASK     v = preds : bool      the pad predicates as a value (for WHERE)
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc = identity : dtype   a register accumulator
-    ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+    ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MUL, MAX)
     FOLD     acc = OP pairwise     fold an array accumulator into acc[0] by a fixed tree
     STORE    buf[index] = v        write memory
 
@@ -28,7 +28,8 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
   rounded by explicit CASTs, so a backend renders what it reads and nothing more;
 * ARITH computes ``ir/graph/semantics.apply(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
-* ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
+* ACCUM ADD (MUL) is ARITH ADD (MUL) in the target's dtype; ACCUM MAX is a max that keeps nan
+  (a tie of -0.0 and 0.0 takes the later value, as numpy's maximum);
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
   nothing may read or write memory through the bad index.
 """
