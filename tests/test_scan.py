@@ -185,7 +185,7 @@ def test_threaded_scans_equal_serial_ones_bit_for_bit():
     c, serial = get_device("c"), CDevice(openmp=False)
     x = np.random.default_rng(9).standard_normal((4096, 300)).astype(np.float32)
     for axis in (0, 1):
-        build = lambda: (Tensor(x) * 3).p_scan(axis, "add")  # noqa: E731
+        build = lambda a=axis: (Tensor(x) * 3).p_scan(a, "add")  # noqa: E731
         threaded = c.realize([build().node])[0].data
         alone = serial.realize([build().node])[0].data
         assert threaded.tobytes() == alone.tobytes()
