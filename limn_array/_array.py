@@ -2,7 +2,7 @@
 
 An ``Array`` holds one Tensor (``_t``) and so one op-graph node and one device name; every
 function of the namespace unwraps its arrays, builds graph through the shared composition
-layer (``ir/graph/compose.py``, ``ir/graph/elementary.py``) and wraps the result. Nothing computes
+layer (``ir/graph/compose.py``, ``ir/graph/functions.py``) and wraps the result. Nothing computes
 until bytes are asked for: ``bool()``, ``int()``, ``float()``, ``complex()``, ``__index__``,
 ``__dlpack__``, printing, ``np.asarray``, or a data-dependent shape.
 
@@ -128,6 +128,11 @@ class Array:
         return a
 
     # ---- attributes (never compute) -----------------------------------------------
+
+    @property
+    def node(self):
+        """The op-graph node this array is a handle on (what ``limn.ir`` prints)."""
+        return self._t.node
 
     @property
     def dtype(self) -> DType:

@@ -9,7 +9,7 @@ A transform along one axis works on (re, im) pairs of real tensors:
   transform into a convolution with the chirp e**(i pi m**2 / n), done by power-of-two
   transforms of length >= 2n - 1, so still O(n log n).
 
-Twiddles and chirps are sines and cosines (``ir/graph/elementary.py``) of angles formed
+Twiddles and chirps are sines and cosines (``ir/graph/functions.py``) of angles formed
 exactly: pi * j / h with h a power of two, and pi * (m**2 mod 2n) / n with the square
 taken in int64, so no angle error grows with n. complex64 computes in float64 and rounds
 once. Errors are those of a textbook FFT: O(eps log n) relative to the largest term.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from limn_array import _complex as complex_math
 from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
@@ -81,7 +81,7 @@ def _radix2(z, inverse: bool):
         orr, oi = half(re, 1), half(im, 1)
         j = compose.arange(re, h, I64).p_cast(re.dtype)
         angle = j.p_mul(j.p_const(math.pi / h))  # exact ratio j/h, one rounding
-        s, c = elementary.sincos(angle)
+        s, c = functions.sincos(angle)
         if not inverse:
             s = s.p_neg()  # the forward transform turns by e**(-i angle)
         wr = compose.expand_to(c, lead + (blocks, h))
@@ -98,7 +98,7 @@ def _chirp(t, n: int, count: int, sign: float):
     m = compose.arange(t, count, I64)
     sq = m.p_mul(m).p_mod(m.p_const(2 * n))
     angle = sq.p_cast(F64).p_mul(sq.p_const(math.pi / n, dtype=F64))
-    s, c = elementary.sincos(angle)
+    s, c = functions.sincos(angle)
     return c, s.p_mul(s.p_const(sign))
 
 

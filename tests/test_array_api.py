@@ -315,8 +315,24 @@ def test_python_scalars_join_arrays_by_the_standards_rules():
         xp.asarray([True]) + 1
     with pytest.raises(OverflowError):
         x8 + 1000
+    # arrays of mixed kinds, which the standard leaves to the implementation: the float wins
+    i64, f64 = xp.asarray([7], dtype=xp.int64), xp.asarray([2.0], dtype=xp.float64)
+    assert xp.result_type(xp.int64, xp.float32) == xp.float32
+    assert xp.result_type(xp.uint8, xp.complex128) == xp.complex128
+    assert (i64 / f64).dtype == xp.float64 and float(xp.divide(f64, i64)[0]) == 2 / 7
     with pytest.raises(TypeError):
-        xp.asarray([1], dtype=xp.int64) + xp.asarray([1.0])
+        xp.asarray([True]) & xp.asarray([1.0])
+
+
+def test_numpy_dtypes_name_the_standards_dtypes_both_ways():
+    # code that keeps numpy dtypes (cubed's arrays do) hands them to the namespace, and
+    # numpy reads limn's dtypes back
+    assert xp.asarray([1, 2], dtype=np.dtype("float64")).dtype == xp.float64
+    assert xp.zeros(3, dtype=np.int16).dtype == xp.int16
+    assert xp.isdtype(np.dtype("uint8"), "unsigned integer")
+    assert all(np.dtype(d) == np.dtype(d.name) for d in (xp.bool, xp.int32, xp.complex64))
+    with pytest.raises(TypeError, match="not a dtype of the standard"):
+        xp.asarray([1.0], dtype=np.float16)
 
 
 def test_in_place_operators_keep_the_left_dtype_and_rebind_only_that_array():
@@ -686,63 +702,3 @@ def test_linalg_matches_numpy():
     z = xp.asarray(a + 1j * a[::-1])
     close(np.asarray(z @ z), (a + 1j * a[::-1]) @ (a + 1j * a[::-1]), rtol=1e-12)
     close(np.asarray(la.eigvals(z)).sum(-1), np.linalg.eigvals(a + 1j * a[::-1]).sum(-1), rtol=1e-9)
-
-
-# ---- the precision table of docs/array_api.md ------------------------------------------------
-
-
-def _spread(rng, n, lo, hi, signed=True):
-    x = 10.0 ** rng.uniform(lo, hi, n)
-    return x * rng.choice([-1, 1], n) if signed else x
-
-
-# name: (mpmath reference, inputs, max ulps for float64); float32 is correctly rounded
-PRECISION = {
-    "sin": ("sin", lambda r: np.r_[_spread(r, 500, -8, 2), _spread(r, 500, 2, 300)], 1.5),
-    "cos": ("cos", lambda r: np.r_[_spread(r, 500, -8, 2), _spread(r, 500, 2, 300)], 1.5),
-    "tan": ("tan", lambda r: np.r_[_spread(r, 500, -8, 2), _spread(r, 500, 2, 300)], 3),
-    "asin": ("asin", lambda r: r.uniform(-1, 1, 1000), 3),
-    "acos": ("acos", lambda r: r.uniform(-1, 1, 1000), 3),
-    "atan": ("atan", lambda r: _spread(r, 1000, -8, 30), 2),
-    "sinh": ("sinh", lambda r: _spread(r, 1000, -8, 2.85), 3),
-    "cosh": ("cosh", lambda r: _spread(r, 1000, -8, 2.85), 3),
-    "tanh": ("tanh", lambda r: _spread(r, 1000, -8, 1.5), 3.5),
-    "asinh": ("asinh", lambda r: _spread(r, 1000, -8, 300), 3),
-    "acosh": ("acosh", lambda r: 1 + _spread(r, 1000, -10, 300, False), 3),
-    "atanh": ("atanh", lambda r: r.uniform(-1, 1, 1000), 3),
-    "expm1": ("expm1", lambda r: _spread(r, 1000, -10, 2.8), 3),
-    "log1p": ("log1p", lambda r: r.uniform(-1, 1, 1000), 2),
-    "log2": (
-        lambda v: __import__("mpmath").log(v, 2),
-        lambda r: _spread(r, 1000, -300, 300, False),
-        1,
-    ),
-    "log10": ("log10", lambda r: _spread(r, 1000, -300, 300, False), 1.5),
-    "exp": ("exp", lambda r: r.uniform(-700, 700, 1000), 1),
-    "log": ("log", lambda r: _spread(r, 1000, -300, 300, False), 1),
-}
-
-
-@pytest.mark.parametrize("name", sorted(PRECISION))
-def test_precision_table_holds(name):
-    mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.prec = 200
-    ref, gen, bound64 = PRECISION[name]
-    ref = getattr(mpmath, ref) if isinstance(ref, str) else ref
-    x64 = gen(np.random.default_rng(7))
-    for dtype, bound in ((np.float64, bound64), (np.float32, 0.5 + 1e-6)):
-        with np.errstate(all="ignore"):
-            a = x64.astype(dtype)
-        a = a[np.isfinite(a) & (a != 0)]
-        got = np.asarray(getattr(xp, name)(xp.asarray(a)))
-        worst = 0.0
-        for g, v in zip(got, a):
-            exact = ref(mpmath.mpf(float(v)))
-            w = np.array(float(exact), dtype=dtype)
-            if not np.isfinite(w):
-                assert np.isinf(g) or not np.isfinite(float(exact))
-                continue
-            gap = float(np.spacing(np.abs(w)))
-            worst = max(worst, float(abs(mpmath.mpf(float(g)) - exact)) / gap)
-        print(f"{name} {np.dtype(dtype).name}: max {worst:.2f} ulp")
-        assert worst <= bound, (name, dtype, worst)

@@ -28,6 +28,7 @@ import math
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
+from ir.graph.opcodes import Op
 
 # ---- shapes and axes (the one owner of broadcasting) --------------------------------
 
@@ -114,11 +115,6 @@ def sub(a, b):
     return a.p_add(b.p_neg())
 
 
-def div(a, b):
-    """True division for floats: a * (1/b)."""
-    return a.p_mul(b.p_recip())
-
-
 def square(x):
     return x.p_mul(x)
 
@@ -135,23 +131,6 @@ def pow_int(x, n: int):
         if n:
             base = base.p_mul(base)
     return result if result is not None else x.p_const(1)
-
-
-def pow(x, y):
-    """x**y for float tensors: exp(y log|x|), with the sign of an odd integer power.
-
-    A negative base with a non-integer exponent is nan, as in IEEE pow; 0**0 is 1.
-    """
-    ax = abs_(x)
-    r = y.p_mul(ax.p_log()).p_exp()
-    neg = x.p_cmplt(x.p_const(0))
-    y_int = eq(floor(y), y)
-    y_odd = eq(floor(y.p_mul(y.p_const(0.5))), y.p_mul(y.p_const(0.5))).p_where(
-        y.p_const(False, dtype=dtypes.bool_), y_int
-    )
-    signed = y_odd.p_where(r.p_neg(), r)
-    r = neg.p_where(y_int.p_where(signed, x.p_const(math.nan)), r)
-    return eq(y, y.p_const(0)).p_where(x.p_const(1), r)
 
 
 def abs_(x):
@@ -298,24 +277,10 @@ def round_half_even(x):
 # ---- transcendental -----------------------------------------------------------------
 
 
-def exp2(x):
-    return x.p_mul(x.p_const(math.log(2))).p_exp()
-
-
-def log2(x):
-    return x.p_log().p_mul(x.p_const(1 / math.log(2)))
-
-
 def sigmoid(x):
     """1 / (1 + e^-x); e^-x overflowing to inf gives exactly 0."""
     one = x.p_const(1)
     return one.p_add(x.p_neg().p_exp()).p_recip()
-
-
-def tanh(x):
-    """2*sigmoid(2x) - 1: saturates cleanly to +-1 instead of inf/inf."""
-    two = x.p_const(2)
-    return sub(two.p_mul(sigmoid(two.p_mul(x))), x.p_const(1))
 
 
 def relu(x):
@@ -344,7 +309,7 @@ def gelu(x, approximate: str = "none"):
     if approximate == "tanh":
         inner = x.p_add(x.p_mul(x).p_mul(x).p_mul(x.p_const(0.044715)))
         inner = inner.p_mul(x.p_const(math.sqrt(2 / math.pi)))
-        return half.p_mul(x).p_mul(x.p_const(1).p_add(tanh(inner)))
+        return half.p_mul(x).p_mul(x.p_const(1).p_add(inner.p_op(Op.TANH)))
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return half.p_mul(x).p_mul(x.p_const(1).p_add(erf(x.p_mul(x.p_const(1 / math.sqrt(2))))))
@@ -510,12 +475,6 @@ def cat(xs, axis: int):
             out = inside.p_where(piece, out)
         start += x.shape[axis]
     return out
-
-
-def stack(xs, axis: int):
-    shape = list(xs[0].shape)
-    shape.insert(axis, 1)
-    return cat([x.p_reshape(tuple(shape)) for x in xs], axis)
 
 
 def split(x, sizes: list[int], axis: int):
