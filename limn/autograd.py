@@ -15,36 +15,43 @@ movement records ("VIEW", kind) and its rule is the VIEW row's rule for that kin
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 
 from ir.graph.ops import TABLE, Op
 
-_enabled = [True]
+
+class _GradMode(threading.local):
+    """Whether new tensors record their gradient rule: per thread, as in torch, so one
+    thread's optimizer step under ``no_grad`` never silences another's forward pass."""
+
+    enabled = True
+
+
+_mode = _GradMode()
 
 
 def grad_enabled() -> bool:
-    return _enabled[0]
+    return _mode.enabled
 
 
 @contextlib.contextmanager
+def _grad_mode(flag: bool):
+    prev = _mode.enabled
+    _mode.enabled = flag
+    try:
+        yield
+    finally:
+        _mode.enabled = prev
+
+
 def no_grad():
     """Build graph without recording how to differentiate it."""
-    prev = _enabled[0]
-    _enabled[0] = False
-    try:
-        yield
-    finally:
-        _enabled[0] = prev
+    return _grad_mode(False)
 
 
-@contextlib.contextmanager
 def enable_grad():
-    prev = _enabled[0]
-    _enabled[0] = True
-    try:
-        yield
-    finally:
-        _enabled[0] = prev
+    return _grad_mode(True)
 
 
 @dataclass

@@ -81,6 +81,10 @@ def _infer_dtype(data) -> DType:
 
 class Tensor(Primitives, TorchMethods):
     __array_priority__ = 100  # numpy defers to our operators
+    # A view (the result of a movement op that stayed one View) remembers the tensor it was
+    # moved from and how, so an assign into it can write through to that base's buffer.
+    _base: Tensor | None = None
+    _move: tuple = ()
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
         if isinstance(data, Tensor):
@@ -116,6 +120,22 @@ class Tensor(Primitives, TorchMethods):
 
     def _wrap(self, node: Node, rule=None, parents=(), saved=None) -> Tensor:
         return Tensor._make(node, self.device, rule, parents, saved)
+
+    def _view(self, kind: str, arg) -> Tensor:
+        t = super()._view(kind, arg)
+        n = t.node
+        src = n.srcs[0] if n.op == Op.VIEW else n
+        if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
+            t._base, t._move = self, (kind, arg)
+        return t
+
+    def _view_root(self) -> tuple[Tensor, tuple]:
+        """The tensor this one is a view of (itself if none) and the moves from it to us."""
+        t, moves = self, []
+        while t._base is not None:
+            moves.append(t._move)
+            t = t._base
+        return t, tuple(reversed(moves))
 
     # ---- facts (never compute) ------------------------------------------------------
 
@@ -287,7 +307,14 @@ class Tensor(Primitives, TorchMethods):
     # ---- assignment -----------------------------------------------------------------
 
     def assign(self, value) -> Tensor:
-        """A pending write of ``value`` into this tensor's buffer; realize it to commit."""
+        """A pending write of ``value`` into this tensor's buffer; realize it to commit.
+
+        Into a view (``z[1].assign(v)``), the write goes through to the base's buffer:
+        the ASSIGN's target is the base and its value the base with the view's elements
+        replaced (``compose.place``), committed like any other. Not differentiable: a
+        value that requires grad, or a view of a tensor that does, is refused while grad
+        mode is on.
+        """
         if not isinstance(value, Tensor):
             value = Tensor._make(
                 Node(Op.CONST, self.dtype, (), (), dtypes.python_type(self.dtype)(value)),
@@ -305,7 +332,27 @@ class Tensor(Primitives, TorchMethods):
                     f"{self.shape}; accepted: the target's shape or one that broadcasts to it"
                 )
             value = value.expand(*self.shape)
-        if self.node.op != Op.BUFFER:
+        if autograd.grad_enabled() and value.requires_grad:
+            raise RuntimeError(
+                "assign: not differentiable, and the value requires grad; assign under "
+                "limn.no_grad() or assign value.detach()"
+            )
+        root, moves = self._view_root()
+        if root is not self:
+            if autograd.grad_enabled() and root.requires_grad:
+                raise RuntimeError(
+                    "assign: the target is a view of a tensor that requires grad, and "
+                    "assign is not differentiable; write under limn.no_grad()"
+                )
+            compose.check_writable(root.shape, moves, "assign")
+            if root.node.op != Op.BUFFER:
+                root.realize()
+            value = compose.place(root, moves, value)
+            # from now on this view reads the base's buffer, so it sees the write once
+            # committed (a realized view would otherwise keep its own copy)
+            self.node = compose.apply_moves(root, moves).node
+            self = root
+        elif self.node.op != Op.BUFFER:
             self.realize()
         node = Node(Op.ASSIGN, self.dtype, self.shape, (self.node, value.node))
         return Tensor._make(node, self.device)

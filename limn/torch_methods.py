@@ -619,12 +619,10 @@ def _index(x: TorchMethods, key) -> TorchMethods:
 def _shape_arg(shape) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
-    if len(shape) == 1 and isinstance(shape[0], int) and not isinstance(shape[0], bool):
-        return (shape[0],)
-    out = tuple(shape)
-    if any(not isinstance(s, int) or isinstance(s, bool) for s in out):
+    try:
+        return compose.as_ints(shape, "shape", "shape")
+    except TypeError:
         hint = ""
-        if any(isinstance(s, str | DType | np.dtype | type) for s in out):
+        if any(isinstance(s, str | DType | np.dtype | type) for s in shape):
             hint = "; pass a dtype by keyword (dtype=...)"
-        raise TypeError(f"shape: needs ints, got {shape}{hint}")
-    return out
+        raise TypeError(f"shape: needs ints, got {shape}{hint}") from None

@@ -25,7 +25,7 @@ from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
 from limn_array import _complex as complex_math
-from limn_array._array import Array, lift, parts, wrap, wrap_complex
+from limn_array._array import Array, lift, parts, view_of, wrap, wrap_complex
 from limn_array._creation import eye
 from limn_array._data_types import cast, check_dtype, result_type
 from limn_array._elementwise import conj, multiply, subtract
@@ -68,17 +68,18 @@ def matrix_transpose(x: Array, /) -> Array:
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dims, got shape {x.shape}")
     order = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    return lift(lambda t: t.p_permute(order), x)
+    return view_of(x, lambda t: t.p_permute(order + tuple(range(x.ndim, len(t.shape)))))
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:
-    if isinstance(axes, int):
+    if not isinstance(axes, tuple | list):
+        axes = compose.as_int(axes, "axes", "tensordot")
         if axes < 0 or axes > min(x1.ndim, x2.ndim):
             raise ValueError(f"tensordot: axes={axes} does not fit {x1.shape} and {x2.shape}")
         a1 = tuple(range(x1.ndim - axes, x1.ndim))
         a2 = tuple(range(axes))
     else:
-        a1, a2 = (tuple(a) for a in axes)
+        a1, a2 = (compose.as_ints(a, "axes", "tensordot") for a in axes)
         a1 = tuple(compose.normalize_axis(a, x1.ndim, "tensordot") for a in a1)
         a2 = tuple(compose.normalize_axis(a, x2.ndim, "tensordot") for a in a2)
     if len(a1) != len(a2) or any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
@@ -118,6 +119,7 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
     """A strided view: the flattened matrix from its first diagonal element, every m+1."""
     if x.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 dims, got shape {x.shape}")
+    offset = compose.as_int(offset, "offset", "diagonal")
     n, m = x.shape[-2:]
     lead = x.shape[:-2]
     start = offset if offset >= 0 else -offset * m
@@ -160,6 +162,7 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
 
 def matrix_power(x: Array, n: int, /) -> Array:
     _square(x, "matrix_power")
+    n = compose.as_int(n, "n", "matrix_power")
     if n < 0:
         x, n = inv(x), -n
     if n == 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,9 @@ class CompiledDevice(Device):
     def __init__(self):
         super().__init__()
         self.plans: dict[tuple, Plan] = {}
+        # builds one plan at a time: threads that miss the cache together compile a new
+        # structure once, and hits never wait (a dict read is atomic)
+        self._build_lock = threading.Lock()
         self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0}
         self.recorder: list | None = None  # set by limn.capture while it records
         # graphs that compute at most this many elements run on the numpy reference instead
@@ -141,7 +145,14 @@ class CompiledDevice(Device):
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
         key, inputs = plan_key(roots)
         plan = self.plans.get(key)
-        if plan is None:
+        if plan is not None:
+            self.stats["plan_hits"] += 1
+            return plan, [inputs[i] for i in plan.slots]
+        with self._build_lock:
+            plan = self.plans.get(key)
+            if plan is not None:  # another thread built it while this one waited
+                self.stats["plan_hits"] += 1
+                return plan, [inputs[i] for i in plan.slots]
             t0 = time.perf_counter()
             realized = lambda n: recall(n) is not None  # noqa: E731
             spelled = decompose(roots, self.renders, lambda n: n.op != Op.ASSIGN and realized(n))
@@ -155,8 +166,6 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
-        else:
-            self.stats["plan_hits"] += 1
         return plan, [inputs[i] for i in plan.slots]
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
