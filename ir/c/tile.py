@@ -163,6 +163,8 @@ def render_tile(r, block: Block, depth: int) -> None:
         elif kind[id(ins)] in ("B", "AB"):
             r.instr(ins, dd)
     v = fold.src
+    outside = r.at
+    r.mark(fold)  # the source map: the fold's line is the ACCUM's
     product = next((x for x in body if defines(x) == v and getattr(x, "op", None) == Op.MUL), None)
     if fold.op == Op.ADD and product is not None and t_acc in ("float", "double"):
         # the one fused multiply-add on the c device: acc + a*b rounded once, as BLAS does
@@ -173,6 +175,7 @@ def render_tile(r, block: Block, depth: int) -> None:
         put(dd, f"acc[a][b] += {v};")
     else:
         put(dd, f"acc[a][b] = ({v} > acc[a][b] || {v} != {v}) ? {v} : acc[a][b];")
+    r.mark(outside)
     dd = close(dd, 2 + len(reds))
     put(dd, f"for (int a = 0; a < {mr} && {ia.var}_0 + a < {na}; a++) {{")
     put(dd + 1, f"const int64_t {ia.var} = {ia.var}_0 + a;")
