@@ -169,7 +169,7 @@ def _flat_positions(mask_t, count: int):
     m = mask_t.p_reshape((n,)).p_cast(INDEX)
     rank = order.scan(m, 0, "add").p_add(m.p_const(-1))
     slot = mask_t.p_reshape((n,)).p_where(rank, rank.p_const(count))
-    pos = compose.arange(m, n, INDEX)
+    pos = order.positions(m, n, INDEX)
     base = m.p_const(0, shape=(count + 1,))
     return base.p_scatter(slot, pos, 0).p_shrink(((0, count),))
 

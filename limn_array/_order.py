@@ -1,11 +1,12 @@
 """Order algorithms on the primitive protocol: scans, tree reductions, a sorting network.
 
-These are the data-parallel spellings of loops a CPU would run sequentially: a
-Hillis-Steele prefix scan, pairwise halving for products, and a bitonic sorting network
-for stable sorts. Each is a fixed pattern of views, WHEREs and arithmetic with no
-data-dependent control flow, so it stays lazy, fuses, and runs on every device. They are
-written against the same ``p_*`` protocol as ``ir/graph/compose.py``, so ``limn.Tensor`` can
-call them as they are.
+A real prefix scan is one SCAN node (``p_scan``), a linear loop on every device. What is
+left here are the data-parallel spellings for what one carried value cannot hold: the
+complex product scan (a Hillis-Steele shift graph over the (re, im) pair), pairwise
+halving for products, and a bitonic sorting network for stable sorts. Each is a fixed
+pattern of views, WHEREs and arithmetic with no data-dependent control flow, so it stays
+lazy, fuses, and runs on every device. They are written against the same ``p_*`` protocol
+as ``ir/graph/compose.py``, so ``limn.Tensor`` can call them as they are.
 """
 
 from __future__ import annotations
@@ -20,14 +21,30 @@ BOOL = dtypes.bool_
 # ---- scans and tree reductions ---------------------------------------------------------
 
 
-def scan_with(xs: tuple, axis: int, combine) -> tuple:
-    """Inclusive scan of a tuple of tensors (the parts of one value) along ``axis``.
+def scan(x, axis: int, op: str = "add"):
+    """Inclusive prefix sums ("add"), products ("mul") or maxima ("max") along ``axis``:
+    one SCAN, folded left to right in x's dtype, O(n) work and memory."""
+    return x.p_scan(axis, op)
 
-    ``combine(earlier, later)`` joins two tuples. Step k combines each element with the
-    one 2**k before it (Hillis-Steele): log2(n) steps, each one fused pass. Elements with
-    nothing that far before them are left as they are, so no identity value is ever
-    combined in (a -0.0 stays -0.0). Float sums associate differently from a
-    left-to-right loop, so they can differ from one in the last bits.
+
+def positions(like, n: int, dtype):
+    """0, 1, ..., n-1 as one SCAN over ones: a single linear pass, where
+    ``compose.arange`` (which fuses into its user) costs log2(n) adds per element."""
+    return (
+        like.p_const(1, shape=(n,), dtype=dtype)
+        .p_scan(0, "add")
+        .p_add(like.p_const(-1, shape=(n,), dtype=dtype))
+    )
+
+
+def scan_pairs(xs: tuple, axis: int, combine) -> tuple:
+    """Inclusive scan of a pair of tensors (a complex value's parts) along ``axis``.
+
+    For a combine that mixes the parts (a complex product), which one carried value per
+    part cannot express. ``combine(earlier, later)`` joins two tuples. Step k combines
+    each element with the one 2**k before it (Hillis-Steele): log2(n) steps. Elements
+    with nothing that far before them are left as they are, so no identity value is ever
+    combined in (a -0.0 stays -0.0).
     """
     x0 = xs[0]
     n = x0.shape[axis]
@@ -43,15 +60,10 @@ def scan_with(xs: tuple, axis: int, combine) -> tuple:
         both = combine(before, xs)
         early = pos.p_cmplt(pos.p_const(k))
         xs = tuple(select(early, x, b) for x, b in zip(xs, both))
+        # each step is stored, so the next one reads it instead of recomputing it
+        xs = tuple(x.p_contiguous() for x in xs)
         k *= 2
     return xs
-
-
-def scan(x, axis: int, op: str = "add"):
-    """Inclusive prefix sums (op "add") or products ("mul") along ``axis``; see scan_with."""
-    if op == "add":
-        return scan_with((x,), axis, lambda a, b: (a[0].p_add(b[0]),))[0]
-    return scan_with((x,), axis, lambda a, b: (a[0].p_mul(b[0]),))[0]
 
 
 def tree_reduce(xs: tuple, axis: int, combine, identity: tuple) -> tuple:

@@ -3,8 +3,9 @@
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
 ``mean``, ``var`` and ``std`` are ``ir/graph/compose.py``'s spellings (two-pass variance);
 ``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
-cumulative functions are log-step scans (``_order.scan_with``). Complex arrays reduce part by
-part, except products, which combine (re, im) pairs with the complex product.
+cumulative functions are SCAN nodes, linear loops (a complex product, which mixes the
+parts, is the log-step ``_order.scan_pairs``). Complex arrays reduce part by part, except
+products, which combine (re, im) pairs with the complex product.
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ def _cumulative(x: Array, axis, dtype, include_initial: bool, op: str) -> Array:
     axis = compose.normalize_axis(axis, x.ndim, op)
     x = cast(x, _sum_dtype(x, dtype))
     is_sum = op == "cumulative_sum"
-    if x.dtype.is_complex:
-        combine = complex_math.add if is_sum else complex_math.mul
-        re, im = order.scan_with(parts(x), axis, lambda a, b: combine(a, b))
+    if x.dtype.is_complex and is_sum:
+        re, im = (order.scan(p, axis) for p in parts(x))
+        out = wrap_complex(re, im)
+    elif x.dtype.is_complex:
+        re, im = order.scan_pairs(parts(x), axis, complex_math.mul)
         out = wrap_complex(re, im)
     else:
         out = wrap(order.scan(x._t, axis, "add" if is_sum else "mul"))

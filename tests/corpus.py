@@ -260,6 +260,32 @@ def argmax_and_cumsum():
     return [x.argmax(1), x.argmin(0), x.cumsum(1), Tensor.arange(7) * 2, Tensor.eye(3, 4)]
 
 
+@case()
+def scans():
+    r = _rng(41)
+    x = _randn(r, 3, 4, 5)
+    i = _ints(r, -(2**40), 2**40, 4, 6)
+    small = _ints(r, -100, 100, 3, 7, dtype=dtypes.int8)  # wraps, exactly as numpy's
+    return [
+        (x * 2 + 1).p_scan(0, "add"),  # the scan reads a fused elementwise source
+        x.p_scan(1, "mul").p_scan(2, "max"),  # one scan's buffer feeds the next
+        x.p_scan(2, "add").flip(2)[:, 1:, :3] * 3,  # views of a scan fuse into its user
+        i.p_scan(1, "add"),
+        i.p_scan(0, "max"),
+        small.p_scan(1, "add"),
+        small.p_scan(0, "mul"),
+        Tensor(np.zeros((0, 3), np.float32)).p_scan(0, "add"),
+    ]
+
+
+@case("half")
+def scans_half():
+    r = _rng(42)
+    x = _randn(r, 4, 33, dtype=dtypes.float16)
+    b = _randn(r, 2, 40, dtype=dtypes.bfloat16)
+    return [x.p_scan(1, "add"), (x * 0.5).p_scan(0, "mul"), b.p_scan(1, "add"), b.p_scan(1, "max")]
+
+
 # ---- matmul and convolution ---------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ answer the C code gives, threaded or not.
 * ``parallelize``: the leading output loops of each top-level loop chain (the dims the
   written cells are indexed by) are marked ``parallel=n``: an OpenMP team splits those n
   fused loops. A chain whose writes have a data-dependent address (a scatter's colliding
-  adds) or whose outermost loop is a reduce stays serial. Tiny nests stay serial too:
+  adds), whose outermost loop is a reduce, or that folds into an accumulator defined
+  outside it (a scan's carried value) stays serial. Tiny nests stay serial too:
   waking a team costs more than they do.
 """
 
@@ -78,6 +79,16 @@ def _loop_vars(items) -> set[str]:
     return out
 
 
+def _carries(items) -> bool:
+    """Whether a register accumulator defined outside ``items`` is folded inside them: a
+    scan's loop, whose every step needs the one before it."""
+    mine = {ins.out for ins in instructions(items) if isinstance(ins, DefAcc)}
+    return any(
+        isinstance(ins, Accum) and ins.index is None and ins.dst not in mine
+        for ins in instructions(items)
+    )
+
+
 def _extent(loop: Loop) -> int:
     return len(range(loop.start, loop.stop, loop.step))
 
@@ -107,7 +118,7 @@ def _parallel_block(block: Block) -> Block:
     if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
         return block  # the tiled renderer runs its own team; lane blocks already have one
     writes = _writes((block,))
-    if not writes or _work((block,)) < MIN_PARALLEL_WORK:
+    if not writes or _work((block,)) < MIN_PARALLEL_WORK or _carries((block,)):
         return block
     inner_vars = _loop_vars(inner) | {lp.var for lp in loops}
     for w in writes:

@@ -396,15 +396,16 @@ def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], value
     if d in dtypes.HALF:  # fold at float32, store the rounded result
         cur = _cast(dst, d, dtypes.float32)
         new = _cast(src, d, dtypes.float32)
-        if ins.op == Op.ADD:
-            return f"{dst} = {_cast(f'({cur} + {new})', dtypes.float32, d)};"
-        return f"{dst} = ({new} > {cur} || {new} != {new}) ? {src} : {dst};"
-    if ins.op == Op.ADD:
+        if ins.op in (Op.ADD, Op.MUL):
+            sign = "+" if ins.op == Op.ADD else "*"
+            return f"{dst} = {_cast(f'({cur} {sign} {new})', dtypes.float32, d)};"
+        return f"{dst} = ({new} >= {cur} || {new} != {new}) ? {src} : {dst};"
+    if ins.op in (Op.ADD, Op.MUL):
         if d == dtypes.bool_:
-            return f"{dst} = {dst} | {src};"
-        return f"{dst} = ({ctype(d)})({dst} + {src});"
-    if d.is_float:
-        return f"{dst} = ({src} > {dst} || {src} != {src}) ? {src} : {dst};"
+            return f"{dst} = {dst} {'|' if ins.op == Op.ADD else '&'} {src};"
+        return f"{dst} = ({ctype(d)})({dst} {'+' if ins.op == Op.ADD else '*'} {src});"
+    if d.is_float:  # a tie (-0.0 and 0.0) takes the later value, as numpy and torch do
+        return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
     return f"{dst} = {src} > {dst} ? {src} : {dst};"
 
 

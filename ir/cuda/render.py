@@ -41,7 +41,7 @@ from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Arith, Check, Const, DefAcc, Load, Loop, LoopNest, Mask, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import Block, chain, to_tree, value_dtype
+from ir.loop.rewrite import Block, chain, instructions, to_tree, value_dtype
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -140,20 +140,20 @@ def arith(ins: Arith, src_dtypes: list[DType]) -> str:
 
 
 def fold(op: Op, dst: str, src: str, d: DType) -> str:
-    """``dst = op(dst, src)`` in dtype ``d``: ADD, or MAX keeping nan (the nest's ACCUM)."""
+    """``dst = op(dst, src)`` in dtype ``d``: ADD, MUL, or MAX keeping nan (a tie of -0.0
+    and 0.0 takes the later value), as the nest's ACCUM."""
+    sym = {Op.ADD: "+", Op.MUL: "*"}.get(op)
     if d in dtypes.HALF:
         cur, new = cast(dst, d, dtypes.float32), cast(src, d, dtypes.float32)
-        if op == Op.ADD:
-            return f"{dst} = {cast(f'({cur} + {new})', dtypes.float32, d)};"
-        return f"{dst} = ({new} > {cur} || {new} != {new}) ? {src} : {dst};"
-    if op == Op.ADD:
-        return (
-            f"{dst} = {dst} | {src};"
-            if d == dtypes.bool_
-            else f"{dst} = ({ctype(d)})({dst} + {src});"
-        )
+        if sym:
+            return f"{dst} = {cast(f'({cur} {sym} {new})', dtypes.float32, d)};"
+        return f"{dst} = ({new} >= {cur} || {new} != {new}) ? {src} : {dst};"
+    if sym:
+        if d == dtypes.bool_:
+            return f"{dst} = {dst} {'|' if op == Op.ADD else '&'} {src};"
+        return f"{dst} = ({ctype(d)})({dst} {sym} {src});"
     if d.is_float:
-        return f"{dst} = ({src} > {dst} || {src} != {src}) ? {src} : {dst};"
+        return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
     return f"{dst} = {src} > {dst} ? {src} : {dst};"
 
 
@@ -362,7 +362,13 @@ class _Cuda:
         for item in to_tree(self.nest.body):
             if single is not None:
                 single.append(item)
-                if isinstance(item, Store) or isinstance(item, Accum) and item.index is not None:
+                if (
+                    isinstance(item, Store)
+                    or isinstance(item, Accum)
+                    and item.index is not None
+                    or isinstance(item, Block)  # a scan's loop stores its register every step
+                    and any(isinstance(x, Store) for x in instructions((item,)))
+                ):
                     self.phase_single(values, single)
                     single = None
             elif isinstance(item, Block):

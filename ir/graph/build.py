@@ -14,7 +14,7 @@ import math
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
-from ir.graph.ops import BITWISE, COMPOSITE, FLOAT_ONLY, INT_ONLY, TABLE, Op
+from ir.graph.ops import BITWISE, COMPOSITE, FLOAT_ONLY, INT_ONLY, SCAN_COMBINES, TABLE, Op
 from ir.graph.view import View
 
 
@@ -149,6 +149,17 @@ class Primitives:
 
     def p_max(self, axes):
         return self._reduce(Op.MAX, tuple(axes))
+
+    def p_scan(self, axis: int, combine: str = "add"):
+        """Inclusive prefix "add", "mul" or "max" along ``axis``: one SCAN node."""
+        op = {c.value.lower(): c for c in SCAN_COMBINES}.get(combine)
+        if op is None or not 0 <= axis < len(self.shape):
+            raise ValueError(
+                f"scan: got axis {axis} and {combine!r} for {self.dtype}{list(self.shape)}; "
+                f"accepted: 0 <= axis < {len(self.shape)}, combine one of 'add', 'mul', 'max'"
+            )
+        node = Node(Op.SCAN, self.dtype, self.shape, (self.node,), (axis, op))
+        return self._wrap(node, Op.SCAN, (self,), (axis, op))
 
     def _view(self, kind: str, arg):
         node = self.node

@@ -442,16 +442,8 @@ def argmin(x, axis: int, keepdim=False):
 
 
 def cumsum(x, axis: int):
-    """out[i] = sum of x[j] for j <= i: a triangle mask over an (n, n) broadcast."""
-    n = x.shape[axis]
-    moved = movedim(x, axis, -1)
-    lead = tuple(moved.shape[:-1])
-    xe = moved.p_reshape(lead + (1, n)).p_expand(lead + (n, n))
-    i = arange(x, n, dtypes.int64).p_reshape((n, 1)).p_expand((n, n))
-    j = arange(x, n, dtypes.int64).p_reshape((1, n)).p_expand((n, n))
-    keep = expand_to(logical_not(i.p_cmplt(j)), lead + (n, n))
-    s = keep.p_where(xe, xe.p_const(0)).p_sum((len(lead) + 1,))
-    return movedim(s.p_reshape(lead + (n,)), -1, axis)
+    """out[i] = x[0] + ... + x[i] along ``axis``: one SCAN, a linear loop in x's dtype."""
+    return x.p_scan(axis, "add")
 
 
 # ---- creation -----------------------------------------------------------------------

@@ -78,6 +78,16 @@ def sum_(ctx, out, g):
     return (g.p_expand(ctx.parents[0].shape),)
 
 
+def scan(ctx, out, g):
+    """A prefix sum's gradient is the suffix sum of g: the same scan over g reversed."""
+    axis, combine = ctx.saved
+    if combine != Op.ADD:
+        raise NotImplementedError(
+            f"backward: no gradient for a {combine.value} scan; accepted: an ADD scan (cumsum)"
+        )
+    return (g.p_flip((axis,)).p_scan(axis, "add").p_flip((axis,)),)
+
+
 def max_(ctx, out, g):
     """Split evenly between the tied maxima."""
     (x,) = ctx.parents

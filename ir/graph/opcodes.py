@@ -37,6 +37,7 @@ class Op(Enum):
     MAX = "MAX"
     GATHER = "GATHER"
     SCATTER = "SCATTER"
+    SCAN = "SCAN"
     CONTIGUOUS = "CONTIGUOUS"
     ASSIGN = "ASSIGN"
     CUSTOM = "CUSTOM"

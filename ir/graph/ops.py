@@ -28,6 +28,8 @@ Op arguments (``Node.arg``):
 * SUM, MAX the reduced axes, a sorted tuple; reduced dims are kept as size 1
 * GATHER   the axis: out[.., i, ..] = src[.., idx[.., i, ..], ..]
 * SCATTER  the axis: out = base; out[.., idx[.., i, ..], ..] += src[.., i, ..] (collisions add)
+* SCAN     (axis, combine): out[.., i, ..] = src[.., 0, ..] combine ... combine src[.., i, ..],
+           combine one of ADD, MUL, MAX, folded left to right
 * CUSTOM   (kernel name, output index, params)
 """
 
@@ -49,7 +51,7 @@ __all__ = ["Op", "OpRow", "TABLE", "evaluate"]
 class OpRow:
     op: Op
     arity: int  # number of sources; -1 means any
-    category: str  # source, movement, unary, binary, ternary, reduce, indexed, barrier, custom
+    category: str  # source, movement, unary, binary, ternary, reduce, scan, indexed, ...
     accepts: str = "any"  # operand dtypes: any, numeric, float, int, bits (int or bool)
     result: str = "same"  # result dtype: same (as the last source), bool, target (the node's)
     numpy: Callable | None = None  # elementwise: f(*arrays at compute dtype) -> array
@@ -141,6 +143,11 @@ _ROWS = [
     OpRow(Op.MAX, 1, "reduce", grad=grads.max_),
     OpRow(Op.GATHER, 2, "indexed", grad=grads.gather, cost=3),
     OpRow(Op.SCATTER, 3, "indexed", grad=grads.scatter),
+    # Added for cumulative ops: a prefix combine is a linear loop with a carried
+    # accumulator, O(n) work and memory; spelled in views and adds it is a log(n)-deep
+    # shift graph or an (n, n) mask. Folded in index order in the source's dtype, every
+    # step rounded to it (exact for integers, like np.cumsum); lowered as its own kernel.
+    OpRow(Op.SCAN, 1, "scan", grad=grads.scan),
     OpRow(Op.CONTIGUOUS, 1, "barrier", grad=grads.contiguous),
     OpRow(Op.ASSIGN, 2, "barrier"),
     OpRow(Op.CUSTOM, -1, "custom", result="target"),
@@ -182,6 +189,7 @@ UNARY = frozenset(o for o, r in TABLE.items() if r.category == "unary")
 BINARY = frozenset(o for o, r in TABLE.items() if r.category == "binary")
 ELEMENTWISE = frozenset(o for o, r in TABLE.items() if r.category in ("unary", "binary", "ternary"))
 REDUCE = frozenset(o for o, r in TABLE.items() if r.category == "reduce")
+SCAN_COMBINES = (Op.ADD, Op.MUL, Op.MAX)  # a SCAN's fold step; a min scans the order flip
 COMPOSITE = frozenset(o for o, r in TABLE.items() if r.composite)
 PRIMITIVE = frozenset(Op) - COMPOSITE
 

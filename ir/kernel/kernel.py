@@ -12,9 +12,9 @@ buffer: a kernel reads "input slot 0", and the schedule keeps the slot -> node b
 the side. Two graphs of the same structure therefore give equal kernel graphs, which is
 what lets a runtime cache compiled programs by them.
 
-This module also owns two rules the later stages share: ``reindex``, which decides when a
+This module also owns the rules the later stages share: ``reindex``, which decides when a
 view over a fused computation can be followed by index arithmetic alone (the schedule cuts
-where it cannot, the lowering uses its answer), and ``reduce_identity``.
+where it cannot, the lowering uses its answer), ``reduce_identity`` and ``scan_identity``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ir.graph.node import format_arg
 from ir.graph.ops import Op
 from ir.graph.view import View
 
-KINDS = ("MAP", "SUM", "MAX", "SCATTER", "CUSTOM")
+KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER", "CUSTOM")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Kernel:
-    """One loop nest: ``kind`` says what shape of nest (MAP, SUM, MAX, SCATTER, CUSTOM)."""
+    """One loop nest: ``kind`` says what shape of nest (MAP, SUM, MAX, SCAN, SCATTER, CUSTOM)."""
 
     kind: str
     rows: tuple[Row, ...]
@@ -194,6 +194,18 @@ def reduce_identity(op: Op, dtype: DType):
     if op == Op.MAX:
         return dtypes.min_value(dtype)
     raise ValueError(f"reduce_identity: {op.value} is not a reduce; accepted: SUM, MAX")
+
+
+def scan_identity(combine: Op, dtype: DType):
+    """The value a SCAN's accumulator starts from, which its first element leaves unchanged
+    bit for bit: -0.0 for a float ADD (0.0 + -0.0 would lose the sign), 0, 1, the lowest."""
+    if combine == Op.ADD:
+        return -0.0 if dtype.is_float else dtypes.python_type(dtype)(0)
+    if combine == Op.MUL:
+        return dtypes.python_type(dtype)(1)
+    if combine == Op.MAX:
+        return dtypes.min_value(dtype)
+    raise ValueError(f"scan_identity: {combine.value} is not a scan; accepted: ADD, MUL, MAX")
 
 
 # ---- text ---------------------------------------------------------------------------

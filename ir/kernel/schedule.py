@@ -3,7 +3,7 @@
 Elementwise work fuses into whatever consumes it; a value gets a buffer of its own (a
 "cut") only where it has to exist in memory:
 
-* a reduce (SUM, MAX), a SCATTER, a CONTIGUOUS copy, an ASSIGN, a CUSTOM kernel's output
+* a reduce (SUM, MAX), a SCAN, a SCATTER, a CONTIGUOUS copy, an ASSIGN, a CUSTOM kernel's output
   and each of its inputs (a device kernel reads whole buffers);
 * a graph root, unless it is a buffer already, or a reshape of one (then its sink
   aliases that buffer: dropping a reduce's kept dim moves no data);
@@ -38,7 +38,7 @@ from ir.graph.node import Node, toposort
 from ir.graph.ops import ELEMENTWISE, REDUCE, TABLE, Op
 from ir.kernel.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 
-CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
+CUT_OPS = REDUCE | {Op.SCAN, Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
 
 
 def _kind(n: Node) -> str:
-    if n.op in REDUCE or n.op in (Op.SCATTER, Op.CUSTOM):
+    if n.op in REDUCE or n.op in (Op.SCAN, Op.SCATTER, Op.CUSTOM):
         return n.op.value
     return "MAP"
 

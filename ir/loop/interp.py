@@ -46,9 +46,10 @@ from ir.loop.rewrite import defines, value_dtype
 
 
 def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
-    """One step of a reduce: ADD by the shared semantics; MAX keeps nan, as the reference's max."""
-    if op == Op.ADD:
-        return ops.evaluate(Op.ADD, [acc, x], d, d)
+    """One step of a reduce or scan: ADD and MUL by the op table's numpy; MAX keeps nan, as
+    the reference's max."""
+    if op in (Op.ADD, Op.MUL):
+        return ops.evaluate(op, [acc, x], d, d)
     return np.asarray(np.maximum(acc, x)).astype(to_numpy(d))
 
 

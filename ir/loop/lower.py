@@ -13,6 +13,9 @@ Dtypes are explicit: half-width floats are loaded, then CAST to float32; arithme
 ``dtypes.compute_dtype``; a CAST into a half width rounds there and widens again; the
 value is rounded to the buffer's dtype once, just before it is stored.
 
+A SCAN keeps its running value in a register accumulator of the output's dtype, the scan
+axis innermost, and stores it every step.
+
 The nest comes out in the kernel's own dim order, which the passes then improve. A reduce
 whose running total has the output's dtype is written as "fill the output with the
 identity, then ACCUM into it", which stays correct under any loop order; one whose total
@@ -29,7 +32,7 @@ import numpy as np
 from ir.graph.dtypes import DType, acc_dtype, compute_dtype, float32, float64, python_type, to_numpy
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import contiguous_strides
-from ir.kernel.kernel import Kernel, KernelGraph, reduce_identity, reindex
+from ir.kernel.kernel import Kernel, KernelGraph, reduce_identity, reindex, scan_identity
 from ir.loop.nest import (
     Accum,
     Arith,
@@ -58,6 +61,8 @@ def lower(graph: KernelGraph, i: int) -> LoopNest:
         low.map_kernel()
     elif k.kind in ("SUM", "MAX"):
         low.reduce_kernel()
+    elif k.kind == "SCAN":
+        low.scan_kernel()
     elif k.kind == "SCATTER":
         low.scatter_kernel()
     else:
@@ -314,6 +319,28 @@ class _Lowering:
         self.emit(Accum(step, acc, v))
         self.close([names[j] for j in folded])
         self.emit(Store("out", out_at, self.cast(acc, d)))
+        self.close([names[j] for j in kept])
+
+    def scan_kernel(self) -> None:
+        """A carried accumulator walks the scan axis innermost and is stored every step.
+
+        The other dims are the outer loops (each cell's scan is one thread's, start to
+        finish); the accumulator has the output's dtype, so every step rounds to it.
+        """
+        r = self.kernel.result
+        (axis, combine), d, shape = r.arg, r.dtype, r.shape
+        names = [f"r{j}" if j == axis else f"i{j}" for j in range(len(shape))]
+        kept = [j for j in range(len(shape)) if j != axis]
+        self.open([names[j] for j in kept], [shape[j] for j in kept])
+        acc = f"acc{self.n_accs}"
+        self.n_accs += 1
+        self.emit(DefAcc(acc, scan_identity(combine, d), d))
+        self.open([names[axis]], [shape[axis]])
+        idx = tuple(Index.var(n) for n in names)
+        v = self.cast(self.value(r.srcs[0], idx, ()), d)
+        self.emit(Accum(combine, acc, v))
+        self.emit(Store("out", _flat(idx, contiguous_strides(shape)), acc))
+        self.close([names[axis]])
         self.close([names[j] for j in kept])
 
     def scatter_kernel(self) -> None:

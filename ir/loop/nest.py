@@ -12,7 +12,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc[shape] = identity : dtype   a register accumulator (an array with a shape)
     ACCUM    dst[lane] = OP dst, v   fold v into a register, one lane of an array, or a
-                                   memory cell (OP: ADD, MAX)
+                                   memory cell (OP: ADD, MUL, MAX)
     FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
 
@@ -30,7 +30,8 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
   rounded by explicit CASTs, so a backend renders what it reads and nothing more;
 * ARITH computes ``ir/graph/ops.evaluate(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
-* ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
+* ACCUM ADD (MUL) is ARITH ADD (MUL) in the target's dtype; ACCUM MAX is a max that keeps nan
+  (a tie of -0.0 and 0.0 takes the later value, as numpy's maximum);
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
   nothing may read or write memory through the bad index.
 """

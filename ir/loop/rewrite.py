@@ -254,8 +254,8 @@ def verify(nest: LoopNest) -> None:
             want = dtypes[ins.dst] if ins.index is None else bufs[ins.dst]
             if dtypes[ins.src] != want:
                 fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
-            if ins.op not in (Op.ADD, Op.MAX):
-                fail(ins, "ACCUM folds with ADD or MAX")
+            if ins.op not in (Op.ADD, Op.MUL, Op.MAX):
+                fail(ins, "ACCUM folds with ADD, MUL or MAX")
         if isinstance(ins, Arith):
             why = _arith_types(ins, [dtypes[s] for s in ins.srcs])
             if why:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ir.graph import dtypes, ops
-from ir.graph.dtypes import acc_dtype, to_numpy
+from ir.graph.dtypes import DType, acc_dtype, to_numpy
 from ir.graph.node import Node, toposort
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
@@ -44,6 +44,18 @@ def scatter_add(base: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int) -
     return out.astype(base.dtype)
 
 
+_ACCUMULATE = {Op.ADD: np.add, Op.MUL: np.multiply, Op.MAX: np.maximum}
+_BOOL_ACCUMULATE = {Op.ADD: np.logical_or, Op.MUL: np.logical_and, Op.MAX: np.logical_or}
+
+
+def scan(x: np.ndarray, axis: int, combine: Op, d: DType) -> np.ndarray:
+    """A SCAN: numpy's ufunc accumulate, a left-to-right loop in the dtype itself (a half
+    width adds in float32 and rounds at every step, as the compiled scan does)."""
+    table = _BOOL_ACCUMULATE if d == dtypes.bool_ else _ACCUMULATE
+    with np.errstate(all="ignore"):
+        return table[combine].accumulate(x, axis=axis, dtype=to_numpy(d))
+
+
 def _check_index(node: Node, idx: np.ndarray, size: int) -> None:
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         bad = idx[(idx < 0) | (idx >= size)].flat[0]
@@ -71,6 +83,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         if x.size == 0:
             return np.full(node.shape, dtypes.min_value(d), npd)
         return np.max(x, axis=node.arg, keepdims=True)
+    if op == Op.SCAN:
+        return scan(vals[0], *node.arg, d)
     if op == Op.GATHER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
         return np.take_along_axis(vals[0], vals[1].astype(np.int64), axis=node.arg)
