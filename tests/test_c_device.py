@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from corpus import CASES, assert_matches, reference
 import limn
 from ir.schedule import schedule
 from limn import Tensor
-from limn.runtime import get_device
+from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -309,3 +310,103 @@ def test_tensors_move_freely_between_the_host_devices():
     assert on_c.device == "c"
     back = (a * 2 + on_c).numpy()  # and numpy reads the bytes c produced
     np.testing.assert_array_equal(back, a.numpy() * 3 + 1)
+
+
+# ---- the disk cache under concurrency and interruption ---------------------------------
+
+_COMPILE_SAME = r"""
+import sys, time
+from limn.runtime.cc import find_toolchain
+tc = find_toolchain()
+salt, start = sys.argv[1], float(sys.argv[2])
+sources = [f"int f(int x){{return x + {k};}} /* {salt} */\n" for k in range(6)]
+while time.time() < start:
+    pass
+assert [lib.f(1) for lib in tc.libraries(sources)] == [1 + k for k in range(6)]
+"""
+
+
+def test_processes_compiling_the_same_new_kernels_at_once_all_succeed(tmp_path):
+    env = {**os.environ, "LIMN_CACHE_DIR": str(tmp_path)}
+    for round_ in range(3):
+        start = time.time() + 1.0  # every process passes its imports, then all compile
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _COMPILE_SAME, f"{round_}-{os.getpid()}", str(start)],
+                env=env,
+                cwd=ROOT,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err[-2000:]
+    assert not list((tmp_path / "c").glob(f"{cc.WORK_PREFIX}*"))  # nothing left behind
+
+
+_FAKE_CC = """#!/bin/sh
+# a stand-in compiler: a source saying FAIL fails once the other compile is running;
+# any other source starts a grandchild that would outlive a kill of this script alone
+for a in "$@"; do case "$a" in *.c) src="$a";; esac; done
+if grep -q FAIL "$src"; then
+    while [ ! -s "$PIDFILE" ]; do sleep 0.01; done
+    exit 1
+fi
+sleep 300 &
+echo $! > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"
+wait
+"""
+
+
+def _fake_toolchain(tmp_path, monkeypatch):
+    fake = tmp_path / "fake-cc"
+    fake.write_text(_FAKE_CC)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PIDFILE", str(tmp_path / "grandchild.pid"))
+    cache = cc.private_dir(tmp_path / "cache")
+    return cc.Toolchain(str(fake), "fake 1.0", False, cache), tmp_path / "grandchild.pid"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")  # exited; waiting only for its new parent to reap it
+
+
+def test_an_interrupted_compile_kills_the_compilers_whole_process_group(tmp_path, monkeypatch):
+    tc, pidfile = _fake_toolchain(tmp_path, monkeypatch)
+    with pytest.raises(cc.CompilerError, match="compiling a kernel failed"):
+        tc.libraries(["/* FAIL */", "int f(void){return 1;}"])
+    grandchild = int(pidfile.read_text())
+    deadline = time.time() + 10
+    while not _gone(grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    if not _gone(grandchild):
+        os.kill(grandchild, 9)
+        pytest.fail("the compiler's child outlived the interrupted compile")
+    assert not list(tc.cache_dir.iterdir())  # no temporary file left behind
+
+
+def test_the_work_files_of_a_killed_compiling_process_are_swept(tmp_path, monkeypatch):
+    tc, pidfile = _fake_toolchain(tmp_path, monkeypatch)
+    code = (
+        "import sys; from pathlib import Path; from limn.runtime import cc;"
+        "cc.Toolchain(sys.argv[1], 'fake 1.0', False, Path(sys.argv[2]))"
+        ".library('int f(void){return 1;}')"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, tc.cc, str(tc.cache_dir)], cwd=ROOT)
+    deadline = time.time() + 60
+    while not (pidfile.exists() and pidfile.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.kill()  # SIGKILL: no finally block runs, its work directory stays behind
+    proc.wait()
+    os.kill(int(pidfile.read_text()), 9)
+    assert list(tc.cache_dir.glob(f"{cc.WORK_PREFIX}*"))
+    real = cc.find_toolchain()
+    real.cache_dir = tc.cache_dir
+    assert real.library("int g(void){return 7;}").g() == 7
+    assert not list(tc.cache_dir.glob(f"{cc.WORK_PREFIX}*"))
