@@ -204,16 +204,20 @@ class Surface:
         return compose.erf(self._float())
 
     def floor(self):
-        return compose.floor(self)
+        return self._rounded(compose_math.floor)
 
     def ceil(self):
-        return compose.ceil(self)
+        return self._rounded(compose_math.ceil)
 
     def trunc(self):
-        return compose.trunc(self)
+        return self._rounded(compose_math.trunc)
 
     def round(self):
-        return compose.round_half_even(self)
+        return self._rounded(compose_math.rint)
+
+    def _rounded(self, fn):
+        """Integers are whole already; floats keep the sign of a zero result, -0.0 too."""
+        return fn(self) if self.dtype.is_float else self
 
     def isnan(self):
         return compose.isnan(self)
@@ -255,10 +259,13 @@ class Surface:
         return compose.normalize_axes(axis, self.ndim, op)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        x = self if dtype is None else self.p_cast(as_dtype(dtype))
-        if x.dtype == dtypes.bool_:
-            x = x.p_cast(dtypes.int64)
+        x = self._total(dtype)
         return compose.sum_(x, self._axes(axis, "sum"), keepdim)
+
+    def _total(self, dtype):
+        """The operand of a sum or cumsum, cast to its total's dtype (integers: int64)."""
+        want = as_dtype(dtype) if dtype is not None else dtypes.total_dtype(self.dtype, False)
+        return self if want == self.dtype else self.p_cast(want)
 
     def max(self, axis=None, keepdim: bool = False):
         self._nonempty(axis, "max")
@@ -305,8 +312,9 @@ class Surface:
     def argmin(self, axis=None, keepdim: bool = False):
         return self._arg(compose.argmin, axis, keepdim, "argmin")
 
-    def cumsum(self, axis: int = 0):
-        return compose.cumsum(self, compose.normalize_axis(axis, self.ndim, "cumsum"))
+    def cumsum(self, axis: int = 0, dtype=None):
+        axis = compose.normalize_axis(axis, self.ndim, "cumsum")
+        return compose.cumsum(self._total(dtype), axis)
 
     def any(self, axis=None, keepdim: bool = False):
         return self.p_cast(dtypes.bool_).max(axis, keepdim)
