@@ -25,8 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import limn  # noqa: E402
+from ir.c.passes import c_passes  # noqa: E402
 from limn import Tensor, nn  # noqa: E402
-from limn.runtime.c import CDevice, c_passes, default_threads  # noqa: E402
+from limn.runtime.c import CDevice, default_threads  # noqa: E402
 
 try:
     import torch
@@ -132,7 +133,7 @@ def conv(dev: CDevice, shape, reps: int) -> None:
 
 def pad_split(shape, reps: int) -> None:
     """A convolution whose pad is read inside the reduce: the split's effect, and its bits."""
-    from ir.passes_c import split_pad_masks
+    from ir.c.passes import split_pad_masks
 
     n, c, h, w = shape
     print(f"\npad-mask split on a convolution with the pad in its hot loop, {list(shape)}")

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from ir import dtypes
-from ir.dtypes import as_dtype
+from ir.graph import dtypes
+from ir.graph.dtypes import as_dtype
+from limn.serialize import assign_named
 from limn.tensor import Tensor
 
 # ---- the module tree --------------------------------------------------------------
@@ -87,8 +88,6 @@ class Module:
         Everything is checked first (names, shapes, dtypes); then every write commits in
         one realize, so a Tensor a captured step holds keeps its buffer.
         """
-        from limn.serialize import assign_named
-
         assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
 
     def train(self, mode: bool = True) -> Module:

@@ -18,22 +18,20 @@ import math
 
 import numpy as np
 
-from ir import compose, dtypes
-from ir.dtypes import DType
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType
 from limn.tensor import Tensor
 from limn_array._array import (
     Array,
-    check_device_dtype,
     const_tensor,
-    device_name,
     from_tensor,
     lift,
-    real_dtype,
     stack_parts,
     tensor_from_numpy,
     wrap,
 )
-from limn_array._data_types import ALL, standard_dtype
+from limn_array._data_types import ALL, astype, standard_dtype
+from limn_array._policy import check_device_dtype, device_name, real_dtype
 
 DEFAULT_FLOAT = dtypes.float64
 DEFAULT_INT = dtypes.int64
@@ -117,8 +115,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Arr
         if d is not None and d != obj.dtype:
             if copy is False:
                 raise ValueError(f"asarray: copy=False but {obj.dtype} -> {d} needs a copy")
-            from limn_array._data_types import astype
-
             return astype(obj, d, device=name)
         if name != obj._t.device:
             if copy is False:

@@ -1,7 +1,7 @@
 """Data types and the data type functions of the standard.
 
-The dtype objects are limn's own (``ir/dtypes.py``), and so is the promotion table
-(``ir.dtypes.promote_array_api``); this file adds the standard's surface: its dtype
+The dtype objects are limn's own (``ir/graph/dtypes.py``), and so is the promotion table
+(``ir.graph.dtypes.promote_array_api``); this file adds the standard's surface: its dtype
 categories, ``isdtype``, ``result_type`` with Python scalars, ``can_cast``, ``finfo``,
 ``iinfo`` and ``astype``. float16 and bfloat16 are limn storage widths outside the
 standard, so they are not exported here.
@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir import dtypes
-from ir.dtypes import DType
-from limn_array._array import Array, check_device_dtype, device_name, parts, wrap
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType
+from limn_array._array import Array, parts, real_tensor, wrap, wrap_complex
+from limn_array._complex import is_zero
+from limn_array._policy import check_device_dtype, device_name, real_dtype
 
 bool = dtypes.bool_  # noqa: A001  (the standard's name)
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
@@ -207,12 +209,22 @@ def astype(x: Array, dtype: DType, /, *, copy: bool = True, device=None) -> Arra
     return out if name == x._t.device else out.to_device(name)
 
 
+def cast(x: Array, d: DType) -> Array:
+    """x as dtype d (real to complex gets a +0 imaginary part)."""
+    if x.dtype == d:
+        return x
+    if d.is_complex:
+        r = real_dtype(d)
+        if x.dtype.is_complex:
+            re, im = parts(x)
+            return wrap_complex(re.p_cast(r), im.p_cast(r))
+        re = x._t.p_cast(r)
+        return wrap_complex(re, re.p_const(0))
+    return wrap(real_tensor(x, "astype").p_cast(d))
+
+
 def convert(x: Array, dtype: DType) -> Array:
     """x as ``dtype``: a CAST, except that complex to bool means 'is not zero'."""
-    from ir import compose
-    from limn_array._complex import is_zero
-    from limn_array._elementwise import cast
-
     if x.dtype.is_complex and dtype == bool:
         return wrap(compose.logical_not(is_zero(parts(x))))
     return cast(x, dtype)

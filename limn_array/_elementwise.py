@@ -1,9 +1,9 @@
 """Elementwise functions: the standard's surface over the shared composition layer.
 
 Each function checks the dtypes it accepts, applies the standard's promotion
-(``ir.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
-calls one composed spelling: ``ir/compose.py`` for arithmetic and comparisons,
-``ir/compose_math.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
+(``ir.graph.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
+calls one composed spelling: ``ir/graph/compose.py`` for arithmetic and comparisons,
+``ir/graph/elementary.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
 here computes a value itself.
 """
 
@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import builtins
 
-from ir import compose, dtypes
-from ir import compose_math as cm
-from ir.dtypes import DType
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array import _complex as cx
-from limn_array._array import Array, lift, parts, real_dtype, real_tensor, wrap, wrap_complex
+from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._creation import full_array
-from limn_array._data_types import check_dtype, scalar_dtype
+from limn_array._data_types import cast, check_dtype, scalar_dtype
 
 BOOL = dtypes.bool_
 
@@ -30,20 +29,6 @@ def _as_array(v, like: Array, op: str) -> Array:
     if isinstance(v, builtins.bool | int | float | complex):
         return full_array(v, (), scalar_dtype(v, like.dtype, op), like._t.device)
     raise TypeError(f"{op}: cannot combine an array with {type(v).__name__}")
-
-
-def cast(x: Array, d: DType) -> Array:
-    """x as dtype d (real to complex gets a +0 imaginary part)."""
-    if x.dtype == d:
-        return x
-    if d.is_complex:
-        r = real_dtype(d)
-        if x.dtype.is_complex:
-            re, im = parts(x)
-            return wrap_complex(re.p_cast(r), im.p_cast(r))
-        re = x._t.p_cast(r)
-        return wrap_complex(re, re.p_const(0))
-    return wrap(real_tensor(x, "astype").p_cast(d))
 
 
 def _broadcast(x: Array, shape) -> Array:
@@ -74,7 +59,7 @@ def _real(op: str, x: Array, accepts: str, fn) -> Array:
 
 
 def _float_or_complex(op: str, x: Array, real_fn, complex_fn) -> Array:
-    """complex64 computes in float64 parts and rounds once, as float32 does in compose_math."""
+    """complex64 computes in float64 parts and rounds once, as float32 does in elementary."""
     check_dtype(x, "floating-point", op)
     if x.dtype.is_complex:
         re, im = parts(x)

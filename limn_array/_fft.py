@@ -9,7 +9,7 @@ A transform along one axis works on (re, im) pairs of real tensors:
   transform into a convolution with the chirp e**(i pi m**2 / n), done by power-of-two
   transforms of length >= 2n - 1, so still O(n log n).
 
-Twiddles and chirps are sines and cosines (``ir/compose_math.py``) of angles formed
+Twiddles and chirps are sines and cosines (``ir/graph/elementary.py``) of angles formed
 exactly: pi * j / h with h a power of two, and pi * (m**2 mod 2n) / n with the square
 taken in int64, so no angle error grows with n. complex64 computes in float64 and rounds
 once. Errors are those of a textbook FFT: O(eps log n) relative to the largest term.
@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array import _complex as cx
-from limn_array._array import Array, complex_dtype, parts, real_dtype, wrap, wrap_complex
+from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
 from limn_array._data_types import check_dtype, standard_dtype
+from limn_array._elementwise import conj
+from limn_array._manipulation import roll
+from limn_array._policy import complex_dtype, real_dtype
 
 F64, I64 = dtypes.float64, dtypes.int64
 
@@ -323,16 +326,12 @@ _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 def hfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Array:
     """The transform of a Hermitian-symmetric signal: irfft(conj(x)) with norm swapped."""
-    from limn_array._elementwise import conj
-
     if norm not in _SWAP:
         raise ValueError(f"hfft: norm must be one of {list(_SWAP)}, got {norm!r}")
     return irfft(conj(x), n=n, axis=axis, norm=_SWAP[norm])
 
 
 def ihfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Array:
-    from limn_array._elementwise import conj
-
     if norm not in _SWAP:
         raise ValueError(f"ihfft: norm must be one of {list(_SWAP)}, got {norm!r}")
     return conj(rfft(x, n=n, axis=axis, norm=_SWAP[norm]))
@@ -363,8 +362,6 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Array:
 
 
 def _shift(x: Array, axes, sign: int) -> Array:
-    from limn_array._manipulation import roll
-
     axes = tuple(range(x.ndim)) if axes is None else ((axes,) if isinstance(axes, int) else axes)
     shifts = tuple(sign * (x.shape[a] // 2) for a in axes)
     return roll(x, shifts, axis=axes)

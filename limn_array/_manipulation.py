@@ -8,11 +8,11 @@ one data-dependent shape here: the total count is computed, the rest stays lazy.
 
 from __future__ import annotations
 
-from ir import compose, dtypes
+from ir.graph import compose, dtypes
 from limn_array import _order as order
-from limn_array._array import Array, host, lift
-from limn_array._data_types import result_type
-from limn_array._elementwise import cast
+from limn_array._array import Array, broadcast, host, lift
+from limn_array._data_types import cast, result_type
+from limn_array._indexing import take
 
 INDEX = dtypes.int64
 
@@ -26,10 +26,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
-    shape = tuple(shape)
-    if len(shape) < x.ndim or compose.broadcast_shapes(x.shape, shape) != shape:
-        raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
-    return x if x.shape == shape else lift(lambda t: compose.expand_to(t, shape), x)
+    return broadcast(x, shape, "broadcast_to")
 
 
 def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
@@ -198,6 +195,4 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
     starts = order.scan(r, 0, "add").p_add(r.p_neg())
     marks = r.p_const(0, shape=(total + 1,)).p_scatter(starts, r.p_const(1), 0)
     src = order.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
-    from limn_array._indexing import take
-
     return take(x, Array._new(src), axis=axis)

@@ -1,6 +1,6 @@
 """Searching functions: argmax/argmin, where, nonzero, count_nonzero, searchsorted.
 
-``argmax`` is ``ir/compose.py``'s first-index-of-the-max; ``where`` is WHERE after the
+``argmax`` is ``ir/graph/compose.py``'s first-index-of-the-max; ``where`` is WHERE after the
 standard's promotion; ``searchsorted`` is a binary search of log2(n + 1) GATHER steps per
 query (O(m log n) work, lazy). ``nonzero`` has a data-dependent shape: the count of
 nonzeros is computed, and the positions are then gathered lazily (see ``_indexing.py``).
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array._array import Array, host, lift, wrap
-from limn_array._data_types import check_dtype, convert
-from limn_array._elementwise import _as_array, cast, operands
-from limn_array._indexing import _flat_positions
+from limn_array._data_types import cast, check_dtype, convert
+from limn_array._elementwise import _as_array, operands
+from limn_array._indexing import _flat_positions, take
 
 INDEX = dtypes.int64
 
@@ -82,8 +82,6 @@ def searchsorted(x1: Array, x2, /, *, side: str = "left", sorter: Array | None =
         raise ValueError(f"searchsorted: x1 must be 1-d, got shape {x1.shape}")
     x2 = _as_array(x2, x1, "searchsorted")
     if sorter is not None:
-        from limn_array._indexing import take
-
         x1 = take(x1, sorter)
     d = dtypes.promote_array_api(x1.dtype, x2.dtype)
     s, v = cast(x1, d)._t, cast(x2, d)._t

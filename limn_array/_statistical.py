@@ -1,7 +1,7 @@
 """Statistical functions: reductions and cumulative reductions.
 
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
-``mean``, ``var`` and ``std`` are ``ir/compose.py``'s spellings (two-pass variance);
+``mean``, ``var`` and ``std`` are ``ir/graph/compose.py``'s spellings (two-pass variance);
 ``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
 cumulative functions are log-step scans (``_order.scan_with``). Complex arrays reduce part by
 part, except products, which combine (re, im) pairs with the complex product.
@@ -9,13 +9,14 @@ part, except products, which combine (re, im) pairs with the complex product.
 
 from __future__ import annotations
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array import _complex as cx
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
-from limn_array._data_types import check_dtype, standard_dtype
-from limn_array._elementwise import cast
+from limn_array._creation import full_array
+from limn_array._data_types import cast, check_dtype, standard_dtype
+from limn_array._manipulation import concat
 
 
 def _axes(x: Array, axis, op: str) -> tuple[int, ...]:
@@ -129,9 +130,6 @@ def _cumulative(x: Array, axis, dtype, include_initial: bool, op: str) -> Array:
     else:
         out = wrap(order.scan(x._t, axis, "add" if is_sum else "mul"))
     if include_initial:
-        from limn_array._creation import full_array
-        from limn_array._manipulation import concat
-
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
         first = full_array(0 if is_sum else 1, shape, x.dtype, x._t.device)
         out = concat([first, out], axis=axis)

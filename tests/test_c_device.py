@@ -11,7 +11,7 @@ import pytest
 from corpus import CASES, assert_matches, reference
 
 import limn
-from ir.schedule import schedule
+from ir.kernel.schedule import schedule
 from limn import Tensor
 from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
@@ -147,6 +147,23 @@ def test_set_device_c_without_a_compiler_says_why(tmp_path):
     assert "no C compiler" in r.stderr and "'cc' is not on PATH" in r.stderr
 
 
+def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(c, monkeypatch):
+    if not c.openmp:
+        pytest.skip("this cc has no OpenMP; ir(x, stage='c') prints the OpenMP build")
+    handed: list[str] = []
+    compile_ = c.toolchain.libraries
+    monkeypatch.setattr(
+        c.toolchain, "libraries", lambda srcs: handed.extend(srcs) or compile_(srcs)
+    )
+    a = Tensor(np.random.default_rng(7).standard_normal((37, 11), dtype=np.float32))
+    y = ((a @ a.T).exp().sum(1) / 3.0).sqrt()  # a contraction, a reduce, elementwise
+    text = limn.ir(y, stage="c")
+    want = np.sqrt(np.exp(a.numpy() @ a.numpy().T).sum(1) / 3.0)
+    np.testing.assert_allclose(c.realize([y.node])[0].data, want, rtol=1e-5)
+    assert len(handed) == 1 and text == handed[0]
+    assert "void k0(" in text and "#pragma omp" in text
+
+
 def test_gather_out_of_range_raises_on_the_c_device(c):
     src = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     idx = Tensor(np.array([[0, 5], [1, 2], [3, 0]]))
@@ -155,12 +172,13 @@ def test_gather_out_of_range_raises_on_the_c_device(c):
 
 
 def test_complex_is_refused_by_name(c):
-    from ir import dtypes
-    from ir.kernel import BufferSpec, KernelGraph
+    from ir.c.render import units
+    from ir.graph import dtypes
+    from ir.kernel.kernel import BufferSpec, KernelGraph
 
     graph = KernelGraph((BufferSpec(dtypes.complex64, (2,)),), 1, (), ())
     with pytest.raises(TypeError, match="complex64 is not supported"):
-        c.source(graph)
+        units(graph)
 
 
 def test_capture_replay_equals_the_uncaptured_loop():
@@ -196,8 +214,8 @@ def test_capture_replay_equals_the_uncaptured_loop():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_c_passes_keep_what_the_nest_means_under_the_interpreter(case):
-    from ir.interp import run
-    from limn.runtime.c import c_passes
+    from ir.c.passes import c_passes
+    from ir.loop.interp import run
 
     got = run([t.node for t in case.build()], passes=c_passes())
     want = reference(case.build())
@@ -220,7 +238,7 @@ def test_a_long_float32_sum_is_accurate_and_the_same_on_every_thread_count(c):
 
 
 def test_lanes_and_blocks_are_printed_in_the_nest():
-    from limn.runtime.c import c_passes
+    from ir.c.passes import c_passes
 
     text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
     assert "DEFACC  acc0[4, 16]" in text and "lanes" in text and "parallel=1" in text
@@ -228,8 +246,7 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
 
 
 def test_pad_split_changes_no_bit_and_cuts_the_loop():
-    from ir.passes_c import split_pad_masks
-    from limn.runtime.c import c_passes
+    from ir.c.passes import c_passes, split_pad_masks
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     split = CDevice()
@@ -282,9 +299,9 @@ def test_tiny_graphs_can_run_on_the_reference_instead_of_compiling(monkeypatch):
 
 
 def test_custom_siblings_run_as_one_call_on_the_c_device():
-    from ir import dtypes
-    from ir.graph import Node
-    from ir.ops import Op
+    from ir.graph import dtypes
+    from ir.graph.node import Node
+    from ir.graph.ops import Op
 
     dev = CDevice()
     calls = []

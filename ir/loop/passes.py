@@ -27,17 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ir.loop import (
-    Accum,
-    Arith,
+from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mask, Store
+from ir.loop.rewrite import (
     Block,
-    Const,
-    DefAcc,
-    Index,
-    Load,
-    LoopNest,
-    Mask,
-    Store,
     accesses,
     defines,
     flatten,

@@ -34,9 +34,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ir.graph import Node, toposort
-from ir.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
-from ir.ops import ELEMENTWISE, REDUCE, Op
+from ir.graph.node import Node, toposort
+from ir.graph.ops import ELEMENTWISE, REDUCE, Op
+from ir.kernel.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 
 CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
 
