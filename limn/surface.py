@@ -201,16 +201,16 @@ class Surface:
         return compose.erf(self._float())
 
     def floor(self):
-        return self._rounded(compose_math.floor)
+        return self._rounded(elementary.floor)
 
     def ceil(self):
-        return self._rounded(compose_math.ceil)
+        return self._rounded(elementary.ceil)
 
     def trunc(self):
-        return self._rounded(compose_math.trunc)
+        return self._rounded(elementary.trunc)
 
     def round(self):
-        return self._rounded(compose_math.rint)
+        return self._rounded(elementary.rint)
 
     def _rounded(self, fn):
         """Integers are whole already; floats keep the sign of a zero result, -0.0 too."""

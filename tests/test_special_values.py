@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 
 import limn
 import limn_array as xp
-from ir import dtypes
+from ir.graph import dtypes
 from limn import Tensor
 
 SETTINGS = settings(
