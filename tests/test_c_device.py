@@ -427,3 +427,18 @@ def test_the_work_files_of_a_killed_compiling_process_are_swept(tmp_path, monkey
     real.cache_dir = tc.cache_dir
     assert real.library("int g(void){return 7;}").g() == 7
     assert not list(tc.cache_dir.glob(f"{cc.WORK_PREFIX}*"))
+
+
+# ---- views past 2**31 elements ---------------------------------------------------------
+
+BIG = 2**31 + 24  # past int32, and not a whole number of lanes or blocks
+
+
+def test_a_reduce_over_more_than_2_31_elements_of_an_expanded_view_is_right(c):
+    ones = Tensor(np.ones(1, np.float32), device="c").expand(BIG)
+    assert ones.sum().item() == float(np.float32(BIG))  # a float32 total rounds once here
+    assert Tensor(np.ones(1, np.int8), device="c").expand(BIG).sum().item() == BIG  # int64
+    ramp = Tensor(np.arange(8, dtype=np.float32), device="c")
+    assert ramp.expand(BIG // 8, 8).max().item() == 7.0
+    padded = Tensor(np.full(16, 2.0, np.float32), device="c").pad(((BIG - 16, 0),))
+    assert padded.sum().item() == 32.0  # the mask checks run on 64-bit indices
