@@ -302,7 +302,8 @@ class _Renderer:
         if isinstance(ins, DefAcc) and ins.shape:
             n, t = math.prod(ins.shape), ctype(ins.dtype)
             self.arrays.add(ins.out)
-            fill = f"for (int64_t q = 0; q < {n}; q++) {ins.out}_l[q] = {literal(ins.value, ins.dtype)};"
+            init = literal(ins.value, ins.dtype)
+            fill = f"for (int64_t q = 0; q < {n}; q++) {ins.out}_l[q] = {init};"
             if n <= STACK_CELLS:
                 return f"{t} {ins.out}_l[{n}]; {fill}"
             # a block per BLOCK elements: sized by the reduce, so it lives on the heap
