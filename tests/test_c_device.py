@@ -6,13 +6,18 @@ import sys
 import time
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from corpus import CASES, assert_matches, reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import limn
+from ir.graph import dtypes
 from ir.kernel.schedule import schedule
-from limn import Tensor
+from ir.loop.interp import run
+from limn import Tensor, where
 from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
 
@@ -442,3 +447,73 @@ def test_a_reduce_over_more_than_2_31_elements_of_an_expanded_view_is_right(c):
     assert ramp.expand(BIG // 8, 8).max().item() == 7.0
     padded = Tensor(np.full(16, 2.0, np.float32), device="c").pad(((BIG - 16, 0),))
     assert padded.sum().item() == 32.0  # the mask checks run on 64-bit indices
+
+
+# ---- half widths: every node rounds to its dtype, wherever the kernels were cut ----------
+
+HALF_SHAPE = (6, 16)
+_HALF_BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / (b.abs() + 0.5),
+    "maximum": lambda a, b: a.maximum(b),
+    "where": lambda a, b: where(a < b, a, b * 3),
+}
+_HALF_UNARY = {
+    "neg": lambda a: -a,
+    "sqrt": lambda a: a.abs().sqrt(),
+    "square": lambda a: a * a + 1,
+    "via float32": lambda a: (a.float() * 1.1).cast(a.dtype),  # a float32 node, then back
+    "via the other half": lambda a: a.cast(_other_half(a.dtype)).cast(a.dtype),
+    "scaled": lambda a: a * 0.1 + a,
+}
+
+
+def _other_half(d):
+    return dtypes.bfloat16 if d == dtypes.float16 else dtypes.float16
+
+
+def _half_expr(draw, leaves, depth):
+    """A random expression over ``leaves`` using only ops every device rounds correctly."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(st.sampled_from(leaves))
+    if draw(st.booleans()):
+        op = draw(st.sampled_from(sorted(_HALF_UNARY)))
+        return _HALF_UNARY[op](_half_expr(draw, leaves, depth - 1))
+    op = draw(st.sampled_from(sorted(_HALF_BINARY)))
+    return _HALF_BINARY[op](
+        _half_expr(draw, leaves, depth - 1), _half_expr(draw, leaves, depth - 1)
+    )
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(
+        np.uint8 if a.dtype.itemsize == 1 else f"u{a.dtype.itemsize}"
+    )
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.sampled_from([dtypes.float16, dtypes.bfloat16]), st.data())
+def test_fused_half_width_expressions_match_the_numpy_device_bit_for_bit(d, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    leaves = [Tensor(rng.standard_normal(HALF_SHAPE) * 4, dtype=d) for _ in range(3)]
+    out = _half_expr(data.draw, leaves, 4)
+    outs = [out, out.float()]  # the same value read at float32 must be a value d holds
+    want = reference(outs)
+    got_c = [b.data for b in get_device("c").realize([t.node for t in outs])]
+    got_nest = run([t.node for t in outs])
+    for w, g, n in zip(want, got_c, got_nest):
+        assert np.array_equal(_bits(g), _bits(w)), f"c: {(_bits(g) != _bits(w)).sum()} cells"
+        assert np.array_equal(_bits(n), _bits(w)), "the nest interpreter"
+
+
+def test_the_issue_examples_round_every_half_width_node():
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 64)).astype(np.float16) for _ in range(2))
+    ta, tb = Tensor(a, device="c"), Tensor(b, device="c")
+    got = (ta * tb + ta).numpy()
+    want = ((a * b).astype(np.float16) + a).astype(np.float16)
+    assert np.array_equal(_bits(got), _bits(want))
+    bf = (ta.float().bfloat16() * tb.float().bfloat16()).float().numpy()
+    assert np.array_equal(bf, bf.astype(ml_dtypes.bfloat16).astype(np.float32))  # bf16 holds it
