@@ -36,7 +36,7 @@ def _children(obj) -> Iterator[tuple[str, object]]:
     return ((str(i), v) for i, v in enumerate(obj))
 
 
-def _walk(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
+def _named_attributes(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
     """Every Tensor and Module under ``obj``, each once (the first path that reaches it)."""
     for name, v in _children(obj):
         path = f"{prefix}.{name}" if prefix else name
@@ -46,9 +46,9 @@ def _walk(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
             seen.add(id(v))
             yield path, v
             if isinstance(v, Module):
-                yield from _walk(v, path, seen)
+                yield from _named_attributes(v, path, seen)
         elif isinstance(v, list | tuple | dict):
-            yield from _walk(v, path, seen)
+            yield from _named_attributes(v, path, seen)
 
 
 class Module:
@@ -64,10 +64,12 @@ class Module:
 
     def named_modules(self) -> list[tuple[str, Module]]:
         """This module (path "") and every module below it."""
-        return [("", self)] + [(p, v) for p, v in _walk(self, "", set()) if isinstance(v, Module)]
+        return [("", self)] + [
+            (p, v) for p, v in _named_attributes(self, "", set()) if isinstance(v, Module)
+        ]
 
     def _named_tensors(self) -> list[tuple[str, Tensor]]:
-        return [(p, v) for p, v in _walk(self, "", set()) if isinstance(v, Tensor)]
+        return [(p, v) for p, v in _named_attributes(self, "", set()) if isinstance(v, Tensor)]
 
     def named_parameters(self) -> list[tuple[str, Tensor]]:
         return [(p, t) for p, t in self._named_tensors() if t.requires_grad]
@@ -126,11 +128,6 @@ class Sequential(Module):
 
 def _uniform_param(shape, bound: float, dtype) -> Tensor:
     return Tensor.uniform(shape, -bound, bound, dtype=as_dtype(dtype), requires_grad=True)
-
-
-def _check_dims(name: str, x: Tensor, ndims: tuple[int, ...], what: str) -> None:
-    if x.ndim not in ndims:
-        raise ValueError(f"{name}: expected input of {what}, got shape {x.shape}")
 
 
 # ---- layers -----------------------------------------------------------------------

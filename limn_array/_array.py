@@ -127,10 +127,6 @@ class Array:
         a._src = src
         return a
 
-    @property
-    def _is_complex(self) -> bool:
-        return self._dtype.is_complex
-
     # ---- attributes (never compute) -----------------------------------------------
 
     @property

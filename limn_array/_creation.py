@@ -303,17 +303,13 @@ def _triangle(x: Array, k: int, lower: bool, op: str) -> Array:
     name = x._t.device
     i = _index(n, dtypes.int64, name).p_reshape((n, 1)).p_expand((n, m))
     j = _index(m, dtypes.int64, name).p_reshape((1, m)).p_expand((n, m))
-    diag = _sub_int(j, i)  # j - i
+    diag = compose.sub(j, i)  # j - i
     if lower:
         keep = compose.logical_not(diag.p_const(k).p_cmplt(diag))  # j - i <= k
     else:
         keep = compose.logical_not(diag.p_cmplt(diag.p_const(k)))  # j - i >= k
     keep = compose.expand_to(keep, x.shape)
     return lift(lambda t: keep.p_where(t, t.p_const(0)), x)
-
-
-def _sub_int(a, b):
-    return a.p_add(b.p_neg())
 
 
 def tril(x: Array, /, *, k: int = 0) -> Array:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
-from limn_array import _complex as cx
+from ir.graph import compose, dtypes, elementary
+from limn_array import _complex as complex_math
 from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
 from limn_array._data_types import check_dtype, standard_dtype
@@ -82,12 +81,12 @@ def _radix2(z, inverse: bool):
         orr, oi = half(re, 1), half(im, 1)
         j = compose.arange(re, h, I64).p_cast(re.dtype)
         angle = j.p_mul(j.p_const(math.pi / h))  # exact ratio j/h, one rounding
-        s, c = cm.sincos(angle)
+        s, c = elementary.sincos(angle)
         if not inverse:
             s = s.p_neg()  # the forward transform turns by e**(-i angle)
         wr = compose.expand_to(c, lead + (blocks, h))
         wi = compose.expand_to(s, lead + (blocks, h))
-        tr, ti = cx.mul((orr, oi), (wr, wi))
+        tr, ti = complex_math.mul((orr, oi), (wr, wi))
         re = _stack_halves(er.p_add(tr), compose.sub(er, tr), lead, blocks, h)
         im = _stack_halves(ei.p_add(ti), compose.sub(ei, ti), lead, blocks, h)
         h *= 2
@@ -99,7 +98,7 @@ def _chirp(t, n: int, count: int, sign: float):
     m = compose.arange(t, count, I64)
     sq = m.p_mul(m).p_mod(m.p_const(2 * n))
     angle = sq.p_cast(F64).p_mul(sq.p_const(math.pi / n, dtype=F64))
-    s, c = cm.sincos(angle)
+    s, c = elementary.sincos(angle)
     return c, s.p_mul(s.p_const(sign))
 
 
@@ -112,7 +111,9 @@ def _bluestein(z, inverse: bool):
         size *= 2
     sign = 1.0 if inverse else -1.0
     cr, ci = _chirp(re, n, n, sign)  # e**(sign i pi j**2 / n)
-    a = cx.mul((re, im), (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
+    a = complex_math.mul(
+        (re, im), (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape))
+    )
     pads = ((0, 0),) * len(lead) + ((0, size - n),)
     a = (a[0].p_pad(pads), a[1].p_pad(pads))
     # b[m] = conj(chirp)[m] for |m| < n, laid out circularly: m at m, -m at size - m
@@ -129,11 +130,11 @@ def _bluestein(z, inverse: bool):
     ri = mirror.p_where(bi.p_gather(src, 0), head_i)
     b = (compose.expand_to(rr, lead + (size,)), compose.expand_to(ri, lead + (size,)))
     fa, fb = _radix2(a, False), _radix2(b, False)
-    conv = _radix2(cx.mul(fa, fb), True)
+    conv = _radix2(complex_math.mul(fa, fb), True)
     scale = conv[0].p_const(1 / size)
     box = tuple((0, s) for s in lead) + ((0, n),)
     c = (conv[0].p_mul(scale).p_shrink(box), conv[1].p_mul(scale).p_shrink(box))
-    return cx.mul(c, (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
+    return complex_math.mul(c, (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
 
 
 def _transform_last(z, inverse: bool):

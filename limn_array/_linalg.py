@@ -19,13 +19,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import compose, dtypes, elementary
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
-from limn_array import _complex as cx
+from limn_array import _complex as complex_math
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._creation import eye
 from limn_array._data_types import cast, check_dtype, result_type
@@ -181,7 +180,7 @@ def matrix_power(x: Array, n: int, /) -> Array:
 def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Array:
     """ord 2 scales by the largest |x| first, so squares neither overflow nor underflow."""
     check_dtype(x, "floating-point", "vector_norm")
-    a = cx.absolute(parts(x)) if x.dtype.is_complex else cm.fabs(x._t)
+    a = complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t)
     axes = compose.normalize_axes(axis, x.ndim, "vector_norm")
     shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     out = shape if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
@@ -198,15 +197,15 @@ def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Arr
         r = a.p_sum(axes)
     elif ord == 2:
         m = a.p_max(axes) if all(x.shape[i] for i in axes) else a.p_const(0, shape=shape)
-        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), cm.isfinite(m))
+        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), elementary.isfinite(m))
         scale = safe.p_where(m, m.p_const(1))
-        s = cm.divide(a, compose.expand_to(scale, a.shape))
+        s = elementary.divide(a, compose.expand_to(scale, a.shape))
         r = s.p_mul(s).p_sum(axes).p_sqrt().p_mul(scale)
-        r = cm.isinf(m).p_where(m, r)
+        r = elementary.isinf(m).p_where(m, r)
     else:
         p = float(ord)
-        powed = cm.pow(a, a.p_const(p))
-        r = cm.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
+        powed = elementary.pow(a, a.p_const(p))
+        r = elementary.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
     return wrap(r.p_reshape(out))
 
 
@@ -220,7 +219,7 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False, ord="fro") -> Array:
         s = svdvals(x)
         r = sum_(s, axis=-1) if ord == "nuc" else (max_ if ord == 2 else min_)(s, axis=-1)
     elif ord in (1, -1, float("inf"), float("-inf")):
-        a = wrap(cx.absolute(parts(x)) if x.dtype.is_complex else cm.fabs(x._t))
+        a = wrap(complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t))
         col = ord in (1, -1)
         sums = sum_(a, axis=-2 if col else -1)
         r = (max_ if ord in (1, float("inf")) else min_)(sums, axis=-1)

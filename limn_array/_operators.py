@@ -1,9 +1,8 @@
 """Python's operators on Array: each is the namespace function the standard names for it.
 
-``x + y`` is ``add(x, y)``, ``x[k]`` indexing, ``x @ y`` ``matmul``, ``x.mT``
-``matrix_transpose``. This module sits above every function module and installs the
-operators on ``Array`` when the package is imported, so the array class imports none of
-the functions that all import it.
+``x + y`` is ``add(x, y)``, ``x[k]`` indexing, ``x @ y`` ``matmul``, ``x.mT`` ``matrix_transpose``.
+This module sits above every function module and installs them on ``Array`` when the
+package is imported, so the array class imports none of the functions that import it.
 """
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
 
     text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
     assert "DEFACC  acc0[4, 16]" in text and "lanes" in text and "parallel=1" in text
-    assert "TREE    acc0 = ADD pairwise over [4, 16]" in text
+    assert "FOLD    acc0 = ADD pairwise over [4, 16]" in text
 
 
 def test_pad_split_changes_no_bit_and_cuts_the_loop():
@@ -517,3 +517,25 @@ def test_the_issue_examples_round_every_half_width_node():
     assert np.array_equal(_bits(got), _bits(want))
     bf = (ta.float().bfloat16() * tb.float().bfloat16()).float().numpy()
     assert np.array_equal(bf, bf.astype(ml_dtypes.bfloat16).astype(np.float32))  # bf16 holds it
+
+
+def test_a_host_call_replays_between_the_recorded_kernels():
+    from limn.capture import host_call
+
+    limn.set_device("c")
+    try:
+        held = Tensor(np.zeros(3, np.float32))  # a buffer that outlives the calls
+        box = held.node.arg.data
+        seen = []
+
+        def step(x):
+            limn.realize(x * 2)
+            host_call(lambda: (np.add(box, 1, out=box), seen.append(box.copy())))
+            return x + held
+
+        f = limn.capture(step)
+        outs = [f(Tensor(np.full(3, float(i), np.float32))).numpy() for i in range(3)]
+        assert [s[0] for s in seen] == [1, 2, 3]  # the host call ran on every replay
+        assert [o[0] for o in outs] == [1, 1 + 2, 2 + 3]
+    finally:
+        limn.set_device("numpy")

@@ -40,9 +40,9 @@ from ir.loop.nest import (
     Load,
     LoopNest,
     Mask,
+    PairwiseFold,
     Range,
     Store,
-    Tree,
 )
 from ir.loop.passes import apply_passes
 from ir.loop.rewrite import Block, to_tree, value_dtype
@@ -313,8 +313,8 @@ class _Renderer:
                 f"if (!{ins.out}_l) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }} "
                 f"{fill}"
             )
-        if isinstance(ins, Tree):
-            return self.tree(ins)
+        if isinstance(ins, PairwiseFold):
+            return self.pairwise_fold(ins)
         if isinstance(ins, Accum) and ins.lane is not None:
             cell = f"{ins.dst}_l[{index(ins.lane, values)}]"
             if ins.op == Op.ADD:
@@ -359,8 +359,8 @@ class _Renderer:
             return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
         raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
 
-    def tree(self, ins: Tree) -> str:
-        """The pairwise order of TREE, written out: each row, then the rows' totals."""
+    def pairwise_fold(self, ins: PairwiseFold) -> str:
+        """The pairwise order of FOLD, written out: each row, then the rows' totals."""
         a, t = f"{ins.acc}_l", ctype(self.dtype_of[ins.acc])
         rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
         row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)

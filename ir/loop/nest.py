@@ -1,6 +1,6 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of ten opcodes:
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of eleven opcodes:
 
     LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
@@ -11,6 +11,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of te
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc = identity : dtype   a register accumulator
     ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+    FOLD     acc = OP pairwise     fold an array accumulator into acc[0] by a fixed tree
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -242,7 +243,7 @@ class Check:
 class DefAcc:
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
-    An array accumulator is folded into element 0 by a TREE before its value is read.
+    An array accumulator is folded into element 0 by a FOLD before its value is read.
     """
 
     out: str
@@ -276,7 +277,7 @@ class Accum:
 
 
 @dataclass(frozen=True)
-class Tree:
+class PairwiseFold:
     """Fold an array accumulator into its element 0 by a fixed pairwise tree.
 
     The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
@@ -302,7 +303,7 @@ class Store:
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Tree | Store
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | PairwiseFold | Store
 
 OPCODE = {
     Loop: "LOOP",
@@ -314,7 +315,7 @@ OPCODE = {
     Check: "CHECK",
     DefAcc: "DEFACC",
     Accum: "ACCUM",
-    Tree: "TREE",
+    PairwiseFold: "FOLD",
     Store: "STORE",
 }
 

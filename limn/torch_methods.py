@@ -2,7 +2,7 @@
 
 Every method here is a few lines that check arguments, apply the Tensor's surface rules
 (promotion and broadcasting through ``_align``, torch's names and signatures) and hand the
-work to ``ir/graph/compose.py`` or to a primitive. ``Surface`` is a mixin: ``limn/tensor.py``
+work to ``ir/graph/compose.py`` or to a primitive. ``TorchMethods`` is a mixin: ``limn/tensor.py``
 owns the Tensor itself (its node, device, bytes, primitives and autograd bookkeeping), and
 nothing here touches a node directly.
 """
@@ -18,7 +18,7 @@ from ir.graph import compose, dtypes, elementary
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 
 
-class Surface:
+class TorchMethods:
     # ---- elementwise ----------------------------------------------------------------
 
     def __add__(self, o):
@@ -316,7 +316,7 @@ class Surface:
     # ---- linear algebra -------------------------------------------------------------
 
     def matmul(self, o) -> Self:
-        o = o if isinstance(o, Surface) else self._lift(o)
+        o = o if isinstance(o, TorchMethods) else self._lift(o)
         if self.ndim == 0 or o.ndim == 0:
             raise ValueError(f"matmul: needs at least 1-d operands, got {self.shape} and {o.shape}")
         d = promote(self.dtype, o.dtype)
@@ -500,14 +500,14 @@ class Surface:
         return _index(self, key)
 
 
-def _pow(a: Surface, b: Surface) -> Surface:
+def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     if a.dtype.is_int:
         return elementary.int_pow(a, b)
     return compose.pow(a._float(), b._float())
 
 
-def _index(x: Surface, key) -> Surface:
+def _index(x: TorchMethods, key) -> TorchMethods:
     """Basic indexing as views: ints, slices of any step, ``...`` and ``None``."""
     if not isinstance(key, tuple):
         key = (key,)
@@ -529,7 +529,7 @@ def _index(x: Surface, key) -> Surface:
             out_shape.append(1)
             continue
         size = x.shape[dim]
-        if isinstance(k, Surface) and k.ndim == 0 and k.dtype.is_int:
+        if isinstance(k, TorchMethods) and k.ndim == 0 and k.dtype.is_int:
             k = int(k.item())
         if isinstance(k, int) and not isinstance(k, bool):
             if not -size <= k < size:
