@@ -290,6 +290,28 @@ def matmul_batched_and_vectors():
 
 
 @case()
+def tiled_matmul_with_row_and_column_tails():
+    # past one register tile in both directions, with a partial tile left in each
+    r = _rng(33)
+    return [_randn(r, 9, 11) @ _randn(r, 11, 40), _randn(r, 2, 6, 5) @ _randn(r, 5, 35)]
+
+
+@case()
+def tiled_matmul_float64():
+    r = _rng(34)
+    a, b = _randn(r, 9, 7, dtype=dtypes.float64), _randn(r, 7, 21, dtype=dtypes.float64)
+    return [a @ b, (a @ b).relu() @ _randn(r, 21, 17, dtype=dtypes.float64)]
+
+
+@case()
+def tiled_max_contraction():
+    # a (max, +) product: the tile folds with MAX instead of ADD
+    r = _rng(35)
+    a, b = _randn(r, 9, 7), _randn(r, 7, 40)
+    return [(a.reshape(9, 7, 1) + b.reshape(1, 7, 40)).max(1)]
+
+
+@case()
 def mlp_forward():
     r = _rng(32)
     x, w1, b1, w2 = _randn(r, 3, 4), _randn(r, 5, 4), _randn(r, 5), _randn(r, 2, 5)

@@ -13,10 +13,13 @@ from corpus import CASES, assert_matches, reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ir.c.passes as c_pass_module
 import limn
+from ir.c.passes import c_passes
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
+from ir.printer import ir
 from limn import Tensor, where
 from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
@@ -52,15 +55,42 @@ def test_corpus_case_matches_the_numpy_device(case, c):
             assert_matches(a.data, b.data, f"{case.name} assigned buffer")
 
 
+@pytest.fixture(scope="module")
+def eager():
+    """A c device of its own, for plans built with the threading threshold lowered."""
+    return CDevice()
+
+
+FIRED: dict[str, set[str]] = {}  # case name -> the loop attributes its nests carried
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_threaded_nest_matches_serial_bit_for_bit(case, c, serial):
+def test_threaded_nest_matches_serial_bit_for_bit(case, eager, serial, monkeypatch):
     if "assign" in case.tags:
         pytest.skip("assign writes its inputs; the corpus test covers it")
-    threaded = [b.data for b in c.realize([t.node for t in case.build()])]
+    # every corpus nest is small: thread any nest with work at all, so this compares a
+    # threaded (and tiled) build with the serial one rather than the same C twice
+    monkeypatch.setattr(c_pass_module, "MIN_PARALLEL_WORK", 1)
+    text = ir([t.node for t in case.build()], passes=c_passes())
+    FIRED[case.name] = {a for a in ("parallel=", "tile=") if a in text}
+    threaded = [b.data for b in eager.realize([t.node for t in case.build()])]
     alone = [b.data for b in serial.realize([t.node for t in case.build()])]
     for g, w in zip(threaded, alone):
         assert g.dtype == w.dtype and g.shape == w.shape
         assert g.tobytes() == w.tobytes(), case.name
+
+
+def test_the_threaded_corpus_test_ran_threads_and_tiles_of_every_kind():
+    if not FIRED:
+        pytest.skip("runs after test_threaded_nest_matches_serial_bit_for_bit")
+    threaded = [n for n, f in FIRED.items() if "parallel=" in f]
+    assert len(threaded) >= len(FIRED) // 2, f"only {threaded} ran threaded"
+    for name in (
+        "tiled_matmul_with_row_and_column_tails",
+        "tiled_matmul_float64",
+        "tiled_max_contraction",
+    ):
+        assert FIRED.get(name) == {"parallel=", "tile="}, (name, FIRED.get(name))
 
 
 def _big_cases():

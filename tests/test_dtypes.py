@@ -338,12 +338,13 @@ def test_a_half_width_matmul_rounds_products_then_sums_in_float32(d):
 
 
 @pytest.mark.parametrize("d", HALF, ids=str)
-def test_a_fused_half_width_chain_on_the_c_device_rounds_once_at_the_store(d):
+def test_a_fused_half_width_chain_on_the_c_device_rounds_at_every_node(d):
     rng = np.random.default_rng(5)
     a, b, c = (rng.uniform(-3, 3, 50).astype(d.np) for _ in range(3))
     t = [Tensor(v, device="c") for v in (a, b, c)]
     f = np.float32
-    want = _round(a.astype(f) * b.astype(f) + c.astype(f), d)
+    product = _round(a.astype(f) * b.astype(f), d)  # the MUL node's value is a d value
+    want = _round(product.astype(f) + c.astype(f), d)
     np.testing.assert_array_equal((t[0] * t[1] + t[2]).numpy(), want)
 
 
