@@ -64,8 +64,14 @@ def check_dtype(x: Array, accepts: str, op: str) -> None:
 
 
 def standard_dtype(d, op: str = "dtype") -> DType:
+    """``d`` as a standard dtype; a numpy dtype of the same name counts as that dtype, so
+    code that keeps its dtypes as numpy's (cubed's arrays do) can pass them here."""
     if isinstance(d, DType) and d in ALL:
         return d
+    if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):
+        for std in ALL:
+            if std.name == np.dtype(d).name:
+                return std
     raise TypeError(
         f"{op}: {d!r} is not a dtype of the standard; accepted: {', '.join(map(str, ALL))}"
     )

@@ -570,3 +570,16 @@ def test_a_host_call_replays_between_the_recorded_kernels():
         assert [o[0] for o in outs] == [1, 1 + 2, 2 + 3]
     finally:
         limn.set_device("numpy")
+
+
+def test_two_processes_compiling_one_kernel_publish_the_same_bytes(tmp_path, monkeypatch):
+    # a library records no file name of its source, so racing compiles agree byte for byte
+    # (MPI ranks and cubed's worker processes share one cache)
+    libs = []
+    for sub in ("one", "two"):
+        monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path / sub))
+        dev = CDevice()
+        assert dev.realize([(Tensor(np.arange(4, dtype=np.float32)) * 3).node])[0].data[3] == 9
+        (so,) = (tmp_path / sub / "c").glob("*.so")
+        libs.append((so.name, so.read_bytes()))
+    assert libs[0] == libs[1]
