@@ -259,22 +259,6 @@ class TorchMethods:
         return compose.erf(self._float())
 
     def floor(self):
-<<<<<<< HEAD
-        return self._rounded(elementary.floor)
-
-    def ceil(self):
-        return self._rounded(elementary.ceil)
-
-    def trunc(self):
-        return self._rounded(elementary.trunc)
-
-    def round(self):
-        return self._rounded(elementary.rint)
-
-    def _rounded(self, fn):
-        """Integers are whole already; floats keep the sign of a zero result, -0.0 too."""
-        return fn(self) if self.dtype.is_float else self
-=======
         return functions.floor(self)
 
     def ceil(self):
@@ -285,7 +269,6 @@ class TorchMethods:
 
     def round(self):
         return functions.rint(self)
->>>>>>> main
 
     def isnan(self):
         return compose.isnan(self)

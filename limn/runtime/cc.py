@@ -84,25 +84,13 @@ class Toolchain:
         """One library per source; the ones not in the cache are compiled side by side."""
         paths = [self.cache_dir / f"{self._key(src)}.so" for src in sources]
         libs = [self._load_verified(so) for so in paths]
-<<<<<<< HEAD
-        todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
-        built = iter(self._compile_many(todo) if todo else [])
-        return [lib if lib is not None else next(built) for lib in libs]
-=======
         if any(lib is None for lib in libs):
             with _publish_lock:  # look again: another thread may have built them meanwhile
                 libs = [lib or self._load_verified(so) for so, lib in zip(paths, libs)]
                 todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
-                if todo:
-                    self._compile_many(todo)
-        out = []
-        for so, lib in zip(paths, libs):
-            lib = lib or self._load_verified(so)
-            if lib is None:
-                raise CompilerError(f"cc: the library {so} changed between writing and loading")
-            out.append(lib)
-        return out
->>>>>>> main
+                built = iter(self._compile_many(todo) if todo else [])
+                libs = [lib if lib is not None else next(built) for lib in libs]
+        return libs
 
     def _key(self, source: str) -> str:
         text = "\0".join((self.version, " ".join(self.flags), source))
