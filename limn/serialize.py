@@ -165,6 +165,9 @@ def _parse_header(path, raw: bytes, data_len: int):
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, ValueError) as e:
         _fail(path, f"the header is not valid JSON ({e})")
+    except RecursionError:
+        # json's parser recurses once per nesting level; no valid header nests past three
+        _fail(path, "the header is nested too deeply to be a checkpoint header")
     if not isinstance(header, dict):
         _fail(path, f"the header must be a JSON object, got {type(header).__name__}")
     metadata = header.pop("__metadata__", None) or {}

@@ -304,10 +304,13 @@ class TorchMethods:
         return compose.normalize_axes(axis, self.ndim, op)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        x = self if dtype is None else self.p_cast(as_dtype(dtype))
-        if x.dtype == dtypes.bool_:
-            x = x.p_cast(dtypes.int64)
+        x = self._total(dtype)
         return compose.sum_(x, self._axes(axis, "sum"), keepdim)
+
+    def _total(self, dtype):
+        """The operand of a sum or cumsum, cast to its total's dtype (integers: int64)."""
+        want = as_dtype(dtype) if dtype is not None else dtypes.total_dtype(self.dtype, False)
+        return self if want == self.dtype else self.p_cast(want)
 
     def max(self, axis=None, keepdim: bool = False):
         self._nonempty(axis, "max")
@@ -354,8 +357,9 @@ class TorchMethods:
     def argmin(self, axis=None, keepdim: bool = False):
         return self._arg(compose.argmin, axis, keepdim, "argmin")
 
-    def cumsum(self, axis: int = 0):
-        return compose.cumsum(self, compose.normalize_axis(axis, self.ndim, "cumsum"))
+    def cumsum(self, axis: int = 0, dtype=None):
+        axis = compose.normalize_axis(axis, self.ndim, "cumsum")
+        return compose.cumsum(self._total(dtype), axis)
 
     def any(self, axis=None, keepdim: bool = False):
         return self.p_cast(dtypes.bool_).max(axis, keepdim)

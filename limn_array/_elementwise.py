@@ -184,11 +184,7 @@ def sign(x: Array, /) -> Array:
     check_dtype(x, "numeric", "sign")
     if x.dtype.is_complex:
         return wrap_complex(*complex_math.sign(parts(x)))
-    t = x._t
-    s = compose.sign(t)
-    if t.dtype.is_float:
-        s = functions.isnan(t).p_where(t, s)
-    return wrap(s)
+    return wrap(compose.sign(x._t))
 
 
 def conj(x: Array, /) -> Array:

@@ -33,11 +33,7 @@ def _sum_dtype(x: Array, dtype) -> dtypes.DType:
     """The standard's default: integers widen to the default (unsigned) integer."""
     if dtype is not None:
         return standard_dtype(dtype, "sum")
-    if x.dtype == dtypes.bool_ or x.dtype.kind == "i":
-        return dtypes.int64
-    if x.dtype.kind == "u":
-        return dtypes.uint64
-    return x.dtype
+    return dtypes.total_dtype(x.dtype, unsigned_stays_unsigned=True)
 
 
 def sum(x: Array, /, *, axis=None, dtype=None, keepdims: bool = False) -> Array:  # noqa: A001

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import limn
-from ir.graph.node import structure_key
 from limn import Tensor, nn, optim
+from limn.runtime.jit import plan_key
 
 STEPS = 20
 
@@ -117,21 +117,26 @@ def test_changing_lr_between_steps_matches_torch():
 
 
 def test_changing_lr_keeps_the_step_graph_structure():
+    limn.set_device("c")  # a compiled device caches plans; the fixture restores the default
+    dev = limn.get_device("c")
     model = MLP()
     opt = optim.AdamW(model.named_parameters(), lr=0.01)
     x, y = (Tensor(a) for a in batches(1)[0])
 
-    def step_key():
+    def step():
+        """The key the plan cache looks this step up by, and how many plans it built."""
         nn.mse_loss(model(x), y).backward()
         ups = opt.updates()
-        key = structure_key([u.node for u in ups], buffer_key=lambda n: id(n.arg))
+        key, _ = plan_key([u.node for u in ups])
+        before = dev.stats["plans"]
         limn.realize(*ups)
         opt.zero_grad()
-        return key
+        return key, dev.stats["plans"] - before
 
-    first = step_key()
+    first, planned = step()
     opt.lr = 0.003
-    assert step_key() == first
+    again, replanned = step()
+    assert again == first and (planned, replanned) == (1, 0)  # the new lr reuses the plan
     assert opt.lr == pytest.approx(0.003) and opt.steps == 2
 
 

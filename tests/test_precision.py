@@ -11,14 +11,13 @@ checks every device against it. The primitive-only device compiles each decompos
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 
 import limn
 import limn_array as xp
 from limn.runtime.device import get_device, install
-
-mpmath = pytest.importorskip("mpmath")
 
 
 def _spread(rng, n, lo, hi, signed=True):

@@ -235,6 +235,19 @@ BAD_FILES = {
     "header beyond file": (good_header(), 10_000, GOOD_DATA, r"claims 10000 bytes but the file"),
     "header too large": (b"{}", 200_000_000, b"", r"more than the 100000000 allowed"),
     "not json": (b"{'a': 1}", None, b"", r"not valid JSON"),
+    "deeply nested": (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", None, b"", r"nested"),
+    "deeply nested object": (
+        b'{"a": ' + b'{"b": ' * 100_000 + b"1" + b"}" * 100_001,
+        None,
+        b"",
+        r"nested",
+    ),
+    "deeply nested metadata": (
+        b'{"__metadata__": {"k": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}",
+        None,
+        b"",
+        r"nested",
+    ),
     "not utf-8": (b"\xff\xfe{}", None, b"", r"not valid JSON"),
     "not an object": (b"[1, 2]", None, b"", r"must be a JSON object"),
     "duplicate name": (

@@ -301,7 +301,7 @@ def _lanes(items, top: bool, fresh) -> list:
     i = 0
     while i < len(items):
         it = items[i]
-        if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items):
+        if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items) and _one_fold(items, i):
             nxt = items[i + 1]
             new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
             if new is not None:
@@ -316,6 +316,18 @@ def _lanes(items, top: bool, fresh) -> list:
             out.append(it)
         i += 1
     return out
+
+
+def _one_fold(items, i: int) -> bool:
+    """The loop after DEFACC ``items[i]`` is the only one folding into it: no later piece of
+    a split loop does (those keep the scalar total, which lanes would leave behind)."""
+    return not any(_folds_into(x, items[i].out) for x in items[i + 2 :])
+
+
+def _folds_into(item, name: str) -> bool:
+    if isinstance(item, Block):
+        return any(_folds_into(x, name) for x in item.body)
+    return isinstance(item, Accum) and item.index is None and item.dst == name
 
 
 def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:

@@ -197,12 +197,17 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
     return "\n".join(out)
 
 
+STACK_CELLS = 64  # the most cells of an array accumulator kept on the stack (one set of lanes)
+
+
 def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
     """The C function ``void name(void *const *args, int64_t *err)`` and the helpers it needs.
 
     ``args`` holds in0, in1, ... then out. ``err`` receives the first failed CHECK as
     (1, value, axis, size, 0 for a gather or 1 for a scatter); the kernel clamps that
-    index to 0 and finishes, and the runtime raises.
+    index to 0 and finishes, and the runtime raises. No array on the stack depends on the
+    nest's sizes: the per-block partial totals of a long reduce are allocated, and a failed
+    allocation returns (2, 0, 0, bytes, 0).
     """
     return _Renderer(nest, openmp).function(name)
 
@@ -238,6 +243,7 @@ class _Renderer:
         self.used: set = set()
         self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
+        self.heap: set[str] = set()  # the ones too large for the stack, freed after their TREE
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
 
@@ -313,11 +319,18 @@ class _Renderer:
     def statement(self, ins) -> str:
         values = self.values
         if isinstance(ins, DefAcc) and ins.shape:
-            n = math.prod(ins.shape)
+            n, t = math.prod(ins.shape), ctype(ins.dtype)
             self.arrays.add(ins.out)
+            init = literal(ins.value, ins.dtype)
+            fill = f"for (int64_t q = 0; q < {n}; q++) {ins.out}_l[q] = {init};"
+            if n <= STACK_CELLS:
+                return f"{t} {ins.out}_l[{n}]; {fill}"
+            # a block per BLOCK elements: sized by the reduce, so it lives on the heap
+            self.heap.add(ins.out)
             return (
-                f"{ctype(ins.dtype)} {ins.out}_l[{n}]; for (int64_t q = 0; q < {n}; q++) "
-                f"{ins.out}_l[q] = {literal(ins.value, ins.dtype)};"
+                f"{t} *{ins.out}_l = ({t} *)malloc(sizeof({t}) * {n}); "
+                f"if (!{ins.out}_l) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }} "
+                f"{fill}"
             )
         if isinstance(ins, PairwiseFold):
             return self.pairwise_fold(ins)
@@ -373,7 +386,8 @@ class _Renderer:
         rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
         row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
         col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
-        return f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];"
+        done = f" free({a});" if ins.acc in self.heap else ""
+        return f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
 
 
 def _pairwise(at, n: int, op: Op) -> str:

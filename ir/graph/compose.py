@@ -169,15 +169,19 @@ def pow_int(x, n: int):
 def abs_(x):
     if x.dtype == dtypes.bool_ or x.dtype.kind == "u":
         return x
+    if x.dtype.is_float:  # adding +0.0 turns -0.0 into +0.0 and leaves nan a nan
+        return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), x.p_add(x.p_const(0.0)))
     return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), x)
 
 
 def sign(x):
+    """-1, 0 or 1; a nan stays nan (as the standard and numpy say)."""
     zero, one = x.p_const(0), x.p_const(1)
     pos = zero.p_cmplt(x).p_where(one, zero)
     if x.dtype.kind == "u":
         return pos
-    return x.p_cmplt(zero).p_where(one.p_neg(), pos)
+    s = x.p_cmplt(zero).p_where(one.p_neg(), pos)
+    return isnan(x).p_where(x, s) if x.dtype.is_float else s
 
 
 def maximum(a, b):
@@ -317,7 +321,8 @@ def sigmoid(x):
 
 
 def relu(x):
-    return x.p_const(0).p_cmplt(x).p_where(x, x.p_const(0))
+    """0 below zero, x elsewhere: a nan stays nan and -0.0 stays -0.0, as in torch."""
+    return x.p_cmplt(x.p_const(0)).p_where(x.p_const(0), x)
 
 
 def softplus(x):
@@ -413,7 +418,9 @@ def softmax(x, axis: int):
 
 
 def log_softmax(x, axis: int):
-    return sub(x, expand_to(logsumexp(x, (axis,), keepdim=True), x.shape))
+    """(x - max) - log(sum(exp(x - max))): a row holding +inf or only -inf is nan, as in torch."""
+    d = sub(x, expand_to(x.p_max((axis,)), x.shape))
+    return sub(d, expand_to(d.p_exp().p_sum((axis,)).p_log(), x.shape))
 
 
 def _index_along(x, axis: int, dtype: DType, reverse: bool = False):

@@ -171,6 +171,21 @@ def promote_scalar(d: DType, value) -> DType:
     raise TypeError(f"promote: a Python scalar of type {type(value).__name__} is not accepted")
 
 
+def total_dtype(d: DType, unsigned_stays_unsigned: bool) -> DType:
+    """The dtype of a sum, product or cumulative sum over ``d``: integer totals widen.
+
+    A total of many narrow integers outgrows their width at once (100 int8 ones already
+    wrap), so bool and every integer width total in 64 bits: signed ones in int64, as torch
+    and the Array API both say. The frontends differ only on unsigned input: the Array API
+    keeps it unsigned (uint64), torch (and so Tensor) totals it in int64.
+    """
+    if d == bool_ or d.kind == "i":
+        return int64
+    if d.kind == "u":
+        return uint64 if unsigned_stays_unsigned else int64
+    return d
+
+
 def compute_dtype(d: DType) -> DType:
     """The dtype arithmetic on ``d`` happens in: half widths widen to float32."""
     return float32 if d in HALF else d

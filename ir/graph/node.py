@@ -2,7 +2,8 @@
 
 A Node is (op, dtype, shape, srcs, arg). Nodes compare by identity: two nodes built
 separately are two values even when they look alike, which keeps hashing O(1) on deep
-graphs. ``structure_key`` is the by-value fingerprint the runtime caches plans under.
+graphs. The by-value fingerprint the runtime caches plans under is
+``limn.runtime.jit.plan_key``: what counts as an input is the runtime's to know.
 """
 
 from __future__ import annotations
@@ -109,19 +110,3 @@ def format_graph(roots, stop=None) -> str:
     outs = " ".join(names[id(r)] for r in roots)
     lines.append(f"out {outs}")
     return "\n".join(lines)
-
-
-def structure_key(roots, buffer_key=id) -> tuple:
-    """A hashable fingerprint of the graph's structure.
-
-    Two graphs with equal keys compute the same thing from the same input positions. A
-    BUFFER node enters the key as ``buffer_key(node)`` (by default its identity: callers
-    that want to reuse a plan across fresh buffers pass a key of dtype and shape).
-    """
-    order = toposort(roots)
-    index = {id(n): i for i, n in enumerate(order)}
-    rows = []
-    for n in order:
-        arg = buffer_key(n) if n.op == Op.BUFFER else n.arg
-        rows.append((n.op, n.dtype.name, n.shape, tuple(index[id(s)] for s in n.srcs), arg))
-    return tuple(rows), tuple(index[id(r)] for r in roots)

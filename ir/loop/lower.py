@@ -10,8 +10,9 @@ are settled here and never printed. A GATHER loads its index, CHECKs it, and use
 term of the source's address.
 
 Dtypes are explicit: half-width floats are loaded, then CAST to float32; arithmetic runs in
-``dtypes.compute_dtype``; a CAST into a half width rounds there and widens again; the
-value is rounded to the buffer's dtype once, just before it is stored.
+``dtypes.compute_dtype``, and every node whose dtype is a half width rounds to it (a CAST
+there and back) before its users see it, as the numpy reference rounds after each node;
+the value is rounded to the buffer's dtype once more, a no-op then, before it is stored.
 
 A SCAN keeps its running value in a register accumulator of the output's dtype, the scan
 axis innermost, and stores it every step.
@@ -49,6 +50,9 @@ from ir.loop.nest import (
     Store,
 )
 from ir.loop.rewrite import defines, value_dtype
+
+# ops whose result a half width already holds exactly when its operands do: no rounding
+EXACT_AT_ANY_WIDTH = frozenset({Op.NEG, Op.WHERE})
 
 
 def lower(graph: KernelGraph, i: int) -> LoopNest:
@@ -275,7 +279,12 @@ class _Lowering:
         if row.op == Op.BITCAST:  # reinterprets stored bits, so take the stored width
             stored = self.cast(srcs[0], self.rows[row.srcs[0]].dtype)
             return self.widen(self.emit(Arith(self.fresh(), Op.BITCAST, (stored,), d)))
-        return self.emit(Arith(self.fresh(), row.op, tuple(srcs), compute_dtype(d)))
+        out = self.emit(Arith(self.fresh(), row.op, tuple(srcs), compute_dtype(d)))
+        if compute_dtype(d) != d and row.op not in EXACT_AT_ANY_WIDTH:
+            # every node's value is its own dtype's: a half width rounds here, at each node,
+            # so no number depends on where the schedule cut the kernels
+            out = self.widen(self.cast(out, d))
+        return out
 
     # ---- the nests of each kernel kind ---------------------------------------------
 

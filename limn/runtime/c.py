@@ -126,6 +126,8 @@ def _c_call(fn, kernel):
         ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
         err = np.zeros(5, np.int64)
         fn(ptrs, err.ctypes.data)
+        if err[0] == 2:
+            raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
         if err[0]:
             v, axis, size, kind = (int(e) for e in err[1:])
             what = ("gather", "scatter")[kind]

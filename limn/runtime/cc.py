@@ -7,9 +7,11 @@ keep that cache safe:
 
 * the directory is created mode 0700 and refused if someone else owns it or it is
   writable by others, so nobody else can plant a library there;
-* a library is compiled to a temporary name and renamed into place, and its sha256 is
-  written beside it the same way, so two processes compiling at once cannot half-load
-  each other's file;
+* a library is compiled in a work directory of the compiling process's own, loaded from
+  there, and only then renamed into place with its sha256 beside it, so two processes
+  compiling the same source at once both succeed (a reader that catches the pair
+  mid-rename rebuilds); an interrupted compile kills cc's whole process group, and the
+  work directory of a process that died is swept by the next compile;
 * a library is loaded only if its bytes still hash to the digest recorded when this code
   wrote it; a corrupted or foreign entry is rebuilt, never loaded.
 
@@ -23,6 +25,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
@@ -85,15 +88,9 @@ class Toolchain:
             with _publish_lock:  # look again: another thread may have built them meanwhile
                 libs = [lib or self._load_verified(so) for so, lib in zip(paths, libs)]
                 todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
-                if todo:
-                    self._compile_many(todo)
-        out = []
-        for so, lib in zip(paths, libs):
-            lib = lib or self._load_verified(so)
-            if lib is None:
-                raise CompilerError(f"cc: the library {so} changed between writing and loading")
-            out.append(lib)
-        return out
+                built = iter(self._compile_many(todo) if todo else [])
+                libs = [lib if lib is not None else next(built) for lib in libs]
+        return libs
 
     def _key(self, source: str) -> str:
         text = "\0".join((self.version, " ".join(self.flags), source))
@@ -107,54 +104,99 @@ class Toolchain:
         except OSError:
             return None
         if hashlib.sha256(data).hexdigest() != want:
-            return None  # corrupted, truncated or not ours: rebuild
+            return None  # corrupted, truncated, mid-publish by another process, or not ours
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
-    def _compile_many(self, jobs: list[tuple[str, Path]]) -> None:
-        """Run one ``cc`` per (source, library) at once, then publish each atomically."""
+    def _compile_many(self, jobs: list[tuple[str, Path]]) -> list[ctypes.CDLL]:
+        """Run one ``cc`` per (source, library) at once, load each, then publish it.
+
+        Each compile runs in a work directory of this process's own, under the name the
+        cache entry will have, so the same source gives the same bytes in every process.
+        The library is loaded from those bytes, which no other process can touch, and only
+        then published, so a second process compiling the same source at the same moment
+        can never make this one fail: at worst it publishes the same bytes again.
+        """
         t0 = time.perf_counter()
-        d = self.cache_dir
+        sweep_stale_work_dirs(self.cache_dir)
+        work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
         try:
             for source, so in jobs:
-                fd, tmp_so = tempfile.mkstemp(suffix=".so", dir=d)
-                os.close(fd)
-                # the source goes in on stdin: a file name would be recorded in the library,
-                # so two processes compiling one kernel would publish different bytes
-                cmd = [self.cc, *self.flags, "-o", tmp_so, "-x", "c", "-", "-lm"]
+                (work / f"{so.stem}.c").write_text(source)
+                cmd = [self.cc, *self.flags, "-o", so.name, f"{so.stem}.c", "-lm"]
+                # a session of its own, so an interrupted compile kills cc's whole tree
                 proc = subprocess.Popen(
                     cmd,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
+                    cwd=work,
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
+                    start_new_session=True,
                 )
-                running.append((proc, cmd, tmp_so, so))
-                proc.stdin.write(source)
-                proc.stdin.close()
-            for proc, cmd, tmp_so, so in running:
-                err = proc.stderr.read()
-                proc.wait()
+                running.append((proc, cmd, so))
+            libs = []
+            for proc, cmd, so in running:
+                _, err = proc.communicate()
                 if proc.returncode != 0:
                     raise CompilerError(
-                        f"cc: compiling a kernel failed ({' '.join(cmd[:-6])}):\n{err[-4000:]}"
+                        f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
                     )
-                digest = hashlib.sha256(Path(tmp_so).read_bytes()).hexdigest()
-                os.replace(tmp_so, so)
-                fd, tmp_digest = tempfile.mkstemp(suffix=".sha256", dir=d)
-                with os.fdopen(fd, "w") as f:
-                    f.write(digest)
-                os.replace(tmp_digest, so.with_suffix(".sha256"))
+                libs.append(ctypes.CDLL(str(work / so.name)))
+                _publish(work / so.name, so)
         finally:
-            for proc, _, tmp_so, _ in running:
+            for proc, _, _ in running:
                 if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-                if os.path.exists(tmp_so):
-                    os.unlink(tmp_so)
+                    _kill_group(proc)
+            shutil.rmtree(work, ignore_errors=True)
         self.stats["compiles"] += len(jobs)
         self.stats["compile_s"] += time.perf_counter() - t0
+        return libs
+
+
+WORK_PREFIX = "work-"  # work-<pid>-<random>: one compiling process's temporary files
+
+
+def _publish(built: Path, so: Path) -> None:
+    """Rename the library into the cache, then its digest beside it.
+
+    A reader that looks between the two renames (or while another process publishes the
+    same entry) sees a pair that does not match, and rebuilds instead of loading.
+    """
+    digest = hashlib.sha256(built.read_bytes()).hexdigest()
+    os.replace(built, so)
+    tmp_digest = built.with_suffix(".sha256")
+    tmp_digest.write_text(digest)
+    os.replace(tmp_digest, so.with_suffix(".sha256"))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # cc and the cc1/as/ld it started
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def sweep_stale_work_dirs(cache_dir: Path) -> None:
+    """Remove the work directories of compiling processes that died without cleaning up."""
+    for d in cache_dir.glob(f"{WORK_PREFIX}*"):
+        try:
+            pid = int(d.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def cache_root() -> Path:
