@@ -47,6 +47,7 @@ class Schedule:
 
     graph: KernelGraph
     inputs: tuple[Node, ...]
+    tops: tuple[Node, ...] = ()  # the node each kernel computes, in run order
 
 
 HEAVY = {Op.EXP: 2, Op.LOG: 2, Op.SQRT: 2, Op.RECIP: 2, Op.GATHER: 3, Op.IDIV: 2, Op.MOD: 2}
@@ -131,10 +132,11 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
     inputs = [n for n in order if is_input(n)]
     buf_of = {id(n): i for i, n in enumerate(inputs)}
     specs = [BufferSpec(n.dtype, n.shape) for n in inputs]
-    kernels = []
+    kernels, tops = [], []
     for n in order:
         if id(n) not in cut:
             continue
+        tops.append(n)
         buf_of[id(n)] = len(specs)
         specs.append(BufferSpec(n.dtype, n.shape))
         kernels.append(_kernel(n, buf_of, cut, is_input))
@@ -149,7 +151,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         else:  # a reshape of a buffer
             sinks.append(Sink(buf_of[id(r.srcs[0])], r.dtype, r.shape))
     graph = KernelGraph(tuple(specs), len(inputs), tuple(kernels), tuple(sinks))
-    return Schedule(graph, tuple(inputs))
+    return Schedule(graph, tuple(inputs), tuple(tops))
 
 
 def _kind(n: Node) -> str:

@@ -24,6 +24,8 @@ from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
 from limn.runtime import current_device, get_device, set_device
+from limn.runtime import profile as _profile
+from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
 
 
@@ -32,6 +34,9 @@ def array_namespace():
     import limn_array
 
     return limn_array
+
+
+_profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exit
 
 
 __all__ = [
@@ -54,6 +59,7 @@ __all__ = [
     "int64",
     "ir",
     "no_grad",
+    "profile",
     "realize",
     "set_device",
     "set_seed",

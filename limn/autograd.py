@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ir import compose
 from ir.ops import Op
+from limn.runtime import profile
 
 _enabled = [True]
 
@@ -191,7 +192,13 @@ def backward(root, grad, create_graph: bool = False) -> None:
             rule = RULES.get(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
-            for p, pg in zip(t._ctx.parents, rule(t._ctx, t, g)):
+            prof = profile.active()
+            if prof is None:
+                pgs = rule(t._ctx, t, g)
+            else:
+                with prof.blame(t.node):  # the gradient's kernels name the forward op's line
+                    pgs = rule(t._ctx, t, g)
+            for p, pg in zip(t._ctx.parents, pgs):
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)

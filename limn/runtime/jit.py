@@ -31,6 +31,7 @@ from ir.graph import Node, toposort
 from ir.kernel import KernelGraph, arg_key
 from ir.ops import Op
 from ir.schedule import schedule
+from limn.runtime import profile
 from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
@@ -88,6 +89,9 @@ class Plan:
     calls: list[Callable]  # calls[i](arrays, memo) runs kernel i (memo: one run's shared state)
     last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
     libs: list = field(default_factory=list)  # what the calls live in (compiled libraries)
+    sites: tuple = ()  # the user's line behind each kernel, if profiled when built
+    passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
+    _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
@@ -95,10 +99,21 @@ class Plan:
         bufs: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
         keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
         memo: dict = {}
+        prof = profile.active()
+        if prof is not None and (not self._stats or self._stats[0] is not prof):
+            self._stats = (prof, prof.plan_keys(self, self.sites, self.passes))
         for i, k in enumerate(g.kernels):
             spec = g.buffers[k.output]
             bufs[k.output] = np.empty(spec.shape, dtypes.to_numpy(spec.dtype))
-            self.calls[i]([bufs[b] for b in k.inputs] + [bufs[k.output]], memo)
+            args = [bufs[b] for b in k.inputs] + [bufs[k.output]]
+            if prof is None:
+                self.calls[i](args, memo)
+            else:
+                t = time.perf_counter()
+                self.calls[i](args, memo)
+                stat = self._stats[1][i]
+                stat.seconds += time.perf_counter() - t
+                stat.calls += 1
             for b in k.inputs:
                 if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep:
                     bufs[b] = None  # an intermediate dies with its last reader
@@ -138,6 +153,9 @@ class CompiledDevice(Device):
             assert [id(n) for n in sched.inputs] == [id(n) for n in inputs], "slot order"
             plan = self.build(sched.graph)
             plan.last_use = lifetimes(sched.graph)
+            prof = profile.active()
+            plan.sites = tuple(prof.site(n) for n in sched.tops) if prof is not None else ()
+            plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
