@@ -394,7 +394,7 @@ def matmul(n, reps) -> list[Row]:
         got, want = lf().numpy(), nf()
         err = np.abs(got - want).max() / np.abs(want).max()
         assert err < 1e-5, f"matmul {n} {name}: relative error {err}"
-        la, lb = interleave(lambda: lf().realize(), nf, reps)
+        la, lb = interleave(lambda lf=lf: lf().realize(), nf, reps)
         rows.append(Row(f"matmul {n} {name}", la, lb, "numpy", flop=2 * n**3, target=0.9))
     return rows
 
