@@ -79,10 +79,15 @@ static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 
-/* exp(x) = 2^k * e^r with k = round(x / ln2), |r| <= ln2/2: branch-free, so it vectorizes */
+/* exp(x) = 2^k * e^r with k = round(x / ln2), |r| <= ln2/2: branch-free, so it vectorizes.
+   The clamp is ternaries and the rounding rintf (nearest-even in the default mode): gcc 12
+   vectorizes those, not fminf/fmaxf or roundevenf. An x whose answer is 0 (exp(-inf), the
+   causal mask) computes exp(0) and throws it away, instead of a subnormal, which costs a
+   microcode assist per element. */
 static inline float limn_expf(float x) {
-  float xc = fminf(fmaxf(x, -104.0f), 89.0f);
-  float k = __builtin_roundevenf(xc * 1.44269504088896341f);
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = x < -103.972084f ? 0.0f : xc;
+  float k = __builtin_rintf(xc * 1.44269504088896341f);
   float r = fmaf(k, -0.693145751953125f, xc);
   r = fmaf(k, -1.42860682030941723212e-6f, r);
   float p = 1.98756915e-4f;
