@@ -125,7 +125,8 @@ class Profiler:
         out = []
         for i, k in enumerate(g.kernels):
             site = sites[i] if sites else "?"
-            key = (k, site)
+            # one row per distinct body and line: the same layer in six blocks is one kernel
+            key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
             stat = self.kernels.get(key)
             if stat is None:
                 stat = KernelStat(
