@@ -232,6 +232,25 @@ def _outputs_first(block: Block) -> Block:
     return _rebuild([*outs, *reds, loops[-1]], inner)
 
 
+def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
+    """Whether a register block saves loads: the operands read along the reduce split into
+    ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
+
+    A row reduce whose every element is its own (a softmax's row sum over a strided view)
+    shares nothing: tiling it would only turn its unit-stride rows into strided columns.
+    """
+    rows = cols = False
+    for ins in body:
+        if not isinstance(ins, Load) or not reds & set(ins.index.names):
+            continue
+        names = set(ins.index.names)
+        if a in names and b in names:
+            return False
+        rows |= a in names
+        cols |= b in names
+    return rows and cols
+
+
 def _tile_block(block: Block, nest: LoopNest) -> Block:
     block = _outputs_first(block)
     found = contraction(block)
@@ -246,6 +265,8 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
         return block  # gathers and masked operands keep the plain form
     k = math.prod(_extent(lp) for lp in reds)
     if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
+        return block
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
         return block
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
