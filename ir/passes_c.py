@@ -322,6 +322,9 @@ def _lanes(items, top: bool, fresh) -> list:
         it = items[i]
         if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items):
             nxt = items[i + 1]
+            later = [x for x in walk(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out]
+            if later:  # folded by several loops (a reduce cut by a pad): keep one register
+                nxt = None
             new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
             if new is not None:
                 out += new
