@@ -132,7 +132,7 @@ def conv(dev: CDevice, shape, reps: int) -> None:
 
 def pad_split(shape, reps: int) -> None:
     """A convolution whose pad is read inside the reduce: the split's effect, and its bits."""
-    from ir.passes_c import split_pad_masks
+    from ir.c.passes import split_pad_masks
 
     n, c, h, w = shape
     print(f"\npad-mask split on a convolution with the pad in its hot loop, {list(shape)}")

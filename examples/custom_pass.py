@@ -13,9 +13,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from ir.interp import run
-from ir.loop import Block, Index, Loop, LoopNest, defines, flatten, rename, substitute, to_tree
-from ir.passes import DEFAULT_PASSES
+from ir.loop.interp import run
+from ir.loop.nest import Index, Loop, LoopNest
+from ir.loop.passes import DEFAULT_PASSES
+from ir.loop.rewrite import Block, defines, flatten, rename, substitute, to_tree
 from limn import Tensor, ir
 
 

@@ -1,6 +1,7 @@
 """Train a small MLP with AdamW on a toy regression; the loss must drop at least 20x.
 
-    uv run python examples/train_mlp.py [--device numpy|c] [--steps N] [--optimizer adamw|muon]
+    uv run --no-dev python examples/train_mlp.py [--device numpy|c] [--steps N]
+        [--optimizer adamw|muon]
 
 The target is a fixed smooth function of 8 inputs; the whole data set is one batch.
 Each step is one realize: the forward pass, the gradients, every parameter and Adam

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir.graph import Node, format_graph
-from ir.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
-from ir.lower import lower
-from ir.passes import Pass, apply_passes
-from ir.schedule import schedule
+from ir.graph.node import Node, format_graph
+from ir.kernel.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
+from ir.kernel.schedule import schedule
+from ir.loop.lower import lower
+from ir.loop.passes import Pass, apply_passes
 
 STAGES = ("graph", "kernel", "loop")
 

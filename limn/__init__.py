@@ -4,7 +4,7 @@
 op graph in ``ir/``. ``limn.array_namespace()`` is the Python Array API frontend.
 """
 
-from ir.dtypes import (
+from ir.graph.dtypes import (
     bfloat16,
     bool_,
     float16,
@@ -19,7 +19,7 @@ from ir.dtypes import (
     uint32,
     uint64,
 )
-from ir.graph import format_graph
+from ir.graph.node import format_graph
 from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from ir import compose
-from ir.ops import Op
+from ir.graph import compose
+from ir.graph.ops import Op
 from limn.runtime import profile
 
 _enabled = [True]

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ir.graph import Node
-from ir.ops import Op
+from ir.graph.node import Node
+from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize

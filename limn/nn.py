@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from ir import dtypes
-from ir.dtypes import as_dtype
+from ir.graph import dtypes
+from ir.graph.dtypes import as_dtype
 from limn.tensor import Tensor
 
 # ---- the module tree --------------------------------------------------------------

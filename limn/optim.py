@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from ir import dtypes
+from ir.graph import dtypes
 from limn.autograd import no_grad
 from limn.tensor import Tensor, realize
 

@@ -25,8 +25,8 @@ import sys
 
 import numpy as np
 
-from ir import dtypes
-from ir.dtypes import DType
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
 from limn.tensor import Tensor, realize
 
 MAX_HEADER_BYTES = 100_000_000  # the bound the safetensors library itself enforces

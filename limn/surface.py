@@ -2,7 +2,7 @@
 
 Every method here is a few lines that check arguments, apply the Tensor's surface rules
 (promotion and broadcasting through ``_align``, torch's names and signatures) and hand the
-work to ``ir/compose.py`` or to a primitive. ``Surface`` is a mixin: ``limn/tensor.py``
+work to ``ir/graph/compose.py`` or to a primitive. ``Surface`` is a mixin: ``limn/tensor.py``
 owns the Tensor itself (its node, device, bytes, primitives and autograd bookkeeping), and
 nothing here touches a node directly.
 """
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ir import compose, compose_math, dtypes
-from ir.dtypes import DType, as_dtype, promote, promote_scalar
+from ir.graph import compose, dtypes, elementary
+from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 
 if TYPE_CHECKING:
     from limn.tensor import Tensor
@@ -504,7 +504,7 @@ class Surface:
 def _pow(a: Tensor, b: Tensor) -> Tensor:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     if a.dtype.is_int:
-        return compose_math.int_pow(a, b)
+        return elementary.int_pow(a, b)
     return compose.pow(a._float(), b._float())
 
 

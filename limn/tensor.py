@@ -6,7 +6,7 @@ themselves (``limn/autograd.py``). This file owns the Tensor itself: its node an
 bytes (``numpy()``, ``item()``, ``tolist()``, ``realize()``), the primitives, the surface
 rules (limn's dtype lattice, ``ir/dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls (math,
-reductions, movement, indexing) live in ``limn/surface.py``, spelled in ``ir/compose.py``.
+reductions, movement, indexing) live in ``limn/surface.py``, spelled in ``ir/graph/compose.py``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from ir import compose, dtypes
-from ir.dtypes import DType, as_dtype, promote, promote_scalar
-from ir.graph import Node, format_graph
-from ir.ops import BITWISE, INT_ONLY, Op
-from ir.view import View
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
+from ir.graph.node import Node, format_graph
+from ir.graph.ops import BITWISE, INT_ONLY, Op
+from ir.graph.view import View
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
 from limn.surface import Surface, _shape_arg
@@ -187,7 +187,7 @@ class Tensor(Surface):
             raise TypeError(f"index: only integer tensors can be indices, got {self.dtype}")
         return int(self.item())
 
-    # ---- the primitive protocol (ir/compose.py calls these) -------------------------
+    # ---- the primitive protocol (ir/graph/compose.py calls these) -------------------------
 
     def _unary(self, op: Op) -> Tensor:
         if op in (Op.EXP, Op.LOG, Op.SQRT, Op.RECIP) and not self.dtype.is_float:

@@ -2,7 +2,7 @@
 
 An ``Array`` holds one Tensor (``_t``) and so one op-graph node and one device name; every
 function of the namespace unwraps its arrays, builds graph through the shared composition
-layer (``ir/compose.py``, ``ir/compose_math.py``) and wraps the result. Nothing computes
+layer (``ir/graph/compose.py``, ``ir/graph/elementary.py``) and wraps the result. Nothing computes
 until bytes are asked for: ``bool()``, ``int()``, ``float()``, ``complex()``, ``__index__``,
 ``__dlpack__``, printing, ``np.asarray``, or a data-dependent shape.
 
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir import dtypes
-from ir.dtypes import DType
-from ir.graph import Node
-from ir.ops import Op
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
+from ir.graph.node import Node
+from ir.graph.ops import Op
 from limn.runtime.device import Buffer, current_device, get_device
 from limn.tensor import Tensor
 

@@ -1,7 +1,7 @@
 """Complex elementwise math on (re, im) pairs of real tensors.
 
 Complex arrays are pairs of real tensors (see ``_array.py``), so every complex function is
-a composition of the real ones in ``ir/compose_math.py``: one implementation, on every
+a composition of the real ones in ``ir/graph/elementary.py``: one implementation, on every
 device that has float32/float64. The textbook formula is the body of each function; the
 special values the standard (after C99 Annex G) fixes at zeros, infinities and nans are
 laid over it with WHERE, one line per family of cases, where the formula alone would give
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from ir import compose
-from ir import compose_math as cm
-from ir.compose import logical_and, logical_not, logical_or
+from ir.graph import compose
+from ir.graph import elementary as cm
+from ir.graph.compose import logical_and, logical_not, logical_or
 
 # ---- spellings ------------------------------------------------------------------------------
 

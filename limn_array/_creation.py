@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-from ir import compose, dtypes
-from ir.dtypes import DType
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType
 from limn.tensor import Tensor
 from limn_array._array import (
     Array,

@@ -1,7 +1,7 @@
 """Data types and the data type functions of the standard.
 
-The dtype objects are limn's own (``ir/dtypes.py``), and so is the promotion table
-(``ir.dtypes.promote_array_api``); this file adds the standard's surface: its dtype
+The dtype objects are limn's own (``ir/graph/dtypes.py``), and so is the promotion table
+(``ir.graph.dtypes.promote_array_api``); this file adds the standard's surface: its dtype
 categories, ``isdtype``, ``result_type`` with Python scalars, ``can_cast``, ``finfo``,
 ``iinfo`` and ``astype``. float16 and bfloat16 are limn storage widths outside the
 standard, so they are not exported here.
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir import dtypes
-from ir.dtypes import DType
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
 from limn_array._array import Array, check_device_dtype, device_name, parts, wrap
 
 bool = dtypes.bool_  # noqa: A001  (the standard's name)
@@ -209,7 +209,7 @@ def astype(x: Array, dtype: DType, /, *, copy: bool = True, device=None) -> Arra
 
 def convert(x: Array, dtype: DType) -> Array:
     """x as ``dtype``: a CAST, except that complex to bool means 'is not zero'."""
-    from ir import compose
+    from ir.graph import compose
     from limn_array._complex import is_zero
     from limn_array._elementwise import cast
 

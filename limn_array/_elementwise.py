@@ -1,9 +1,9 @@
 """Elementwise functions: the standard's surface over the shared composition layer.
 
 Each function checks the dtypes it accepts, applies the standard's promotion
-(``ir.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
-calls one composed spelling: ``ir/compose.py`` for arithmetic and comparisons,
-``ir/compose_math.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
+(``ir.graph.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
+calls one composed spelling: ``ir/graph/compose.py`` for arithmetic and comparisons,
+``ir/graph/elementary.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
 here computes a value itself.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import builtins
 
-from ir import compose, dtypes
-from ir import compose_math as cm
-from ir.dtypes import DType
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
+from ir.graph.dtypes import DType
 from limn_array import _complex as cx
 from limn_array._array import Array, lift, parts, real_dtype, real_tensor, wrap, wrap_complex
 from limn_array._creation import full_array
@@ -74,7 +74,7 @@ def _real(op: str, x: Array, accepts: str, fn) -> Array:
 
 
 def _float_or_complex(op: str, x: Array, real_fn, complex_fn) -> Array:
-    """complex64 computes in float64 parts and rounds once, as float32 does in compose_math."""
+    """complex64 computes in float64 parts and rounds once, as float32 does in elementary."""
     check_dtype(x, "floating-point", op)
     if x.dtype.is_complex:
         re, im = parts(x)

@@ -9,7 +9,7 @@ A transform along one axis works on (re, im) pairs of real tensors:
   transform into a convolution with the chirp e**(i pi m**2 / n), done by power-of-two
   transforms of length >= 2n - 1, so still O(n log n).
 
-Twiddles and chirps are sines and cosines (``ir/compose_math.py``) of angles formed
+Twiddles and chirps are sines and cosines (``ir/graph/elementary.py``) of angles formed
 exactly: pi * j / h with h a power of two, and pi * (m**2 mod 2n) / n with the square
 taken in int64, so no angle error grows with n. complex64 computes in float64 and rounds
 once. Errors are those of a textbook FFT: O(eps log n) relative to the largest term.
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array import _complex as cx
 from limn_array._array import Array, complex_dtype, parts, real_dtype, wrap, wrap_complex
 from limn_array._creation import asarray

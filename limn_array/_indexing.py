@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import operator
 
-from ir import compose, dtypes
+from ir.graph import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, host, lift, wrap
 

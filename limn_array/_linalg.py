@@ -1,6 +1,6 @@
 """Linear algebra: the main namespace's four functions and the ``linalg`` extension.
 
-Products and everything built from them are composed: ``matmul`` is ``ir/compose.py``'s
+Products and everything built from them are composed: ``matmul`` is ``ir/graph/compose.py``'s
 broadcast-multiply-and-sum (four real products for complex pairs), and ``tensordot``,
 ``vecdot``, ``outer``, ``trace``, ``diagonal`` (a strided view), ``cross``, norms and
 ``matrix_power`` (repeated squaring) follow from it.
@@ -19,10 +19,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ir import compose, dtypes
-from ir import compose_math as cm
-from ir.graph import Node
-from ir.ops import Op
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
+from ir.graph.node import Node
+from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
 from limn_array import _complex as cx

@@ -8,7 +8,7 @@ one data-dependent shape here: the total count is computed, the rest stays lazy.
 
 from __future__ import annotations
 
-from ir import compose, dtypes
+from ir.graph import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, host, lift
 from limn_array._data_types import result_type

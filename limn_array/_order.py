@@ -4,14 +4,14 @@ These are the data-parallel spellings of loops a CPU would run sequentially: a
 Hillis-Steele prefix scan, pairwise halving for products, and a bitonic sorting network
 for stable sorts. Each is a fixed pattern of views, WHEREs and arithmetic with no
 data-dependent control flow, so it stays lazy, fuses, and runs on every device. They are
-written against the same ``p_*`` protocol as ``ir/compose.py``, so ``limn.Tensor`` can
+written against the same ``p_*`` protocol as ``ir/graph/compose.py``, so ``limn.Tensor`` can
 call them as they are.
 """
 
 from __future__ import annotations
 
-from ir import compose, dtypes
-from ir.compose import logical_and, logical_not, logical_or
+from ir.graph import compose, dtypes
+from ir.graph.compose import logical_and, logical_not, logical_or
 
 BOOL = dtypes.bool_
 

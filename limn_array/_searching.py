@@ -1,6 +1,6 @@
 """Searching functions: argmax/argmin, where, nonzero, count_nonzero, searchsorted.
 
-``argmax`` is ``ir/compose.py``'s first-index-of-the-max; ``where`` is WHERE after the
+``argmax`` is ``ir/graph/compose.py``'s first-index-of-the-max; ``where`` is WHERE after the
 standard's promotion; ``searchsorted`` is a binary search of log2(n + 1) GATHER steps per
 query (O(m log n) work, lazy). ``nonzero`` has a data-dependent shape: the count of
 nonzeros is computed, and the positions are then gathered lazily (see ``_indexing.py``).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array._array import Array, host, lift, wrap
 from limn_array._data_types import check_dtype, convert
 from limn_array._elementwise import _as_array, cast, operands

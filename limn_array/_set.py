@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ir import compose, dtypes
+from ir.graph import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, host, lift, parts, stack_parts, wrap
 from limn_array._elementwise import _as_array, cast, equal, logical_not

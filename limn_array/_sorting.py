@@ -11,7 +11,7 @@ keys keep their original order, also when descending.
 
 from __future__ import annotations
 
-from ir import compose
+from ir.graph import compose
 from limn_array import _order as order
 from limn_array._array import Array, wrap
 from limn_array._data_types import check_dtype

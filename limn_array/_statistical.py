@@ -1,7 +1,7 @@
 """Statistical functions: reductions and cumulative reductions.
 
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
-``mean``, ``var`` and ``std`` are ``ir/compose.py``'s spellings (two-pass variance);
+``mean``, ``var`` and ``std`` are ``ir/graph/compose.py``'s spellings (two-pass variance);
 ``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
 cumulative functions are log-step scans (``_order.scan_with``). Complex arrays reduce part by
 part, except products, which combine (re, im) pairs with the complex product.
@@ -9,8 +9,8 @@ part, except products, which combine (re, im) pairs with the complex product.
 
 from __future__ import annotations
 
-from ir import compose, dtypes
-from ir import compose_math as cm
+from ir.graph import compose, dtypes
+from ir.graph import elementary as cm
 from limn_array import _complex as cx
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex

@@ -7,7 +7,7 @@ subtraction of two shifted views, repeated n times.
 
 from __future__ import annotations
 
-from ir import compose, dtypes
+from ir.graph import compose, dtypes
 from limn_array._array import Array, wrap
 from limn_array._data_types import convert
 from limn_array._elementwise import not_equal, subtract

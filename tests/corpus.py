@@ -8,7 +8,7 @@ exactly. ``tags`` let a device skip what it declines (``half``, ``custom``, ...)
 
 Cases build graphs only; nothing here realizes anything, so a device sees the graph the
 frontend made. Inputs of ASSIGN cases are written by realizing them: run the device under
-test before the reference, on copies of the inputs (``ir.interp.run`` copies).
+test before the reference, on copies of the inputs (``ir.loop.interp.run`` copies).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir import dtypes
+from ir.graph import dtypes
 from limn import Tensor, cat, stack, where
 from limn.runtime import get_device
 

@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 import limn
 import limn_array as xp
-from ir.ops import Op
+from ir.graph.ops import Op
 from limn.runtime import register_device
 from limn.runtime.numpy_ref import NumpyDevice
 
@@ -591,7 +591,7 @@ def test_tensors_and_arrays_convert_by_sharing_nodes():
 
 
 def test_to_device_moves_without_copy_and_dtypes_a_device_lacks_are_named():
-    from ir import dtypes as d
+    from ir.graph import dtypes as d
 
     class Single(NumpyDevice):  # a device that computes no float64
         name = "single"

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import limn
-from ir.ops import Op
+from ir.graph.ops import Op
 from limn import Tensor
 
 

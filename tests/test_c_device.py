@@ -10,7 +10,7 @@ import pytest
 from corpus import CASES, assert_matches, reference
 
 import limn
-from ir.schedule import schedule
+from ir.kernel.schedule import schedule
 from limn import Tensor
 from limn.runtime import get_device
 from limn.runtime.c import CDevice
@@ -154,8 +154,8 @@ def test_gather_out_of_range_raises_on_the_c_device(c):
 
 
 def test_complex_is_refused_by_name(c):
-    from ir import dtypes
-    from ir.kernel import BufferSpec, KernelGraph
+    from ir.graph import dtypes
+    from ir.kernel.kernel import BufferSpec, KernelGraph
 
     graph = KernelGraph((BufferSpec(dtypes.complex64, (2,)),), 1, (), ())
     with pytest.raises(TypeError, match="complex64 is not supported"):
@@ -195,7 +195,7 @@ def test_capture_replay_equals_the_uncaptured_loop():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_c_passes_keep_what_the_nest_means_under_the_interpreter(case):
-    from ir.interp import run
+    from ir.loop.interp import run
     from limn.runtime.c import c_passes
 
     got = run([t.node for t in case.build()], passes=c_passes())
@@ -227,7 +227,7 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
 
 
 def test_pad_split_changes_no_bit_and_cuts_the_loop():
-    from ir.passes_c import split_pad_masks
+    from ir.c.passes import split_pad_masks
     from limn.runtime.c import c_passes
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
@@ -281,9 +281,9 @@ def test_tiny_graphs_can_run_on_the_reference_instead_of_compiling(monkeypatch):
 
 
 def test_custom_siblings_run_as_one_call_on_the_c_device():
-    from ir import dtypes
-    from ir.graph import Node
-    from ir.ops import Op
+    from ir.graph import dtypes
+    from ir.graph.node import Node
+    from ir.graph.ops import Op
 
     dev = CDevice()
     calls = []

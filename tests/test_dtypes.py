@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from ir import dtypes
-from ir.dtypes import ALL, HALF, acc_dtype, compute_dtype, promote, promote_array_api
+from ir.graph import dtypes
+from ir.graph.dtypes import ALL, HALF, acc_dtype, compute_dtype, promote, promote_array_api
 from limn import Tensor
 
 REAL = tuple(d for d in ALL if not d.is_complex)

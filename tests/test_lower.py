@@ -11,26 +11,15 @@ import numpy as np
 import pytest
 from corpus import CASES, assert_matches, conv2d, reference
 
-from ir import dtypes
-from ir.interp import interpret, run
-from ir.kernel import BufferSpec
-from ir.loop import (
-    Accum,
-    DefAcc,
-    EndLoop,
-    Index,
-    Load,
-    Loop,
-    LoopNest,
-    Store,
-    flatten,
-    to_tree,
-    verify,
-)
-from ir.lower import lower
-from ir.passes import DEFAULT_PASSES, apply_passes, loop_order
+from ir.graph import dtypes
+from ir.kernel.kernel import BufferSpec
+from ir.kernel.schedule import schedule
+from ir.loop.interp import interpret, run
+from ir.loop.lower import lower
+from ir.loop.nest import Accum, DefAcc, EndLoop, Index, Load, Loop, LoopNest, Store
+from ir.loop.passes import DEFAULT_PASSES, apply_passes, loop_order
+from ir.loop.rewrite import flatten, to_tree, verify
 from ir.printer import ir
-from ir.schedule import schedule
 from limn import Tensor
 
 ROOT = Path(__file__).resolve().parents[1]

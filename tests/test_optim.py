@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import limn
-from ir.graph import structure_key
+from ir.graph.node import structure_key
 from limn import Tensor, nn, optim
 
 STEPS = 20

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from ir import dtypes
-from ir.graph import Node
-from ir.interp import run, run_graph
-from ir.ops import Op
-from ir.schedule import schedule
+from ir.graph import dtypes
+from ir.graph.node import Node
+from ir.graph.ops import Op
+from ir.kernel.schedule import schedule
+from ir.loop.interp import run, run_graph
 from limn import Tensor
 
 

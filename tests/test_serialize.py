@@ -10,7 +10,7 @@ import safetensors.torch
 import torch
 
 import limn
-from ir import dtypes
+from ir.graph import dtypes
 from limn import Tensor, nn, optim, serialize
 from limn.serialize import CheckpointError
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import limn
-from ir import dtypes
-from ir.ops import Op
+from ir.graph import dtypes
+from ir.graph.ops import Op
 from limn import Tensor
 
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ir.graph import toposort
-from ir.ops import Op
-from ir.view import View
+from ir.graph.node import toposort
+from ir.graph.ops import Op
+from ir.graph.view import View
 from limn import Tensor
 from limn.runtime.numpy_ref import apply_view
 

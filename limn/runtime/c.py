@@ -4,7 +4,7 @@ A plan becomes one translation unit (one ``cc`` run, however many kernels), cach
 disk by the hash of its source (``limn/runtime/cc.py``) and in memory by graph structure
 (``limn/runtime/jit.py``). The loop-nest passes it runs are the default list plus the
 ones that make C fast: parallel loops over the output cells, pad-mask splitting,
-lane-wise reductions and register-tiled contractions (``ir/passes_c.py``); none of them
+lane-wise reductions and register-tiled contractions (``ir/c/passes.py``); none of them
 changes the order in which any one output cell is folded, so threaded and serial runs
 agree bit for bit.
 
@@ -20,11 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ir import dtypes
-from ir.kernel import KernelGraph
-from ir.lower import lower
-from ir.passes import DEFAULT_PASSES, Pass, apply_passes
-from ir.render_c import CTYPE, program, render
+from ir.c.passes import C_PASSES
+from ir.c.render import program, render
+from ir.c.spell import CTYPE
+from ir.graph import dtypes
+from ir.kernel.kernel import KernelGraph
+from ir.loop.lower import lower
+from ir.loop.passes import DEFAULT_PASSES, Pass, apply_passes
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
 
@@ -164,9 +166,7 @@ def _c_call(fn, kernel):
 
 
 def c_passes() -> list[Pass]:
-    from ir import passes_c
-
-    return [*DEFAULT_PASSES, *passes_c.C_PASSES]
+    return [*DEFAULT_PASSES, *C_PASSES]
 
 
 __all__ = ["CDevice", "dtypes"]

@@ -32,7 +32,7 @@ from pathlib import Path
 # case is a flipped, value-padded view of a matmul). The pad splitting pass does the
 # useful part of unswitching itself, so nothing is lost.
 # -ffp-contract=off: a*b+c is two roundings, as the nest (and the numpy reference) says;
-# the one deliberate fused multiply-add is the tiled contraction's (ir/render_c_tile.py).
+# the one deliberate fused multiply-add is the tiled contraction's (ir/c/tile.py).
 FLAGS = (
     "-O3",
     "-march=native",

@@ -20,8 +20,8 @@ import weakref
 
 import numpy as np
 
-from ir.dtypes import DType, to_numpy
-from ir.graph import Node
+from ir.graph.dtypes import DType, to_numpy
+from ir.graph.node import Node
 
 
 class Buffer:

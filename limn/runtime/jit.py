@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir import dtypes
-from ir.graph import Node, toposort
-from ir.kernel import KernelGraph, arg_key
-from ir.ops import Op
-from ir.schedule import schedule
+from ir.graph import dtypes
+from ir.graph.node import Node, toposort
+from ir.graph.ops import Op
+from ir.kernel.kernel import KernelGraph, arg_key
+from ir.kernel.schedule import schedule
 from limn.runtime import profile
 from limn.runtime.device import Buffer, Device, get_device, recall, remember
 

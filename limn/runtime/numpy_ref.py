@@ -4,18 +4,18 @@ No fusion and no cleverness: this is the oracle every compiled device is diffed 
 so each primitive is written the most obvious way numpy allows. Two rules it makes
 visible: half-width floats compute in float32 and round back after each node, and a sum
 accumulates in ``acc_dtype`` and rounds once. What each elementwise op computes is written
-once, in ``ir/semantics.py``, and shared with the loop-nest interpreter.
+once, in ``ir/graph/semantics.py``, and shared with the loop-nest interpreter.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ir import dtypes, semantics
-from ir.dtypes import acc_dtype, to_numpy
-from ir.graph import Node, toposort
-from ir.ops import ELEMENTWISE, Op
-from ir.view import View
+from ir.graph import dtypes, semantics
+from ir.graph.dtypes import acc_dtype, to_numpy
+from ir.graph.node import Node, toposort
+from ir.graph.ops import ELEMENTWISE, Op
+from ir.graph.view import View
 from limn.runtime.device import Buffer, Device, recall, remember
 
 

@@ -32,8 +32,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from ir import graph as _graph
-from ir.ops import ELEMENTWISE, REDUCE, Op
+from ir.graph import node as _graph
+from ir.graph.ops import ELEMENTWISE, REDUCE, Op
 
 _PACKAGES = ("ir", "limn", "limn_array")  # frames in these modules are not the user's
 
@@ -284,8 +284,8 @@ def _source_text(site: str) -> str:
 
 
 def _nest_text(plan, index: int, passes) -> str:
-    from ir.lower import lower
-    from ir.passes import apply_passes
+    from ir.loop.lower import lower
+    from ir.loop.passes import apply_passes
 
     k = plan.graph.kernels[index]
     if k.kind == "CUSTOM":

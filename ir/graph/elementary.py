@@ -1,6 +1,6 @@
 """Elementwise math composed from primitives: the part of libm a device does not have to own.
 
-Every function here is spelled against the primitive protocol of ``ir/compose.py`` (plus
+Every function here is spelled against the primitive protocol of ``ir/graph/compose.py`` (plus
 the integer and bit primitives ``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``),
 so a device that implements the op table gets trigonometry, hyperbolics, ``expm1``,
 ``log1p``, correctly rounded division, exact ``fmod`` and the rest without a line of its
@@ -25,82 +25,29 @@ from __future__ import annotations
 
 import math
 
-from ir import compose, dtypes
-from ir.compose import logical_and, logical_not, logical_or
-from ir.dtypes import DType
+from ir.graph import compose, dtypes
+from ir.graph.compose import logical_and, logical_not, logical_or
+from ir.graph.dtypes import DType
+from ir.graph.exact import (
+    _abs_mask,
+    _bits,
+    _fast_two_sum,
+    _frexp,
+    _gt,
+    _horner,
+    _k,
+    _pow2,
+    _sel,
+    _sign_mask,
+    _sub,
+    _two_prod,
+    _two_sum,
+    _wide,
+)
 
 F64 = dtypes.float64
-BOOL = dtypes.bool_
-
-# ---- small spellings ------------------------------------------------------------------
-
-
-def _k(x, v):
-    return x.p_const(v)
-
-
-def _sub(a, b):
-    return a.p_add(b.p_neg())
-
-
-def _sel(cond, a, b):
-    return cond.p_where(a, b)
-
-
-def _true(x):
-    return x.p_const(True, dtype=BOOL)
-
-
-def _false(x):
-    return x.p_const(False, dtype=BOOL)
-
-
-def _gt(a, b):
-    return b.p_cmplt(a)
-
-
-def _ge(a, b):
-    return logical_not(a.p_cmplt(b)) if not a.dtype.is_float else compose.ge(a, b)
-
-
-def _horner(x, coeffs):
-    """coeffs[0] * x**n + ... + coeffs[-1], highest power first."""
-    r = _k(x, coeffs[0])
-    for c in coeffs[1:]:
-        r = r.p_mul(x).p_add(_k(x, c))
-    return r
-
-
-def _wide(fn):
-    """Run a float64 algorithm for float32 operands and round the result once."""
-
-    def run(*xs, **kw):
-        if xs[0].dtype == dtypes.float32:
-            return fn(*(x.p_cast(F64) for x in xs), **kw).p_cast(dtypes.float32)
-        return fn(*xs, **kw)
-
-    run.__name__ = fn.__name__
-    run.__doc__ = fn.__doc__
-    return run
-
 
 # ---- bits: sign, magnitude, exponent ------------------------------------------------------
-
-
-def _int_of(d: DType) -> DType:
-    return {dtypes.float64: dtypes.int64, dtypes.float32: dtypes.int32}[d]
-
-
-def _bits(x):
-    return x.p_bitcast(_int_of(x.dtype))
-
-
-def _sign_mask(b):
-    return b.p_const(dtypes.min_value(b.dtype))
-
-
-def _abs_mask(b):
-    return b.p_const(dtypes.max_value(b.dtype))
 
 
 def signbit(x):
@@ -134,28 +81,6 @@ def isinf(x):
 
 def _nan(x):
     return _k(x, math.nan)
-
-
-def _pow2(e, d: DType):
-    """2**e as a float64 for integer tensors e in the normal range [-1022, 1023]."""
-    i64 = dtypes.int64
-    biased = e.p_cast(i64).p_add(e.p_const(1023, dtype=i64))
-    return biased.p_shl(biased.p_const(52)).p_bitcast(F64).p_cast(d)
-
-
-def _frexp(x):
-    """(m, e) with x = m * 2**e and 1 <= m < 2, for positive finite float64 x (subnormals too).
-
-    e is an int64 tensor; zero, inf and nan give meaningless but harmless values.
-    """
-    i64 = dtypes.int64
-    tiny = x.p_cmplt(_k(x, 2.0**-1022))
-    xs = _sel(tiny, x.p_mul(_k(x, 2.0**54)), x)
-    b = xs.p_bitcast(i64)
-    raw = b.p_shr(b.p_const(52)).p_and(b.p_const(0x7FF))
-    e = _sub(raw, _sel(tiny, b.p_const(1023 + 54), b.p_const(1023)))
-    m = b.p_and(b.p_const((1 << 52) - 1)).p_or(b.p_const(1023 << 52)).p_bitcast(F64)
-    return m, e
 
 
 def nextafter(a, b):
@@ -199,36 +124,6 @@ def _rint_small(x):
     """Round half to even for float64 |x| < 2**51: the 1.5 * 2**52 shifter, two adds."""
     big = _k(x, 1.5 * 2.0**52)
     return _sub(x.p_add(big), big)
-
-
-# ---- exact products and sums (Knuth, Dekker) ------------------------------------------------
-
-
-def _two_sum(a, b):
-    s = a.p_add(b)
-    bb = _sub(s, a)
-    return s, _sub(a, _sub(s, bb)).p_add(_sub(b, bb))
-
-
-def _fast_two_sum(a, b):
-    """|a| >= |b|: s + err == a + b exactly."""
-    s = a.p_add(b)
-    return s, _sub(b, _sub(s, a))
-
-
-def _split(a):
-    t = a.p_mul(_k(a, 134217729.0))  # 2**27 + 1
-    hi = _sub(t, _sub(t, a))
-    return hi, _sub(a, hi)
-
-
-def _two_prod(a, b):
-    """p + err == a * b exactly (|a|, |b| < 2**996 so the split cannot overflow)."""
-    p = a.p_mul(b)
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    err = _sub(ah.p_mul(bh), p).p_add(ah.p_mul(bl)).p_add(al.p_mul(bh)).p_add(al.p_mul(bl))
-    return p, err
 
 
 # ---- division -----------------------------------------------------------------------------

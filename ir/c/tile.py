@@ -1,6 +1,6 @@
 """C for a register-tiled contraction: the shape a matmul or a conv's reduce takes.
 
-``passes_c.tile_contraction`` marks a loop chain ``out* iA red+ iB`` whose body folds into
+``ir/c/passes.tile_contraction`` marks a loop chain ``out* iA red+ iB`` whose body folds into
 ``out``. This renders it as:
 
     for each outer cell, for each block of NR columns (iB):          <- the OpenMP team
@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import math
 
-from ir.loop import Block, defines, uses
-from ir.ops import Op
+from ir.c.passes import contraction
+from ir.c.spell import ctype, index, literal
+from ir.graph.ops import Op
+from ir.loop.rewrite import Block, defines, uses
 
 PANEL_LIMIT = 1 << 20  # elements per panel; a longer reduce keeps the plain rows
 
@@ -50,11 +52,18 @@ def _deps(inner, loop_vars: set[str]) -> dict[str, set[str]]:
     return deps
 
 
+def tiled(b: Block) -> bool:
+    """Whether the perfect loop chain starting at ``b`` is a tiled contraction."""
+    while True:
+        if dict(b.loop.attrs).get("tile"):
+            return True
+        if len(b.body) != 1 or not isinstance(b.body[0], Block):
+            return False
+        b = b.body[0]
+
+
 def render_tile(r, block: Block, depth: int) -> None:
     """Emit the tiled form of ``block`` through renderer ``r`` (see the module docstring)."""
-    from ir.passes_c import contraction
-    from ir.render_c import ctype, index, literal
-
     outer, ia, reds, ib, body, fold, init, tail = contraction(block)
     mr, nr = dict(ia.attrs)["tile"], dict(ib.attrs)["tile"]
     loop_vars = {lp.var for lp in (*outer, ia, *reds, ib)}

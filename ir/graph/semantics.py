@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.dtypes import DType, compute_dtype, to_numpy
-from ir.ops import Op
+from ir.graph.dtypes import DType, compute_dtype, to_numpy
+from ir.graph.ops import Op
 
 
 def widen(x, d: DType):

@@ -20,8 +20,8 @@ column, so a value worth RECOMPUTE_BUDGET weighted ops or more (a transcendental
 gather weighs more than an add) that a VIEW reuses for MIN_FANOUT cells or more is stored
 once, and the broadcast reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
-masks would be re-evaluated per cell and keep the contraction off the tiled path. A GATHER fuses like an
-elementwise op; its index becomes a data-dependent term of the source's address.
+masks would be re-evaluated per cell and keep the contraction off the tiled path. A
+GATHER fuses like an elementwise op; its index becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not
@@ -36,9 +36,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ir.graph import Node, toposort
-from ir.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
-from ir.ops import ELEMENTWISE, REDUCE, Op
+from ir.graph.node import Node, toposort
+from ir.graph.ops import ELEMENTWISE, REDUCE, Op
+from ir.kernel.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 
 CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
 

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.dtypes import DType, acc_dtype, compute_dtype, float32, float64, python_type, to_numpy
-from ir.kernel import Kernel, KernelGraph, reduce_identity, reindex
-from ir.loop import (
+from ir.graph.dtypes import DType, acc_dtype, compute_dtype, float32, float64, python_type, to_numpy
+from ir.graph.ops import ELEMENTWISE, Op
+from ir.graph.view import contiguous_strides
+from ir.kernel.kernel import Kernel, KernelGraph, reduce_identity, reindex
+from ir.loop.nest import (
     Accum,
     Arith,
     Check,
@@ -40,11 +42,8 @@ from ir.loop import (
     Mask,
     Range,
     Store,
-    defines,
-    value_dtype,
 )
-from ir.ops import ELEMENTWISE, Op
-from ir.view import contiguous_strides
+from ir.loop.rewrite import defines, value_dtype
 
 
 def lower(graph: KernelGraph, i: int) -> LoopNest:

@@ -6,7 +6,7 @@ compiler must not do to the numbers is ruled out by the flags the runtime compil
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
 
-Where C itself leaves a case undefined, the rendering defines it the way ``ir/semantics``
+Where C itself leaves a case undefined, the rendering defines it the way ``ir/graph/semantics``
 does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
 the width give 0 or the sign fill, a float converts to bfloat16 by round-to-nearest-even.
 ``exp`` and ``log`` are rendered as branch-free inline functions (range reduction and a
@@ -22,42 +22,25 @@ from __future__ import annotations
 
 import math
 
-from ir import dtypes
-from ir.dtypes import DType
-from ir.loop import (
+from ir.c.spell import ctype, index, literal
+from ir.c.tile import render_tile, tiled
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
+from ir.graph.ops import Op
+from ir.loop.nest import (
     Accum,
     Arith,
-    Block,
     Check,
     Const,
     DefAcc,
-    Index,
     Load,
     LoopNest,
     Mask,
     Range,
     Store,
     Tree,
-    to_tree,
-    value_dtype,
 )
-from ir.ops import Op
-
-CTYPE = {
-    dtypes.bool_: "uint8_t",
-    dtypes.int8: "int8_t",
-    dtypes.int16: "int16_t",
-    dtypes.int32: "int32_t",
-    dtypes.int64: "int64_t",
-    dtypes.uint8: "uint8_t",
-    dtypes.uint16: "uint16_t",
-    dtypes.uint32: "uint32_t",
-    dtypes.uint64: "uint64_t",
-    dtypes.float16: "_Float16",
-    dtypes.bfloat16: "uint16_t",  # bits; converted by limn_bf2f / limn_f2bf
-    dtypes.float32: "float",
-    dtypes.float64: "double",
-}
+from ir.loop.rewrite import Block, to_tree, value_dtype
 
 UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
 UNSIGNED_OF["int64_t"] = "uint64_t"
@@ -131,49 +114,6 @@ static inline float limn_logf(float x) {
 """
 
 
-def ctype(d: DType) -> str:
-    if d not in CTYPE:
-        raise TypeError(
-            f"c device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
-    return CTYPE[d]
-
-
-def literal(value, d: DType) -> str:
-    """A C expression of exactly ``value`` in dtype ``d``."""
-    t = ctype(d)
-    if d == dtypes.bool_:
-        return "1" if value else "0"
-    if d.is_int:
-        v = int(value)
-        if d.kind == "u":
-            return f"(({t}){v}ull)"
-        if v == dtypes.min_value(d):
-            return f"(({t})({v + 1}ll - 1))"
-        return f"(({t}){v}ll)"
-    v = float(value)
-    if math.isnan(v):
-        body = "NAN"
-    elif math.isinf(v):
-        body = "INFINITY" if v > 0 else "-INFINITY"
-    else:
-        body = v.hex()
-    if d == dtypes.bfloat16:
-        return f"limn_f2bf((float){body})"
-    return f"(({t}){body})"
-
-
-def index(idx: Index, values: dict[str, str] | None = None) -> str:
-    """``i0*5 + r2``; a term naming a loaded value (a gather's index) reads ``values[name]``."""
-    parts = []
-    for name, c in idx.terms:
-        term = (values or {}).get(name, name)
-        parts.append(term if c == 1 else f"{term}*{c}")
-    if idx.const or not parts:
-        parts.append(str(idx.const))
-    return " + ".join(parts).replace("+ -", "- ")
-
-
 def _preds(preds: tuple[Range, ...], values=None) -> str:
     out = []
     for p in preds:
@@ -228,7 +168,7 @@ def _arith(ins: Arith, src_dtypes: list[DType]) -> str:
         return f"(({t})({a[0]} {sym} {a[1]}))"
     if op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
         return f"limn_{op.value.lower()}_{ctype(s0)}({a[0]}, {a[1]})"
-    raise NotImplementedError(f"render_c: no C for {op.value}")
+    raise NotImplementedError(f"c device: no C for {op.value}")
 
 
 def _int_helpers(used: set[tuple[str, str]]) -> str:
@@ -316,9 +256,7 @@ class _Renderer:
 
     def block(self, b: Block, depth: int, collapse: int = 0) -> None:
         attrs = dict(b.loop.attrs)
-        if _tiled(b):
-            from ir.render_c_tile import render_tile
-
+        if tiled(b):
             self.lines.append("  " * depth + "{")
             render_tile(self, b, depth + 1)
             self.lines.append("  " * depth + "}")
@@ -406,7 +344,7 @@ class _Renderer:
             return _accum(ins, self.dtype_of, self.bufs, values)
         if isinstance(ins, Store):
             return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
-        raise TypeError(f"render_c: {type(ins).__name__} is not a loop-nest instruction")
+        raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
 
     def tree(self, ins: Tree) -> str:
         """The pairwise order of TREE, written out: each row, then the rows' totals."""
@@ -417,16 +355,6 @@ class _Renderer:
         return (
             f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} const {t} {ins.acc} = {a}[0];"
         )
-
-
-def _tiled(b: Block) -> bool:
-    """Whether the perfect loop chain starting at ``b`` is a tiled contraction."""
-    while True:
-        if dict(b.loop.attrs).get("tile"):
-            return True
-        if len(b.body) != 1 or not isinstance(b.body[0], Block):
-            return False
-        b = b.body[0]
 
 
 def _pairwise(at, n: int, op: Op) -> str:

@@ -6,7 +6,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of te
     ENDLOOP  var                   close it
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
-    ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/ops.py``
+    ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/graph/ops.py``
     MASK     v = preds : bool      the pad predicates as a value (for WHERE)
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc = identity : dtype   a register accumulator
@@ -21,11 +21,11 @@ name is a loop variable or a loaded value (a gather's index). A pad is a ``Range
 on an Index. A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they
 never change what the nest computes.
 
-What each instruction means, exactly (the interpreter in ``ir/interp.py`` is the oracle):
+What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` is the oracle):
 
 * arithmetic happens in each value's dtype as written: half-width floats are widened and
   rounded by explicit CASTs, so a backend renders what it reads and nothing more;
-* ARITH computes ``ir/semantics.apply(op, srcs, dtype, dtype of the last src)``;
+* ARITH computes ``ir/graph/semantics.apply(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
 * ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
@@ -35,11 +35,11 @@ What each instruction means, exactly (the interpreter in ``ir/interp.py`` is the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ir.dtypes import DType, bool_
-from ir.kernel import BufferSpec
-from ir.ops import TABLE, Op
+from ir.graph.dtypes import DType
+from ir.graph.ops import Op
+from ir.kernel.kernel import BufferSpec
 
 # ---- index expressions --------------------------------------------------------------
 
@@ -143,7 +143,7 @@ class Loop:
 
     ``lo`` and ``hi`` are Index bounds over outer loop variables: the loop really runs from
     ``max(start, *lo)`` to ``min(stop, *hi)``. They let a pass cut a loop where a pad
-    predicate changes value (``ir/passes_c.split_pad_masks``).
+    predicate changes value (``ir/c/passes.split_pad_masks``).
     """
 
     var: str
@@ -319,114 +319,6 @@ OPCODE = {
 }
 
 
-def defines(ins: Instr) -> str | None:
-    """The value or accumulator an instruction introduces."""
-    return getattr(ins, "out", None)
-
-
-def value_dtype(ins: Instr) -> DType | None:
-    if isinstance(ins, Mask):
-        return bool_
-    return getattr(ins, "dtype", None)
-
-
-def uses(ins: Instr) -> tuple[str, ...]:
-    """Every name an instruction reads: values, accumulators, loop variables."""
-    names: list[str] = []
-    for idx in indices(ins):
-        names += idx.names
-    if isinstance(ins, Arith):
-        names += ins.srcs
-    elif isinstance(ins, Store):
-        names.append(ins.src)
-    elif isinstance(ins, Accum):
-        names.append(ins.src)
-        if ins.index is None:
-            names.append(ins.dst)
-    elif isinstance(ins, Check):
-        names.append(ins.value)
-    elif isinstance(ins, Tree):
-        names.append(ins.acc)
-    return tuple(names)
-
-
-def indices(ins: Instr) -> tuple[Index, ...]:
-    """Every Index an instruction evaluates: its address, a lane, bounds, predicates."""
-    out = []
-    if isinstance(ins, Load | Store) or isinstance(ins, Accum) and ins.index is not None:
-        out.append(ins.index)
-    if isinstance(ins, Accum) and ins.lane is not None:
-        out.append(ins.lane)
-    if isinstance(ins, Loop):
-        out += [*ins.lo, *ins.hi]
-    for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
-        out.append(p.index)
-    return tuple(out)
-
-
-def accesses(ins: Instr) -> tuple[tuple[str, Index], ...]:
-    """The memory an instruction touches, as (buffer, address) pairs."""
-    if isinstance(ins, Load | Store):
-        return ((ins.buf, ins.index),)
-    if isinstance(ins, Accum) and ins.index is not None:
-        return ((ins.dst, ins.index),)
-    return ()
-
-
-def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
-    """Replace loop variables (or value terms) inside every Index of ``ins``."""
-
-    def sub_preds(ps):
-        return tuple(Range(p.index.substitute(mapping), p.lo, p.hi) for p in ps)
-
-    if isinstance(ins, Load):
-        return replace(ins, index=ins.index.substitute(mapping), guard=sub_preds(ins.guard))
-    if isinstance(ins, Store):
-        return replace(ins, index=ins.index.substitute(mapping))
-    if isinstance(ins, Accum) and (ins.index is not None or ins.lane is not None):
-        return replace(
-            ins,
-            index=None if ins.index is None else ins.index.substitute(mapping),
-            lane=None if ins.lane is None else ins.lane.substitute(mapping),
-        )
-    if isinstance(ins, Loop) and (ins.lo or ins.hi):
-        return replace(
-            ins,
-            lo=tuple(b.substitute(mapping) for b in ins.lo),
-            hi=tuple(b.substitute(mapping) for b in ins.hi),
-        )
-    if isinstance(ins, Mask):
-        return replace(ins, preds=sub_preds(ins.preds))
-    if isinstance(ins, Check):
-        return replace(ins, guard=sub_preds(ins.guard))
-    return ins
-
-
-def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
-    """Rename values and accumulators, where defined and where used (index terms too)."""
-
-    def n(x):
-        return mapping.get(x, x)
-
-    terms = {t for idx in indices(ins) for t in idx.names if t in mapping}
-    if terms:
-        ins = substitute(ins, {t: Index.var(mapping[t]) for t in terms})
-    if isinstance(ins, Const | Load | Mask | DefAcc):
-        return replace(ins, out=n(ins.out))
-    if isinstance(ins, Arith):
-        return replace(ins, out=n(ins.out), srcs=tuple(n(s) for s in ins.srcs))
-    if isinstance(ins, Store):
-        return replace(ins, src=n(ins.src))
-    if isinstance(ins, Accum):
-        dst = n(ins.dst) if ins.index is None else ins.dst
-        return replace(ins, dst=dst, src=n(ins.src))
-    if isinstance(ins, Check):
-        return replace(ins, value=n(ins.value))
-    if isinstance(ins, Tree):
-        return replace(ins, acc=n(ins.acc))
-    return ins
-
-
 # ---- the nest -----------------------------------------------------------------------
 
 
@@ -468,135 +360,3 @@ def format_body(body: tuple[Instr, ...], depth: int = 1) -> list[str]:
         if isinstance(ins, Loop):
             depth += 1
     return lines
-
-
-# ---- a nested view for passes -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Block:
-    """A LOOP and everything up to its ENDLOOP, as a tree node."""
-
-    loop: Loop
-    body: tuple[Instr | Block, ...]
-
-
-def to_tree(body: tuple[Instr, ...]) -> tuple[Instr | Block, ...]:
-    stack: list[tuple[Loop | None, list]] = [(None, [])]
-    for ins in body:
-        if isinstance(ins, Loop):
-            stack.append((ins, []))
-        elif isinstance(ins, EndLoop):
-            loop, items = stack.pop()
-            if loop is None or loop.var != ins.var:
-                raise ValueError(f"loop nest: ENDLOOP {ins.var} does not close an open LOOP")
-            stack[-1][1].append(Block(loop, tuple(items)))
-        else:
-            stack[-1][1].append(ins)
-    if len(stack) != 1:
-        raise ValueError(f"loop nest: LOOP {stack[-1][0].var} is never closed")
-    return tuple(stack[0][1])
-
-
-def flatten(tree) -> tuple[Instr, ...]:
-    out: list[Instr] = []
-    for item in tree:
-        if isinstance(item, Block):
-            out.append(item.loop)
-            out += flatten(item.body)
-            out.append(EndLoop(item.loop.var))
-        else:
-            out.append(item)
-    return tuple(out)
-
-
-def walk(tree):
-    """Every instruction of a tree, loops' own headers excluded, depth first."""
-    for item in tree:
-        if isinstance(item, Block):
-            yield from walk(item.body)
-        else:
-            yield item
-
-
-# ---- well-formedness ----------------------------------------------------------------
-
-
-def verify(nest: LoopNest) -> None:
-    """Raise ValueError unless every name is defined once, in scope, with matching dtypes.
-
-    Passes are checked against this after they run, so a broken user pass fails with the
-    instruction it got wrong instead of a wrong number later.
-    """
-    bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
-    visible: set[str] = set()
-    scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
-    dtypes: dict[str, DType] = {}
-    seen: set[str] = set()
-
-    def fail(ins, why):
-        raise ValueError(f"{nest.name}: {OPCODE[type(ins)]} {ins.text()}: {why}")
-
-    for ins in nest.body:
-        for name in uses(ins):
-            if name not in visible:
-                fail(ins, f"{name} is not defined here")
-        for buf, _ in accesses(ins):
-            if buf not in bufs:
-                fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
-        if isinstance(ins, Loop):
-            if ins.var in visible:
-                fail(ins, f"{ins.var} is already defined")
-            if ins.step < 1:
-                fail(ins, "a loop steps forward by at least 1")
-            visible.add(ins.var)
-            scopes.append((ins.var, [ins.var]))
-            continue
-        if isinstance(ins, EndLoop):
-            if not scopes or scopes[-1][0] != ins.var:
-                fail(ins, "does not close the innermost open loop")
-            visible.difference_update(scopes.pop()[1])
-            continue
-        if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
-            fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
-        if isinstance(ins, Store) and dtypes[ins.src] != bufs[ins.buf]:
-            fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {bufs[ins.buf]}")
-        if isinstance(ins, Accum):
-            want = dtypes[ins.dst] if ins.index is None else bufs[ins.dst]
-            if dtypes[ins.src] != want:
-                fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
-            if ins.op not in (Op.ADD, Op.MAX):
-                fail(ins, "ACCUM folds with ADD or MAX")
-        if isinstance(ins, Arith):
-            why = _arith_types(ins, [dtypes[s] for s in ins.srcs])
-            if why:
-                fail(ins, why)
-        out = defines(ins)
-        if out is not None:
-            if out in seen:
-                fail(ins, f"{out} is defined twice")
-            seen.add(out)
-            visible.add(out)
-            if scopes:
-                scopes[-1][1].append(out)
-            dtypes[out] = value_dtype(ins)
-    if scopes:
-        raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
-
-
-def _arith_types(ins: Arith, srcs: list[DType]) -> str | None:
-    """Why the operand and result dtypes of an ARITH do not fit its op, or None."""
-    arity = TABLE[ins.op].arity
-    if TABLE[ins.op].category not in ("unary", "binary", "ternary"):
-        return f"{ins.op.value} is not an elementwise op"
-    if len(srcs) != arity:
-        return f"{ins.op.value} takes {arity} operands"
-    if ins.op in (Op.CAST, Op.BITCAST):
-        return None
-    if ins.op == Op.WHERE:
-        ok = srcs[0] == bool_ and srcs[1] == srcs[2] == ins.dtype
-        return None if ok else "WHERE takes a bool and two values of the result dtype"
-    if len(set(srcs)) != 1:
-        return f"operands differ in dtype: {', '.join(map(str, srcs))}"
-    want = bool_ if ins.op == Op.CMPLT else srcs[0]
-    return None if ins.dtype == want else f"the result of {ins.op.value} is {want}"

@@ -9,8 +9,8 @@ pass ``[*DEFAULT_PASSES, my_pass]`` wherever passes are taken (docs/passes.md).
 The default list:
 
 * ``loop_order``: in each perfect chain of loops, the loop whose variable is stride-1 in
-  the accesses that move the most bytes goes innermost, the others keep their order. A loop whose variable
-  addresses no written cell folds into the cells it revisits (a reduce axis, a scatter's
+  the accesses that move the most bytes goes innermost, the others keep their order. A
+  loop whose variable addresses no written cell folds into the cells it revisits (a reduce axis, a scatter's
   colliding rows); such loops never pass one another, so every total is folded in the
   order the kernel's dims give.
 * ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
@@ -27,17 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ir.loop import (
-    Accum,
-    Arith,
+from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mask, Store
+from ir.loop.rewrite import (
     Block,
-    Const,
-    DefAcc,
-    Index,
-    Load,
-    LoopNest,
-    Mask,
-    Store,
     accesses,
     defines,
     flatten,

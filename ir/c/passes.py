@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ir.dtypes import HALF, bool_
-from ir.loop import (
+from ir.graph.dtypes import HALF, bool_
+from ir.graph.ops import Op
+from ir.loop.nest import (
     Accum,
-    Block,
     Check,
     Const,
     DefAcc,
@@ -36,16 +36,9 @@ from ir.loop import (
     Range,
     Store,
     Tree,
-    defines,
-    flatten,
-    indices,
-    rename,
-    substitute,
-    to_tree,
-    walk,
 )
-from ir.ops import Op
-from ir.passes import renumber
+from ir.loop.passes import renumber
+from ir.loop.rewrite import Block, defines, flatten, indices, rename, substitute, to_tree, walk
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces

@@ -2,7 +2,7 @@
 
 It is the oracle that a printed nest means what it says. It is deliberately literal: every
 value is a 0-d numpy array of exactly the dtype its instruction names, every ARITH goes
-through ``ir/semantics.apply`` (the definitions the numpy device uses), loads and stores
+through ``ir/graph/semantics.apply`` (the definitions the numpy device uses), loads and stores
 touch one element, and an address outside its buffer is an error rather than a silent
 read, so a lowering bug cannot hide behind a lucky number. Fresh buffers start filled with
 a poison value, so a cell the nest forgets to write shows up in the diff.
@@ -19,11 +19,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ir import dtypes, semantics
-from ir.dtypes import DType, to_numpy
-from ir.graph import Node
-from ir.kernel import KernelGraph
-from ir.loop import (
+from ir.graph import dtypes, semantics
+from ir.graph.dtypes import DType, to_numpy
+from ir.graph.node import Node
+from ir.graph.ops import Op
+from ir.kernel.kernel import KernelGraph
+from ir.kernel.schedule import schedule
+from ir.loop.lower import lower
+from ir.loop.nest import (
     Accum,
     Arith,
     Check,
@@ -37,13 +40,9 @@ from ir.loop import (
     Mask,
     Store,
     Tree,
-    defines,
-    value_dtype,
 )
-from ir.lower import lower
-from ir.ops import Op
-from ir.passes import Pass, apply_passes
-from ir.schedule import schedule
+from ir.loop.passes import Pass, apply_passes
+from ir.loop.rewrite import defines, value_dtype
 
 
 def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ir import dtypes
-from ir.dtypes import DType
-from ir.graph import format_arg
-from ir.ops import Op
-from ir.view import View
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
+from ir.graph.node import format_arg
+from ir.graph.ops import Op
+from ir.graph.view import View
 
 KINDS = ("MAP", "SUM", "MAX", "SCATTER", "CUSTOM")
 
@@ -250,7 +250,7 @@ def format_kernel_graph(graph: KernelGraph) -> str:
 
 @dataclass(frozen=True)
 class _RowAsNode:
-    """Just enough of a Node for ``ir.graph.format_arg`` to print a row's argument."""
+    """Just enough of a Node for ``ir.graph.node.format_arg`` to print a row's argument."""
 
     row: Row
 

@@ -1,4 +1,4 @@
-"""Stage 1, the op graph: a DAG of immutable nodes over the primitives in ``ir/ops.py``.
+"""Stage 1, the op graph: a DAG of immutable nodes over the primitives in ``ir/graph/ops.py``.
 
 A Node is (op, dtype, shape, srcs, arg). Nodes compare by identity: two nodes built
 separately are two values even when they look alike, which keeps hashing O(1) on deep
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir.dtypes import DType
-from ir.ops import TABLE, Op
+from ir.graph.dtypes import DType
+from ir.graph.ops import TABLE, Op
 
 
 @dataclass(frozen=True, eq=False)

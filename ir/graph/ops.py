@@ -1,7 +1,7 @@
 """The closed op table: every primitive limn computes, one row each.
 
 Nineteen primitives plus CUSTOM. Everything else a user calls (sub, matmul, softmax,
-comparisons, ...) is spelled in these in ``ir/compose.py``, so a device that implements
+comparisons, ...) is spelled in these in ``ir/graph/compose.py``, so a device that implements
 this table gets the whole framework. A row says how many sources the op takes, which
 family it belongs to (the scheduler and the lowering dispatch on it), and how its result
 dtype follows from its sources.

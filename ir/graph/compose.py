@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
-from ir import dtypes
-from ir.dtypes import DType
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
 
 # ---- shapes and axes (the one owner of broadcasting) --------------------------------
 

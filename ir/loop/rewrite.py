@@ -1,0 +1,274 @@
+"""The tools a pass rewrites a loop nest with, and the check it must pass afterwards.
+
+``ir/loop/nest.py`` says what a nest is; this module says what a pass can ask of one: the
+names an instruction defines and reads, the addresses it touches, renaming and substituting
+inside every Index, a nested (Block) view of the flat body and back, and ``verify``, which
+every pass's output is checked against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ir.graph.dtypes import DType, bool_
+from ir.graph.ops import TABLE, Op
+from ir.loop.nest import (
+    OPCODE,
+    Accum,
+    Arith,
+    Check,
+    Const,
+    DefAcc,
+    EndLoop,
+    Index,
+    Instr,
+    Load,
+    Loop,
+    LoopNest,
+    Mask,
+    Range,
+    Store,
+    Tree,
+)
+
+# ---- what an instruction defines, reads and touches ---------------------------------
+
+
+def defines(ins: Instr) -> str | None:
+    """The value or accumulator an instruction introduces."""
+    return getattr(ins, "out", None)
+
+
+def value_dtype(ins: Instr) -> DType | None:
+    if isinstance(ins, Mask):
+        return bool_
+    return getattr(ins, "dtype", None)
+
+
+def uses(ins: Instr) -> tuple[str, ...]:
+    """Every name an instruction reads: values, accumulators, loop variables."""
+    names: list[str] = []
+    for idx in indices(ins):
+        names += idx.names
+    if isinstance(ins, Arith):
+        names += ins.srcs
+    elif isinstance(ins, Store):
+        names.append(ins.src)
+    elif isinstance(ins, Accum):
+        names.append(ins.src)
+        if ins.index is None:
+            names.append(ins.dst)
+    elif isinstance(ins, Check):
+        names.append(ins.value)
+    elif isinstance(ins, Tree):
+        names.append(ins.acc)
+    return tuple(names)
+
+
+def indices(ins: Instr) -> tuple[Index, ...]:
+    """Every Index an instruction evaluates: its address, a lane, bounds, predicates."""
+    out = []
+    if isinstance(ins, Load | Store) or isinstance(ins, Accum) and ins.index is not None:
+        out.append(ins.index)
+    if isinstance(ins, Accum) and ins.lane is not None:
+        out.append(ins.lane)
+    if isinstance(ins, Loop):
+        out += [*ins.lo, *ins.hi]
+    for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
+        out.append(p.index)
+    return tuple(out)
+
+
+def accesses(ins: Instr) -> tuple[tuple[str, Index], ...]:
+    """The memory an instruction touches, as (buffer, address) pairs."""
+    if isinstance(ins, Load | Store):
+        return ((ins.buf, ins.index),)
+    if isinstance(ins, Accum) and ins.index is not None:
+        return ((ins.dst, ins.index),)
+    return ()
+
+
+def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
+    """Replace loop variables (or value terms) inside every Index of ``ins``."""
+
+    def sub_preds(ps):
+        return tuple(Range(p.index.substitute(mapping), p.lo, p.hi) for p in ps)
+
+    if isinstance(ins, Load):
+        return replace(ins, index=ins.index.substitute(mapping), guard=sub_preds(ins.guard))
+    if isinstance(ins, Store):
+        return replace(ins, index=ins.index.substitute(mapping))
+    if isinstance(ins, Accum) and (ins.index is not None or ins.lane is not None):
+        return replace(
+            ins,
+            index=None if ins.index is None else ins.index.substitute(mapping),
+            lane=None if ins.lane is None else ins.lane.substitute(mapping),
+        )
+    if isinstance(ins, Loop) and (ins.lo or ins.hi):
+        return replace(
+            ins,
+            lo=tuple(b.substitute(mapping) for b in ins.lo),
+            hi=tuple(b.substitute(mapping) for b in ins.hi),
+        )
+    if isinstance(ins, Mask):
+        return replace(ins, preds=sub_preds(ins.preds))
+    if isinstance(ins, Check):
+        return replace(ins, guard=sub_preds(ins.guard))
+    return ins
+
+
+def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
+    """Rename values and accumulators, where defined and where used (index terms too)."""
+
+    def n(x):
+        return mapping.get(x, x)
+
+    terms = {t for idx in indices(ins) for t in idx.names if t in mapping}
+    if terms:
+        ins = substitute(ins, {t: Index.var(mapping[t]) for t in terms})
+    if isinstance(ins, Const | Load | Mask | DefAcc):
+        return replace(ins, out=n(ins.out))
+    if isinstance(ins, Arith):
+        return replace(ins, out=n(ins.out), srcs=tuple(n(s) for s in ins.srcs))
+    if isinstance(ins, Store):
+        return replace(ins, src=n(ins.src))
+    if isinstance(ins, Accum):
+        dst = n(ins.dst) if ins.index is None else ins.dst
+        return replace(ins, dst=dst, src=n(ins.src))
+    if isinstance(ins, Check):
+        return replace(ins, value=n(ins.value))
+    if isinstance(ins, Tree):
+        return replace(ins, acc=n(ins.acc))
+    return ins
+
+
+# ---- a nested view for passes -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """A LOOP and everything up to its ENDLOOP, as a tree node."""
+
+    loop: Loop
+    body: tuple[Instr | Block, ...]
+
+
+def to_tree(body: tuple[Instr, ...]) -> tuple[Instr | Block, ...]:
+    stack: list[tuple[Loop | None, list]] = [(None, [])]
+    for ins in body:
+        if isinstance(ins, Loop):
+            stack.append((ins, []))
+        elif isinstance(ins, EndLoop):
+            loop, items = stack.pop()
+            if loop is None or loop.var != ins.var:
+                raise ValueError(f"loop nest: ENDLOOP {ins.var} does not close an open LOOP")
+            stack[-1][1].append(Block(loop, tuple(items)))
+        else:
+            stack[-1][1].append(ins)
+    if len(stack) != 1:
+        raise ValueError(f"loop nest: LOOP {stack[-1][0].var} is never closed")
+    return tuple(stack[0][1])
+
+
+def flatten(tree) -> tuple[Instr, ...]:
+    out: list[Instr] = []
+    for item in tree:
+        if isinstance(item, Block):
+            out.append(item.loop)
+            out += flatten(item.body)
+            out.append(EndLoop(item.loop.var))
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def walk(tree):
+    """Every instruction of a tree, loops' own headers excluded, depth first."""
+    for item in tree:
+        if isinstance(item, Block):
+            yield from walk(item.body)
+        else:
+            yield item
+
+
+# ---- well-formedness ----------------------------------------------------------------
+
+
+def verify(nest: LoopNest) -> None:
+    """Raise ValueError unless every name is defined once, in scope, with matching dtypes.
+
+    Passes are checked against this after they run, so a broken user pass fails with the
+    instruction it got wrong instead of a wrong number later.
+    """
+    bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
+    visible: set[str] = set()
+    scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
+    dtypes: dict[str, DType] = {}
+    seen: set[str] = set()
+
+    def fail(ins, why):
+        raise ValueError(f"{nest.name}: {OPCODE[type(ins)]} {ins.text()}: {why}")
+
+    for ins in nest.body:
+        for name in uses(ins):
+            if name not in visible:
+                fail(ins, f"{name} is not defined here")
+        for buf, _ in accesses(ins):
+            if buf not in bufs:
+                fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
+        if isinstance(ins, Loop):
+            if ins.var in visible:
+                fail(ins, f"{ins.var} is already defined")
+            if ins.step < 1:
+                fail(ins, "a loop steps forward by at least 1")
+            visible.add(ins.var)
+            scopes.append((ins.var, [ins.var]))
+            continue
+        if isinstance(ins, EndLoop):
+            if not scopes or scopes[-1][0] != ins.var:
+                fail(ins, "does not close the innermost open loop")
+            visible.difference_update(scopes.pop()[1])
+            continue
+        if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
+            fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Store) and dtypes[ins.src] != bufs[ins.buf]:
+            fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Accum):
+            want = dtypes[ins.dst] if ins.index is None else bufs[ins.dst]
+            if dtypes[ins.src] != want:
+                fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
+            if ins.op not in (Op.ADD, Op.MAX):
+                fail(ins, "ACCUM folds with ADD or MAX")
+        if isinstance(ins, Arith):
+            why = _arith_types(ins, [dtypes[s] for s in ins.srcs])
+            if why:
+                fail(ins, why)
+        out = defines(ins)
+        if out is not None:
+            if out in seen:
+                fail(ins, f"{out} is defined twice")
+            seen.add(out)
+            visible.add(out)
+            if scopes:
+                scopes[-1][1].append(out)
+            dtypes[out] = value_dtype(ins)
+    if scopes:
+        raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
+
+
+def _arith_types(ins: Arith, srcs: list[DType]) -> str | None:
+    """Why the operand and result dtypes of an ARITH do not fit its op, or None."""
+    arity = TABLE[ins.op].arity
+    if TABLE[ins.op].category not in ("unary", "binary", "ternary"):
+        return f"{ins.op.value} is not an elementwise op"
+    if len(srcs) != arity:
+        return f"{ins.op.value} takes {arity} operands"
+    if ins.op in (Op.CAST, Op.BITCAST):
+        return None
+    if ins.op == Op.WHERE:
+        ok = srcs[0] == bool_ and srcs[1] == srcs[2] == ins.dtype
+        return None if ok else "WHERE takes a bool and two values of the result dtype"
+    if len(set(srcs)) != 1:
+        return f"operands differ in dtype: {', '.join(map(str, srcs))}"
+    want = bool_ if ins.op == Op.CMPLT else srcs[0]
+    return None if ins.dtype == want else f"the result of {ins.op.value} is {want}"
