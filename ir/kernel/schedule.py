@@ -21,7 +21,8 @@ gather weighs more than an add) that a VIEW reuses for MIN_FANOUT cells or more 
 once, and the broadcast reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
-GATHER fuses like an elementwise op; its index becomes a data-dependent term of the source's address.
+GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
+source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not

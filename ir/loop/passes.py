@@ -10,9 +10,9 @@ The default list:
 
 * ``loop_order``: in each perfect chain of loops, the loop whose variable is stride-1 in
   the accesses that move the most bytes goes innermost, the others keep their order. A
-  loop whose variable addresses no written cell folds into the cells it revisits (a reduce axis, a scatter's
-  colliding rows); such loops never pass one another, so every total is folded in the
-  order the kernel's dims give.
+  loop whose variable addresses no written cell folds into the cells it revisits (a reduce
+  axis, a scatter's colliding rows); such loops never pass one another, so every total is
+  folded in the order the kernel's dims give.
 * ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
   output" whose reduce loops have ended up innermost keeps its total in a register
   instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
