@@ -25,6 +25,7 @@ from ir.graph.dtypes import HALF, bool_
 from ir.graph.ops import Op
 from ir.loop.nest import (
     Accum,
+    Arith,
     Check,
     Const,
     DefAcc,
@@ -38,7 +39,17 @@ from ir.loop.nest import (
     Tree,
 )
 from ir.loop.passes import renumber
-from ir.loop.rewrite import Block, defines, flatten, indices, rename, substitute, to_tree, walk
+from ir.loop.rewrite import (
+    Block,
+    defines,
+    flatten,
+    indices,
+    rename,
+    substitute,
+    to_tree,
+    uses,
+    walk,
+)
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
@@ -141,8 +152,9 @@ def tile_contraction(nest: LoopNest) -> LoopNest:
 
 
 def tile_shape(itemsize: int) -> tuple[int, int]:
-    """Rows and columns of the register block: two vectors of 64 bytes per row."""
-    return 4, max(8, 128 // itemsize)
+    """Rows and columns of the register block: six rows of two 64-byte vectors (12 of the
+    32 AVX-512 registers hold the block, the rest the operands)."""
+    return 6, max(8, 128 // itemsize)
 
 
 def contraction(block: Block):
@@ -252,10 +264,13 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     outer, ia, reds, ib, body, fold, init, tail = found
     if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
         return block
-    if any(isinstance(x, Store | Accum | Check) for x in body) or any(
-        isinstance(x, Load) and x.guard for x in body
-    ):
-        return block  # gathers and masked operands keep the plain form
+    if any(isinstance(x, Store | Accum | Check) for x in body):
+        return block  # gathers keep the plain form
+    guarded = [x for x in body if isinstance(x, Load) and x.guard]
+    if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
+        return block
+    if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
+        return block  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(_extent(lp) for lp in reds)
     if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
         return block
@@ -271,7 +286,36 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
     if cells * k >= MIN_PARALLEL_WORK:
         tagged[0] = _attr(tagged[0], parallel=len(outer) + 1)
-    return _rebuild(tagged, inner)
+    return _fuse_multiply_add(_rebuild(tagged, inner), init, nest)
+
+
+def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
+    """Fold ``acc + a*b`` of a tiled contraction as one FMA (rounded once), as BLAS does.
+
+    It is written into the nest, so the printed nest, the interpreter and the C agree:
+    the MUL that only feeds the fold goes, and the ACCUM names both factors.
+    """
+    acc_dtype = init.dtype if init is not None else nest.output.dtype
+    if not acc_dtype.is_float or acc_dtype.itemsize < 4:
+        return block
+
+    def rewrite(b: Block) -> Block:
+        if any(isinstance(x, Block) for x in b.body):
+            return Block(b.loop, tuple(rewrite(x) if isinstance(x, Block) else x for x in b.body))
+        body = list(b.body)
+        fold = body[-1]
+        if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
+            return b
+        mul = next((x for x in body if defines(x) == fold.src), None)
+        if not isinstance(mul, Arith) or mul.op != Op.MUL or mul.dtype != acc_dtype:
+            return b
+        if sum(fold.src in uses(x) for x in body) != 1:
+            return b  # the product is read elsewhere too: it must exist
+        x, y = mul.srcs
+        body = [i for i in body[:-1] if i is not mul] + [replace(fold, src=x, mul=y)]
+        return Block(b.loop, tuple(body))
+
+    return rewrite(block)
 
 
 # ---- lane-wise reductions ------------------------------------------------------------
@@ -370,7 +414,8 @@ def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
         names = {defines(x): fresh("v") for x in work if defines(x)}
         moved = tuple(rename(substitute(x, at), names) for x in work)
         src = names.get(tail_fold.src, tail_fold.src)
-        return (*moved, replace(tail_fold, src=src, lane=lane))
+        mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
+        return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
 
     lv = fresh("l")
     rv = Index.var(r.var)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ir.c.spell import ctype, index, literal
-from ir.c.tile import render_tile, tiled
+from ir.c.tile import micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
@@ -175,7 +175,9 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
     """Definitions of the integer and bitcast helpers a program uses, and only those."""
     out = []
     for kind, t in sorted(used):
-        if kind == "idiv":
+        if kind == "gemm":
+            out.append(micro_kernel(t))
+        elif kind == "idiv":
             mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
             out.append(
                 f"static inline {t} limn_idiv_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
@@ -374,6 +376,8 @@ def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], value
     d = dtype_of[ins.dst] if ins.index is None else bufs[ins.dst]
     dst = ins.dst if ins.index is None else f"{ins.dst}[{index(ins.index, values)}]"
     src = ins.src
+    if ins.mul is not None:  # the printed FMA: one rounding, as the interpreter computes it
+        return f"{dst} = {'fmaf' if d == dtypes.float32 else 'fma'}({src}, {ins.mul}, {dst});"
     if d in dtypes.HALF:  # fold at float32, store the rounded result
         cur = _cast(dst, d, dtypes.float32)
         new = _cast(src, d, dtypes.float32)

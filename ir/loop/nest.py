@@ -11,6 +11,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of te
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
     DEFACC   acc = identity : dtype   a register accumulator
     ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+             dst = FMA dst, a, b   fold the product a*b, rounded once (a fused multiply-add)
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -28,6 +29,8 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 * ARITH computes ``ir/graph/semantics.apply(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
 * ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
+* ACCUM FMA is ``dst + a*b`` computed exactly and rounded once to the target's float dtype
+  (C's ``fma``): a pass writes it where the c device folds a product, and prints it;
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
   nothing may read or write memory through the bad index.
 """
@@ -260,6 +263,8 @@ class Accum:
     """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``.
 
     ``lane`` picks one element of an array accumulator (a register ``dst`` with a shape).
+    With ``mul`` (op ADD, a float dtype) it is a fused multiply-add: ``dst + src*mul``
+    computed exactly and rounded once, printed ``FMA``.
     """
 
     op: Op
@@ -267,11 +272,14 @@ class Accum:
     src: str
     index: Index | None = None
     lane: Index | None = None
+    mul: str | None = None
 
     def text(self) -> str:
         d = self.dst if self.index is None else f"{self.dst}[{self.index}]"
         if self.lane is not None:
             d = f"{self.dst}[{self.lane}]"
+        if self.mul is not None:
+            return f"{d} = FMA {d}, {self.src}, {self.mul}"
         return f"{d} = {self.op.value} {d}, {self.src}"
 
 
