@@ -209,7 +209,9 @@ def contraction(block: Block):
 
 
 def _outputs_first(block: Block) -> Block:
-    """Move output loops out past reduce loops (keeping the innermost loop innermost).
+    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
+    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
+    offset gives way to its channels).
 
     Each cell still meets the reduce loops in their own relative order, so what it folds,
     and in which order, is unchanged; only which cells are in flight together moves.
@@ -220,8 +222,20 @@ def _outputs_first(block: Block) -> Block:
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
         return block
     written = set(inner[-1].index.names)
-    if loops[-1].var not in written:
-        return block
+    last = loops[-1]
+    if last.var not in written or _extent(last) < 8:
+        # a reduce innermost, or an output too narrow for a column block (a weight
+        # gradient's kernel offset): a wide output loop goes innermost instead
+        loads = [x for x in inner if isinstance(x, Load)]
+        wide = [lp for lp in loops[:-1] if lp.var in written and _extent(lp) >= 8]
+        if wide:
+            best = max(
+                wide,
+                key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp)),
+            )
+            loops = [lp for lp in loops if lp is not best] + [best]
+        elif last.var not in written:
+            return block
     outs = [lp for lp in loops[:-1] if lp.var in written]
     reds = [lp for lp in loops[:-1] if lp.var not in written]
     if outs:  # the row loop: the one most operands along the columns do not depend on
@@ -232,7 +246,7 @@ def _outputs_first(block: Block) -> Block:
             along_b = [x for x in loads if x.index.coeff(ib)]
             return sum(1 for x in along_b if not x.index.coeff(lp.var))
 
-        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), j))
+        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
         outs = [*outs[:best], *outs[best + 1 :], outs[best]]
     return _rebuild([*outs, *reds, loops[-1]], inner)
 
@@ -257,25 +271,37 @@ def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
 
 
 def _tile_block(block: Block, nest: LoopNest) -> Block:
-    block = _outputs_first(block)
+    moved = _outputs_first(block)
+    tiled = _tile(moved, nest)
+    if tiled is not None:
+        return tiled
+    loops, inner = _chain(block)
+    folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
+    if folds_into_memory and loops[-1].var in inner[-1].index.names:
+        return moved  # output loops outside the reduce loops: the same cells, better reuse
+    return block
+
+
+def _tile(block: Block, nest: LoopNest) -> Block | None:
+    """The chain marked as a tiled contraction, or None where tiling would not pay."""
     found = contraction(block)
     if found is None:
-        return block
+        return None
     outer, ia, reds, ib, body, fold, init, tail = found
     if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
-        return block
+        return None
     if any(isinstance(x, Store | Accum | Check) for x in body):
-        return block  # gathers keep the plain form
+        return None  # gathers keep the plain form
     guarded = [x for x in body if isinstance(x, Load) and x.guard]
     if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
-        return block
+        return None
     if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
-        return block  # a pad along both a row and a column cannot be packed once per side
+        return None  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(_extent(lp) for lp in reds)
     if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
-        return block
+        return None
     if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
-        return block
+        return None
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
     )
