@@ -7,6 +7,7 @@ a busy machine slows both sides alike:
     OMP_NUM_THREADS=2 uv run python examples/bench_train.py           # the full table
     OMP_NUM_THREADS=2 uv run python examples/bench_train.py --quick   # small sizes, a smoke test
     ... --only gpt,softmax                                            # some rows
+    OMP_NUM_THREADS=1 uv run python examples/bench_train.py --cpu     # 1 thread, CPU time
 
 The reference is torch 2.13 CPU eager at the same thread count when torch is installed
 (torch is a test-only dependency; without it the torch rows are skipped), and numpy for
@@ -79,6 +80,9 @@ class Row:
         return s
 
 
+CLOCK = time.perf_counter  # --cpu: time.process_time, the CPU time this process used
+
+
 def interleave(limn_fn, ref_fn, reps: int, warm: int = 1) -> tuple[list[float], list[float]]:
     """Warm both, then alternate one limn call and one reference call; times in ms."""
     for _ in range(warm):
@@ -87,13 +91,13 @@ def interleave(limn_fn, ref_fn, reps: int, warm: int = 1) -> tuple[list[float], 
             ref_fn()
     a, b = [], []
     for _ in range(reps):
-        t = time.perf_counter()
+        t = CLOCK()
         limn_fn()
-        a.append((time.perf_counter() - t) * 1e3)
+        a.append((CLOCK() - t) * 1e3)
         if ref_fn:
-            t = time.perf_counter()
+            t = CLOCK()
             ref_fn()
-            b.append((time.perf_counter() - t) * 1e3)
+            b.append((CLOCK() - t) * 1e3)
     return a, b
 
 
@@ -443,12 +447,26 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--quick", action="store_true", help="tiny sizes, two repeats: a smoke test")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repeats per row")
     ap.add_argument("--only", default="", help=f"comma-separated rows of: {', '.join(FULL)}")
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="one thread each, timed by process CPU time: steadier on a shared machine",
+    )
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     reps = args.reps or (2 if args.quick else 7)
     only = [s for s in args.only.split(",") if s] or list(sizes)
     limn.set_device("c")
-    threads = int(THREADS)
+    threads = 1 if args.cpu else int(THREADS)
+    global CLOCK
+    CLOCK = time.process_time if args.cpu else time.perf_counter
+    if args.cpu:
+        try:  # numpy's BLAS reads its thread count at import; threadpoolctl can change it
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1)
+        except ImportError:
+            pass
     limn.get_device("c").set_threads(threads)
     if torch:
         torch.set_num_threads(threads)
@@ -456,6 +474,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         f"limn c ({limn.get_device('c').toolchain.version}) vs torch "
         f"{torch.__version__ if torch else '(not installed)'} eager and numpy "
         f"{np.__version__}; {threads} threads; medians of {reps} interleaved runs"
+        + (" (CPU time)" if args.cpu else "")
     )
     rows: list[Row] = []
 

@@ -274,7 +274,9 @@ def render_packed(r, block: Block, depth: int) -> None:
 
     def unit_along(var: str, side: str) -> bool:
         """Whether the side's loads are unit-stride along ``var`` (then it goes innermost)."""
+        red = {lp.var for lp in reds}
         loads = [x for x in body if isinstance(x, Load) and kind[id(x)] == side]
+        loads = [x for x in loads if red & set(x.index.names)]  # a bias does not decide
         return bool(loads) and all(abs(x.index.coeff(var)) == 1 for x in loads)
 
     lin = "0"
