@@ -25,8 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import limn  # noqa: E402
+from ir.c.passes import c_passes  # noqa: E402
 from limn import Tensor, nn  # noqa: E402
-from limn.runtime.c import CDevice, c_passes, default_threads  # noqa: E402
+from limn.runtime.c import CDevice, default_threads  # noqa: E402
 
 try:
     import torch

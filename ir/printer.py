@@ -6,7 +6,12 @@ or a list of them. ``stage`` picks the floor:
 * ``"graph"``: the op graph, one node per line (stage 1);
 * ``"kernel"``: the kernel graph, each kernel's fused rows and buffers (stage 2);
 * ``"loop"`` (default): every kernel's loop nest after the passes, then the sinks
-  (stage 3) -- the instruction stream the compiled devices render.
+  (stage 3) -- the instruction stream the compiled devices render;
+* ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
+  the device itself calls (``ir.c.render.units``), with the c device's passes unless
+  ``passes`` are given;
+* ``"cuda"``: the CUDA C program the cuda device hands NVRTC (``ir.cuda.render.source``),
+  with the cuda device's passes unless ``passes`` are given.
 
 Buffers are named per printout: graph inputs first (``buf0``, ``buf1``, ...), then each
 kernel's output in run order.
@@ -16,13 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ir.c.render import units
+from ir.cuda.render import source as cuda_source
 from ir.graph.node import Node, format_graph
 from ir.kernel.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
 from ir.kernel.schedule import schedule
 from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
 
-STAGES = ("graph", "kernel", "loop")
+STAGES = ("graph", "kernel", "loop", "c", "cuda")
 
 
 def _roots(x) -> list[Node]:
@@ -57,7 +64,7 @@ def ir(
     passes: Sequence[Pass] | None = None,
     is_realized: Callable[[Node], bool] | None = None,
 ) -> str:
-    """The text of ``x`` at ``stage`` ("graph", "kernel" or "loop")."""
+    """The text of ``x`` at ``stage`` ("graph", "kernel", "loop", "c" or "cuda")."""
     roots = _roots(x)
     if stage == "graph":
         return format_graph(roots)
@@ -66,4 +73,8 @@ def ir(
     graph = schedule(roots, is_realized).graph
     if stage == "kernel":
         return str(graph)
+    if stage == "cuda":
+        return cuda_source(graph, passes)
+    if stage == "c":
+        return "\n".join(src for _, src in units(graph, passes))
     return format_loops(graph, passes)

@@ -16,6 +16,11 @@ What the function returns is rebuilt the same way, as new Tensors over the new b
 Replaying gives the same bits as calling the function again, because it runs the same
 compiled kernels on the same buffers in the same order.
 
+Host work between the kernels, such as the all-reduce of a data-parallel step, joins the
+recording through ``host_call(fn)``: it runs ``fn`` now and a replay calls it again at the
+same point. ``fn`` must act on buffers that outlive the call (the gradient buckets of
+``limn.distributed``), since a replay hands it nothing.
+
 What replay cannot see: Python control flow that depends on data, buffers created inside
 the function from host data (a fresh ``Tensor(np.array(...))`` or a dropout mask drawn on
 the host is replayed as the value it had on the first call), and ``.numpy()`` or
@@ -54,13 +59,21 @@ def _rebuild(x, new: dict[int, Tensor]):
     return x
 
 
+def host_call(fn: Callable[[], object], device: str | None = None) -> None:
+    """Run ``fn`` now; a capture recording on ``device`` replays it at this point."""
+    fn()
+    dev = get_device(device)
+    if isinstance(dev, CompiledDevice) and dev.recorder is not None:
+        dev.recorder.append(fn)
+
+
 class capture:
     """Wrap ``fn``; the first call records, later calls replay (see the module docstring)."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
         self.device: CompiledDevice | None = None
-        self.steps: list = []  # (plan, input sources, outputs) per recorded realize
+        self.steps: list = []  # (plan, input sources) per realize, (None, fn) per host call
         self.arg_specs: list[tuple] = []
         self.returned = None  # the first call's return value
         self.out_sources: dict[int, tuple[int, int]] = {}  # id(returned tensor) -> (step, sink)
@@ -84,7 +97,11 @@ class capture:
             recorded, dev.recorder = dev.recorder, None
         arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
         made: dict[int, tuple[int, int]] = {}
-        for s, (plan, in_bufs, out_bufs) in enumerate(recorded):
+        for s, entry in enumerate(recorded):
+            if callable(entry):  # a host_call
+                self.steps.append((None, entry))
+                continue
+            plan, in_bufs, out_bufs = entry
             sources = []
             for b in in_bufs:
                 if id(b) in arg_bufs:
@@ -118,6 +135,10 @@ class capture:
             )
         outs: list[list] = []
         for plan, sources in self.steps:
+            if plan is None:
+                sources()  # the host call
+                outs.append([])
+                continue
             bufs = []
             for src in sources:
                 if src[0] == "arg":

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from ir.graph import dtypes
 from ir.graph.dtypes import as_dtype
 from limn import autograd
+from limn.serialize import assign_named
 from limn.tensor import Tensor
 
 # ---- the module tree --------------------------------------------------------------
@@ -36,7 +37,7 @@ def _children(obj) -> Iterator[tuple[str, object]]:
     return ((str(i), v) for i, v in enumerate(obj))
 
 
-def _walk(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
+def _named_attributes(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
     """Every Tensor and Module under ``obj``, each once (the first path that reaches it)."""
     for name, v in _children(obj):
         path = f"{prefix}.{name}" if prefix else name
@@ -46,9 +47,9 @@ def _walk(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
             seen.add(id(v))
             yield path, v
             if isinstance(v, Module):
-                yield from _walk(v, path, seen)
+                yield from _named_attributes(v, path, seen)
         elif isinstance(v, list | tuple | dict):
-            yield from _walk(v, path, seen)
+            yield from _named_attributes(v, path, seen)
 
 
 class Module:
@@ -64,10 +65,12 @@ class Module:
 
     def named_modules(self) -> list[tuple[str, Module]]:
         """This module (path "") and every module below it."""
-        return [("", self)] + [(p, v) for p, v in _walk(self, "", set()) if isinstance(v, Module)]
+        return [("", self)] + [
+            (p, v) for p, v in _named_attributes(self, "", set()) if isinstance(v, Module)
+        ]
 
     def _named_tensors(self) -> list[tuple[str, Tensor]]:
-        return [(p, v) for p, v in _walk(self, "", set()) if isinstance(v, Tensor)]
+        return [(p, v) for p, v in _named_attributes(self, "", set()) if isinstance(v, Tensor)]
 
     def named_parameters(self) -> list[tuple[str, Tensor]]:
         return [(p, t) for p, t in self._named_tensors() if t.requires_grad]
@@ -88,8 +91,6 @@ class Module:
         Everything is checked first (names, shapes, dtypes); then every write commits in
         one realize, so a Tensor a captured step holds keeps its buffer.
         """
-        from limn.serialize import assign_named
-
         assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
 
     def train(self, mode: bool = True) -> Module:
@@ -128,11 +129,6 @@ class Sequential(Module):
 
 def _uniform_param(shape, bound: float, dtype) -> Tensor:
     return Tensor.uniform(shape, -bound, bound, dtype=as_dtype(dtype), requires_grad=True)
-
-
-def _check_dims(name: str, x: Tensor, ndims: tuple[int, ...], what: str) -> None:
-    if x.ndim not in ndims:
-        raise ValueError(f"{name}: expected input of {what}, got shape {x.shape}")
 
 
 # ---- layers -----------------------------------------------------------------------

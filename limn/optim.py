@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from ir.graph import dtypes
 from limn.autograd import no_grad
+from limn.serialize import assign_named
 from limn.tensor import Tensor, realize
 
 
@@ -132,8 +133,6 @@ class Optimizer:
         return out
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        from limn.serialize import assign_named
-
         assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
 
 
@@ -322,8 +321,6 @@ class Combined:
         return {f"{n}.{k}": t for n, opt in self.parts.items() for k, t in opt.state_dict().items()}
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        from limn.serialize import assign_named
-
         assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
 
 

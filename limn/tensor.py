@@ -4,9 +4,9 @@ A Tensor wraps one op-graph node and the device that will run it. Methods never 
 they build nodes, and the primitive ones (``p_*``) also record how to differentiate
 themselves (``limn/autograd.py``). This file owns the Tensor itself: its node and device,
 bytes (``numpy()``, ``item()``, ``tolist()``, ``realize()``), the primitives, the surface
-rules (limn's dtype lattice, ``ir/dtypes.promote``, and numpy broadcasting), autograd
+rules (limn's dtype lattice, ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls (math,
-reductions, movement, indexing) live in ``limn/surface.py``, spelled in ``ir/graph/compose.py``.
+reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``ir.graph.compose``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ir.graph.ops import BITWISE, INT_ONLY, Op
 from ir.graph.view import View
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
-from limn.surface import Surface, _shape_arg
+from limn.torch_methods import TorchMethods, _shape_arg
 
 _rng = [np.random.default_rng(0)]
 
@@ -78,7 +78,7 @@ def _infer_dtype(data) -> DType:
     return as_dtype(arr.dtype)
 
 
-class Tensor(Surface):
+class Tensor(TorchMethods):
     __array_priority__ = 100  # numpy defers to our operators
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
@@ -94,6 +94,10 @@ class Tensor(Surface):
         self._ctx: autograd.Ctx | None = None
         if requires_grad and not d.is_float:
             raise TypeError(f"requires_grad: only float tensors take gradients, got {d}")
+
+    def where(self, a, b) -> Tensor:
+        """self is the condition: a where true, b elsewhere."""
+        return where(self, a, b)
 
     def _lift(self, data) -> Tensor:
         """Host data as a Tensor on this tensor's device."""

@@ -9,8 +9,12 @@ the standard; ``linalg`` and ``fft`` are the extensions.
 
 import math
 
-from limn_array import fft, linalg
-from limn_array._array import API_VERSION, Array, Device, from_tensor, to_tensor
+from limn_array import (
+    _operators,  # noqa: F401  (installs the operators: x + y, x[k], x @ y, ...)
+    fft,
+    linalg,
+)
+from limn_array._array import Array, from_tensor, to_tensor
 from limn_array._creation import (  # noqa: A004
     arange,
     asarray,
@@ -149,6 +153,7 @@ from limn_array._manipulation import (  # noqa: A004
     tile,
     unstack,
 )
+from limn_array._policy import API_VERSION, Device
 from limn_array._searching import (  # noqa: A004
     argmax,
     argmin,

@@ -26,74 +26,26 @@ of each primitive.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import sys
 
 import numpy as np
 
-from ir.graph import dtypes
+from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn.runtime.device import Buffer, current_device, get_device
+from limn.runtime.device import Buffer, get_device
 from limn.tensor import Tensor
-
-API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
-API_VERSION = "2025.12"
-
-
-# ---- devices ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Device:
-    """A device object as the standard sees it: a name limn's runtime knows."""
-
-    name: str
-
-    def __repr__(self) -> str:
-        return f"Device({self.name!r})"
-
-
-def device_dtypes(name: str) -> frozenset[DType]:
-    """The dtypes arrays on a device can have: what the device declares it computes
-    (``dtypes``; every dtype if it declares nothing), plus each complex dtype whose float
-    parts it computes, since complex arrays are pairs of real tensors."""
-    declared = getattr(get_device(name), "dtypes", None)
-    held = set(dtypes.ALL if declared is None else declared)
-    held |= {complex_dtype(d) for d in (dtypes.float32, dtypes.float64) if d in held}
-    return frozenset(held)
-
-
-def device_name(device, default: str | None = None) -> str:
-    """Accept a Device, a device name, or None (the default device)."""
-    if device is None:
-        return default or current_device()
-    if isinstance(device, Device):
-        return device.name
-    if isinstance(device, str):
-        get_device(device)  # fails here, naming the known devices, if unknown
-        return device
-    raise ValueError(f"device: {device!r} is not a device; accepted: a Device or a name")
-
-
-def check_device_dtype(name: str, d: DType, op: str) -> None:
-    if d not in device_dtypes(name):
-        raise TypeError(
-            f"{op}: the {name} device cannot hold {d} arrays; move the data to a device "
-            f"that can (e.g. to_device('numpy')) or use a dtype it holds"
-        )
-
+from limn_array._policy import (
+    API_VERSIONS,
+    Device,
+    check_device_dtype,
+    complex_dtype,
+    device_name,
+    real_dtype,
+)
 
 # ---- tensors from host data -----------------------------------------------------------
-
-
-def real_dtype(d: DType) -> DType:
-    """The dtype of a complex dtype's parts (a real dtype is its own)."""
-    return {dtypes.complex64: dtypes.float32, dtypes.complex128: dtypes.float64}.get(d, d)
-
-
-def complex_dtype(d: DType) -> DType:
-    return {dtypes.float32: dtypes.complex64, dtypes.float64: dtypes.complex128}[d]
 
 
 def tensor_from_numpy(arr: np.ndarray, d: DType, device: str) -> Tensor:
@@ -175,10 +127,6 @@ class Array:
         a._src = src
         return a
 
-    @property
-    def _is_complex(self) -> bool:
-        return self._dtype.is_complex
-
     # ---- attributes (never compute) -----------------------------------------------
 
     @property
@@ -207,12 +155,6 @@ class Array:
             raise ValueError(f"T: needs a 2-d array, got shape {self.shape}; use .mT for stacks")
         return lift(lambda t: t.p_permute((1, 0)), self)
 
-    @property
-    def mT(self) -> Array:
-        from limn_array._linalg import matrix_transpose
-
-        return matrix_transpose(self)
-
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len: a 0-d array has no length")
@@ -223,9 +165,7 @@ class Array:
             raise ValueError(
                 f"__array_namespace__: api_version {api_version!r} is not one of {API_VERSIONS}"
             )
-        import limn_array
-
-        return limn_array
+        return sys.modules["limn_array"]  # the package this module is part of
 
     def to_device(self, device, /, *, stream=None) -> Array:
         """Host devices share numpy buffers, so moving relabels the graph: no copy."""
@@ -241,11 +181,9 @@ class Array:
 
     def _host(self) -> np.ndarray:
         if not is_realized(self._t) and self._src is not None:
-            from limn_array._indexing import basic_index
-
-            src, key = self._src
+            src, view = self._src
             host(src)  # compute the whole source once; our view reads its buffer
-            self._t = basic_index(src, key)
+            self._t = view()
             self._src = None
         return host(self._t, self._dtype)
 
@@ -316,20 +254,7 @@ class Array:
             raise TypeError("iter: cannot iterate over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
-    # ---- indexing -----------------------------------------------------------------
-
-    def __getitem__(self, key) -> Array:
-        from limn_array._indexing import getitem
-
-        return getitem(self, key)
-
-    def __setitem__(self, key, value) -> None:
-        from limn_array._indexing import setitem
-
-        self._t = setitem(self, key, value)._t
-        self._src = None
-
-    # ---- operators ----------------------------------------------------------------
+    # ---- operators (installed by _operators.py) -----------------------------------
 
     def _inplace(self, fn, other) -> Array:
         r = fn(self, other)
@@ -341,89 +266,12 @@ class Array:
         self._t, self._src = r._t, None
         return self
 
-    def __neg__(self):
-        return _ew.negative(self)
-
-    def __pos__(self):
-        return _ew.positive(self)
-
-    def __abs__(self):
-        return _ew.abs(self)
-
-    def __invert__(self):
-        return _ew.bitwise_invert(self)
-
-    def __matmul__(self, o):
-        return _linalg.matmul(self, o) if isinstance(o, Array) else NotImplemented
-
-    def __rmatmul__(self, o):
-        return _linalg.matmul(o, self) if isinstance(o, Array) else NotImplemented
-
-    def __imatmul__(self, o):
-        return self._inplace(_linalg.matmul, o)
-
-    def __eq__(self, o):  # type: ignore[override]
-        return _ew.equal(self, o) if _operand(o) else NotImplemented
-
-    def __ne__(self, o):  # type: ignore[override]
-        return _ew.not_equal(self, o) if _operand(o) else NotImplemented
-
-    def __lt__(self, o):
-        return _ew.less(self, o)
-
-    def __le__(self, o):
-        return _ew.less_equal(self, o)
-
-    def __gt__(self, o):
-        return _ew.greater(self, o)
-
-    def __ge__(self, o):
-        return _ew.greater_equal(self, o)
-
     __hash__ = None  # type: ignore[assignment]
 
     # ---- the primitive protocol, by delegation --------------------------------------
 
     def p_const(self, value, shape=None, dtype=None) -> Array:
         return Array._new(real_tensor(self, "p_const").p_const(value, shape, dtype))
-
-
-def _operand(o) -> bool:
-    """Can ``o`` meet an array in an operator (else Python tries the other side)?"""
-    return isinstance(o, Array | bool | int | float | complex | np.generic)
-
-
-def _binary_operator(name: str):
-    def fwd(self, o):
-        return getattr(_ew, name)(self, o)
-
-    def rev(self, o):
-        return getattr(_ew, name)(o, self)
-
-    def inplace(self, o):
-        return self._inplace(getattr(_ew, name), o)
-
-    return fwd, rev, inplace
-
-
-for _op, _fn in [
-    ("add", "add"),
-    ("sub", "subtract"),
-    ("mul", "multiply"),
-    ("truediv", "divide"),
-    ("floordiv", "floor_divide"),
-    ("mod", "remainder"),
-    ("pow", "pow"),
-    ("and", "bitwise_and"),
-    ("or", "bitwise_or"),
-    ("xor", "bitwise_xor"),
-    ("lshift", "bitwise_left_shift"),
-    ("rshift", "bitwise_right_shift"),
-]:
-    _f, _r, _i = _binary_operator(_fn)
-    setattr(Array, f"__{_op}__", _f)
-    setattr(Array, f"__r{_op}__", _r)
-    setattr(Array, f"__i{_op}__", _i)
 
 
 def _delegate(name: str, wrap_args: bool):
@@ -503,5 +351,9 @@ def lift(fn, *xs: Array, dtype: DType | None = None) -> Array:
     return wrap_complex(re, im)
 
 
-from limn_array import _elementwise as _ew  # noqa: E402  (operators call into these)
-from limn_array import _linalg  # noqa: E402
+def broadcast(x: Array, shape, op: str) -> Array:
+    """``x`` broadcast to ``shape`` (a view), or a ValueError naming ``op``."""
+    shape = tuple(shape)
+    if len(shape) < x.ndim or compose.broadcast_shapes(x.shape, shape) != shape:
+        raise ValueError(f"{op}: cannot broadcast shape {x.shape} to {shape}")
+    return x if x.shape == shape else lift(lambda t: compose.expand_to(t, shape), x)

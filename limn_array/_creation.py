@@ -23,17 +23,15 @@ from ir.graph.dtypes import DType
 from limn.tensor import Tensor
 from limn_array._array import (
     Array,
-    check_device_dtype,
     const_tensor,
-    device_name,
     from_tensor,
     lift,
-    real_dtype,
     stack_parts,
     tensor_from_numpy,
     wrap,
 )
-from limn_array._data_types import ALL, standard_dtype
+from limn_array._data_types import ALL, astype, standard_dtype
+from limn_array._policy import check_device_dtype, device_name, real_dtype
 
 DEFAULT_FLOAT = dtypes.float64
 DEFAULT_INT = dtypes.int64
@@ -117,8 +115,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Arr
         if d is not None and d != obj.dtype:
             if copy is False:
                 raise ValueError(f"asarray: copy=False but {obj.dtype} -> {d} needs a copy")
-            from limn_array._data_types import astype
-
             return astype(obj, d, device=name)
         if name != obj._t.device:
             if copy is False:
@@ -307,17 +303,13 @@ def _triangle(x: Array, k: int, lower: bool, op: str) -> Array:
     name = x._t.device
     i = _index(n, dtypes.int64, name).p_reshape((n, 1)).p_expand((n, m))
     j = _index(m, dtypes.int64, name).p_reshape((1, m)).p_expand((n, m))
-    diag = _sub_int(j, i)  # j - i
+    diag = compose.sub(j, i)  # j - i
     if lower:
         keep = compose.logical_not(diag.p_const(k).p_cmplt(diag))  # j - i <= k
     else:
         keep = compose.logical_not(diag.p_cmplt(diag.p_const(k)))  # j - i >= k
     keep = compose.expand_to(keep, x.shape)
     return lift(lambda t: keep.p_where(t, t.p_const(0)), x)
-
-
-def _sub_int(a, b):
-    return a.p_add(b.p_neg())
 
 
 def tril(x: Array, /, *, k: int = 0) -> Array:

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir.graph import dtypes
+from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
-from limn_array._array import Array, check_device_dtype, device_name, parts, wrap
+from limn_array._array import Array, parts, real_tensor, wrap, wrap_complex
+from limn_array._complex import is_zero
+from limn_array._policy import check_device_dtype, device_name, real_dtype
 
 bool = dtypes.bool_  # noqa: A001  (the standard's name)
 int8, int16, int32, int64 = dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64
@@ -62,8 +64,14 @@ def check_dtype(x: Array, accepts: str, op: str) -> None:
 
 
 def standard_dtype(d, op: str = "dtype") -> DType:
+    """``d`` as a standard dtype; a numpy dtype of the same name counts as that dtype, so
+    code that keeps its dtypes as numpy's (cubed's arrays do) can pass them here."""
     if isinstance(d, DType) and d in ALL:
         return d
+    if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):
+        for std in ALL:
+            if std.name == np.dtype(d).name:
+                return std
     raise TypeError(
         f"{op}: {d!r} is not a dtype of the standard; accepted: {', '.join(map(str, ALL))}"
     )
@@ -207,12 +215,22 @@ def astype(x: Array, dtype: DType, /, *, copy: bool = True, device=None) -> Arra
     return out if name == x._t.device else out.to_device(name)
 
 
+def cast(x: Array, d: DType) -> Array:
+    """x as dtype d (real to complex gets a +0 imaginary part)."""
+    if x.dtype == d:
+        return x
+    if d.is_complex:
+        r = real_dtype(d)
+        if x.dtype.is_complex:
+            re, im = parts(x)
+            return wrap_complex(re.p_cast(r), im.p_cast(r))
+        re = x._t.p_cast(r)
+        return wrap_complex(re, re.p_const(0))
+    return wrap(real_tensor(x, "astype").p_cast(d))
+
+
 def convert(x: Array, dtype: DType) -> Array:
     """x as ``dtype``: a CAST, except that complex to bool means 'is not zero'."""
-    from ir.graph import compose
-    from limn_array._complex import is_zero
-    from limn_array._elementwise import cast
-
     if x.dtype.is_complex and dtype == bool:
         return wrap(compose.logical_not(is_zero(parts(x))))
     return cast(x, dtype)

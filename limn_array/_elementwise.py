@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import builtins
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
-from ir.graph.dtypes import DType
-from limn_array import _complex as cx
-from limn_array._array import Array, lift, parts, real_dtype, real_tensor, wrap, wrap_complex
+from ir.graph import compose, dtypes, elementary
+from limn_array import _complex as complex_math
+from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._creation import full_array
-from limn_array._data_types import check_dtype, scalar_dtype
+from limn_array._data_types import cast, check_dtype, scalar_dtype
 
 BOOL = dtypes.bool_
 
@@ -30,20 +28,6 @@ def _as_array(v, like: Array, op: str) -> Array:
     if isinstance(v, builtins.bool | int | float | complex):
         return full_array(v, (), scalar_dtype(v, like.dtype, op), like._t.device)
     raise TypeError(f"{op}: cannot combine an array with {type(v).__name__}")
-
-
-def cast(x: Array, d: DType) -> Array:
-    """x as dtype d (real to complex gets a +0 imaginary part)."""
-    if x.dtype == d:
-        return x
-    if d.is_complex:
-        r = real_dtype(d)
-        if x.dtype.is_complex:
-            re, im = parts(x)
-            return wrap_complex(re.p_cast(r), im.p_cast(r))
-        re = x._t.p_cast(r)
-        return wrap_complex(re, re.p_const(0))
-    return wrap(real_tensor(x, "astype").p_cast(d))
 
 
 def _broadcast(x: Array, shape) -> Array:
@@ -96,12 +80,12 @@ def _binary_real(op: str, x1, x2, accepts: str, fn) -> Array:
 
 def add(x1, x2, /) -> Array:
     a, b = operands("add", x1, x2, "numeric")
-    return _complex_or(a, b, cx.add, lambda s, t: s.p_add(t))
+    return _complex_or(a, b, complex_math.add, lambda s, t: s.p_add(t))
 
 
 def subtract(x1, x2, /) -> Array:
     a, b = operands("subtract", x1, x2, "numeric")
-    return _complex_or(a, b, cx.sub, compose.sub)
+    return _complex_or(a, b, complex_math.sub, compose.sub)
 
 
 def _complex_or(a: Array, b: Array, cfn, rfn) -> Array:
@@ -121,10 +105,10 @@ def multiply(x1, x2, /) -> Array:
     if a.dtype.is_complex:
         # a real operand multiplies each part (the standard's table), not as x + 0j
         if _is_real_operand(x1):
-            return wrap_complex(*cx.mul_real(parts(b), parts(a)[0]))
+            return wrap_complex(*complex_math.mul_real(parts(b), parts(a)[0]))
         if _is_real_operand(x2):
-            return wrap_complex(*cx.mul_real(parts(a), parts(b)[0]))
-        return wrap_complex(*cx.mul(parts(a), parts(b)))
+            return wrap_complex(*complex_math.mul_real(parts(a), parts(b)[0]))
+        return wrap_complex(*complex_math.mul(parts(a), parts(b)))
     return wrap(a._t.p_mul(b._t))
 
 
@@ -134,32 +118,32 @@ def divide(x1, x2, /) -> Array:
         a, b = cast(a, dtypes.float64), cast(b, dtypes.float64)
     if a.dtype.is_complex:
         if _is_real_operand(x2):
-            return wrap_complex(*cx.div_real(parts(a), parts(b)[0]))
-        return wrap_complex(*cx.div(parts(a), parts(b)))
-    return wrap(cm.divide(a._t, b._t))
+            return wrap_complex(*complex_math.div_real(parts(a), parts(b)[0]))
+        return wrap_complex(*complex_math.div(parts(a), parts(b)))
+    return wrap(elementary.divide(a._t, b._t))
 
 
 def floor_divide(x1, x2, /) -> Array:
     a, b = operands("floor_divide", x1, x2, "real numeric")
     if a.dtype.is_int:
-        return wrap(cm.int_floor_divide(a._t, b._t))
-    return wrap(cm.float_floor_divide(a._t, b._t))
+        return wrap(elementary.int_floor_divide(a._t, b._t))
+    return wrap(elementary.float_floor_divide(a._t, b._t))
 
 
 def remainder(x1, x2, /) -> Array:
     a, b = operands("remainder", x1, x2, "real numeric")
     if a.dtype.is_int:
-        return wrap(cm.int_remainder(a._t, b._t))
-    return wrap(cm.float_remainder(a._t, b._t))
+        return wrap(elementary.int_remainder(a._t, b._t))
+    return wrap(elementary.float_remainder(a._t, b._t))
 
 
 def pow(x1, x2, /) -> Array:  # noqa: A001  (the standard's name)
     a, b = operands("pow", x1, x2, "numeric")
     if a.dtype.is_complex:
-        return wrap_complex(*cx.pow(parts(a), parts(b)))
+        return wrap_complex(*complex_math.pow(parts(a), parts(b)))
     if a.dtype.is_int:
-        return wrap(cm.int_pow(a._t, b._t))
-    return wrap(cm.pow(a._t, b._t))
+        return wrap(elementary.int_pow(a._t, b._t))
+    return wrap(elementary.pow(a._t, b._t))
 
 
 def negative(x: Array, /) -> Array:
@@ -175,7 +159,7 @@ def positive(x: Array, /) -> Array:
 def square(x: Array, /) -> Array:
     check_dtype(x, "numeric", "square")
     if x.dtype.is_complex:
-        return wrap_complex(*cx.square(parts(x)))
+        return wrap_complex(*complex_math.square(parts(x)))
     return wrap(x._t.p_mul(x._t))
 
 
@@ -183,33 +167,33 @@ def reciprocal(x: Array, /) -> Array:
     check_dtype(x, "floating-point", "reciprocal")
     if x.dtype.is_complex:
         re, _ = parts(x)
-        return wrap_complex(*cx.div(cx._c(re, 1), parts(x)))
-    return wrap(cm.divide(x._t.p_const(1), x._t))
+        return wrap_complex(*complex_math.div(complex_math._c(re, 1), parts(x)))
+    return wrap(elementary.divide(x._t.p_const(1), x._t))
 
 
 def abs(x: Array, /) -> Array:  # noqa: A001
     check_dtype(x, "numeric", "abs")
     if x.dtype.is_complex:
-        return wrap(cx.absolute(parts(x)))
+        return wrap(complex_math.absolute(parts(x)))
     if x.dtype.is_float:
-        return wrap(cm.fabs(x._t))
+        return wrap(elementary.fabs(x._t))
     return wrap(compose.abs_(x._t))
 
 
 def sign(x: Array, /) -> Array:
     check_dtype(x, "numeric", "sign")
     if x.dtype.is_complex:
-        return wrap_complex(*cx.sign(parts(x)))
+        return wrap_complex(*complex_math.sign(parts(x)))
     t = x._t
     s = compose.sign(t)
     if t.dtype.is_float:
-        s = cm.isnan(t).p_where(t, s)
+        s = elementary.isnan(t).p_where(t, s)
     return wrap(s)
 
 
 def conj(x: Array, /) -> Array:
     check_dtype(x, "numeric", "conj")
-    return wrap_complex(*cx.conj(parts(x))) if x.dtype.is_complex else positive(x)
+    return wrap_complex(*complex_math.conj(parts(x))) if x.dtype.is_complex else positive(x)
 
 
 def real(x: Array, /) -> Array:
@@ -228,94 +212,94 @@ def imag(x: Array, /) -> Array:
 
 
 def exp(x: Array, /) -> Array:
-    return _float_or_complex("exp", x, cm.exp, cx.exp)
+    return _float_or_complex("exp", x, elementary.exp, complex_math.exp)
 
 
 def expm1(x: Array, /) -> Array:
-    return _float_or_complex("expm1", x, cm.expm1, cx.expm1)
+    return _float_or_complex("expm1", x, elementary.expm1, complex_math.expm1)
 
 
 def log(x: Array, /) -> Array:
-    return _float_or_complex("log", x, cm.log, cx.log)
+    return _float_or_complex("log", x, elementary.log, complex_math.log)
 
 
 def log1p(x: Array, /) -> Array:
-    return _float_or_complex("log1p", x, cm.log1p, cx.log1p)
+    return _float_or_complex("log1p", x, elementary.log1p, complex_math.log1p)
 
 
 def log2(x: Array, /) -> Array:
-    return _float_or_complex("log2", x, cm.log2, lambda z: cx.log_base(z, 2))
+    return _float_or_complex("log2", x, elementary.log2, lambda z: complex_math.log_base(z, 2))
 
 
 def log10(x: Array, /) -> Array:
-    return _float_or_complex("log10", x, cm.log10, lambda z: cx.log_base(z, 10))
+    return _float_or_complex("log10", x, elementary.log10, lambda z: complex_math.log_base(z, 10))
 
 
 def sqrt(x: Array, /) -> Array:
-    return _float_or_complex("sqrt", x, lambda t: t.p_sqrt(), cx.sqrt)
+    return _float_or_complex("sqrt", x, lambda t: t.p_sqrt(), complex_math.sqrt)
 
 
 def logaddexp(x1, x2, /) -> Array:
-    return _binary_real("logaddexp", x1, x2, "real floating-point", cm.logaddexp)
+    return _binary_real("logaddexp", x1, x2, "real floating-point", elementary.logaddexp)
 
 
 def hypot(x1, x2, /) -> Array:
-    return _binary_real("hypot", x1, x2, "real floating-point", cm.hypot)
+    return _binary_real("hypot", x1, x2, "real floating-point", elementary.hypot)
 
 
 # ---- trigonometric and hyperbolic -------------------------------------------------------------
 
 
 def sin(x: Array, /) -> Array:
-    return _float_or_complex("sin", x, cm.sin, cx.sin)
+    return _float_or_complex("sin", x, elementary.sin, complex_math.sin)
 
 
 def cos(x: Array, /) -> Array:
-    return _float_or_complex("cos", x, cm.cos, cx.cos)
+    return _float_or_complex("cos", x, elementary.cos, complex_math.cos)
 
 
 def tan(x: Array, /) -> Array:
-    return _float_or_complex("tan", x, cm.tan, cx.tan)
+    return _float_or_complex("tan", x, elementary.tan, complex_math.tan)
 
 
 def asin(x: Array, /) -> Array:
-    return _float_or_complex("asin", x, cm.asin, cx.asin)
+    return _float_or_complex("asin", x, elementary.asin, complex_math.asin)
 
 
 def acos(x: Array, /) -> Array:
-    return _float_or_complex("acos", x, cm.acos, cx.acos)
+    return _float_or_complex("acos", x, elementary.acos, complex_math.acos)
 
 
 def atan(x: Array, /) -> Array:
-    return _float_or_complex("atan", x, cm.atan, cx.atan)
+    return _float_or_complex("atan", x, elementary.atan, complex_math.atan)
 
 
 def atan2(x1, x2, /) -> Array:
-    return _binary_real("atan2", x1, x2, "real floating-point", cm.atan2)
+    return _binary_real("atan2", x1, x2, "real floating-point", elementary.atan2)
 
 
 def sinh(x: Array, /) -> Array:
-    return _float_or_complex("sinh", x, cm.sinh, cx.sinh)
+    return _float_or_complex("sinh", x, elementary.sinh, complex_math.sinh)
 
 
 def cosh(x: Array, /) -> Array:
-    return _float_or_complex("cosh", x, cm.cosh, cx.cosh)
+    return _float_or_complex("cosh", x, elementary.cosh, complex_math.cosh)
 
 
 def tanh(x: Array, /) -> Array:
-    return _float_or_complex("tanh", x, cm.tanh, cx.tanh)
+    return _float_or_complex("tanh", x, elementary.tanh, complex_math.tanh)
 
 
 def asinh(x: Array, /) -> Array:
-    return _float_or_complex("asinh", x, cm.asinh, cx.asinh)
+    return _float_or_complex("asinh", x, elementary.asinh, complex_math.asinh)
 
 
 def acosh(x: Array, /) -> Array:
-    return _float_or_complex("acosh", x, cm.acosh, cx.acosh)
+    return _float_or_complex("acosh", x, elementary.acosh, complex_math.acosh)
 
 
 def atanh(x: Array, /) -> Array:
-    return _float_or_complex("atanh", x, cm.atanh, cx.atanh)
+    return _float_or_complex("atanh", x, elementary.atanh, complex_math.atanh)
 
 
 # ---- rounding and bits of floats ------------------------------------------------------------
@@ -329,52 +313,52 @@ def _rounding(op: str, x: Array, fn) -> Array:
 
 
 def floor(x: Array, /) -> Array:
-    return _rounding("floor", x, cm.floor)
+    return _rounding("floor", x, elementary.floor)
 
 
 def ceil(x: Array, /) -> Array:
-    return _rounding("ceil", x, cm.ceil)
+    return _rounding("ceil", x, elementary.ceil)
 
 
 def trunc(x: Array, /) -> Array:
-    return _rounding("trunc", x, cm.trunc)
+    return _rounding("trunc", x, elementary.trunc)
 
 
 def round(x: Array, /) -> Array:  # noqa: A001
-    return _rounding("round", x, cm.rint)
+    return _rounding("round", x, elementary.rint)
 
 
 def signbit(x: Array, /) -> Array:
-    return _real("signbit", x, "real floating-point", cm.signbit)
+    return _real("signbit", x, "real floating-point", elementary.signbit)
 
 
 def copysign(x1, x2, /) -> Array:
-    return _binary_real("copysign", x1, x2, "real floating-point", cm.copysign)
+    return _binary_real("copysign", x1, x2, "real floating-point", elementary.copysign)
 
 
 def nextafter(x1, x2, /) -> Array:
-    return _binary_real("nextafter", x1, x2, "real floating-point", cm.nextafter)
+    return _binary_real("nextafter", x1, x2, "real floating-point", elementary.nextafter)
 
 
 def isnan(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isnan")
     if x.dtype.is_complex:
-        return wrap(cx.isnan(parts(x)))
-    return wrap(cm.isnan(x._t))
+        return wrap(complex_math.isnan(parts(x)))
+    return wrap(elementary.isnan(x._t))
 
 
 def isinf(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isinf")
     if x.dtype.is_complex:
-        return wrap(cx.isinf(parts(x)))
-    return wrap(cm.isinf(x._t))
+        return wrap(complex_math.isinf(parts(x)))
+    return wrap(elementary.isinf(x._t))
 
 
 def isfinite(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isfinite")
     if x.dtype.is_complex:
-        return wrap(cx.isfinite(parts(x)))
-    return wrap(cm.isfinite(x._t))
+        return wrap(complex_math.isfinite(parts(x)))
+    return wrap(elementary.isfinite(x._t))
 
 
 # ---- comparison -------------------------------------------------------------------------------
@@ -383,7 +367,7 @@ def isfinite(x: Array, /) -> Array:
 def equal(x1, x2, /) -> Array:
     a, b = operands("equal", x1, x2, "any")
     if a.dtype.is_complex:
-        return wrap(cx.equal(parts(a), parts(b)))
+        return wrap(complex_math.equal(parts(a), parts(b)))
     return wrap(compose.eq(a._t, b._t))
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
-from limn_array import _complex as cx
-from limn_array._array import Array, complex_dtype, parts, real_dtype, wrap, wrap_complex
+from ir.graph import compose, dtypes, elementary
+from limn_array import _complex as complex_math
+from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
 from limn_array._data_types import check_dtype, standard_dtype
+from limn_array._elementwise import conj
+from limn_array._manipulation import roll
+from limn_array._policy import complex_dtype, real_dtype
 
 F64, I64 = dtypes.float64, dtypes.int64
 
@@ -79,12 +81,12 @@ def _radix2(z, inverse: bool):
         orr, oi = half(re, 1), half(im, 1)
         j = compose.arange(re, h, I64).p_cast(re.dtype)
         angle = j.p_mul(j.p_const(math.pi / h))  # exact ratio j/h, one rounding
-        s, c = cm.sincos(angle)
+        s, c = elementary.sincos(angle)
         if not inverse:
             s = s.p_neg()  # the forward transform turns by e**(-i angle)
         wr = compose.expand_to(c, lead + (blocks, h))
         wi = compose.expand_to(s, lead + (blocks, h))
-        tr, ti = cx.mul((orr, oi), (wr, wi))
+        tr, ti = complex_math.mul((orr, oi), (wr, wi))
         re = _stack_halves(er.p_add(tr), compose.sub(er, tr), lead, blocks, h)
         im = _stack_halves(ei.p_add(ti), compose.sub(ei, ti), lead, blocks, h)
         h *= 2
@@ -96,7 +98,7 @@ def _chirp(t, n: int, count: int, sign: float):
     m = compose.arange(t, count, I64)
     sq = m.p_mul(m).p_mod(m.p_const(2 * n))
     angle = sq.p_cast(F64).p_mul(sq.p_const(math.pi / n, dtype=F64))
-    s, c = cm.sincos(angle)
+    s, c = elementary.sincos(angle)
     return c, s.p_mul(s.p_const(sign))
 
 
@@ -109,7 +111,9 @@ def _bluestein(z, inverse: bool):
         size *= 2
     sign = 1.0 if inverse else -1.0
     cr, ci = _chirp(re, n, n, sign)  # e**(sign i pi j**2 / n)
-    a = cx.mul((re, im), (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
+    a = complex_math.mul(
+        (re, im), (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape))
+    )
     pads = ((0, 0),) * len(lead) + ((0, size - n),)
     a = (a[0].p_pad(pads), a[1].p_pad(pads))
     # b[m] = conj(chirp)[m] for |m| < n, laid out circularly: m at m, -m at size - m
@@ -126,11 +130,11 @@ def _bluestein(z, inverse: bool):
     ri = mirror.p_where(bi.p_gather(src, 0), head_i)
     b = (compose.expand_to(rr, lead + (size,)), compose.expand_to(ri, lead + (size,)))
     fa, fb = _radix2(a, False), _radix2(b, False)
-    conv = _radix2(cx.mul(fa, fb), True)
+    conv = _radix2(complex_math.mul(fa, fb), True)
     scale = conv[0].p_const(1 / size)
     box = tuple((0, s) for s in lead) + ((0, n),)
     c = (conv[0].p_mul(scale).p_shrink(box), conv[1].p_mul(scale).p_shrink(box))
-    return cx.mul(c, (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
+    return complex_math.mul(c, (compose.expand_to(cr, re.shape), compose.expand_to(ci, re.shape)))
 
 
 def _transform_last(z, inverse: bool):
@@ -323,16 +327,12 @@ _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 def hfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Array:
     """The transform of a Hermitian-symmetric signal: irfft(conj(x)) with norm swapped."""
-    from limn_array._elementwise import conj
-
     if norm not in _SWAP:
         raise ValueError(f"hfft: norm must be one of {list(_SWAP)}, got {norm!r}")
     return irfft(conj(x), n=n, axis=axis, norm=_SWAP[norm])
 
 
 def ihfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Array:
-    from limn_array._elementwise import conj
-
     if norm not in _SWAP:
         raise ValueError(f"ihfft: norm must be one of {list(_SWAP)}, got {norm!r}")
     return conj(rfft(x, n=n, axis=axis, norm=_SWAP[norm]))
@@ -363,8 +363,6 @@ def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Array:
 
 
 def _shift(x: Array, axes, sign: int) -> Array:
-    from limn_array._manipulation import roll
-
     axes = tuple(range(x.ndim)) if axes is None else ((axes,) if isinstance(axes, int) else axes)
     shifts = tuple(sign * (x.shape[a] // 2) for a in axes)
     return roll(x, shifts, axis=axes)

@@ -23,7 +23,9 @@ import operator
 
 from ir.graph import compose, dtypes
 from limn_array import _order as order
-from limn_array._array import Array, host, lift, wrap
+from limn_array._array import Array, broadcast, host, lift, wrap
+from limn_array._creation import asarray
+from limn_array._data_types import astype, scalar_dtype
 
 INDEX = dtypes.int64
 
@@ -150,7 +152,8 @@ def getitem(x: Array, key) -> Array:
     basic = tuple(items)
     out = lift(lambda t: basic_index(t, basic), x)
     if out.ndim == 0 and x.size > 1 and out.size == 1:
-        out._src = (x._t, basic)  # reading one element computes x once, not per element
+        src = x._t  # reading one element computes x once, not per element:
+        out._src = (src, lambda: basic_index(src, basic))  # (source, how to view it again)
     return out
 
 
@@ -246,16 +249,11 @@ def _getitem_arrays(x: Array, items) -> Array:
 
 def _value_like(x: Array, value, op: str) -> Array:
     """The value as an array of x's dtype and device (the standard's __setitem__ rules)."""
-    from limn_array._creation import asarray
-    from limn_array._data_types import scalar_dtype
-
     if isinstance(value, Array):
         if value.dtype != x.dtype:
             d = dtypes.promote_array_api(x.dtype, value.dtype)
             if d != x.dtype:
                 raise TypeError(f"{op}: a {value.dtype} value does not fit a {x.dtype} array")
-            from limn_array._data_types import astype
-
             value = astype(value, x.dtype)
         return value
     scalar_dtype(value, x.dtype, op)
@@ -302,8 +300,6 @@ def _undo_view(t, items, shape):
 
 def setitem(x: Array, key, value) -> Array:
     """The array x would be after ``x[key] = value``."""
-    from limn_array._manipulation import broadcast_to
-
     items = _normalize(key, x.ndim)
     v = _value_like(x, value, "__setitem__")
     if any(_is_mask(k) for k in items):
@@ -312,7 +308,7 @@ def setitem(x: Array, key, value) -> Array:
         return _setitem_arrays(x, items, v)
     _check_ints(items, x.shape)
     target = getitem(x, tuple(items)).shape
-    v = broadcast_to(v, target)
+    v = broadcast(v, target, "__setitem__")
     sel = _undo_view(x._t.p_const(True, shape=target, dtype=dtypes.bool_), items, x.shape)
     if sel is None:
         return x
@@ -351,9 +347,7 @@ def _setitem_arrays(x: Array, items, v: Array) -> Array:
     n = x.size
     p = idx._t.p_reshape((idx.size,))
     m = p.shape[0]
-    from limn_array._manipulation import broadcast_to
-
-    v = broadcast_to(v, idx.shape)
+    v = broadcast(v, idx.shape, "__setitem__")
     # writer j loses to a later writer k > j aimed at the same place
     later = compose.eq(p.p_reshape((m, 1)).p_expand((m, m)), p.p_reshape((1, m)).p_expand((m, m)))
     j = compose.arange(p, m, INDEX)

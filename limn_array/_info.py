@@ -7,9 +7,9 @@ limn can start here, and a device's dtypes are what ``_array.device_dtypes`` say
 from __future__ import annotations
 
 from limn.runtime.device import current_device, device_names, get_device
-from limn_array._array import Device, device_dtypes, device_name
 from limn_array._creation import DEFAULT_COMPLEX, DEFAULT_FLOAT, DEFAULT_INT
 from limn_array._data_types import ALL, KINDS, isdtype
+from limn_array._policy import Device, device_dtypes, device_name
 
 
 def available_devices() -> tuple[Device, ...]:

@@ -19,24 +19,21 @@ from collections import namedtuple
 
 import numpy as np
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import compose, dtypes, elementary
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
-from limn_array import _complex as cx
-from limn_array._array import (
-    Array,
-    complex_dtype,
-    lift,
-    parts,
-    real_dtype,
-    wrap,
-    wrap_complex,
-)
-from limn_array._data_types import check_dtype, result_type
-from limn_array._elementwise import cast, conj, multiply
+from limn_array import _complex as complex_math
+from limn_array._array import Array, lift, parts, wrap, wrap_complex
+from limn_array._creation import eye
+from limn_array._data_types import cast, check_dtype, result_type
+from limn_array._elementwise import conj, multiply, subtract
+from limn_array._manipulation import broadcast_arrays, broadcast_to, permute_dims, reshape, stack
+from limn_array._policy import complex_dtype, real_dtype
+from limn_array._statistical import max as max_
+from limn_array._statistical import min as min_
+from limn_array._statistical import sum as sum_
 
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
@@ -75,8 +72,6 @@ def matrix_transpose(x: Array, /) -> Array:
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:
-    from limn_array._manipulation import permute_dims, reshape
-
     if isinstance(axes, int):
         if axes < 0 or axes > min(x1.ndim, x2.ndim):
             raise ValueError(f"tensordot: axes={axes} does not fit {x1.shape} and {x2.shape}")
@@ -101,8 +96,6 @@ def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:
 
 
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
-    from limn_array._statistical import sum as sum_
-
     d = result_type(x1, x2)
     check_dtype(x1, "numeric", "vecdot")
     n = max(x1.ndim, x2.ndim)
@@ -116,8 +109,6 @@ def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
 
 
 def outer(x1: Array, x2: Array, /) -> Array:
-    from limn_array._manipulation import reshape
-
     if x1.ndim != 1 or x2.ndim != 1:
         raise ValueError(f"outer: needs 1-d arrays, got {x1.shape} and {x2.shape}")
     return multiply(reshape(x1, (x1.shape[0], 1)), reshape(x2, (1, x2.shape[0])))
@@ -144,15 +135,10 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
 
 
 def trace(x: Array, /, *, offset: int = 0, dtype=None) -> Array:
-    from limn_array._statistical import sum as sum_
-
     return sum_(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
 def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
-    from limn_array._elementwise import subtract
-    from limn_array._manipulation import broadcast_arrays, stack
-
     d = result_type(x1, x2)
     a, b = broadcast_arrays(cast(x1, d), cast(x2, d))
     ax = compose.normalize_axis(axis, a.ndim, "cross")
@@ -177,9 +163,6 @@ def matrix_power(x: Array, n: int, /) -> Array:
     if n < 0:
         x, n = inv(x), -n
     if n == 0:
-        from limn_array._creation import eye
-        from limn_array._manipulation import broadcast_to
-
         return broadcast_to(eye(x.shape[-1], dtype=x.dtype, device=x.device), x.shape)
     result, base = None, x
     while n:
@@ -197,7 +180,7 @@ def matrix_power(x: Array, n: int, /) -> Array:
 def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Array:
     """ord 2 scales by the largest |x| first, so squares neither overflow nor underflow."""
     check_dtype(x, "floating-point", "vector_norm")
-    a = cx.absolute(parts(x)) if x.dtype.is_complex else cm.fabs(x._t)
+    a = complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t)
     axes = compose.normalize_axes(axis, x.ndim, "vector_norm")
     shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     out = shape if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
@@ -214,23 +197,19 @@ def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Arr
         r = a.p_sum(axes)
     elif ord == 2:
         m = a.p_max(axes) if all(x.shape[i] for i in axes) else a.p_const(0, shape=shape)
-        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), cm.isfinite(m))
+        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), elementary.isfinite(m))
         scale = safe.p_where(m, m.p_const(1))
-        s = cm.divide(a, compose.expand_to(scale, a.shape))
+        s = elementary.divide(a, compose.expand_to(scale, a.shape))
         r = s.p_mul(s).p_sum(axes).p_sqrt().p_mul(scale)
-        r = cm.isinf(m).p_where(m, r)
+        r = elementary.isinf(m).p_where(m, r)
     else:
         p = float(ord)
-        powed = cm.pow(a, a.p_const(p))
-        r = cm.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
+        powed = elementary.pow(a, a.p_const(p))
+        r = elementary.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
     return wrap(r.p_reshape(out))
 
 
 def matrix_norm(x: Array, /, *, keepdims: bool = False, ord="fro") -> Array:
-    from limn_array._statistical import max as max_
-    from limn_array._statistical import min as min_
-    from limn_array._statistical import sum as sum_
-
     check_dtype(x, "floating-point", "matrix_norm")
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs at least 2 dims, got shape {x.shape}")
@@ -240,7 +219,7 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False, ord="fro") -> Array:
         s = svdvals(x)
         r = sum_(s, axis=-1) if ord == "nuc" else (max_ if ord == 2 else min_)(s, axis=-1)
     elif ord in (1, -1, float("inf"), float("-inf")):
-        a = wrap(cx.absolute(parts(x)) if x.dtype.is_complex else cm.fabs(x._t))
+        a = wrap(complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t))
         col = ord in (1, -1)
         sums = sum_(a, axis=-2 if col else -1)
         r = (max_ if ord in (1, float("inf")) else min_)(sums, axis=-1)
@@ -249,8 +228,6 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False, ord="fro") -> Array:
             f"matrix_norm: ord {ord!r} is not one of 'fro', 'nuc', 1, -1, 2, -2, inf, -inf"
         )
     if keepdims:
-        from limn_array._manipulation import reshape
-
         r = reshape(r, r.shape + (1, 1))
     return r
 

@@ -9,16 +9,13 @@ one data-dependent shape here: the total count is computed, the rest stays lazy.
 from __future__ import annotations
 
 from ir.graph import compose, dtypes
+from ir.graph.compose import normalize_axis
 from limn_array import _order as order
-from limn_array._array import Array, host, lift
-from limn_array._data_types import result_type
-from limn_array._elementwise import cast
+from limn_array._array import Array, broadcast, host, lift
+from limn_array._data_types import cast, result_type
+from limn_array._indexing import take
 
 INDEX = dtypes.int64
-
-
-def _axis(axis: int, ndim: int, op: str) -> int:
-    return compose.normalize_axis(axis, ndim, op)
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -26,10 +23,7 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
-    shape = tuple(shape)
-    if len(shape) < x.ndim or compose.broadcast_shapes(x.shape, shape) != shape:
-        raise ValueError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
-    return x if x.shape == shape else lift(lambda t: compose.expand_to(t, shape), x)
+    return broadcast(x, shape, "broadcast_to")
 
 
 def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
@@ -52,7 +46,7 @@ def concat(arrays, /, *, axis: int | None = 0) -> Array:
     nd = xs[0].ndim
     if nd == 0:
         raise ValueError("concat: 0-d arrays cannot be joined; use axis=None or stack")
-    axis = _axis(axis, nd, "concat")
+    axis = normalize_axis(axis, nd, "concat")
     for x in xs:
         if x.ndim != nd or any(
             a != b for i, (a, b) in enumerate(zip(x.shape, xs[0].shape)) if i != axis
@@ -65,14 +59,14 @@ def stack(arrays, /, *, axis: int = 0) -> Array:
     xs = _same_dtype(list(arrays), "stack")
     if any(x.shape != xs[0].shape for x in xs):
         raise ValueError(f"stack: shapes differ: {[x.shape for x in xs]}")
-    axis = _axis(axis, xs[0].ndim + 1, "stack")
+    axis = normalize_axis(axis, xs[0].ndim + 1, "stack")
     return concat([expand_dims(x, axis=axis) for x in xs], axis=axis)
 
 
 def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
     if x.ndim == 0:
         raise ValueError("unstack: needs at least a 1-d array")
-    axis = _axis(axis, x.ndim, "unstack")
+    axis = normalize_axis(axis, x.ndim, "unstack")
     out = []
     for i in range(x.shape[axis]):
         key = [slice(None)] * x.ndim
@@ -86,7 +80,7 @@ def expand_dims(x: Array, /, axis=0) -> Array:
     nd = x.ndim + len(axes)
     if any(not -nd <= a < nd for a in axes):
         raise IndexError(f"expand_dims: axis {axis} is out of range for a {nd}-d result")
-    norm = sorted(_axis(a, nd, "expand_dims") for a in axes)
+    norm = sorted(normalize_axis(a, nd, "expand_dims") for a in axes)
     if len(set(norm)) != len(norm):
         raise ValueError(f"expand_dims: repeated axis in {axis}")
     shape = list(x.shape)
@@ -109,7 +103,7 @@ def reshape(x: Array, /, shape, *, copy: bool | None = None) -> Array:
 
 
 def permute_dims(x: Array, /, axes) -> Array:
-    axes = tuple(_axis(a, x.ndim, "permute_dims") for a in axes)
+    axes = tuple(normalize_axis(a, x.ndim, "permute_dims") for a in axes)
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute_dims: {axes} is not a permutation of {x.ndim} axes")
     return lift(lambda t: t.p_permute(axes), x)
@@ -120,8 +114,8 @@ def moveaxis(x: Array, source, destination, /) -> Array:
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     if len(src) != len(dst):
         raise ValueError("moveaxis: source and destination need the same number of axes")
-    src = [_axis(a, x.ndim, "moveaxis") for a in src]
-    dst = [_axis(a, x.ndim, "moveaxis") for a in dst]
+    src = [normalize_axis(a, x.ndim, "moveaxis") for a in src]
+    dst = [normalize_axis(a, x.ndim, "moveaxis") for a in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise ValueError("moveaxis: repeated axes")
     order = [a for a in range(x.ndim) if a not in src]
@@ -147,7 +141,7 @@ def roll(x: Array, /, shift, *, axis=None) -> Array:
             raise ValueError("roll: shift and axis need the same length")
     out = x
     for s, a in zip(shifts, axes):
-        a = _axis(a, x.ndim, "roll")
+        a = normalize_axis(a, x.ndim, "roll")
         n = x.shape[a]
         if n == 0 or s % n == 0:
             continue
@@ -175,7 +169,7 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
-    axis = _axis(axis, x.ndim, "repeat")
+    axis = normalize_axis(axis, x.ndim, "repeat")
     n = x.shape[axis]
     if isinstance(repeats, int):
         if repeats < 0:
@@ -198,6 +192,4 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
     starts = order.scan(r, 0, "add").p_add(r.p_neg())
     marks = r.p_const(0, shape=(total + 1,)).p_scatter(starts, r.p_const(1), 0)
     src = order.scan(marks, 0, "add").p_add(marks.p_const(-1)).p_shrink(((0, total),))
-    from limn_array._indexing import take
-
     return take(x, Array._new(src), axis=axis)

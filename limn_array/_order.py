@@ -12,16 +12,9 @@ from __future__ import annotations
 
 from ir.graph import compose, dtypes
 from ir.graph.compose import logical_and, logical_not, logical_or
+from ir.graph.exact import select
 
 BOOL = dtypes.bool_
-
-
-def _sel(cond, a, b):
-    return cond.p_where(a, b)
-
-
-def isnan(x):
-    return compose.isnan(x)
 
 
 # ---- scans and tree reductions ---------------------------------------------------------
@@ -49,7 +42,7 @@ def scan_with(xs: tuple, axis: int, combine) -> tuple:
         before = tuple(x.p_pad(tuple(pads)).p_shrink(tuple(bounds)) for x in xs)
         both = combine(before, xs)
         early = pos.p_cmplt(pos.p_const(k))
-        xs = tuple(_sel(early, x, b) for x, b in zip(xs, both))
+        xs = tuple(select(early, x, b) for x, b in zip(xs, both))
         k *= 2
     return xs
 
@@ -79,7 +72,7 @@ def tree_reduce(xs: tuple, axis: int, combine, identity: tuple) -> tuple:
         pads[axis] = (0, size - n)
         inside = x0.p_const(True, dtype=BOOL).p_pad(tuple(pads))
         xs = tuple(
-            _sel(inside, x.p_pad(tuple(pads)), x.p_const(v, shape=inside.shape))
+            select(inside, x.p_pad(tuple(pads)), x.p_const(v, shape=inside.shape))
             for x, v in zip(xs, identity)
         )
     while size > 1:
@@ -111,8 +104,8 @@ def _before(a, b, descending: bool):
         same = logical_not(logical_or(x.p_cmplt(y), y.p_cmplt(x)))
         r = logical_or(less, logical_and(same, r))
     nan_order = logical_and(nb, logical_not(na))  # a is a number, b a nan
-    r = _sel(compose.ne(na, nb), nan_order, _sel(na, ia.p_cmplt(ib), r))
-    return _sel(compose.ne(pa, pb), pb, r)
+    r = select(compose.ne(na, nb), nan_order, select(na, ia.p_cmplt(ib), r))
+    return select(compose.ne(pa, pb), pb, r)
 
 
 def sort_last(x, descending: bool = False):
@@ -148,7 +141,7 @@ def sort_keys_last(keys: tuple, descending: bool = False):
     nan = pad.p_const(False, dtype=BOOL)
     for k in padded:
         if k.dtype.is_float:
-            nan = logical_or(nan, isnan(k))
+            nan = logical_or(nan, compose.isnan(k))
     fields = padded + (nan, pad, idx)
     k = 2
     while k <= size:
@@ -178,14 +171,14 @@ def _exchange(fields, lead, size: int, k: int, j: int, descending: bool):
     per = max(k // (2 * j), 1)
     up = compose.eq(b.p_idiv(b.p_const(per)).p_mod(b.p_const(2)), b.p_const(0))
     up = compose.expand_to(up.p_reshape((blocks, 1)), lead + (blocks, j))
-    swap = _sel(up, _before(hi, lo, descending), _before(lo, hi, descending))
+    swap = select(up, _before(hi, lo, descending), _before(lo, hi, descending))
     out = []
     for a, c in zip(lo, hi):
-        first, second = _sel(swap, c, a), _sel(swap, a, c)
+        first, second = select(swap, c, a), select(swap, a, c)
         pads_a = ((0, 0),) * (nl + 1) + ((0, 1), (0, 0))
         pads_b = ((0, 0),) * (nl + 1) + ((1, 0), (0, 0))
         first = first.p_reshape(lead + (blocks, 1, j)).p_pad(pads_a)
         second = second.p_reshape(lead + (blocks, 1, j)).p_pad(pads_b)
         top = a.p_const(True, shape=lead + (blocks, 1, j), dtype=BOOL).p_pad(pads_a)
-        out.append(_sel(top, first, second).p_reshape(lead + (size,)))
+        out.append(select(top, first, second).p_reshape(lead + (size,)))
     return tuple(out)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
+from ir.graph import compose, dtypes, elementary
 from limn_array._array import Array, host, lift, wrap
-from limn_array._data_types import check_dtype, convert
-from limn_array._elementwise import _as_array, cast, operands
-from limn_array._indexing import _flat_positions
+from limn_array._data_types import cast, check_dtype, convert
+from limn_array._elementwise import _as_array, operands
+from limn_array._indexing import _flat_positions, take
 
 INDEX = dtypes.int64
 
@@ -82,8 +81,6 @@ def searchsorted(x1: Array, x2, /, *, side: str = "left", sorter: Array | None =
         raise ValueError(f"searchsorted: x1 must be 1-d, got shape {x1.shape}")
     x2 = _as_array(x2, x1, "searchsorted")
     if sorter is not None:
-        from limn_array._indexing import take
-
         x1 = take(x1, sorter)
     d = dtypes.promote_array_api(x1.dtype, x2.dtype)
     s, v = cast(x1, d)._t, cast(x2, d)._t
@@ -94,12 +91,12 @@ def searchsorted(x1: Array, x2, /, *, side: str = "left", sorter: Array | None =
     if n == 0:
         return wrap(lo)
     table = s.p_reshape((1,) * len(shape) + (n,)).p_expand(shape + (n,))
-    v_nan = cm.isnan(v) if d.is_float else v.p_const(False, dtype=dtypes.bool_)
+    v_nan = elementary.isnan(v) if d.is_float else v.p_const(False, dtype=dtypes.bool_)
     for _ in range(math.ceil(math.log2(n + 1))):
         mid = lo.p_add(hi).p_idiv(lo.p_const(2))
         at = compose.clamp(mid, mid.p_const(0), mid.p_const(n - 1))
         val = table.p_gather(at.p_reshape(shape + (1,)), len(shape)).p_reshape(shape)
-        val_nan = cm.isnan(val) if d.is_float else v_nan
+        val_nan = elementary.isnan(val) if d.is_float else v_nan
         if side == "left":  # val < v, with nan after every number
             right = compose.logical_or(
                 val.p_cmplt(v), compose.logical_and(v_nan, compose.logical_not(val_nan))

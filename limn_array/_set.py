@@ -15,8 +15,11 @@ from collections import namedtuple
 from ir.graph import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, host, lift, parts, stack_parts, wrap
-from limn_array._elementwise import _as_array, cast, equal, logical_not
-from limn_array._indexing import _flat_positions
+from limn_array._data_types import cast
+from limn_array._elementwise import _as_array, equal, logical_not
+from limn_array._indexing import _flat_positions, take
+from limn_array._manipulation import reshape
+from limn_array._searching import searchsorted
 
 INDEX = dtypes.int64
 
@@ -31,8 +34,6 @@ def _runs(x: Array, op: str):
     Complex values sort by (re, im); equality is all that grouping needs.
     """
     n = x.size
-    from limn_array._manipulation import reshape
-
     flat = reshape(x, (n,))
     keys = parts(flat) if x.dtype.is_complex else (flat._t,)
     keys, perm = order.sort_keys_last(keys)
@@ -119,13 +120,9 @@ def isin(x1, x2, /, *, invert: bool = False) -> Array:
     if n == 0:
         out = wrap(a._t.p_const(bool(invert), shape=a.shape, dtype=dtypes.bool_))
         return out
-    from limn_array._searching import searchsorted
-
     srt = wrap(order.sort_last(b._t.p_reshape((n,)))[0])
     at = searchsorted(srt, a)
     at = wrap(compose.clamp(at._t, at._t.p_const(0), at._t.p_const(n - 1)))
-    from limn_array._indexing import take
-
     found = equal(
         Array._new(take(srt, Array._new(at._t.p_reshape((a.size,))))._t.p_reshape(a.shape)), a
     )

@@ -9,13 +9,13 @@ part, except products, which combine (re, im) pairs with the complex product.
 
 from __future__ import annotations
 
-from ir.graph import compose, dtypes
-from ir.graph import elementary as cm
-from limn_array import _complex as cx
+from ir.graph import compose, dtypes, elementary
+from limn_array import _complex as complex_math
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
-from limn_array._data_types import check_dtype, standard_dtype
-from limn_array._elementwise import cast
+from limn_array._creation import full_array
+from limn_array._data_types import cast, check_dtype, standard_dtype
+from limn_array._manipulation import concat
 
 
 def _axes(x: Array, axis, op: str) -> tuple[int, ...]:
@@ -62,7 +62,10 @@ def prod(x: Array, /, *, axis=None, dtype=None, keepdims: bool = False) -> Array
     if x.dtype.is_complex:
         re, im = parts(x)
         pr, pi = order.tree_reduce(
-            (gather_axes(re), gather_axes(im)), last, lambda a, b: cx.mul(a, b), (1.0, 0.0)
+            (gather_axes(re), gather_axes(im)),
+            last,
+            lambda a, b: complex_math.mul(a, b),
+            (1.0, 0.0),
         )
         return wrap_complex(pr.p_reshape(out), pi.p_reshape(out))
     (p,) = order.tree_reduce((gather_axes(x._t),), last, lambda a, b: (a[0].p_mul(b[0]),), (1,))
@@ -100,7 +103,7 @@ def mean(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:
     axes = _axes(x, axis, "mean")
     n = _count(x.shape, axes)
     total = sum(x, axis=axes, keepdims=keepdims)
-    return lift(lambda t: cm.divide(t, t.p_const(n if n else float("nan"))), total)
+    return lift(lambda t: elementary.divide(t, t.p_const(n if n else float("nan"))), total)
 
 
 def var(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:
@@ -127,15 +130,12 @@ def _cumulative(x: Array, axis, dtype, include_initial: bool, op: str) -> Array:
     x = cast(x, _sum_dtype(x, dtype))
     is_sum = op == "cumulative_sum"
     if x.dtype.is_complex:
-        combine = cx.add if is_sum else cx.mul
+        combine = complex_math.add if is_sum else complex_math.mul
         re, im = order.scan_with(parts(x), axis, lambda a, b: combine(a, b))
         out = wrap_complex(re, im)
     else:
         out = wrap(order.scan(x._t, axis, "add" if is_sum else "mul"))
     if include_initial:
-        from limn_array._creation import full_array
-        from limn_array._manipulation import concat
-
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape))
         first = full_array(0 if is_sum else 1, shape, x.dtype, x._t.device)
         out = concat([first, out], axis=axis)

@@ -11,6 +11,7 @@ from ir.graph import compose, dtypes
 from limn_array._array import Array, wrap
 from limn_array._data_types import convert
 from limn_array._elementwise import not_equal, subtract
+from limn_array._manipulation import concat
 
 
 def _truth(x: Array):
@@ -34,8 +35,6 @@ def diff(x: Array, /, *, axis: int = -1, n: int = 1, prepend=None, append=None) 
         raise ValueError(f"diff: n must be non-negative, got {n}")
     axis = compose.normalize_axis(axis, x.ndim, "diff")
     if prepend is not None or append is not None:
-        from limn_array._manipulation import concat
-
         pieces = [p for p in (prepend, x, append) if p is not None]
         x = concat(pieces, axis=axis)
     for _ in range(n):

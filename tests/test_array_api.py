@@ -315,8 +315,24 @@ def test_python_scalars_join_arrays_by_the_standards_rules():
         xp.asarray([True]) + 1
     with pytest.raises(OverflowError):
         x8 + 1000
+    # arrays of mixed kinds, which the standard leaves to the implementation: the float wins
+    i64, f64 = xp.asarray([7], dtype=xp.int64), xp.asarray([2.0], dtype=xp.float64)
+    assert xp.result_type(xp.int64, xp.float32) == xp.float32
+    assert xp.result_type(xp.uint8, xp.complex128) == xp.complex128
+    assert (i64 / f64).dtype == xp.float64 and float(xp.divide(f64, i64)[0]) == 2 / 7
     with pytest.raises(TypeError):
-        xp.asarray([1], dtype=xp.int64) + xp.asarray([1.0])
+        xp.asarray([True]) & xp.asarray([1.0])
+
+
+def test_numpy_dtypes_name_the_standards_dtypes_both_ways():
+    # code that keeps numpy dtypes (cubed's arrays do) hands them to the namespace, and
+    # numpy reads limn's dtypes back
+    assert xp.asarray([1, 2], dtype=np.dtype("float64")).dtype == xp.float64
+    assert xp.zeros(3, dtype=np.int16).dtype == xp.int16
+    assert xp.isdtype(np.dtype("uint8"), "unsigned integer")
+    assert all(np.dtype(d) == np.dtype(d.name) for d in (xp.bool, xp.int32, xp.complex64))
+    with pytest.raises(TypeError, match="not a dtype of the standard"):
+        xp.asarray([1.0], dtype=np.float16)
 
 
 def test_in_place_operators_keep_the_left_dtype_and_rebind_only_that_array():

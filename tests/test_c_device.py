@@ -146,6 +146,23 @@ def test_set_device_c_without_a_compiler_says_why(tmp_path):
     assert "no C compiler" in r.stderr and "'cc' is not on PATH" in r.stderr
 
 
+def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(c, monkeypatch):
+    if not c.openmp:
+        pytest.skip("this cc has no OpenMP; ir(x, stage='c') prints the OpenMP build")
+    handed: list[str] = []
+    compile_ = c.toolchain.libraries
+    monkeypatch.setattr(
+        c.toolchain, "libraries", lambda srcs: handed.extend(srcs) or compile_(srcs)
+    )
+    a = Tensor(np.random.default_rng(7).standard_normal((37, 11), dtype=np.float32))
+    y = ((a @ a.T).exp().sum(1) / 3.0).sqrt()  # a contraction, a reduce, elementwise
+    text = limn.ir(y, stage="c")
+    want = np.sqrt(np.exp(a.numpy() @ a.numpy().T).sum(1) / 3.0)
+    np.testing.assert_allclose(c.realize([y.node])[0].data, want, rtol=1e-5)
+    assert len(handed) == 1 and text == handed[0]
+    assert "void k0(" in text and "#pragma omp" in text
+
+
 def test_gather_out_of_range_raises_on_the_c_device(c):
     src = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     idx = Tensor(np.array([[0, 5], [1, 2], [3, 0]]))
@@ -154,12 +171,13 @@ def test_gather_out_of_range_raises_on_the_c_device(c):
 
 
 def test_complex_is_refused_by_name(c):
+    from ir.c.render import units
     from ir.graph import dtypes
     from ir.kernel.kernel import BufferSpec, KernelGraph
 
     graph = KernelGraph((BufferSpec(dtypes.complex64, (2,)),), 1, (), ())
     with pytest.raises(TypeError, match="complex64 is not supported"):
-        c.source(graph)
+        units(graph)
 
 
 def test_capture_replay_equals_the_uncaptured_loop():
@@ -195,8 +213,8 @@ def test_capture_replay_equals_the_uncaptured_loop():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_c_passes_keep_what_the_nest_means_under_the_interpreter(case):
+    from ir.c.passes import c_passes
     from ir.loop.interp import run
-    from limn.runtime.c import c_passes
 
     got = run([t.node for t in case.build()], passes=c_passes())
     want = reference(case.build())
@@ -219,16 +237,15 @@ def test_a_long_float32_sum_is_accurate_and_the_same_on_every_thread_count(c):
 
 
 def test_lanes_and_blocks_are_printed_in_the_nest():
-    from limn.runtime.c import c_passes
+    from ir.c.passes import c_passes
 
     text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
     assert "DEFACC  acc0[4, 16]" in text and "lanes" in text and "parallel=1" in text
-    assert "TREE    acc0 = ADD pairwise over [4, 16]" in text
+    assert "FOLD    acc0 = ADD pairwise over [4, 16]" in text
 
 
 def test_pad_split_changes_no_bit_and_cuts_the_loop():
-    from ir.c.passes import split_pad_masks
-    from limn.runtime.c import c_passes
+    from ir.c.passes import c_passes, split_pad_masks
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     split = CDevice()
@@ -309,3 +326,38 @@ def test_tensors_move_freely_between_the_host_devices():
     assert on_c.device == "c"
     back = (a * 2 + on_c).numpy()  # and numpy reads the bytes c produced
     np.testing.assert_array_equal(back, a.numpy() * 3 + 1)
+
+
+def test_a_host_call_replays_between_the_recorded_kernels():
+    from limn.capture import host_call
+
+    limn.set_device("c")
+    try:
+        held = Tensor(np.zeros(3, np.float32))  # a buffer that outlives the calls
+        box = held.node.arg.data
+        seen = []
+
+        def step(x):
+            limn.realize(x * 2)
+            host_call(lambda: (np.add(box, 1, out=box), seen.append(box.copy())))
+            return x + held
+
+        f = limn.capture(step)
+        outs = [f(Tensor(np.full(3, float(i), np.float32))).numpy() for i in range(3)]
+        assert [s[0] for s in seen] == [1, 2, 3]  # the host call ran on every replay
+        assert [o[0] for o in outs] == [1, 1 + 2, 2 + 3]
+    finally:
+        limn.set_device("numpy")
+
+
+def test_two_processes_compiling_one_kernel_publish_the_same_bytes(tmp_path, monkeypatch):
+    # a library records no file name of its source, so racing compiles agree byte for byte
+    # (MPI ranks and cubed's worker processes share one cache)
+    libs = []
+    for sub in ("one", "two"):
+        monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path / sub))
+        dev = CDevice()
+        assert dev.realize([(Tensor(np.arange(4, dtype=np.float32)) * 3).node])[0].data[3] == 9
+        (so,) = (tmp_path / sub / "c").glob("*.so")
+        libs.append((so.name, so.read_bytes()))
+    assert libs[0] == libs[1]

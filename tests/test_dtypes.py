@@ -99,9 +99,13 @@ def test_array_api_promotion_of_every_pair_matches_array_api_strict(a):
         try:
             want = dtypes.as_dtype(str(xp.result_type(_strict(a), _strict(b))).split(".")[-1])
         except TypeError:
-            with pytest.raises(TypeError, match=f"{a}.*{b}"):
-                promote_array_api(a, b)
-            continue
+            if (a.is_int and b.is_int) or dtypes.bool_ in (a, b):
+                with pytest.raises(TypeError, match=f"{a}.*{b}"):
+                    promote_array_api(a, b)
+                continue
+            # an int meeting a float, which the standard leaves to the implementation (strict
+            # refuses it): limn's rule, the float dtype, as numpy-minded code (cubed) expects
+            want = b if a.is_int else a
         assert promote_array_api(a, b) == want, f"promote_array_api({a}, {b})"
 
 

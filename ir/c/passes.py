@@ -34,21 +34,23 @@ from ir.loop.nest import (
     Loop,
     LoopNest,
     Mask,
+    PairwiseFold,
     Range,
     Store,
-    Tree,
 )
-from ir.loop.passes import renumber
+from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
     Block,
+    chain,
     defines,
     flatten,
     indices,
+    instructions,
+    rebuild,
     rename,
     substitute,
     to_tree,
     uses,
-    walk,
 )
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
@@ -61,24 +63,11 @@ def _attr(loop: Loop, **kw) -> Loop:
     return replace(loop, attrs=tuple(attrs.items()))
 
 
-def _chain(block: Block) -> tuple[list[Loop], tuple]:
-    loops, inner = [block.loop], block.body
-    while len(inner) == 1 and isinstance(inner[0], Block):
-        loops.append(inner[0].loop)
-        inner = inner[0].body
-    return loops, inner
-
-
-def _rebuild(loops: list[Loop], inner) -> Block:
-    out = Block(loops[-1], tuple(inner))
-    for loop in reversed(loops[:-1]):
-        out = Block(loop, (out,))
-    return out
-
-
 def _writes(items):
     return [
-        ins for ins in walk(items) if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index
+        ins
+        for ins in instructions(items)
+        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index
     ]
 
 
@@ -116,7 +105,7 @@ def parallelize(nest: LoopNest) -> LoopNest:
 
 
 def _parallel_block(block: Block) -> Block:
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
         return block  # the tiled renderer runs its own team; lane blocks already have one
     writes = _writes((block,))
@@ -137,7 +126,7 @@ def _parallel_block(block: Block) -> Block:
     if n == 0 or cells < 2:
         return block
     loops = [_attr(loops[0], parallel=n), *loops[1:]]
-    return _rebuild(loops, inner)
+    return rebuild(loops, inner)
 
 
 # ---- register-tiled contractions ----------------------------------------------------
@@ -165,12 +154,12 @@ def contraction(block: Block):
     into a register: ``out* iA iB`` around DEFACC, a chain of reduce loops ending in an ACCUM
     into that register, then ``tail`` (casts, and the STORE of the total).
     """
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     if any(lp.start != 0 or lp.step != 1 for lp in loops):
         return None
     if inner and isinstance(inner[0], DefAcc) and len(inner) >= 3 and isinstance(inner[1], Block):
         acc, red_block, tail = inner[0], inner[1], inner[2:]
-        reds, body = _chain(red_block)
+        reds, body = chain(red_block)
         if any(isinstance(x, Block) for x in body) or any(isinstance(x, Block) for x in tail):
             return None
         if any(lp.start != 0 or lp.step != 1 for lp in reds) or len(loops) < 2:
@@ -216,7 +205,7 @@ def _outputs_first(block: Block) -> Block:
     Each cell still meets the reduce loops in their own relative order, so what it folds,
     and in which order, is unchanged; only which cells are in flight together moves.
     """
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
         return block
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
@@ -248,7 +237,7 @@ def _outputs_first(block: Block) -> Block:
 
         best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
         outs = [*outs[:best], *outs[best + 1 :], outs[best]]
-    return _rebuild([*outs, *reds, loops[-1]], inner)
+    return rebuild([*outs, *reds, loops[-1]], inner)
 
 
 def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
@@ -275,7 +264,7 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     tiled = _tile(moved, nest)
     if tiled is not None:
         return tiled
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
     if folds_into_memory and loops[-1].var in inner[-1].index.names:
         return moved  # output loops outside the reduce loops: the same cells, better reuse
@@ -305,14 +294,14 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
     )
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     tagged = [
         _attr(lp, tile=mr) if lp is ia else _attr(lp, tile=nr) if lp is ib else lp for lp in loops
     ]
     cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
     if cells * k >= MIN_PARALLEL_WORK:
         tagged[0] = _attr(tagged[0], parallel=len(outer) + 1)
-    return _fuse_multiply_add(_rebuild(tagged, inner), init, nest)
+    return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
 
 
 def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
@@ -350,11 +339,11 @@ BLOCK = 1 << 14  # elements per block of a long full reduce: the unit the team s
 
 
 def lane_reduce(nest: LoopNest) -> LoopNest:
-    """Fold a float reduce into lanes of partial totals, then combine them by a TREE.
+    """Fold a float reduce into lanes of partial totals, then combine them by a FOLD.
 
     A running total in one register cannot be vectorized (float adds do not reassociate)
     and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
-    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and TREE adds the
+    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
     lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
     its own lanes, so a team can share the blocks; the blocks are combined by the same
     tree. The grouping depends only on the shape, never on the thread count.
@@ -385,7 +374,9 @@ def _lanes(items, top: bool, fresh) -> list:
         it = items[i]
         if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items):
             nxt = items[i + 1]
-            later = [x for x in walk(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out]
+            later = [
+                x for x in instructions(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out
+            ]
             if later:  # folded by several loops (a reduce cut by a pad): keep one register
                 nxt = None
             new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
@@ -418,7 +409,7 @@ def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
 
 
 def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
-    reds, body = _chain(block)
+    reds, body = chain(block)
     if not acc.dtype.is_float or acc.dtype.itemsize < 4 or any(isinstance(x, Block) for x in body):
         return None
     fold = body[-1] if body else None
@@ -462,11 +453,11 @@ def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
         return [
             replace(acc, shape=(blocks, lanes)),
             *pieces,
-            Tree(acc.out, fold.op, (blocks, lanes)),
+            PairwiseFold(acc.out, fold.op, (blocks, lanes)),
         ]
     pieces = _tail(r.var, 0, n, lanes, lv, fresh, copy, 0)
-    loops = pieces if len(reds) == 1 else [_rebuild(list(reds[:-1]), tuple(pieces))]
-    return [replace(acc, shape=(lanes,)), *loops, Tree(acc.out, fold.op, (lanes,))]
+    loops = pieces if len(reds) == 1 else [rebuild(list(reds[:-1]), tuple(pieces))]
+    return [replace(acc, shape=(lanes,)), *loops, PairwiseFold(acc.out, fold.op, (lanes,))]
 
 
 def _tail(var: str, start: int, stop: int, lanes: int, lv: str, fresh, copy, lane0: int):
@@ -588,3 +579,8 @@ def _settle(ins, known: dict):
 
 
 C_PASSES = [split_pad_masks, tile_contraction, lane_reduce, parallelize, renumber]
+
+
+def c_passes() -> list[Pass]:
+    """The c device's passes: the default list, then the C ones."""
+    return [*DEFAULT_PASSES, *C_PASSES]

@@ -21,12 +21,16 @@ order any one cell is folded in. With ``openmp=False`` the pragmas are left out.
 from __future__ import annotations
 
 import math
+import os
 
-from ir.c.spell import ctype, index, literal
+from ir.c.passes import c_passes
+from ir.c.spell import CTYPE, ctype, index, literal
 from ir.c.tile import micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
+from ir.kernel.kernel import KernelGraph
+from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
     Arith,
@@ -36,10 +40,11 @@ from ir.loop.nest import (
     Load,
     LoopNest,
     Mask,
+    PairwiseFold,
     Range,
     Store,
-    Tree,
 )
+from ir.loop.passes import apply_passes
 from ir.loop.rewrite import Block, to_tree, value_dtype
 
 UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
@@ -302,8 +307,8 @@ class _Renderer:
                 f"{ctype(ins.dtype)} {ins.out}_l[{n}]; for (int64_t q = 0; q < {n}; q++) "
                 f"{ins.out}_l[q] = {literal(ins.value, ins.dtype)};"
             )
-        if isinstance(ins, Tree):
-            return self.tree(ins)
+        if isinstance(ins, PairwiseFold):
+            return self.pairwise_fold(ins)
         if isinstance(ins, Accum) and ins.lane is not None:
             cell = f"{ins.dst}_l[{index(ins.lane, values)}]"
             if ins.op == Op.ADD:
@@ -348,8 +353,8 @@ class _Renderer:
             return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
         raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
 
-    def tree(self, ins: Tree) -> str:
-        """The pairwise order of TREE, written out: each row, then the rows' totals."""
+    def pairwise_fold(self, ins: PairwiseFold) -> str:
+        """The pairwise order of FOLD, written out: each row, then the rows' totals."""
         a, t = f"{ins.acc}_l", ctype(self.dtype_of[ins.acc])
         rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
         row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
@@ -401,3 +406,49 @@ def program(functions: list[tuple[str, set]]) -> str:
         "  (void)n;\n}\n"
     )
     return "\n".join([PRELUDE, _int_helpers(used), setter, *(f for f, _ in functions)]) + "\n"
+
+
+MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
+
+
+def split_for_cores(funcs: list, cores: int) -> list[list]:
+    """Cut a plan's kernels into up to ``cores`` translation units of similar size.
+
+    ``cc`` is single-threaded, so a plan compiled as one unit keeps one core busy; cut in
+    pieces of balanced source length, it compiles on every core at once. Small plans stay
+    one unit: a second ``cc`` process costs more than it saves.
+    """
+    n = max(1, min(cores, len(funcs) // MIN_PART))
+    parts: list[list] = [[] for _ in range(n)]
+    sizes = [0] * n
+    for item in sorted(funcs, key=lambda f: -len(f[1][0])):
+        j = sizes.index(min(sizes))
+        parts[j].append(item)
+        sizes[j] += len(item[1][0])
+    return [sorted(p, key=lambda f: f[0]) for p in parts if p]
+
+
+def units(
+    graph: KernelGraph, passes=None, openmp: bool = True, cores: int | None = None
+) -> list[tuple[list[int], str]]:
+    """The C a plan compiles to, as (kernel indices, translation unit) pairs, in cc's order.
+
+    Kernel ``i`` is the C function ``k<i>``; CUSTOM kernels have none. ``passes`` default to
+    the c device's (``c_passes()``). This is the one function that makes what the c device
+    hands to ``cc``, and what ``ir(x, stage="c")`` prints.
+    """
+    for spec in graph.buffers:
+        if spec.dtype not in CTYPE:
+            raise TypeError(
+                f"c device: dtype {spec.dtype} is not supported (buffer {spec}); the c "
+                f"device computes {', '.join(map(str, CTYPE))}; use the numpy device "
+                f"for {spec.dtype}"
+            )
+    passes = c_passes() if passes is None else passes
+    funcs = [
+        (i, render(apply_passes(lower(graph, i), passes), f"k{i}", openmp))
+        for i, k in enumerate(graph.kernels)
+        if k.kind != "CUSTOM"
+    ]
+    parts = split_for_cores(funcs, cores or os.cpu_count() or 1)
+    return [([i for i, _ in part], program([f for _, f in part])) for part in parts]

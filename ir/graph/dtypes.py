@@ -49,6 +49,11 @@ class DType:
     def bits(self) -> int:
         return 8 * self.itemsize
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype that stores it, so ``np.dtype(d)`` understands a limn dtype."""
+        return np.dtype(self.np)
+
 
 bool_ = DType("bool", 1, "b", np.bool_)
 int8 = DType("int8", 1, "i", np.int8)
@@ -180,7 +185,9 @@ def acc_dtype(d: DType) -> DType:
 
 
 def promote_array_api(a: DType, b: DType) -> DType:
-    """The standard's promotion table; mixed kinds (int with float, bool with number) raise."""
+    """The standard's promotion table. The standard leaves mixed kinds to the implementation:
+    an int meeting a float or complex dtype takes that dtype (limn's own rule, and what
+    array code written against numpy, such as cubed's mean, counts on); bool meets only bool."""
     if a == b:
         return a
     if a == bool_ or b == bool_:
@@ -197,7 +204,10 @@ def promote_array_api(a: DType, b: DType) -> DType:
                 else (complex64)
             )
         return a if a.itemsize >= b.itemsize else b
-    raise TypeError(f"result_type: {a} and {b} mix kinds, which the standard leaves undefined")
+    f = b if a.is_int else a
+    if f in HALF:
+        raise TypeError(f"result_type: {a} and {b} are outside the standard's table")
+    return f
 
 
 # ---- facts about dtypes -----------------------------------------------------------

@@ -26,23 +26,21 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose, dtypes
-from ir.graph.compose import logical_and, logical_not, logical_or
+from ir.graph.compose import gt, isfinite, isinf, isnan, logical_and, logical_not, logical_or, sub
 from ir.graph.dtypes import DType
 from ir.graph.exact import (
-    _abs_mask,
-    _bits,
-    _fast_two_sum,
-    _frexp,
-    _gt,
-    _horner,
-    _k,
-    _pow2,
-    _sel,
-    _sign_mask,
-    _sub,
-    _two_prod,
-    _two_sum,
-    _wide,
+    abs_mask,
+    bits_of,
+    const,
+    fast_two_sum,
+    frexp,
+    horner,
+    pow2,
+    select,
+    sign_mask,
+    two_prod,
+    two_sum,
+    via_float64,
 )
 
 F64 = dtypes.float64
@@ -52,35 +50,23 @@ F64 = dtypes.float64
 
 def signbit(x):
     """True where the sign bit is set: -0.0 and negative nans included."""
-    return _bits(x).p_cmplt(_bits(x).p_const(0))
+    return bits_of(x).p_cmplt(bits_of(x).p_const(0))
 
 
 def fabs(x):
     """|x| by clearing the sign bit: |-0.0| is +0.0 and a nan stays a nan."""
-    b = _bits(x)
-    return b.p_and(_abs_mask(b)).p_bitcast(x.dtype)
+    b = bits_of(x)
+    return b.p_and(abs_mask(b)).p_bitcast(x.dtype)
 
 
 def copysign(a, b):
     """|a| with the sign bit of b, exactly."""
-    ba, bb = _bits(a), _bits(b)
-    return ba.p_and(_abs_mask(ba)).p_or(bb.p_and(_sign_mask(bb))).p_bitcast(a.dtype)
-
-
-def isnan(x):
-    return compose.isnan(x)
-
-
-def isfinite(x):
-    return compose.isfinite(x)
-
-
-def isinf(x):
-    return compose.isinf(x)
+    ba, bb = bits_of(a), bits_of(b)
+    return ba.p_and(abs_mask(ba)).p_or(bb.p_and(sign_mask(bb))).p_bitcast(a.dtype)
 
 
 def _nan(x):
-    return _k(x, math.nan)
+    return const(x, math.nan)
 
 
 def nextafter(a, b):
@@ -90,14 +76,14 @@ def nextafter(a, b):
     step is +1 when b lies beyond a on a's side of zero and -1 otherwise; from a zero the
     step lands on the smallest subnormal with b's sign.
     """
-    ba = _bits(a)
+    ba = bits_of(a)
     one = ba.p_const(1)
-    up = compose.eq(_gt(b, a), _gt(a, _k(a, 0)))
-    stepped = _sel(up, ba.p_add(one), _sub(ba, one)).p_bitcast(a.dtype)
-    tiny = copysign(_k(a, 0).p_bitcast(ba.dtype).p_add(one).p_bitcast(a.dtype), b)
-    r = _sel(compose.eq(a, _k(a, 0)), tiny, stepped)
-    r = _sel(compose.eq(a, b), b, r)
-    return _sel(logical_or(isnan(a), isnan(b)), _nan(a), r)
+    up = compose.eq(gt(b, a), gt(a, const(a, 0)))
+    stepped = select(up, ba.p_add(one), sub(ba, one)).p_bitcast(a.dtype)
+    tiny = copysign(const(a, 0).p_bitcast(ba.dtype).p_add(one).p_bitcast(a.dtype), b)
+    r = select(compose.eq(a, const(a, 0)), tiny, stepped)
+    r = select(compose.eq(a, b), b, r)
+    return select(logical_or(isnan(a), isnan(b)), _nan(a), r)
 
 
 # ---- rounding (signs of zero kept) ---------------------------------------------------------
@@ -122,8 +108,8 @@ def rint(x):
 
 def _rint_small(x):
     """Round half to even for float64 |x| < 2**51: the 1.5 * 2**52 shifter, two adds."""
-    big = _k(x, 1.5 * 2.0**52)
-    return _sub(x.p_add(big), big)
+    big = const(x, 1.5 * 2.0**52)
+    return sub(x.p_add(big), big)
 
 
 # ---- division -----------------------------------------------------------------------------
@@ -148,78 +134,78 @@ def divide(a, b):
     y = b2.p_recip()
     q = a2.p_mul(y)
     # a quotient past 2**900 forms its residual in a frame scaled by 2**-128 (exact)
-    big = _gt(fabs(q), _k(q, 2.0**900))
-    f = _sel(big, _k(q, 2.0**-128), _k(q, 1.0))
-    p, e = _two_prod(q.p_mul(f), b2)
-    r = _sub(_sub(a2.p_mul(f), p), e)
+    big = gt(fabs(q), const(q, 2.0**900))
+    f = select(big, const(q, 2.0**-128), const(q, 1.0))
+    p, e = two_prod(q.p_mul(f), b2)
+    r = sub(sub(a2.p_mul(f), p), e)
     q2 = q.p_add(r.p_mul(y).p_mul(f.p_recip()))
-    keep = logical_or(logical_not(isfinite(q2)), compose.eq(r, _k(r, 0)))
-    return _sel(keep, q, q2).p_mul(back)
+    keep = logical_or(logical_not(isfinite(q2)), compose.eq(r, const(r, 0)))
+    return select(keep, q, q2).p_mul(back)
 
 
 def _divide_scales(x):
     """2**64 for |x| < 2**-960, 2**-64 for |x| > 2**960, else 1."""
     ax = fabs(x)
-    tiny, huge = ax.p_cmplt(_k(x, 2.0**-960)), _gt(ax, _k(x, 2.0**960))
-    return _sel(tiny, _k(x, 2.0**64), _sel(huge, _k(x, 2.0**-64), _k(x, 1.0)))
+    tiny, huge = ax.p_cmplt(const(x, 2.0**-960)), gt(ax, const(x, 2.0**960))
+    return select(tiny, const(x, 2.0**64), select(huge, const(x, 2.0**-64), const(x, 1.0)))
 
 
 # ---- exponentials and logarithms ----------------------------------------------------------
 
 
-@_wide
+@via_float64
 def expm1(x):
     """e**x - 1 by Kahan's trick: (u - 1) * x / log(u) with u = e**x.
 
     The rounding error of u cancels between u - 1 and log(u), leaving a few ulps.
     """
     u = x.p_exp()
-    um1 = _sub(u, _k(x, 1))
+    um1 = sub(u, const(x, 1))
     r = um1.p_mul(x).p_mul(u.p_log().p_recip())
-    r = _sel(compose.eq(um1, _k(x, -1)), _k(x, -1), r)
-    r = _sel(compose.eq(u, _k(x, 1)), x, r)
-    return _sel(_gt(x, _k(x, 700.0)), u, r)
+    r = select(compose.eq(um1, const(x, -1)), const(x, -1), r)
+    r = select(compose.eq(u, const(x, 1)), x, r)
+    return select(gt(x, const(x, 700.0)), u, r)
 
 
-@_wide
+@via_float64
 def log1p(x):
     """log(1 + x) by Kahan's trick: log(u) * x / (u - 1) with u = 1 + x."""
-    u = x.p_add(_k(x, 1))
-    r = u.p_log().p_mul(x).p_mul(_sub(u, _k(x, 1)).p_recip())
-    r = _sel(compose.eq(u, _k(x, 1)), x, r)
-    return _sel(compose.eq(x, _k(x, math.inf)), x, r)
+    u = x.p_add(const(x, 1))
+    r = u.p_log().p_mul(x).p_mul(sub(u, const(x, 1)).p_recip())
+    r = select(compose.eq(u, const(x, 1)), x, r)
+    return select(compose.eq(x, const(x, math.inf)), x, r)
 
 
-@_wide
+@via_float64
 def exp(x):
     """EXP, with float32 rounded once from float64 (correctly rounded, unlike most float32 exps)."""
     return x.p_exp()
 
 
-@_wide
+@via_float64
 def log(x):
     return x.p_log()
 
 
 def _log_parts(x):
     """(e, log(m)) with x = m * 2**e and sqrt(1/2) <= m < sqrt(2), for positive finite x."""
-    m, e = _frexp(x)
-    big = _gt(m, _k(m, math.sqrt(2)))
-    m = _sel(big, m.p_mul(_k(m, 0.5)), m)
-    e = _sel(big, e.p_add(e.p_const(1)), e)
+    m, e = frexp(x)
+    big = gt(m, const(m, math.sqrt(2)))
+    m = select(big, m.p_mul(const(m, 0.5)), m)
+    e = select(big, e.p_add(e.p_const(1)), e)
     return e.p_cast(F64), m.p_log()
 
 
 def _log_special(x, r):
     """The values LOG gives at 0, negatives, inf and nan, over a result for positive x."""
-    return _sel(logical_and(_gt(x, _k(x, 0)), isfinite(x)), r, x.p_log())
+    return select(logical_and(gt(x, const(x, 0)), isfinite(x)), r, x.p_log())
 
 
-@_wide
+@via_float64
 def log2(x):
     """e + log(m) / ln 2: exact at powers of two, about one ulp elsewhere."""
     e, lm = _log_parts(x)
-    return _log_special(x, e.p_add(lm.p_mul(_k(x, 1 / math.log(2)))))
+    return _log_special(x, e.p_add(lm.p_mul(const(x, 1 / math.log(2)))))
 
 
 # log10(2) = hi + lo with hi's last 12 bits clear, so e * hi is exact for any exponent e
@@ -227,34 +213,36 @@ _LOG10_2_HI = float.fromhex("0x1.34413509f7000p-2")
 _LOG10_2_LO = 1.42050232272661e-13
 
 
-@_wide
+@via_float64
 def log10(x):
     """e * log10(2) + log(m) / ln 10, with log10(2) split so e * hi is exact."""
     e, lm = _log_parts(x)
     hi, lo = _LOG10_2_HI, _LOG10_2_LO
-    r = e.p_mul(_k(x, hi)).p_add(e.p_mul(_k(x, lo)).p_add(lm.p_mul(_k(x, 1 / math.log(10)))))
+    r = e.p_mul(const(x, hi)).p_add(
+        e.p_mul(const(x, lo)).p_add(lm.p_mul(const(x, 1 / math.log(10))))
+    )
     return _log_special(x, r)
 
 
-@_wide
+@via_float64
 def exp2(x):
     """2**x = 2**n * e**(f ln 2) with n = round(x): exact at integers."""
     n = rint(x)
-    f = _sub(x, n)
-    inside = logical_and(_gt(x, _k(x, -1022.0)), x.p_cmplt(_k(x, 1023.0)))
-    ns = _sel(inside, n, _k(x, 0)).p_cast(dtypes.int64)
-    r = _pow2(ns, F64).p_mul(f.p_mul(_k(x, math.log(2))).p_exp())
-    return _sel(inside, r, x.p_mul(_k(x, math.log(2))).p_exp())
+    f = sub(x, n)
+    inside = logical_and(gt(x, const(x, -1022.0)), x.p_cmplt(const(x, 1023.0)))
+    ns = select(inside, n, const(x, 0)).p_cast(dtypes.int64)
+    r = pow2(ns, F64).p_mul(f.p_mul(const(x, math.log(2))).p_exp())
+    return select(inside, r, x.p_mul(const(x, math.log(2))).p_exp())
 
 
-@_wide
+@via_float64
 def logaddexp(a, b):
     """log(e**a + e**b) = max + log1p(e**-|a - b|); equal infinities give themselves."""
     m = compose.maximum(a, b)
-    d = fabs(_sub(a, b)).p_neg()
+    d = fabs(sub(a, b)).p_neg()
     r = m.p_add(log1p(d.p_exp()))
     same_inf = logical_and(compose.eq(a, b), isinf(a))
-    return _sel(same_inf, a, r)
+    return select(same_inf, a, r)
 
 
 # ---- trigonometry -------------------------------------------------------------------------
@@ -298,13 +286,13 @@ def _lookup(table, idx):
 
 def _reduce_cody_waite(x):
     """(k, r_hi, r_lo) with x = k*pi/2 + r, for float64 |x| < 2**19."""
-    k = _rint_small(x.p_mul(_k(x, 2 / math.pi)))
-    t = _sub(x, k.p_mul(_k(x, _P1)))
-    w = k.p_mul(_k(x, _P2))
-    hi = _sub(t, w)
-    lo = _sub(_sub(t, hi), w)
-    lo = _sub(lo, k.p_mul(_k(x, _P3)))
-    hi, lo = _fast_two_sum(hi, lo)
+    k = _rint_small(x.p_mul(const(x, 2 / math.pi)))
+    t = sub(x, k.p_mul(const(x, _P1)))
+    w = k.p_mul(const(x, _P2))
+    hi = sub(t, w)
+    lo = sub(sub(t, hi), w)
+    lo = sub(lo, k.p_mul(const(x, _P3)))
+    hi, lo = fast_two_sum(hi, lo)
     return k, hi, lo
 
 
@@ -316,54 +304,58 @@ def _reduce_payne_hanek(ax):
     next few are multiplied exactly (M split in two so each product fits 53 bits), each
     product is reduced mod 4, and the sum is carried in double-double arithmetic.
     """
-    m, e = _frexp(ax)
-    big_m = m.p_mul(_k(ax, 2.0**52))  # the integer mantissa, exact
-    E = _sub(e, e.p_const(52))
-    m_hi = compose.trunc(big_m.p_mul(_k(ax, 2.0**-26)))
-    m_lo = _sub(big_m, m_hi.p_mul(_k(ax, 2.0**26)))
+    m, e = frexp(ax)
+    big_m = m.p_mul(const(ax, 2.0**52))  # the integer mantissa, exact
+    E = sub(e, e.p_const(52))
+    m_hi = compose.trunc(big_m.p_mul(const(ax, 2.0**-26)))
+    m_lo = sub(big_m, m_hi.p_mul(const(ax, 2.0**26)))
     # first useful piece: j0 = floor((E - 2) / 24), clamped so the lookups stay in range
-    j0 = _sub(E, E.p_const(2)).p_add(E.p_const(24 * 64)).p_idiv(E.p_const(24))
-    j0 = _sub(j0, j0.p_const(64))
+    j0 = sub(E, E.p_const(2)).p_add(E.p_const(24 * 64)).p_idiv(E.p_const(24))
+    j0 = sub(j0, j0.p_const(64))
     j0 = compose.clamp(j0, j0.p_const(0), j0.p_const(len(_TWO_OVER_PI) - _PH_TERMS))
     table = _table(ax, _TWO_OVER_PI, F64)
     pieces = []
     for t in range(_PH_TERMS):
         j = j0.p_add(j0.p_const(t))
         c = _lookup(table, j)
-        shift = _sub(E, j.p_add(j.p_const(1)).p_mul(j.p_const(24)))  # int64 exponent
-        scale = _pow2(compose.clamp(shift, shift.p_const(-1022), shift.p_const(1023)), F64)
-        hi = m_hi.p_mul(c).p_mul(scale).p_mul(_k(ax, 2.0**26))
+        shift = sub(E, j.p_add(j.p_const(1)).p_mul(j.p_const(24)))  # int64 exponent
+        scale = pow2(compose.clamp(shift, shift.p_const(-1022), shift.p_const(1023)), F64)
+        hi = m_hi.p_mul(c).p_mul(scale).p_mul(const(ax, 2.0**26))
         lo = m_lo.p_mul(c).p_mul(scale)
         pieces += [hi, lo]
     reduced = []
     for p in pieces[:4]:
-        four = _k(p, 4.0)
-        reduced.append(_sub(p, compose.floor(p.p_mul(_k(p, 0.25))).p_mul(four)))
+        four = const(p, 4.0)
+        reduced.append(sub(p, compose.floor(p.p_mul(const(p, 0.25))).p_mul(four)))
     reduced += pieces[4:]
-    s_hi, s_lo = reduced[-1], _k(ax, 0.0)
+    s_hi, s_lo = reduced[-1], const(ax, 0.0)
     for p in reversed(reduced[:-1]):
-        s_hi, err = _two_sum(p, s_hi)
+        s_hi, err = two_sum(p, s_hi)
         s_lo = s_lo.p_add(err)
-    s_hi, s_lo = _fast_two_sum(s_hi, s_lo)
+    s_hi, s_lo = fast_two_sum(s_hi, s_lo)
     k = _rint_small(s_hi)
-    f_hi, f_lo = _fast_two_sum(_sub(s_hi, k), s_lo)
-    p, err = _two_prod(f_hi, _k(ax, _PIO2_HI))
-    lo = err.p_add(f_hi.p_mul(_k(ax, _PIO2_LO))).p_add(f_lo.p_mul(_k(ax, _PIO2_HI)))
-    r_hi, r_lo = _fast_two_sum(p, lo)
+    f_hi, f_lo = fast_two_sum(sub(s_hi, k), s_lo)
+    p, err = two_prod(f_hi, const(ax, _PIO2_HI))
+    lo = err.p_add(f_hi.p_mul(const(ax, _PIO2_LO))).p_add(f_lo.p_mul(const(ax, _PIO2_HI)))
+    r_hi, r_lo = fast_two_sum(p, lo)
     return k, r_hi, r_lo
 
 
 def _reduce(x):
     """(quadrant in 0..3 as float64, r_hi, r_lo): x = (4n + quadrant) * pi/2 + r, |r| <= pi/4."""
     ax = fabs(x)
-    small = ax.p_cmplt(_k(x, 2.0**19))
-    k1, h1, l1 = _reduce_cody_waite(_sel(small, x, _k(x, 0)))
-    k2, h2, l2 = _reduce_payne_hanek(_sel(small, _k(x, 2.0**20), ax))
+    small = ax.p_cmplt(const(x, 2.0**19))
+    k1, h1, l1 = _reduce_cody_waite(select(small, x, const(x, 0)))
+    k2, h2, l2 = _reduce_payne_hanek(select(small, const(x, 2.0**20), ax))
     neg = signbit(x)  # Payne-Hanek reduced |x|: sin is odd, cos even, fixed by the quadrant
-    k2, h2, l2 = _sel(neg, k2.p_neg(), k2), _sel(neg, h2.p_neg(), h2), _sel(neg, l2.p_neg(), l2)
-    k = _sel(small, k1, k2)
-    q = _sub(k, compose.floor(k.p_mul(_k(k, 0.25))).p_mul(_k(k, 4.0)))
-    return q, _sel(small, h1, h2), _sel(small, l1, l2)
+    k2, h2, l2 = (
+        select(neg, k2.p_neg(), k2),
+        select(neg, h2.p_neg(), h2),
+        select(neg, l2.p_neg(), l2),
+    )
+    k = select(small, k1, k2)
+    q = sub(k, compose.floor(k.p_mul(const(k, 0.25))).p_mul(const(k, 4.0)))
+    return q, select(small, h1, h2), select(small, l1, l2)
 
 
 # Taylor coefficients of sin and cos on |r| <= pi/4: the first dropped terms are < 1e-20.
@@ -373,26 +365,26 @@ _COS = [(-1) ** n / math.factorial(2 * n) for n in range(10, 0, -1)]
 
 def _sin_kernel(hi, lo):
     z = hi.p_mul(hi)
-    s = hi.p_add(hi.p_mul(z).p_mul(_horner(z, _SIN)))
-    return s.p_add(lo.p_mul(_sub(_k(hi, 1), z.p_mul(_k(hi, 0.5)))))
+    s = hi.p_add(hi.p_mul(z).p_mul(horner(z, _SIN)))
+    return s.p_add(lo.p_mul(sub(const(hi, 1), z.p_mul(const(hi, 0.5)))))
 
 
 def _cos_kernel(hi, lo):
     z = hi.p_mul(hi)
-    c = _k(hi, 1).p_add(z.p_mul(_horner(z, _COS)))
-    return _sub(c, lo.p_mul(hi))
+    c = const(hi, 1).p_add(z.p_mul(horner(z, _COS)))
+    return sub(c, lo.p_mul(hi))
 
 
 def _sincos64(x):
     q, hi, lo = _reduce(x)
     s, c = _sin_kernel(hi, lo), _cos_kernel(hi, lo)
-    qs = [compose.eq(q, _k(q, float(i))) for i in range(4)]
-    sin = _sel(qs[0], s, _sel(qs[1], c, _sel(qs[2], s.p_neg(), c.p_neg())))
-    cos = _sel(qs[0], c, _sel(qs[1], s.p_neg(), _sel(qs[2], c.p_neg(), s)))
+    qs = [compose.eq(q, const(q, float(i))) for i in range(4)]
+    sin = select(qs[0], s, select(qs[1], c, select(qs[2], s.p_neg(), c.p_neg())))
+    cos = select(qs[0], c, select(qs[1], s.p_neg(), select(qs[2], c.p_neg(), s)))
     bad = logical_not(isfinite(x))
-    tiny = fabs(x).p_cmplt(_k(x, 2.0**-27))  # sin x = x there, signed zeros included
-    sin = _sel(bad, _nan(x), _sel(tiny, x, sin))
-    cos = _sel(bad, _nan(x), cos)
+    tiny = fabs(x).p_cmplt(const(x, 2.0**-27))  # sin x = x there, signed zeros included
+    sin = select(bad, _nan(x), select(tiny, x, sin))
+    cos = select(bad, _nan(x), cos)
     return sin, cos, q
 
 
@@ -413,7 +405,7 @@ def cos(x):
     return sincos(x)[1]
 
 
-@_wide
+@via_float64
 def tan(x):
     s, c, _ = _sincos64(x)
     return divide(s, c)
@@ -425,47 +417,47 @@ _ATAN = [(-1) ** n / (2 * n + 1) for n in range(22, -1, -1)]
 
 def _atan01(t):
     """atan(t) for 0 <= t <= 1 (float64): past tan(pi/8) use pi/4 + atan((t-1)/(t+1))."""
-    mid = _gt(t, _k(t, math.sqrt(2) - 1))
-    u = _sel(mid, divide(_sub(t, _k(t, 1)), t.p_add(_k(t, 1))), t)
-    a = u.p_mul(_horner(u.p_mul(u), _ATAN))
-    return _sel(mid, _k(t, math.pi / 4).p_add(a), a)
+    mid = gt(t, const(t, math.sqrt(2) - 1))
+    u = select(mid, divide(sub(t, const(t, 1)), t.p_add(const(t, 1))), t)
+    a = u.p_mul(horner(u.p_mul(u), _ATAN))
+    return select(mid, const(t, math.pi / 4).p_add(a), a)
 
 
-@_wide
+@via_float64
 def atan(x):
     t = fabs(x)
-    inv = _gt(t, _k(t, 1))
-    a = _atan01(_sel(inv, divide(_k(t, 1), t), t))
-    a = _sel(inv, _sub(_k(t, _PIO2_HI), a).p_add(_k(t, _PIO2_LO)), a)
-    return copysign(_sel(isnan(x), x, a), x)
+    inv = gt(t, const(t, 1))
+    a = _atan01(select(inv, divide(const(t, 1), t), t))
+    a = select(inv, sub(const(t, _PIO2_HI), a).p_add(const(t, _PIO2_LO)), a)
+    return copysign(select(isnan(x), x, a), x)
 
 
-@_wide
+@via_float64
 def atan2(y, x):
     """The angle of (x, y): atan of the smaller over the larger, then the quadrant."""
     ax, ay = fabs(x), fabs(y)
-    swap = _gt(ay, ax)
-    num, den = _sel(swap, ax, ay), _sel(swap, ay, ax)
+    swap = gt(ay, ax)
+    num, den = select(swap, ax, ay), select(swap, ay, ax)
     a = _atan01(divide(num, den))
-    a = _sel(logical_and(isinf(ax), isinf(ay)), _k(x, math.pi / 4), a)
-    a = _sel(swap, _sub(_k(x, _PIO2_HI), a).p_add(_k(x, _PIO2_LO)), a)
-    a = _sel(compose.eq(ay, _k(y, 0)), _k(x, 0), a)
-    a = _sel(signbit(x), _sub(_k(x, _PI_HI), a).p_add(_k(x, _PI_LO)), a)
+    a = select(logical_and(isinf(ax), isinf(ay)), const(x, math.pi / 4), a)
+    a = select(swap, sub(const(x, _PIO2_HI), a).p_add(const(x, _PIO2_LO)), a)
+    a = select(compose.eq(ay, const(y, 0)), const(x, 0), a)
+    a = select(signbit(x), sub(const(x, _PI_HI), a).p_add(const(x, _PI_LO)), a)
     r = copysign(a, y)
-    return _sel(logical_or(isnan(x), isnan(y)), _nan(x), r)
+    return select(logical_or(isnan(x), isnan(y)), _nan(x), r)
 
 
 def _one_minus_sq(x):
     """1 - x*x as (1 - x)(1 + x), exact in the first factor near |x| = 1."""
-    return _sub(_k(x, 1), x).p_mul(x.p_add(_k(x, 1)))
+    return sub(const(x, 1), x).p_mul(x.p_add(const(x, 1)))
 
 
-@_wide
+@via_float64
 def asin(x):
     return atan2(x, _one_minus_sq(x).p_sqrt())
 
 
-@_wide
+@via_float64
 def acos(x):
     return atan2(_one_minus_sq(x).p_sqrt(), x)
 
@@ -473,67 +465,69 @@ def acos(x):
 # ---- hyperbolic ---------------------------------------------------------------------------
 
 
-@_wide
+@via_float64
 def sinh(x):
     """(e - 1/e)/2 through expm1 near zero; e**(|x|/2) squared far out, so no early overflow."""
     t = fabs(x)
     em1 = expm1(t)
-    near = _k(x, 0.5).p_mul(em1.p_add(divide(em1, em1.p_add(_k(x, 1)))))
-    h = t.p_mul(_k(x, 0.5)).p_exp()
-    far = h.p_mul(_k(x, 0.5)).p_mul(h)
-    r = _sel(t.p_cmplt(_k(x, 20.0)), near, far)
-    return copysign(_sel(isnan(x), x, r), x)
+    near = const(x, 0.5).p_mul(em1.p_add(divide(em1, em1.p_add(const(x, 1)))))
+    h = t.p_mul(const(x, 0.5)).p_exp()
+    far = h.p_mul(const(x, 0.5)).p_mul(h)
+    r = select(t.p_cmplt(const(x, 20.0)), near, far)
+    return copysign(select(isnan(x), x, r), x)
 
 
-@_wide
+@via_float64
 def cosh(x):
     t = fabs(x)
     e = t.p_exp()
-    near = _k(x, 0.5).p_mul(e.p_add(e.p_recip()))
-    h = t.p_mul(_k(x, 0.5)).p_exp()
-    far = h.p_mul(_k(x, 0.5)).p_mul(h)
-    return _sel(t.p_cmplt(_k(x, 20.0)), near, far)
+    near = const(x, 0.5).p_mul(e.p_add(e.p_recip()))
+    h = t.p_mul(const(x, 0.5)).p_exp()
+    far = h.p_mul(const(x, 0.5)).p_mul(h)
+    return select(t.p_cmplt(const(x, 20.0)), near, far)
 
 
-@_wide
+@via_float64
 def tanh(x):
     """expm1(2|x|) / (expm1(2|x|) + 2); exactly +-1 past |x| = 22."""
     t = fabs(x)
-    em1 = expm1(t.p_mul(_k(x, 2)))
-    r = divide(em1, em1.p_add(_k(x, 2)))
-    r = _sel(_gt(t, _k(x, 22.0)), _k(x, 1), r)
-    return copysign(_sel(isnan(x), x, r), x)
+    em1 = expm1(t.p_mul(const(x, 2)))
+    r = divide(em1, em1.p_add(const(x, 2)))
+    r = select(gt(t, const(x, 22.0)), const(x, 1), r)
+    return copysign(select(isnan(x), x, r), x)
 
 
-@_wide
+@via_float64
 def asinh(x):
     t = fabs(x)
-    near = log1p(t.p_add(divide(t.p_mul(t), _k(x, 1).p_add(t.p_mul(t).p_add(_k(x, 1)).p_sqrt()))))
-    far = t.p_log().p_add(_k(x, math.log(2)))
-    r = _sel(_gt(t, _k(x, 2.0**28)), far, near)
-    return copysign(_sel(isnan(x), x, r), x)
+    near = log1p(
+        t.p_add(divide(t.p_mul(t), const(x, 1).p_add(t.p_mul(t).p_add(const(x, 1)).p_sqrt())))
+    )
+    far = t.p_log().p_add(const(x, math.log(2)))
+    r = select(gt(t, const(x, 2.0**28)), far, near)
+    return copysign(select(isnan(x), x, r), x)
 
 
-@_wide
+@via_float64
 def acosh(x):
-    one = _k(x, 1)
-    t = _sub(x, one)
-    near = log1p(t.p_add(t.p_mul(_k(x, 2)).p_add(t.p_mul(t)).p_sqrt()))
-    mid = _sub(x.p_mul(_k(x, 2)), divide(one, x.p_add(_sub(x.p_mul(x), one).p_sqrt()))).p_log()
-    far = x.p_log().p_add(_k(x, math.log(2)))
-    r = _sel(_gt(x, _k(x, 2.0**28)), far, _sel(_gt(x, _k(x, 2.0)), mid, near))
-    return _sel(x.p_cmplt(one), _nan(x), r)
+    one = const(x, 1)
+    t = sub(x, one)
+    near = log1p(t.p_add(t.p_mul(const(x, 2)).p_add(t.p_mul(t)).p_sqrt()))
+    mid = sub(x.p_mul(const(x, 2)), divide(one, x.p_add(sub(x.p_mul(x), one).p_sqrt()))).p_log()
+    far = x.p_log().p_add(const(x, math.log(2)))
+    r = select(gt(x, const(x, 2.0**28)), far, select(gt(x, const(x, 2.0)), mid, near))
+    return select(x.p_cmplt(one), _nan(x), r)
 
 
-@_wide
+@via_float64
 def atanh(x):
     """log1p(2t/(1 - t)) / 2 for t = |x|, written 2t + 2t*t/(1 - t) to keep small t exact."""
     t = fabs(x)
-    two_t = t.p_mul(_k(x, 2))
-    arg = two_t.p_add(divide(two_t.p_mul(t), _sub(_k(x, 1), t)))
-    r = _k(x, 0.5).p_mul(log1p(arg))
-    r = _sel(_gt(t, _k(x, 1)), _nan(x), r)
-    return copysign(_sel(isnan(x), x, r), x)
+    two_t = t.p_mul(const(x, 2))
+    arg = two_t.p_add(divide(two_t.p_mul(t), sub(const(x, 1), t)))
+    r = const(x, 0.5).p_mul(log1p(arg))
+    r = select(gt(t, const(x, 1)), _nan(x), r)
+    return copysign(select(isnan(x), x, r), x)
 
 
 # ---- hypot and pow --------------------------------------------------------------------------
@@ -548,14 +542,14 @@ def hypot(a, b):
     else:
         m = compose.maximum(aa, ab)
         n = compose.minimum(aa, ab)
-        _, e = _frexp(_sel(_gt(m, _k(m, 0)), m, _k(m, 1)))
+        _, e = frexp(select(gt(m, const(m, 0)), m, const(m, 1)))
         e = compose.clamp(e, e.p_const(-1000), e.p_const(1000))
-        down, up = _pow2(e.p_neg(), F64), _pow2(e, F64)
+        down, up = pow2(e.p_neg(), F64), pow2(e, F64)
         ms, ns = m.p_mul(down), n.p_mul(down)
         r = ms.p_mul(ms).p_add(ns.p_mul(ns)).p_sqrt().p_mul(up)
-        r = _sel(compose.eq(m, _k(m, 0)), _k(m, 0), r)
+        r = select(compose.eq(m, const(m, 0)), const(m, 0), r)
     inf = logical_or(isinf(a), isinf(b))
-    return _sel(inf, _k(a, math.inf), r)
+    return select(inf, const(a, math.inf), r)
 
 
 def _is_int(y):
@@ -563,7 +557,7 @@ def _is_int(y):
 
 
 def _is_odd_int(y):
-    half = y.p_mul(_k(y, 0.5))
+    half = y.p_mul(const(y, 0.5))
     return logical_and(_is_int(y), logical_not(_is_int(half)))
 
 
@@ -581,24 +575,24 @@ def _log_dd(x):
     carried to double-double (the residual of the division is formed exactly), the small
     tail of the series in plain doubles, and e * ln 2 from a split constant.
     """
-    m, e = _frexp(x)
-    big = _gt(m, _k(m, math.sqrt(2)))
-    m = _sel(big, m.p_mul(_k(m, 0.5)), m)
-    e = _sel(big, e.p_add(e.p_const(1)), e).p_cast(F64)
-    num = _sub(m, _k(m, 1.0))  # exact: m is within a factor 2 of 1
-    den, den_lo = _two_sum(m, _k(m, 1.0))
+    m, e = frexp(x)
+    big = gt(m, const(m, math.sqrt(2)))
+    m = select(big, m.p_mul(const(m, 0.5)), m)
+    e = select(big, e.p_add(e.p_const(1)), e).p_cast(F64)
+    num = sub(m, const(m, 1.0))  # exact: m is within a factor 2 of 1
+    den, den_lo = two_sum(m, const(m, 1.0))
     s = divide(num, den)
-    p, pe = _two_prod(s, den)
-    s_lo = divide(_sub(_sub(_sub(num, p), pe), s.p_mul(den_lo)), den)
+    p, pe = two_prod(s, den)
+    s_lo = divide(sub(sub(sub(num, p), pe), s.p_mul(den_lo)), den)
     z = s.p_mul(s)
-    tail = s.p_mul(z).p_mul(_horner(z, _ATANH_TAIL))
-    hi, lo = _fast_two_sum(s.p_mul(_k(s, 2.0)), tail.p_add(s_lo.p_mul(_k(s, 2.0))))
-    t_hi, t_lo = _two_sum(e.p_mul(_k(x, _LN2_HI)), hi)
-    t_lo = t_lo.p_add(lo).p_add(e.p_mul(_k(x, _LN2_LO)))
-    return _fast_two_sum(t_hi, t_lo)
+    tail = s.p_mul(z).p_mul(horner(z, _ATANH_TAIL))
+    hi, lo = fast_two_sum(s.p_mul(const(s, 2.0)), tail.p_add(s_lo.p_mul(const(s, 2.0))))
+    t_hi, t_lo = two_sum(e.p_mul(const(x, _LN2_HI)), hi)
+    t_lo = t_lo.p_add(lo).p_add(e.p_mul(const(x, _LN2_LO)))
+    return fast_two_sum(t_hi, t_lo)
 
 
-@_wide
+@via_float64
 def pow(x, y):
     """x**y = e**(y log|x|), signed for an odd integer y, with IEEE pow's special cases.
 
@@ -607,24 +601,24 @@ def pow(x, y):
     e**t_hi * (1 + t_lo). The result is within about one ulp of x**y.
     """
     ax = fabs(x)
-    safe = logical_and(logical_and(_gt(ax, _k(x, 0.0)), isfinite(ax)), isfinite(y))
-    safe = logical_and(safe, fabs(y).p_cmplt(_k(y, 2.0**900)))
-    axs = _sel(safe, ax, _k(x, 1.0))
-    ys = _sel(safe, y, _k(y, 1.0))
+    safe = logical_and(logical_and(gt(ax, const(x, 0.0)), isfinite(ax)), isfinite(y))
+    safe = logical_and(safe, fabs(y).p_cmplt(const(y, 2.0**900)))
+    axs = select(safe, ax, const(x, 1.0))
+    ys = select(safe, y, const(y, 1.0))
     l_hi, l_lo = _log_dd(axs)
-    p, pe = _two_prod(ys, l_hi)
-    t_hi, t_lo = _fast_two_sum(p, pe.p_add(ys.p_mul(l_lo)))
+    p, pe = two_prod(ys, l_hi)
+    t_hi, t_lo = fast_two_sum(p, pe.p_add(ys.p_mul(l_lo)))
     e = t_hi.p_exp()
     precise = e.p_add(e.p_mul(t_lo))
-    precise = _sel(isfinite(precise), precise, e)
-    r = _sel(safe, precise, y.p_mul(ax.p_log()).p_exp())
+    precise = select(isfinite(precise), precise, e)
+    r = select(safe, precise, y.p_mul(ax.p_log()).p_exp())
     odd = _is_odd_int(y)
-    r = _sel(logical_and(odd, signbit(x)), r.p_neg(), r)
-    neg_nonint = logical_and(x.p_cmplt(_k(x, 0)), logical_not(_is_int(y)))
-    r = _sel(logical_and(neg_nonint, logical_and(isfinite(x), isfinite(y))), _nan(x), r)
-    r = _sel(logical_and(compose.eq(ax, _k(x, 1)), isinf(y)), _k(x, 1), r)
-    r = _sel(compose.eq(x, _k(x, 1)), _k(x, 1), r)
-    return _sel(compose.eq(y, _k(y, 0)), _k(x, 1), r)
+    r = select(logical_and(odd, signbit(x)), r.p_neg(), r)
+    neg_nonint = logical_and(x.p_cmplt(const(x, 0)), logical_not(_is_int(y)))
+    r = select(logical_and(neg_nonint, logical_and(isfinite(x), isfinite(y))), _nan(x), r)
+    r = select(logical_and(compose.eq(ax, const(x, 1)), isinf(y)), const(x, 1), r)
+    r = select(compose.eq(x, const(x, 1)), const(x, 1), r)
+    return select(compose.eq(y, const(y, 0)), const(x, 1), r)
 
 
 def int_pow(x, y):
@@ -636,7 +630,7 @@ def int_pow(x, y):
     one, zero = y.p_const(1), y.p_const(0)
     for _ in range(bits):
         odd = compose.eq(e.p_and(one), one)
-        result = _sel(odd, result.p_mul(base), result)
+        result = select(odd, result.p_mul(base), result)
         base = base.p_mul(base)
         e = e.p_shr(one)
     if x.dtype.kind == "i":
@@ -644,8 +638,10 @@ def int_pow(x, y):
         xone = compose.eq(x, x.p_const(1))
         xm1 = compose.eq(x, x.p_const(-1))
         odd = compose.eq(y.p_and(one), one)
-        neg_val = _sel(xone, x.p_const(1), _sel(xm1, _sel(odd, x, x.p_const(1)), x.p_const(0)))
-        result = _sel(neg, neg_val, result)
+        neg_val = select(
+            xone, x.p_const(1), select(xm1, select(odd, x, x.p_const(1)), x.p_const(0))
+        )
+        result = select(neg, neg_val, result)
     return result
 
 
@@ -660,7 +656,7 @@ def int_floor_divide(a, b):
     r = a.p_mod(b)
     zero = r.p_const(0)
     fix = logical_and(compose.ne(r, zero), compose.ne(r.p_cmplt(zero), b.p_cmplt(zero)))
-    return _sel(fix, _sub(q, q.p_const(1)), q)
+    return select(fix, sub(q, q.p_const(1)), q)
 
 
 def int_remainder(a, b):
@@ -670,7 +666,7 @@ def int_remainder(a, b):
         return r
     zero = r.p_const(0)
     fix = logical_and(compose.ne(r, zero), compose.ne(r.p_cmplt(zero), b.p_cmplt(zero)))
-    return _sel(fix, r.p_add(b), r)
+    return select(fix, r.p_add(b), r)
 
 
 def _fmod_steps(d: DType) -> int:
@@ -681,10 +677,10 @@ def _fmod_steps(d: DType) -> int:
 def _scale(x, e):
     """x * 2**e for an int64 e in [-2100, 2100], in two exact halves (no early overflow)."""
     h = e.p_idiv(e.p_const(2))
-    return x.p_mul(_pow2(h, F64)).p_mul(_pow2(_sub(e, h), F64))
+    return x.p_mul(pow2(h, F64)).p_mul(pow2(sub(e, h), F64))
 
 
-@_wide
+@via_float64
 def _fmod64(a, b, steps: int):
     """|a| - trunc(|a|/|b|)*|b| exactly, with a's sign, for finite a and finite b != 0.
 
@@ -696,39 +692,41 @@ def _fmod64(a, b, steps: int):
     can need 54 bits). Each step shrinks the exponent gap by ~50 bits.
     """
     ax, bx = fabs(a), fabs(b)
-    bm, eb = _frexp(bx)
+    bm, eb = frexp(bx)
     rb = bm.p_recip()
     for _ in range(steps):
-        _, ea = _frexp(_sel(_gt(ax, _k(ax, 0)), ax, bx))
-        gap = _sub(ea, eb)
-        s = compose.clamp(_sub(gap, gap.p_const(50)), gap.p_const(0), gap.p_const(2200))
+        _, ea = frexp(select(gt(ax, const(ax, 0)), ax, bx))
+        gap = sub(ea, eb)
+        s = compose.clamp(sub(gap, gap.p_const(50)), gap.p_const(0), gap.p_const(2200))
         frame = eb.p_add(s)
         A = _scale(ax, frame.p_neg())
         q = compose.trunc(A.p_mul(rb))
-        p, e = _two_prod(q, bm)
-        hi = _sub(A, p)  # exact; the remainder is hi - e, which may need 54 bits until fixed
-        under, over = hi.p_cmplt(e), logical_not(_sub(hi, bm).p_cmplt(e))
-        r = _sel(under, hi.p_add(bm), _sel(over, _sub(hi, bm), hi))
-        r = _sub(r, e)
-        ax = _sel(logical_not(ax.p_cmplt(bx)), _scale(r, frame), ax)
+        p, e = two_prod(q, bm)
+        hi = sub(A, p)  # exact; the remainder is hi - e, which may need 54 bits until fixed
+        under, over = hi.p_cmplt(e), logical_not(sub(hi, bm).p_cmplt(e))
+        r = select(under, hi.p_add(bm), select(over, sub(hi, bm), hi))
+        r = sub(r, e)
+        ax = select(logical_not(ax.p_cmplt(bx)), _scale(r, frame), ax)
     return copysign(ax, a)
 
 
 def fmod(a, b):
     """C's fmod: the remainder of truncated division, exact, with a's sign."""
     r = _fmod64(a, b, steps=_fmod_steps(a.dtype))
-    bad = logical_or(logical_or(isnan(a), isnan(b)), logical_or(isinf(a), compose.eq(b, _k(b, 0))))
-    r = _sel(logical_and(isinf(b), isfinite(a)), a, r)
-    return _sel(bad, _nan(a), r)
+    bad = logical_or(
+        logical_or(isnan(a), isnan(b)), logical_or(isinf(a), compose.eq(b, const(b, 0)))
+    )
+    r = select(logical_and(isinf(b), isfinite(a)), a, r)
+    return select(bad, _nan(a), r)
 
 
 def float_remainder(a, b):
     """Python's %: fmod moved to the divisor's sign; a zero takes the divisor's sign."""
     m = fmod(a, b)
-    zero = _k(m, 0)
+    zero = const(m, 0)
     fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    m = _sel(fix, m.p_add(b), m)
-    m = _sel(compose.eq(m, zero), copysign(zero, b), m)
+    m = select(fix, m.p_add(b), m)
+    m = select(compose.eq(m, zero), copysign(zero, b), m)
     # an infinite divisor with the other sign leaves an infinity; Python gives b there
     return m
 
@@ -736,16 +734,16 @@ def float_remainder(a, b):
 def float_floor_divide(a, b):
     """Python's //: (a - fmod(a, b)) / b, stepped down with the remainder, then rounded."""
     m = fmod(a, b)
-    zero = _k(m, 0)
-    div = divide(_sub(a, m), b)
+    zero = const(m, 0)
+    div = divide(sub(a, m), b)
     fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    div = _sel(fix, _sub(div, _k(div, 1)), div)
+    div = select(fix, sub(div, const(div, 1)), div)
     fl = compose.floor(div)
-    fl = _sel(_gt(_sub(div, fl), _k(div, 0.5)), fl.p_add(_k(fl, 1)), fl)
+    fl = select(gt(sub(div, fl), const(div, 0.5)), fl.p_add(const(fl, 1)), fl)
     zero_div = copysign(zero, divide(a, b))
-    fl = _sel(compose.eq(div, zero), zero_div, fl)
+    fl = select(compose.eq(div, zero), zero_div, fl)
     plain = divide(a, b)  # b == 0 or an infinite operand: the quotient's own special value
     special = logical_or(compose.eq(b, zero), logical_not(logical_and(isfinite(a), isfinite(b))))
-    fl = _sel(special, compose.floor(plain), fl)
+    fl = select(special, compose.floor(plain), fl)
     # a finite number over an infinity is a signed zero (the standard; Python says -1 or 0)
-    return _sel(logical_and(isfinite(a), isinf(b)), copysign(zero, plain), fl)
+    return select(logical_and(isfinite(a), isinf(b)), copysign(zero, plain), fl)

@@ -12,6 +12,7 @@ must not contract a*b+c into an FMA or reassociate (no -ffast-math).
 from __future__ import annotations
 
 from ir.graph import dtypes
+from ir.graph.compose import sub
 from ir.graph.dtypes import DType
 
 F64 = dtypes.float64
@@ -19,31 +20,23 @@ F64 = dtypes.float64
 # ---- small spellings ------------------------------------------------------------------
 
 
-def _k(x, v):
+def const(x, v):
     return x.p_const(v)
 
 
-def _sub(a, b):
-    return a.p_add(b.p_neg())
-
-
-def _sel(cond, a, b):
+def select(cond, a, b):
     return cond.p_where(a, b)
 
 
-def _gt(a, b):
-    return b.p_cmplt(a)
-
-
-def _horner(x, coeffs):
+def horner(x, coeffs):
     """coeffs[0] * x**n + ... + coeffs[-1], highest power first."""
-    r = _k(x, coeffs[0])
+    r = const(x, coeffs[0])
     for c in coeffs[1:]:
-        r = r.p_mul(x).p_add(_k(x, c))
+        r = r.p_mul(x).p_add(const(x, c))
     return r
 
 
-def _wide(fn):
+def via_float64(fn):
     """Run a float64 algorithm for float32 operands and round the result once."""
 
     def run(*xs, **kw):
@@ -63,36 +56,36 @@ def _int_of(d: DType) -> DType:
     return {dtypes.float64: dtypes.int64, dtypes.float32: dtypes.int32}[d]
 
 
-def _bits(x):
+def bits_of(x):
     return x.p_bitcast(_int_of(x.dtype))
 
 
-def _sign_mask(b):
+def sign_mask(b):
     return b.p_const(dtypes.min_value(b.dtype))
 
 
-def _abs_mask(b):
+def abs_mask(b):
     return b.p_const(dtypes.max_value(b.dtype))
 
 
-def _pow2(e, d: DType):
+def pow2(e, d: DType):
     """2**e as a float64 for integer tensors e in the normal range [-1022, 1023]."""
     i64 = dtypes.int64
     biased = e.p_cast(i64).p_add(e.p_const(1023, dtype=i64))
     return biased.p_shl(biased.p_const(52)).p_bitcast(F64).p_cast(d)
 
 
-def _frexp(x):
+def frexp(x):
     """(m, e) with x = m * 2**e and 1 <= m < 2, for positive finite float64 x (subnormals too).
 
     e is an int64 tensor; zero, inf and nan give meaningless but harmless values.
     """
     i64 = dtypes.int64
-    tiny = x.p_cmplt(_k(x, 2.0**-1022))
-    xs = _sel(tiny, x.p_mul(_k(x, 2.0**54)), x)
+    tiny = x.p_cmplt(const(x, 2.0**-1022))
+    xs = select(tiny, x.p_mul(const(x, 2.0**54)), x)
     b = xs.p_bitcast(i64)
     raw = b.p_shr(b.p_const(52)).p_and(b.p_const(0x7FF))
-    e = _sub(raw, _sel(tiny, b.p_const(1023 + 54), b.p_const(1023)))
+    e = sub(raw, select(tiny, b.p_const(1023 + 54), b.p_const(1023)))
     m = b.p_and(b.p_const((1 << 52) - 1)).p_or(b.p_const(1023 << 52)).p_bitcast(F64)
     return m, e
 
@@ -100,28 +93,28 @@ def _frexp(x):
 # ---- exact products and sums (Knuth, Dekker) ------------------------------------------------
 
 
-def _two_sum(a, b):
+def two_sum(a, b):
     s = a.p_add(b)
-    bb = _sub(s, a)
-    return s, _sub(a, _sub(s, bb)).p_add(_sub(b, bb))
+    bb = sub(s, a)
+    return s, sub(a, sub(s, bb)).p_add(sub(b, bb))
 
 
-def _fast_two_sum(a, b):
+def fast_two_sum(a, b):
     """|a| >= |b|: s + err == a + b exactly."""
     s = a.p_add(b)
-    return s, _sub(b, _sub(s, a))
+    return s, sub(b, sub(s, a))
 
 
 def _split(a):
-    t = a.p_mul(_k(a, 134217729.0))  # 2**27 + 1
-    hi = _sub(t, _sub(t, a))
-    return hi, _sub(a, hi)
+    t = a.p_mul(const(a, 134217729.0))  # 2**27 + 1
+    hi = sub(t, sub(t, a))
+    return hi, sub(a, hi)
 
 
-def _two_prod(a, b):
+def two_prod(a, b):
     """p + err == a * b exactly (|a|, |b| < 2**996 so the split cannot overflow)."""
     p = a.p_mul(b)
     ah, al = _split(a)
     bh, bl = _split(b)
-    err = _sub(ah.p_mul(bh), p).p_add(ah.p_mul(bl)).p_add(al.p_mul(bh)).p_add(al.p_mul(bl))
+    err = sub(ah.p_mul(bh), p).p_add(ah.p_mul(bl)).p_add(al.p_mul(bh)).p_add(al.p_mul(bl))
     return p, err

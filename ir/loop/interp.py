@@ -40,8 +40,8 @@ from ir.loop.nest import (
     Loop,
     LoopNest,
     Mask,
+    PairwiseFold,
     Store,
-    Tree,
 )
 from ir.loop.passes import Pass, apply_passes
 from ir.loop.rewrite import defines, value_dtype
@@ -105,12 +105,12 @@ def _bounds(loop: Loop, env: dict) -> tuple[int, int]:
 
 
 def _scalar(v: np.ndarray) -> np.ndarray:
-    """An array accumulator read as a value is its element 0 (where TREE left the total)."""
+    """An array accumulator read as a value is its element 0 (where FOLD left the total)."""
     return v.reshape(-1)[0] if v.ndim else v
 
 
 def tree_fold(op: Op, acc: np.ndarray, d: DType) -> np.ndarray:
-    """TREE's fixed order: each row halves onto itself (16 -> 8 -> ... -> 1), then the rows."""
+    """FOLD's fixed order: each row halves onto itself (16 -> 8 -> ... -> 1), then the rows."""
     rows = acc.reshape(-1, acc.shape[-1]).copy()
     _pairwise(op, rows, d)
     col = rows[:, :1].T.copy()
@@ -238,7 +238,7 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
                 a = address(ins.dst, ins.index, env)
                 d = dtypes.as_dtype(buf.dtype)
                 buf[a] = fold(ins.op, np.asarray(buf[a]), env[ins.src], d)
-        elif t is Tree:
+        elif t is PairwiseFold:
             env[ins.acc] = tree_fold(ins.op, env[ins.acc], kinds[ins.acc])
         elif t is Store:
             mem[ins.buf][address(ins.buf, ins.index, env)] = _scalar(env[ins.src])

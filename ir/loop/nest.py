@@ -1,6 +1,6 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of ten opcodes:
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of eleven opcodes:
 
     LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
@@ -12,6 +12,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of te
     DEFACC   acc = identity : dtype   a register accumulator
     ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
              dst = FMA dst, a, b   fold the product a*b, rounded once (a fused multiply-add)
+    FOLD     acc = OP pairwise     fold an array accumulator into acc[0] by a fixed tree
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -245,7 +246,7 @@ class Check:
 class DefAcc:
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
-    An array accumulator is folded into element 0 by a TREE before its value is read.
+    An array accumulator is folded into element 0 by a FOLD before its value is read.
     """
 
     out: str
@@ -284,7 +285,7 @@ class Accum:
 
 
 @dataclass(frozen=True)
-class Tree:
+class PairwiseFold:
     """Fold an array accumulator into its element 0 by a fixed pairwise tree.
 
     The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
@@ -310,7 +311,7 @@ class Store:
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | Tree | Store
+Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | PairwiseFold | Store
 
 OPCODE = {
     Loop: "LOOP",
@@ -322,7 +323,7 @@ OPCODE = {
     Check: "CHECK",
     DefAcc: "DEFACC",
     Accum: "ACCUM",
-    Tree: "TREE",
+    PairwiseFold: "FOLD",
     Store: "STORE",
 }
 

@@ -31,37 +31,24 @@ from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mas
 from ir.loop.rewrite import (
     Block,
     accesses,
+    chain,
     defines,
     flatten,
+    instructions,
+    rebuild,
     rename,
     substitute,
     to_tree,
     uses,
     verify,
-    walk,
 )
 
 Pass = Callable[[LoopNest], LoopNest]
 
 
-def _chain(block: Block):
-    """The loops of a perfect chain starting at ``block``, and the items inside the last."""
-    loops, inner = [block.loop], block.body
-    while len(inner) == 1 and isinstance(inner[0], Block):
-        loops.append(inner[0].loop)
-        inner = inner[0].body
-    return loops, inner
-
-
-def _nest(loops, inner) -> tuple:
-    for loop in reversed(loops):
-        inner = (Block(loop, tuple(inner)),)
-    return tuple(inner)
-
-
 def _written_vars(items) -> set[str]:
     out: set[str] = set()
-    for ins in walk(items):
+    for ins in instructions(items):
         if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index is not None:
             out.update(ins.index.names)
     return out
@@ -93,7 +80,7 @@ def _extents(items, into: dict[str, int]) -> dict[str, int]:
 
 
 def _order_chain(block: Block, size: dict[str, int]) -> tuple:
-    loops, inner = _chain(block)
+    loops, inner = chain(block)
     inner = _order(inner, size)
     written = _written_vars(inner)
     folding = [j for j, loop in enumerate(loops) if loop.var not in written]
@@ -109,7 +96,10 @@ def _order_chain(block: Block, size: dict[str, int]) -> tuple:
         its footprint, not counting buffers, keeps the reduce axis innermost there.
         """
         seen = {
-            (b, idx) for ins in walk(inner) for b, idx in accesses(ins) if abs(idx.coeff(var)) == 1
+            (b, idx)
+            for ins in instructions(inner)
+            for b, idx in accesses(ins)
+            if abs(idx.coeff(var)) == 1
         }
         total = 0
         for b, idx in seen:
@@ -121,7 +111,7 @@ def _order_chain(block: Block, size: dict[str, int]) -> tuple:
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]
-    return _nest(loops, inner)
+    return (rebuild(loops, inner),)
 
 
 # ---- reduce placement ---------------------------------------------------------------
@@ -150,7 +140,7 @@ def reduce_placement(nest: LoopNest) -> LoopNest:
 def _fill_then_fold(items, i: int, acc: str):
     """Match a fill nest at ``items[i]`` and the nest folding into it; rewrite both."""
     if isinstance(items[i], Block):
-        fill_loops, fill = _chain(items[i])
+        fill_loops, fill = chain(items[i])
         used = 1
     else:
         fill_loops, fill, used = [], tuple(items[i : i + 2]), 2
@@ -159,7 +149,7 @@ def _fill_then_fold(items, i: int, acc: str):
     const, store = fill
     if store.src != const.out or i + used >= len(items) or not isinstance(items[i + used], Block):
         return None
-    loops, inner = _chain(items[i + used])
+    loops, inner = chain(items[i + used])
     last = inner[-1]
     if not isinstance(last, Accum) or last.index is None:
         return None
@@ -176,9 +166,9 @@ def _fill_then_fold(items, i: int, acc: str):
     if not set(store.index.names) <= set(keep):
         return None
     body = inner[:-1] + (Accum(last.op, acc, last.src),)
-    reduce = _nest(loops[len(keep) :], body) if len(loops) > len(keep) else body
+    reduce = (rebuild(loops[len(keep) :], body),) if len(loops) > len(keep) else body
     new = (DefAcc(acc, const.value, const.dtype), *reduce, Store(store.buf, store.index, acc))
-    return (_nest(outer, new) if outer else new), used + 1
+    return ((rebuild(outer, new),) if outer else new), used + 1
 
 
 # ---- tidying ------------------------------------------------------------------------

@@ -26,9 +26,9 @@ from ir.loop.nest import (
     Loop,
     LoopNest,
     Mask,
+    PairwiseFold,
     Range,
     Store,
-    Tree,
 )
 
 # ---- what an instruction defines, reads and touches ---------------------------------
@@ -62,7 +62,7 @@ def uses(ins: Instr) -> tuple[str, ...]:
             names.append(ins.dst)
     elif isinstance(ins, Check):
         names.append(ins.value)
-    elif isinstance(ins, Tree):
+    elif isinstance(ins, PairwiseFold):
         names.append(ins.acc)
     return tuple(names)
 
@@ -140,7 +140,7 @@ def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
         return replace(ins, dst=dst, src=n(ins.src), mul=mul)
     if isinstance(ins, Check):
         return replace(ins, value=n(ins.value))
-    if isinstance(ins, Tree):
+    if isinstance(ins, PairwiseFold):
         return replace(ins, acc=n(ins.acc))
     return ins
 
@@ -173,6 +173,23 @@ def to_tree(body: tuple[Instr, ...]) -> tuple[Instr | Block, ...]:
     return tuple(stack[0][1])
 
 
+def chain(block: Block) -> tuple[list[Loop], tuple]:
+    """The loops of a perfect chain starting at ``block``, and the items inside the last."""
+    loops, inner = [block.loop], block.body
+    while len(inner) == 1 and isinstance(inner[0], Block):
+        loops.append(inner[0].loop)
+        inner = inner[0].body
+    return loops, inner
+
+
+def rebuild(loops: list[Loop], inner) -> Block:
+    """``chain`` undone: ``loops`` nested around ``inner``, the outermost first."""
+    out = Block(loops[-1], tuple(inner))
+    for loop in reversed(loops[:-1]):
+        out = Block(loop, (out,))
+    return out
+
+
 def flatten(tree) -> tuple[Instr, ...]:
     out: list[Instr] = []
     for item in tree:
@@ -185,11 +202,11 @@ def flatten(tree) -> tuple[Instr, ...]:
     return tuple(out)
 
 
-def walk(tree):
+def instructions(tree):
     """Every instruction of a tree, loops' own headers excluded, depth first."""
     for item in tree:
         if isinstance(item, Block):
-            yield from walk(item.body)
+            yield from instructions(item.body)
         else:
             yield item
 

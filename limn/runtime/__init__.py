@@ -1,5 +1,6 @@
 """Execution: devices, buffers, caches. The one part of limn that is not pure."""
 
+from limn.runtime.c import CDevice
 from limn.runtime.device import (
     Buffer,
     Device,
@@ -11,14 +12,15 @@ from limn.runtime.device import (
 from limn.runtime.numpy_ref import NumpyDevice
 
 register_device("numpy", NumpyDevice)
+register_device("c", CDevice)  # a factory: the toolchain is looked for on first use
 
 
-def _c_device():
-    from limn.runtime.c import CDevice
+def _cuda():
+    from limn.runtime.cuda import CudaDevice  # binds the driver and NVRTC when first used
 
-    return CDevice()
+    return CudaDevice()
 
 
-register_device("c", _c_device)
+register_device("cuda", _cuda)
 
 __all__ = ["Buffer", "Device", "current_device", "get_device", "register_device", "set_device"]

@@ -20,13 +20,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ir.c.passes import C_PASSES
-from ir.c.render import program, render
-from ir.c.spell import CTYPE
+from ir.c.passes import c_passes
+from ir.c.render import units
 from ir.graph import dtypes
 from ir.kernel.kernel import KernelGraph
-from ir.loop.lower import lower
-from ir.loop.passes import DEFAULT_PASSES, Pass, apply_passes
+from ir.loop.passes import Pass
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
 
@@ -73,33 +71,10 @@ class CDevice(CompiledDevice):
     def _libs(self):
         return [lib for p in self.plans.values() for lib in p.libs]
 
-    def check_dtypes(self, graph: KernelGraph) -> None:
-        for spec in graph.buffers:
-            if spec.dtype not in CTYPE:
-                raise TypeError(
-                    f"c device: dtype {spec.dtype} is not supported (buffer {spec}); the c "
-                    f"device computes {', '.join(map(str, CTYPE))}; use the numpy device "
-                    f"for {spec.dtype}"
-                )
-
-    def functions(self, graph: KernelGraph) -> dict[int, tuple[str, set]]:
-        """Kernel index -> (C function ``k<i>``, helpers it needs), for every loop nest."""
-        self.check_dtypes(graph)
-        out = {}
-        for i, k in enumerate(graph.kernels):
-            if k.kind != "CUSTOM":
-                out[i] = render(apply_passes(lower(graph, i), self.passes), f"k{i}", self.openmp)
-        return out
-
-    def source(self, graph: KernelGraph) -> str:
-        """The whole plan as one C translation unit."""
-        return program(list(self.functions(graph).values()))
-
     def build(self, graph: KernelGraph) -> Plan:
-        funcs = self.functions(graph)
-        parts = split_for_cores(list(funcs.items()), os.cpu_count() or 1)
-        libs = self.toolchain.libraries([program([f for _, f in part]) for part in parts])
-        where = {i: lib for part, lib in zip(parts, libs) for i, _ in part}
+        parts = units(graph, self.passes, self.openmp)
+        libs = self.toolchain.libraries([src for _, src in parts])
+        where = {i: lib for (kernels, _), lib in zip(parts, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
         calls = []
@@ -125,26 +100,6 @@ class CDevice(CompiledDevice):
         return call
 
 
-MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
-
-
-def split_for_cores(funcs: list, cores: int) -> list[list]:
-    """Cut a plan's kernels into up to ``cores`` translation units of similar size.
-
-    ``cc`` is single-threaded, so a plan compiled as one unit keeps one core busy; cut in
-    pieces of balanced source length, it compiles on every core at once. Small plans stay
-    one unit: a second ``cc`` process costs more than it saves.
-    """
-    n = max(1, min(cores, len(funcs) // MIN_PART))
-    parts: list[list] = [[] for _ in range(n)]
-    sizes = [0] * n
-    for item in sorted(funcs, key=lambda f: -len(f[1][0])):
-        j = sizes.index(min(sizes))
-        parts[j].append(item)
-        sizes[j] += len(item[1][0])
-    return [sorted(p, key=lambda f: f[0]) for p in parts if p]
-
-
 def _c_call(fn, kernel):
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -163,10 +118,6 @@ def _c_call(fn, kernel):
             )
 
     return call
-
-
-def c_passes() -> list[Pass]:
-    return [*DEFAULT_PASSES, *C_PASSES]
 
 
 __all__ = ["CDevice", "dtypes"]

@@ -105,21 +105,27 @@ class Toolchain:
         running = []
         try:
             for source, so in jobs:
-                fd, src_path = tempfile.mkstemp(suffix=".c", dir=d)
-                with os.fdopen(fd, "w") as f:
-                    f.write(source)
                 fd, tmp_so = tempfile.mkstemp(suffix=".so", dir=d)
                 os.close(fd)
-                cmd = [self.cc, *self.flags, "-o", tmp_so, src_path, "-lm"]
+                # the source goes in on stdin: a file name would be recorded in the library,
+                # so two processes compiling one kernel would publish different bytes
+                cmd = [self.cc, *self.flags, "-o", tmp_so, "-x", "c", "-", "-lm"]
                 proc = subprocess.Popen(
-                    cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                    cmd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
                 )
-                running.append((proc, cmd, src_path, tmp_so, so))
-            for proc, cmd, _, tmp_so, so in running:
-                _, err = proc.communicate()
+                running.append((proc, cmd, tmp_so, so))
+                proc.stdin.write(source)
+                proc.stdin.close()
+            for proc, cmd, tmp_so, so in running:
+                err = proc.stderr.read()
+                proc.wait()
                 if proc.returncode != 0:
                     raise CompilerError(
-                        f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
+                        f"cc: compiling a kernel failed ({' '.join(cmd[:-6])}):\n{err[-4000:]}"
                     )
                 digest = hashlib.sha256(Path(tmp_so).read_bytes()).hexdigest()
                 os.replace(tmp_so, so)
@@ -128,13 +134,12 @@ class Toolchain:
                     f.write(digest)
                 os.replace(tmp_digest, so.with_suffix(".sha256"))
         finally:
-            for proc, _, src_path, tmp_so, _ in running:
+            for proc, _, tmp_so, _ in running:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-                for p in (src_path, tmp_so):
-                    if os.path.exists(p):
-                        os.unlink(p)
+                if os.path.exists(tmp_so):
+                    os.unlink(tmp_so)
         self.stats["compiles"] += len(jobs)
         self.stats["compile_s"] += time.perf_counter() - t0
 

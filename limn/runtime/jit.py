@@ -35,7 +35,7 @@ from limn.runtime import profile
 from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
-def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
+def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     """The structure key of the graph under ``roots`` and its inputs in slot order.
 
     Inputs are the nodes that already hold bytes; they are numbered in the order the
@@ -145,7 +145,7 @@ class CompiledDevice(Device):
         raise NotImplementedError
 
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
-        key, inputs = walk(roots)
+        key, inputs = plan_key(roots)
         plan = self.plans.get(key)
         if plan is None:
             t0 = time.perf_counter()

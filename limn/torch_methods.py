@@ -2,7 +2,7 @@
 
 Every method here is a few lines that check arguments, apply the Tensor's surface rules
 (promotion and broadcasting through ``_align``, torch's names and signatures) and hand the
-work to ``ir/graph/compose.py`` or to a primitive. ``Surface`` is a mixin: ``limn/tensor.py``
+work to ``ir/graph/compose.py`` or to a primitive. ``TorchMethods`` is a mixin: ``limn/tensor.py``
 owns the Tensor itself (its node, device, bytes, primitives and autograd bookkeeping), and
 nothing here touches a node directly.
 """
@@ -10,18 +10,15 @@ nothing here touches a node directly.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Self
 
 import numpy as np
 
 from ir.graph import compose, dtypes, elementary
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 
-if TYPE_CHECKING:
-    from limn.tensor import Tensor
 
-
-class Surface:
+class TorchMethods:
     # ---- elementwise ----------------------------------------------------------------
 
     def __add__(self, o):
@@ -97,7 +94,7 @@ class Surface:
     def __ne__(self, o):
         return self._compare(o, "ne")
 
-    def _compare(self, o, op: str) -> Tensor:
+    def _compare(self, o, op: str) -> Self:
         """A comparison; an int outside the integer dtype it would take is never wrapped.
 
         Such an int lies above (or below) every value of the dtype, so each comparison has
@@ -240,12 +237,6 @@ class Surface:
 
     clip = clamp
 
-    def where(self, a, b):
-        """self is the condition: a where true, b elsewhere."""
-        from limn.tensor import where
-
-        return where(self, a, b)
-
     def lerp(self, end, weight):
         return self + (end - self) * weight
 
@@ -316,8 +307,8 @@ class Surface:
 
     # ---- linear algebra -------------------------------------------------------------
 
-    def matmul(self, o) -> Tensor:
-        o = o if isinstance(o, Surface) else self._lift(o)
+    def matmul(self, o) -> Self:
+        o = o if isinstance(o, TorchMethods) else self._lift(o)
         if self.ndim == 0 or o.ndim == 0:
             raise ValueError(f"matmul: needs at least 1-d operands, got {self.shape} and {o.shape}")
         d = promote(self.dtype, o.dtype)
@@ -326,19 +317,19 @@ class Surface:
     def dot(self, o):
         return self.matmul(o)
 
-    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    def linear(self, weight: Self, bias: Self | None = None) -> Self:
         out = self @ weight.T
         return out if bias is None else out + bias
 
     # ---- movement -------------------------------------------------------------------
 
-    def reshape(self, *shape) -> Tensor:
+    def reshape(self, *shape) -> Self:
         shape = compose.resolve_shape(_shape_arg(shape), self.shape)
         return self.p_reshape(shape)
 
     view = reshape
 
-    def permute(self, *order) -> Tensor:
+    def permute(self, *order) -> Self:
         order = _shape_arg(order)
         norm = tuple(compose.normalize_axis(a, self.ndim, "permute") for a in order)
         if sorted(norm) != list(range(self.ndim)):
@@ -347,7 +338,7 @@ class Surface:
             )
         return self.p_permute(norm)
 
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> Self:
         if self.ndim < 2 and (dim0, dim1) == (-2, -1):
             return self
         a = compose.normalize_axis(dim0, self.ndim, "transpose")
@@ -357,14 +348,14 @@ class Surface:
         return self.p_permute(tuple(order))
 
     @property
-    def T(self) -> Tensor:
+    def T(self) -> Self:
         return self.p_permute(tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self) -> Tensor:
+    def mT(self) -> Self:
         return self.transpose(-2, -1)
 
-    def expand(self, *shape) -> Tensor:
+    def expand(self, *shape) -> Self:
         shape = _shape_arg(shape)
         if len(shape) < self.ndim:
             raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {shape}")
@@ -380,10 +371,10 @@ class Surface:
                 )
         return compose.expand_to(self, full)
 
-    def broadcast_to(self, shape) -> Tensor:
+    def broadcast_to(self, shape) -> Self:
         return self.expand(*shape)
 
-    def pad(self, pads, value: float = 0.0) -> Tensor:
+    def pad(self, pads, value: float = 0.0) -> Self:
         """``pads`` is one (before, after) per dim, or per trailing dims if fewer."""
         pads = tuple(tuple(p) for p in pads)
         if len(pads) > self.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
@@ -398,7 +389,7 @@ class Surface:
             out = inside.p_where(out, out.p_const(value))
         return out
 
-    def shrink(self, bounds) -> Tensor:
+    def shrink(self, bounds) -> Self:
         bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
         if len(bounds) != self.ndim or any(
             not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)
@@ -409,11 +400,11 @@ class Surface:
             )
         return self.p_shrink(bounds)
 
-    def flip(self, *axes) -> Tensor:
+    def flip(self, *axes) -> Self:
         axes = _shape_arg(axes)
         return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:
             return self.reshape(1)
         s = compose.normalize_axis(start_dim, self.ndim, "flatten")
@@ -421,7 +412,7 @@ class Surface:
         shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
         return self.reshape(shape)
 
-    def squeeze(self, axis=None) -> Tensor:
+    def squeeze(self, axis=None) -> Self:
         if axis is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         axes = compose.normalize_axes(axis, self.ndim, "squeeze")
@@ -433,14 +424,14 @@ class Surface:
                 )
         return compose.squeeze_axes(self, axes)
 
-    def unsqueeze(self, axis: int) -> Tensor:
+    def unsqueeze(self, axis: int) -> Self:
         a = compose.normalize_axis(axis, self.ndim + 1, "unsqueeze")
         return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self) -> Self:
         return self.p_contiguous()
 
-    def repeat(self, *repeats) -> Tensor:
+    def repeat(self, *repeats) -> Self:
         reps = _shape_arg(repeats)
         if len(reps) < self.ndim:
             raise ValueError(
@@ -453,7 +444,7 @@ class Surface:
         y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
         return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
 
-    def split(self, size, axis: int = 0) -> list[Tensor]:
+    def split(self, size, axis: int = 0) -> list[Self]:
         axis = compose.normalize_axis(axis, self.ndim, "split")
         n = self.shape[axis]
         sizes = (
@@ -465,10 +456,10 @@ class Surface:
             raise ValueError(f"split: sizes {sizes} do not add up to dim {axis} of {self.shape}")
         return compose.split(self, sizes, axis)
 
-    def chunk(self, n: int, axis: int = 0) -> list[Tensor]:
+    def chunk(self, n: int, axis: int = 0) -> list[Self]:
         return self.split(-(-self.shape[axis] // n), axis)
 
-    def gather(self, axis: int, index: Tensor) -> Tensor:
+    def gather(self, axis: int, index: Self) -> Self:
         """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
         axis = compose.normalize_axis(axis, self.ndim, "gather")
         if not index.dtype.is_int or index.ndim != self.ndim:
@@ -483,7 +474,7 @@ class Surface:
         src = self.p_shrink(tuple(bounds))
         return src.p_gather(index, axis)
 
-    def scatter_add(self, axis: int, index: Tensor, src: Tensor) -> Tensor:
+    def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
         axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
         if index.shape != src.shape or not index.dtype.is_int:
             raise ValueError(
@@ -497,18 +488,18 @@ class Surface:
             raise TypeError("iter: cannot iterate over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
 
-    def __getitem__(self, key) -> Tensor:
+    def __getitem__(self, key) -> Self:
         return _index(self, key)
 
 
-def _pow(a: Tensor, b: Tensor) -> Tensor:
+def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     if a.dtype.is_int:
         return elementary.int_pow(a, b)
     return compose.pow(a._float(), b._float())
 
 
-def _index(x: Tensor, key) -> Tensor:
+def _index(x: TorchMethods, key) -> TorchMethods:
     """Basic indexing as views: ints, slices of any step, ``...`` and ``None``."""
     if not isinstance(key, tuple):
         key = (key,)
@@ -530,7 +521,7 @@ def _index(x: Tensor, key) -> Tensor:
             out_shape.append(1)
             continue
         size = x.shape[dim]
-        if isinstance(k, Surface) and k.ndim == 0 and k.dtype.is_int:
+        if isinstance(k, TorchMethods) and k.ndim == 0 and k.dtype.is_int:
             k = int(k.item())
         if isinstance(k, int) and not isinstance(k, bool):
             if not -size <= k < size:

@@ -1,0 +1,46 @@
+"""The loop-nest passes of the cuda device: output cells outermost, totals in registers.
+
+A GPU runs one thread per output cell, so the loops a thread's cell is named by must be
+the outer ones and the loops it folds over the inner ones. ``cells_outer`` moves every
+output loop of a perfect chain outside its reduce loops, keeping the reduce loops in
+their own relative order: each cell meets the same values in the same order, so the fold
+is unchanged, and ``reduce_placement`` then keeps each total in a register. Unlike the c
+device there is no ``loop_order``: which loop is innermost in memory is decided by which
+cell dim varies fastest across threads (the last one, as the output is laid out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ir.loop.nest import Accum, LoopNest, Store
+from ir.loop.passes import Pass, drop_dead_values, drop_unit_loops, reduce_placement, renumber
+from ir.loop.rewrite import Block, chain, flatten, instructions, rebuild, to_tree
+
+
+def written_vars(items) -> set[str]:
+    """The names in the address of every memory cell the items write."""
+    out: set[str] = set()
+    for ins in instructions(items):
+        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index is not None:
+            out.update(ins.index.names)
+    return out
+
+
+def cells_outer(nest: LoopNest) -> LoopNest:
+    """In each top-level perfect chain, the loops naming written cells go outside the rest."""
+    out = []
+    for item in to_tree(nest.body):
+        if isinstance(item, Block):
+            loops, inner = chain(item)
+            if not any(isinstance(x, Block) for x in inner):
+                written = written_vars(inner)
+                outs = [lp for lp in loops if lp.var in written]
+                folds = [lp for lp in loops if lp.var not in written]
+                item = rebuild([*outs, *folds], inner)
+        out.append(item)
+    return replace(nest, body=flatten(out))
+
+
+def cuda_passes() -> list[Pass]:
+    return [cells_outer, reduce_placement, drop_unit_loops, drop_dead_values, renumber]

@@ -1,0 +1,632 @@
+"""Stage 4 for CUDA: a loop nest becomes CUDA C kernels, one of three shapes per phase. Pure.
+
+A nest (after ``ir/cuda/passes``) is a sequence of phases: each top-level loop chain that
+writes memory, or a top-level register fold ending in a STORE. Each phase is one
+``__global__`` function, launched in order, so a phase sees everything the one before it
+wrote. The shape of a phase:
+
+* **cells**: one thread per output cell, in a grid-stride loop so any size runs with a
+  bounded grid. The cell's own loops (its reduce axes) run in order inside the thread, so
+  every total folds in the serial order, as on the c device.
+* **split**: a long reduce over few cells. One block per cell; thread ``p`` folds the
+  terms ``p, p + 256, p + 512, ...`` in order, and the 256 partial totals are folded by a
+  fixed pairwise tree in shared memory. The one shape that regroups the arithmetic; the
+  grouping is a constant of the kernel, not of the GPU, so two runs give the same bits.
+* **tile**: a contraction (``out[.., a, b] = fold over r of f(A[.., a, r], B[.., r, b])``).
+  A block owns a BM x BN tile of cells, each thread a TM x TN patch in registers; slabs of
+  BK reduce steps of every operand are staged through shared memory. Each cell still folds
+  r in order, so only where the operands are read from changes.
+
+Only a scatter's colliding adds use atomics, so only a float scatter may differ between
+runs; a scatter whose dtype has no atomic add is declined by name.
+
+The spelling is C's (``ir/c/spell.py``), with what CUDA lacks defined in the prelude: the
+fixed-width integer names, and float16 held as its bits and converted by PTX ``cvt``
+(round to nearest even, as numpy). NVRTC compiles with ``--fmad=false``: a*b+c rounds
+twice, as the nest says.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ir.c.render import _int_helpers
+from ir.c.spell import CTYPE, index, literal
+from ir.cuda.passes import cuda_passes, written_vars
+from ir.graph import dtypes
+from ir.graph.dtypes import DType
+from ir.graph.ops import Op
+from ir.kernel.kernel import KernelGraph
+from ir.loop.lower import lower
+from ir.loop.nest import Accum, Arith, Check, Const, DefAcc, Load, Loop, LoopNest, Mask, Store
+from ir.loop.passes import apply_passes
+from ir.loop.rewrite import Block, chain, to_tree, value_dtype
+
+THREADS = 256  # threads per block in every shape
+MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
+SPLIT_MIN = 4096  # a reduce this long over ...
+SPLIT_CELLS = 1024  # ... at most this many cells takes the split shape
+BM, BN, BK, TM, TN = 64, 64, 16, 4, 4  # the tile: block cells, reduce slab, thread patch
+SMEM_LIMIT = 48 * 1024  # static shared memory a block may declare
+
+# atomicAdd overloads: the C type an out cell is added through
+ATOMIC = {
+    dtypes.float32: "float",
+    dtypes.float64: "double",
+    dtypes.int32: "int",
+    dtypes.uint32: "unsigned int",
+    dtypes.int64: "unsigned long long",  # two's complement: wraps as a signed add does
+    dtypes.uint64: "unsigned long long",
+}
+
+PRELUDE = r"""
+typedef signed char int8_t; typedef short int16_t; typedef int int32_t;
+typedef long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t;
+typedef unsigned int uint32_t; typedef unsigned long long uint64_t;
+typedef unsigned short limn_half; /* float16 bits */
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+static __device__ __forceinline__ float limn_h2f(limn_half h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+static __device__ __forceinline__ limn_half limn_f2h(float f) {
+  limn_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+static __device__ __forceinline__ limn_half limn_d2h(double d) {
+  limn_half h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
+static __device__ __forceinline__ float limn_bf2f(uint16_t b) {
+  return __uint_as_float((uint32_t)b << 16); }
+static __device__ __forceinline__ uint16_t limn_f2bf(float f) { uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+static __device__ __forceinline__ void limn_fail(int64_t *err, int64_t v, int64_t axis,
+    int64_t size, int64_t kind) {
+  if (atomicCAS((unsigned long long *)err, 0ull, 1ull) == 0ull) {
+    err[1] = v; err[2] = axis; err[3] = size; err[4] = kind; } }
+"""
+
+
+def ctype(d: DType) -> str:
+    if d == dtypes.float16:
+        return "limn_half"
+    if d not in CTYPE:
+        raise TypeError(
+            f"cuda device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
+        )
+    return CTYPE[d]
+
+
+def cliteral(value, d: DType) -> str:
+    if d == dtypes.float16:
+        import numpy as np
+
+        return f"((limn_half)0x{int(np.float16(value).view(np.uint16)):04x}u)"
+    return literal(value, d)
+
+
+def cast(src: str, s: DType, d: DType) -> str:
+    """A value of dtype ``s`` as dtype ``d``; the half widths convert through float32."""
+    if s == d:
+        return src
+    if s == dtypes.float64 and d == dtypes.float16:
+        return f"limn_d2h({src})"  # one rounding, as numpy
+    if s in dtypes.HALF:
+        src = f"limn_{'h' if s == dtypes.float16 else 'bf'}2f({src})"
+        s = dtypes.float32
+        if d == s:
+            return src
+    if d in dtypes.HALF:
+        return (
+            f"limn_f2{'h' if d == dtypes.float16 else 'bf'}((float){cast(src, s, dtypes.float32)})"
+        )
+    if d == dtypes.bool_:
+        return f"(({src}) != 0)"
+    return f"(({ctype(d)}){src})"
+
+
+def arith(ins: Arith, src_dtypes: list[DType]) -> str:
+    op, a, d = ins.op, ins.srcs, ins.dtype
+    t, s0 = ctype(d), src_dtypes[-1]
+    f32 = d == dtypes.float32
+    if op == Op.CAST:
+        return cast(a[0], src_dtypes[0], d)
+    if op == Op.BITCAST:
+        return f"limn_bitcast_{ctype(src_dtypes[0])}_{t}({a[0]})"
+    if op == Op.WHERE:
+        return f"({a[0]} ? {a[1]} : {a[2]})"
+    if op == Op.NEG:
+        return f"(({t})(-{a[0]}))" if d != dtypes.bool_ else a[0]
+    if op in (Op.EXP, Op.LOG, Op.SQRT):
+        fn = op.value.lower()
+        return f"{fn}f({a[0]})" if f32 else f"{fn}({a[0]})"
+    if op == Op.RECIP:
+        return f"(({t})1 / {a[0]})"
+    if op == Op.ADD:
+        return f"({a[0]} | {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} + {a[1]}))"
+    if op == Op.MUL:
+        return f"({a[0]} & {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} * {a[1]}))"
+    if op == Op.CMPLT:
+        return f"({a[0]} < {a[1]})"
+    if op in (Op.AND, Op.OR, Op.XOR):
+        sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
+        return f"(({t})({a[0]} {sym} {a[1]}))"
+    if op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
+        return f"limn_{op.value.lower()}_{ctype(s0)}({a[0]}, {a[1]})"
+    raise NotImplementedError(f"cuda device: no CUDA C for {op.value}")
+
+
+def fold(op: Op, dst: str, src: str, d: DType) -> str:
+    """``dst = op(dst, src)`` in dtype ``d``: ADD, or MAX keeping nan (the nest's ACCUM)."""
+    if d in dtypes.HALF:
+        cur, new = cast(dst, d, dtypes.float32), cast(src, d, dtypes.float32)
+        if op == Op.ADD:
+            return f"{dst} = {cast(f'({cur} + {new})', dtypes.float32, d)};"
+        return f"{dst} = ({new} > {cur} || {new} != {new}) ? {src} : {dst};"
+    if op == Op.ADD:
+        return (
+            f"{dst} = {dst} | {src};"
+            if d == dtypes.bool_
+            else f"{dst} = ({ctype(d)})({dst} + {src});"
+        )
+    if d.is_float:
+        return f"{dst} = ({src} > {dst} || {src} != {src}) ? {src} : {dst};"
+    return f"{dst} = {src} > {dst} ? {src} : {dst};"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One ``__global__`` function of a kernel and how to launch it."""
+
+    func: str
+    grid: int
+    block: int
+    shape: str  # "cells", "split" or "tile"
+    smem: int = 0  # static shared memory, bytes
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """A nest as CUDA C: its functions (no prelude), its launches in order, helpers used."""
+
+    source: str
+    launches: tuple[Launch, ...]
+    used: frozenset
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """The index arithmetic of the tile shape, for the renderer and for checking it."""
+
+    outer: int  # cells of the loops outside the tile
+    m: int  # extent of the row loop
+    n: int  # extent of the column loop
+    r: int  # reduce terms per cell
+
+    @property
+    def tiles(self) -> int:
+        return self.outer * -(-self.m // BM) * -(-self.n // BN)
+
+    def cells(self, tb: int, thread: int):
+        """The (outer, row, col) cells block ``tb``'s thread stores: its TM x TN patch."""
+        tm_count, tn_count = -(-self.m // BM), -(-self.n // BN)
+        o, tm, tn = tb // (tm_count * tn_count), tb // tn_count % tm_count, tb % tn_count
+        tx, ty = thread % (BN // TN), thread // (BN // TN)
+        for a in range(TM):
+            for b in range(TN):
+                row, col = tm * BM + ty * TM + a, tn * BN + tx * TN + b
+                if row < self.m and col < self.n:
+                    yield o, row, col
+
+    def staged(self, thread: int, width: int):
+        """The [kk][j] slots of a width-wide slab that ``thread`` writes when staging."""
+        for e in range(thread, BK * width, THREADS):
+            yield e // width, e % width
+
+    def read(self, thread: int, t0: int):
+        """The A [kk][row] and B [kk][col] slots the thread reads for the slab at ``t0``."""
+        tx, ty = thread % (BN // TN), thread // (BN // TN)
+        for kk in range(min(BK, self.r - t0)):
+            for a in range(TM):
+                yield "a", kk, ty * TM + a
+            for b in range(TN):
+                yield "b", kk, tx * TN + b
+
+
+def _extent(lp: Loop) -> int:
+    return len(range(lp.start, lp.stop, lp.step))
+
+
+def _decompose(var_loops: list[Loop], linear: str) -> list[str]:
+    """C declarations of each loop's variable from a row-major linear index over them."""
+    out, stride = [], 1
+    for lp in reversed(var_loops):
+        e = _extent(lp)
+        q = f"({linear} / {stride})" if stride != 1 else linear
+        pos = f"{q} % {e}" if lp is not var_loops[0] else q
+        val = pos if (lp.start, lp.step) == (0, 1) else f"{lp.start} + ({pos}) * {lp.step}"
+        out.append(f"const int64_t {lp.var} = {val};")
+        stride *= e
+    return list(reversed(out))
+
+
+class _Cuda:
+    """The state of rendering one nest: each name's dtype, the functions so far."""
+
+    def __init__(self, nest: LoopNest, name: str):
+        self.nest, self.name = nest, name
+        self.bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)}
+        self.bufs["out"] = nest.output.dtype
+        self.dtype_of: dict[str, DType] = {}
+        self.values: dict[str, str] = {}
+        self.used: set = set()
+        self.funcs: list[str] = []
+        self.launches: list[Launch] = []
+        self.scatter = nest.kind == "SCATTER"
+
+    # ---- statements ------------------------------------------------------------------
+
+    def stmt(self, ins) -> str:
+        out = getattr(ins, "out", None)
+        if out is not None:
+            self.dtype_of[out] = value_dtype(ins)
+            self.values.setdefault(out, f"(int64_t){out}")
+        values = self.values
+        if isinstance(ins, Const | DefAcc):
+            if getattr(ins, "shape", ()):
+                raise NotImplementedError("cuda device: array accumulators are a c-device form")
+            kw = "" if isinstance(ins, DefAcc) else "const "
+            return f"{kw}{ctype(ins.dtype)} {ins.out} = {cliteral(ins.value, ins.dtype)};"
+        if isinstance(ins, Load):
+            at = f"{ins.buf}[{index(ins.index, values)}]"
+            if ins.guard:
+                at = f"(({self.preds(ins.guard)}) ? {at} : ({ctype(ins.dtype)})0)"
+            return f"const {ctype(ins.dtype)} {ins.out} = {at};"
+        if isinstance(ins, Mask):
+            return f"const uint8_t {ins.out} = {self.preds(ins.preds)};"
+        if isinstance(ins, Arith):
+            srcd = [self.dtype_of[s] for s in ins.srcs]
+            if ins.op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
+                self.used.add((ins.op.value.lower(), CTYPE[srcd[-1]]))
+            if ins.op == Op.BITCAST:
+                self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
+            return f"const {ctype(ins.dtype)} {ins.out} = {arith(ins, srcd)};"
+        if isinstance(ins, Check):
+            v = ins.value
+            cond = f"({v} < 0 || {v} >= {ins.size})"
+            if ins.guard:
+                cond = f"({self.preds(ins.guard)}) && {cond}"
+            kind = int(ins.what == "scatter")
+            check = f"if ({cond}) limn_fail(err, (int64_t){v}, {ins.axis}, {ins.size}, {kind});"
+            if values.get(v) == f"{v}_c":
+                return check
+            values[v] = f"{v}_c"
+            return (
+                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
+            )
+        if isinstance(ins, Accum):
+            if ins.index is None:
+                return fold(ins.op, ins.dst, ins.src, self.dtype_of[ins.dst])
+            d = self.bufs[ins.dst]
+            cell = f"{ins.dst}[{index(ins.index, values)}]"
+            if self.scatter:
+                return self.atomic(ins, cell, d)
+            return fold(ins.op, cell, ins.src, d)
+        if isinstance(ins, Store):
+            return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
+        raise TypeError(f"cuda device: {type(ins).__name__} is not a loop-nest instruction")
+
+    def atomic(self, ins: Accum, cell: str, d: DType) -> str:
+        if ins.op != Op.ADD or d not in ATOMIC:
+            raise TypeError(
+                f"cuda device: a scatter into {d} needs an atomic add, which CUDA has only for "
+                f"{', '.join(map(str, ATOMIC))}; scatter in one of those dtypes and cast, or "
+                "use the c or numpy device"
+            )
+        t = ATOMIC[d]
+        return f"atomicAdd(({t} *)&{cell}, ({t}){ins.src});"
+
+    def preds(self, preds) -> str:
+        out = []
+        for p in preds:
+            e = index(p.index, self.values)
+            out.append(f"({p.lo} <= {e} && {e} < {p.hi})")
+        return " && ".join(out)
+
+    def items(self, items, depth: int) -> list[str]:
+        pad, lines = "  " * depth, []
+        for item in items:
+            if isinstance(item, Block):
+                lp = item.loop
+                if lp.lo or lp.hi:
+                    raise NotImplementedError(
+                        "cuda device: symbolic loop bounds are a c-device form"
+                    )
+                lines.append(
+                    f"{pad}for (int64_t {lp.var} = {lp.start}; {lp.var} < {lp.stop}; "
+                    f"{lp.var} += {lp.step}) {{"
+                )
+                lines += self.items(item.body, depth + 1)
+                lines.append(pad + "}")
+            else:
+                lines.append(pad + self.stmt(item))
+        return lines
+
+    # ---- functions -------------------------------------------------------------------
+
+    def header(self, func: str) -> str:
+        params = [
+            f"const {ctype(s.dtype)} *__restrict__ in{i}" for i, s in enumerate(self.nest.inputs)
+        ]
+        params += [
+            f"{ctype(self.nest.output.dtype)} *__restrict__ out",
+            "int64_t *__restrict__ err",
+        ]
+        return (
+            f'extern "C" __global__ void __launch_bounds__({THREADS}, 1) {func}('
+            + ", ".join(params)
+            + ") {"
+        )
+
+    def emit(self, shape: str, body: list[str], grid: int, smem: int = 0) -> None:
+        func = f"{self.name}_{len(self.funcs)}"
+        self.funcs.append("\n".join([self.header(func), "  (void)err;", *body, "}"]))
+        self.launches.append(Launch(func, max(1, min(grid, MAX_BLOCKS)), THREADS, shape, smem))
+
+    def render(self) -> CudaKernel:
+        values: list = []
+        single: list | None = None
+        for item in to_tree(self.nest.body):
+            if single is not None:
+                single.append(item)
+                if isinstance(item, Store) or isinstance(item, Accum) and item.index is not None:
+                    self.phase_single(values, single)
+                    single = None
+            elif isinstance(item, Block):
+                self.phase_block(values, item)
+            elif isinstance(item, DefAcc):
+                single = [item]
+            elif isinstance(item, Store | Accum):
+                self.phase_single(values, [item])
+            else:
+                values.append(item)
+        if single is not None:
+            raise ValueError(f"cuda device: {self.name} folds into a register it never stores")
+        return CudaKernel("\n\n".join(self.funcs), tuple(self.launches), frozenset(self.used))
+
+    def pre(self, values: list) -> list[str]:
+        return ["  " + self.stmt(v) for v in values]
+
+    def phase_single(self, values: list, items: list) -> None:
+        """Top-level work of one cell: a long register fold goes split, the rest one thread."""
+        red = _register_fold(tuple(items))
+        if red is not None and math.prod(_extent(lp) for lp in red[2]) >= SPLIT_MIN:
+            self.split(values, [], red)
+            return
+        body = self.pre(values) + ["  if (blockIdx.x == 0 && threadIdx.x == 0) {"]
+        body += self.items(items, 2) + ["  }"]
+        self.emit("cells", body, 1)
+
+    def phase_block(self, values: list, block: Block) -> None:
+        loops, inner = chain(block)
+        if self.scatter and not any(isinstance(x, Block) for x in inner):
+            cells, inner_loops = loops, []  # collisions are atomic: every point is a thread
+        else:
+            written = written_vars(inner)
+            k = 0
+            while k < len(loops) and loops[k].var in written:
+                k += 1
+            cells, inner_loops = loops[:k], loops[k:]
+        if inner_loops:
+            inner = (_rebuild(inner_loops, inner),)
+        n = math.prod(_extent(lp) for lp in cells)
+        red = _register_fold(inner)
+        if red is not None and not inner_loops:
+            plan = self.tile_plan(cells, red)
+            if plan is not None:
+                self.tile(values, cells, red, plan)
+                return
+            if n <= SPLIT_CELLS and math.prod(_extent(lp) for lp in red[2]) >= SPLIT_MIN:
+                self.split(values, cells, red)
+                return
+        body = self.pre(values)
+        body.append(
+            f"  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < {n}; "
+            "c += (int64_t)gridDim.x * blockDim.x) {"
+        )
+        body += ["    " + s for s in _decompose(cells, "c")] if cells else []
+        body += self.items(inner, 2) + ["  }"]
+        self.emit("cells", body, -(-n // THREADS))
+
+    # ---- split: few cells, long reduce -------------------------------------------------
+
+    def split(self, values: list, cells: list[Loop], red) -> None:
+        pre, acc, reds, body, tail = red
+        n = math.prod(_extent(lp) for lp in cells)
+        r = math.prod(_extent(lp) for lp in reds)
+        t = ctype(acc.dtype)
+        lines = self.pre(values)
+        lines.append(f"  __shared__ {t} part[{THREADS}];")
+        lines.append(f"  for (int64_t c = blockIdx.x; c < {n}; c += gridDim.x) {{")
+        lines += ["    " + s for s in _decompose(cells, "c")]
+        lines += self.items(pre, 2)
+        self.dtype_of[acc.out] = acc.dtype
+        lines.append(f"    {t} {acc.out} = {cliteral(acc.value, acc.dtype)};")
+        lines.append(f"    for (int64_t t = threadIdx.x; t < {r}; t += {THREADS}) {{")
+        lines += ["      " + s for s in _decompose(reds, "t")]
+        lines += self.items(body, 3)
+        lines.append("    }")
+        lines.append(f"    part[threadIdx.x] = {acc.out};")
+        lines.append("    __syncthreads();")
+        step = fold(red_op(body), "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
+        lines.append(f"    for (int h = {THREADS // 2}; h > 0; h >>= 1) {{")
+        lines.append(f"      if (threadIdx.x < h) {{ {step} }}")
+        lines.append("      __syncthreads();")
+        lines.append("    }")
+        lines.append("    if (threadIdx.x == 0) {")
+        lines.append(f"      {acc.out} = part[0];")
+        lines += self.items(tail, 3)
+        lines.append("    }")
+        lines.append("    __syncthreads();")
+        lines.append("  }")
+        self.emit("split", lines, n, THREADS * acc.dtype.itemsize)
+
+    # ---- tile: contractions ----------------------------------------------------------
+
+    def tile_plan(self, cells: list[Loop], red) -> TilePlan | None:
+        pre, acc, reds, body, tail = red
+        if len(cells) < 2 or pre or any(isinstance(x, Check | Store | Accum) for x in body[:-1]):
+            return None
+        ia, ib = cells[-2], cells[-1]
+        if any((lp.start, lp.step) != (0, 1) for lp in (*cells, *reds)):
+            return None
+        loads = [x for x in body if isinstance(x, Load)]
+        if not loads or any(x.guard for x in loads):
+            return None
+        if any(x.index.coeff(ia.var) and x.index.coeff(ib.var) for x in loads):
+            return None  # one operand indexed by both the row and the column: no slab
+        if any(not set(x.index.names) <= {lp.var for lp in (*cells, *reds)} for x in loads):
+            return None  # a gathered address
+        if not {ia.var, ib.var} <= set(tail[-1].index.names):
+            return None
+        m, n, r = _extent(ia), _extent(ib), math.prod(_extent(lp) for lp in reds)
+        if m < 16 or n < 16 or r < 16:
+            return None
+        smem = sum(BK * (BN if x.index.coeff(ib.var) else BM) * x.dtype.itemsize for x in loads)
+        if smem > SMEM_LIMIT:
+            return None
+        outer = math.prod(_extent(lp) for lp in cells[:-2])
+        return TilePlan(outer, m, n, r)
+
+    def tile(self, values: list, cells: list[Loop], red, plan: TilePlan) -> None:
+        _, acc, reds, body, tail = red
+        ia, ib = cells[-2], cells[-1]
+        tm_count, tn_count = -(-plan.m // BM), -(-plan.n // BN)
+        loads = [x for x in body if isinstance(x, Load)]
+        side = {x.out: ("b" if x.index.coeff(ib.var) else "a") for x in loads}
+        t_acc = ctype(acc.dtype)
+        lines = self.pre(values)
+        smem = 0
+        for x in loads:
+            w = BN if side[x.out] == "b" else BM
+            lines.append(f"  __shared__ {ctype(x.dtype)} s_{x.out}[{BK}][{w}];")
+            smem += BK * w * x.dtype.itemsize
+        lines.append(f"  const int tx = threadIdx.x % {BN // TN}, ty = threadIdx.x / {BN // TN};")
+        lines.append(f"  for (int64_t tb = blockIdx.x; tb < {plan.tiles}; tb += gridDim.x) {{")
+        lines.append(f"    const int64_t o = tb / {tm_count * tn_count};")
+        lines.append(f"    const int64_t tm = tb / {tn_count} % {tm_count}, tn = tb % {tn_count};")
+        lines += ["    " + s for s in _decompose(cells[:-2], "o")]
+        lines.append(f"    {t_acc} acc[{TM}][{TN}];")
+        ident = cliteral(acc.value, acc.dtype)
+        each = f"for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++)"
+        lines.append(f"    {each} acc[a][b] = {ident};")
+        lines.append(f"    for (int64_t t0 = 0; t0 < {plan.r}; t0 += {BK}) {{")
+        for x in loads:  # stage the slab: every slot written, zero past the edges
+            s = side[x.out]
+            w, lim, lp, base = (
+                (BN, plan.n, ib, f"tn * {BN}") if s == "b" else (BM, plan.m, ia, f"tm * {BM}")
+            )
+            lines.append(f"      for (int e = threadIdx.x; e < {BK * w}; e += {THREADS}) {{")
+            lines.append(f"        const int kk = e / {w}, j = e % {w};")
+            lines.append(f"        const int64_t {lp.var} = {base} + j, t = t0 + kk;")
+            lines.append(f"        if ({lp.var} < {lim} && t < {plan.r}) {{")
+            lines += ["          " + d for d in _decompose(reds, "t")]
+            lines.append(f"          s_{x.out}[kk][j] = {x.buf}[{index(x.index, self.values)}];")
+            lines.append(f"        }} else s_{x.out}[kk][j] = ({ctype(x.dtype)})0;")
+            lines.append("      }")
+        lines.append("      __syncthreads();")
+        lines.append(f"      const int kn = {plan.r} - t0 < {BK} ? (int)({plan.r} - t0) : {BK};")
+        lines.append("      for (int kk = 0; kk < kn; kk++) {")
+        lines.append(f"        #pragma unroll\n        for (int a = 0; a < {TM}; a++) {{")
+        lines.append(f"          #pragma unroll\n          for (int b = 0; b < {TN}; b++) {{")
+        for ins in body[:-1]:
+            if isinstance(ins, Load):
+                self.dtype_of[ins.out] = ins.dtype
+                j = f"ty * {TM} + a" if side[ins.out] == "a" else f"tx * {TN} + b"
+                lines.append(
+                    f"            const {ctype(ins.dtype)} {ins.out} = s_{ins.out}[kk][{j}];"
+                )
+            else:
+                lines.append("            " + self.stmt(ins))
+        self.dtype_of[acc.out] = acc.dtype
+        lines.append("            " + fold(body[-1].op, "acc[a][b]", body[-1].src, acc.dtype))
+        lines.append("          }\n        }\n      }")
+        lines.append("      __syncthreads();")
+        lines.append("    }")
+        lines.append(f"    for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++) {{")
+        lines.append(f"      const int64_t {ia.var} = tm * {BM} + ty * {TM} + a;")
+        lines.append(f"      const int64_t {ib.var} = tn * {BN} + tx * {TN} + b;")
+        lines.append(f"      if ({ia.var} < {plan.m} && {ib.var} < {plan.n}) {{")
+        lines.append(f"        const {t_acc} {acc.out} = acc[a][b];")
+        lines += self.items(tail, 4)
+        lines.append("      }\n    }\n  }")
+        self.emit("tile", lines, plan.tiles, smem)
+
+
+def red_op(body) -> Op:
+    return body[-1].op
+
+
+def _rebuild(loops: list[Loop], inner) -> Block:
+    out = Block(loops[-1], tuple(inner))
+    for lp in reversed(loops[:-1]):
+        out = Block(lp, (out,))
+    return out
+
+
+def _register_fold(items: tuple):
+    """Match ``pre.. DEFACC acc; reduce loops {body; ACCUM acc}; tail.. STORE``.
+
+    Returns (pre, acc, reduce loops, body, tail) or None.
+    """
+    k = next((j for j, x in enumerate(items) if isinstance(x, DefAcc)), None)
+    if k is None or k + 2 >= len(items) + 1 or k + 1 >= len(items):
+        return None
+    pre, acc, blk, tail = items[:k], items[k], items[k + 1], items[k + 2 :]
+    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store):
+        return None
+    if any(isinstance(x, Block | Load | Accum) for x in pre) or acc.shape:
+        return None
+    reds, body = chain(blk)
+    if any(isinstance(x, Block) for x in (*body, *tail)) or not body:
+        return None
+    last = body[-1]
+    if not isinstance(last, Accum) or last.index is not None or last.dst != acc.out:
+        return None
+    if any(isinstance(x, Accum | Store) for x in body[:-1]) or any(
+        isinstance(x, Accum | Store) for x in tail[:-1]
+    ):
+        return None
+    if any(lp.lo or lp.hi for lp in reds):
+        return None
+    return pre, acc, reds, body, tail
+
+
+def render(nest: LoopNest, name: str) -> CudaKernel:
+    """The CUDA C of one nest: ``name_0``, ``name_1``, ... one function per phase."""
+    return _Cuda(nest, name).render()
+
+
+def program(kernels: list[CudaKernel]) -> str:
+    """One NVRTC program: the prelude, the helpers any kernel needs, every kernel."""
+    used = set().union(*(k.used for k in kernels)) if kernels else set()
+    helpers = _int_helpers(used).replace("static inline", "static __device__ __forceinline__")
+    return "\n".join([PRELUDE, helpers, *(k.source for k in kernels)]) + "\n"
+
+
+def kernels(graph: KernelGraph, passes=None) -> dict[int, CudaKernel]:
+    """Every non-CUSTOM kernel of ``graph`` as CUDA C, by kernel index (``k<i>_<phase>``)."""
+    for spec in graph.buffers:
+        ctype(spec.dtype)  # refuses what CUDA C cannot spell, by name
+    passes = cuda_passes() if passes is None else passes
+    return {
+        i: render(apply_passes(lower(graph, i), passes), f"k{i}")
+        for i, k in enumerate(graph.kernels)
+        if k.kind != "CUSTOM"
+    }
+
+
+def source(graph: KernelGraph, passes=None) -> str:
+    """The CUDA C program a plan compiles to: what ``ir(x, stage="cuda")`` prints."""
+    return program(list(kernels(graph, passes).values()))
+
+
+__all__ = ["CudaKernel", "Launch", "TilePlan", "kernels", "program", "render", "source"]

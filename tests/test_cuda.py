@@ -1,0 +1,266 @@
+"""The cuda device without a GPU: every kernel shape compiled by NVRTC and assembled by ptxas.
+
+These machines have no GPU, so the emission is checked the whole way to machine code:
+NVRTC (the ``nvidia-cuda-nvrtc`` wheel) compiles each program to PTX and ptxas (from
+``nvidia-cuda-nvcc``) assembles it for sm_80 and sm_90, where a spill or an error would
+show. The tile shape's index arithmetic is simulated to cover every output cell once and
+to read no shared memory that no thread wrote; the driver binding is checked against the
+prototypes in ``cuda.h``. The tests that need a GPU run the corpus on it and skip, saying
+why, where there is none (``examples/gpu_check.py`` runs them on a GPU machine).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from ctypes import c_char_p, c_int, c_size_t, c_ubyte, c_uint, c_uint64, c_void_p
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus import CASES, assert_matches, reference
+
+import limn
+from ir.cuda import render as cu
+from ir.kernel.schedule import schedule
+from limn import Tensor
+from limn.runtime import cuda as rt
+
+try:
+    NVRTC = rt.Nvrtc()
+except RuntimeError as e:  # the cuda extra is not installed
+    NVRTC, WHY = None, str(e)
+PTXAS = rt.find_ptxas()
+needs_nvrtc = pytest.mark.skipif(NVRTC is None, reason="NVRTC not installed (the cuda extra)")
+ARCHS = (80, 90)
+
+
+def gpu_available() -> str | None:
+    try:
+        rt.Driver()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+NO_GPU = gpu_available()
+
+
+def assemble(source: str, arch: int) -> str:
+    """NVRTC to PTX, ptxas to sm_<arch> with -v; the ptxas report (errors raise)."""
+    ptx = NVRTC.ptx(source, arch)
+    if PTXAS is None:
+        return ""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d, "k.ptx")
+        p.write_bytes(ptx.rstrip(b"\0"))
+        r = subprocess.run(
+            [PTXAS, f"-arch=sm_{arch}", "-v", str(p), "-o", str(Path(d, "k.cubin"))],
+            capture_output=True,
+            text=True,
+        )
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def spills(report: str) -> list[str]:
+    return [ln for ln in report.splitlines() if re.search(r"[1-9]\d* bytes spill", ln)]
+
+
+def graph_of(outs):
+    return schedule([t.node for t in outs]).graph
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_corpus_kernel_compiles_and_assembles_without_spills(arch):
+    sources = []
+    for case in CASES:
+        if "custom" in case.tags:
+            continue
+        g = graph_of(case.build())
+        try:
+            sources.append(cu.source(g))
+        except TypeError as e:  # a dtype or scatter CUDA declines, by name
+            assert "cuda device" in str(e)
+    # one program of all of them: one NVRTC run, one ptxas run
+    body = [s.split(cu.PRELUDE, 1)[1] for s in sources]
+    renamed = [
+        re.sub(r"\bk(\d+)_(\d+)\b", lambda m, j=j: f"c{j}k{m[1]}_{m[2]}", b)
+        for j, b in enumerate(body)
+    ]
+    report = assemble(cu.PRELUDE + "\n".join(_dedupe_helpers(renamed)), arch)
+    assert not spills(report), spills(report)
+
+
+def _dedupe_helpers(bodies: list[str]) -> list[str]:
+    """Integer helpers appear in every program that uses them: keep each definition once."""
+    seen, out = set(), []
+    for b in bodies:
+        lines = []
+        for ln in b.splitlines():
+            if ln.startswith("static __device__"):
+                if ln in seen:
+                    continue
+                seen.add(ln)
+            lines.append(ln)
+        out.append("\n".join(lines))
+    return out
+
+
+def _mm(m, k, n, dtype=np.float32, transpose_b=False):
+    rng = np.random.default_rng(0)
+    a = Tensor(rng.standard_normal((m, k)).astype(dtype))
+    b = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(dtype)
+    b = Tensor(b).transpose() if transpose_b else Tensor(b)
+    return a @ b
+
+
+SHAPES = [(16, 16, 16), (64, 64, 64), (100, 70, 90), (17, 33, 130), (65, 1000, 63), (3, 5, 7)]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_contractions_at_every_width_and_tail_assemble_without_spills(dtype):
+    progs = []
+    for j, (m, k, n) in enumerate(SHAPES):
+        for tb in (False, True):
+            g = graph_of([_mm(m, k, n, dtype, tb)])
+            ks = cu.kernels(g)
+            shapes = [ln.shape for kk in ks.values() for ln in kk.launches]
+            assert ("tile" in shapes) == (min(m, n, k) >= 16), (m, k, n, shapes)
+            progs.append(cu.source(g).split(cu.PRELUDE, 1)[1].replace("k0_", f"m{j}{int(tb)}_"))
+    for arch in ARCHS:
+        report = assemble(cu.PRELUDE + "\n".join(_dedupe_helpers(progs)), arch)
+        assert not spills(report), spills(report)
+
+
+@needs_nvrtc
+def test_long_reduces_over_few_cells_take_the_split_shape_and_assemble():
+    x = Tensor(np.ones((3, 100_000), np.float32))
+    for outs, want in [([x.sum()], "split"), ([x.sum(1)], "split"), ([x.max(1)], "split")]:
+        ks = cu.kernels(graph_of(outs))
+        assert [ln.shape for k in ks.values() for ln in k.launches] == [want]
+        for arch in ARCHS:
+            assert not spills(assemble(cu.source(graph_of(outs)), arch))
+
+
+@pytest.mark.parametrize("m,n,r", [(64, 64, 16), (100, 90, 70), (17, 130, 33), (65, 63, 1000)])
+def test_the_tile_plan_covers_every_cell_once_and_reads_only_staged_slots(m, n, r):
+    plan = cu.TilePlan(outer=2, m=m, n=n, r=r)
+    seen: dict = {}
+    for tb in range(plan.tiles):
+        for thread in range(cu.THREADS):
+            for cell in plan.cells(tb, thread):
+                seen[cell] = seen.get(cell, 0) + 1
+    assert set(seen) == {(o, i, j) for o in range(2) for i in range(m) for j in range(n)}
+    assert set(seen.values()) == {1}
+    for t0 in range(0, r, cu.BK):
+        wa = {s for th in range(cu.THREADS) for s in plan.staged(th, cu.BM)}
+        wb = {s for th in range(cu.THREADS) for s in plan.staged(th, cu.BN)}
+        for th in range(cu.THREADS):
+            for side, kk, j in plan.read(th, t0):
+                assert (kk, j) in (wa if side == "a" else wb)
+
+
+def test_a_narrow_scatter_is_declined_naming_dtype_and_device():
+    base = Tensor(np.zeros(4, np.int8))
+    idx = Tensor(np.array([0, 1, 1], np.int64))
+    src = Tensor(np.ones(3, np.int8))
+    out = base.scatter_add(0, idx, src) if hasattr(base, "scatter_add") else None
+    if out is None:
+        pytest.skip("no scatter_add on Tensor")
+    with pytest.raises(TypeError, match=r"cuda device: a scatter into int8 needs an atomic add"):
+        cu.source(graph_of([out]))
+
+
+def test_ir_prints_the_cuda_stage():
+    a = Tensor(np.ones((32, 32), np.float32))
+    text = limn.ir(a @ a, stage="cuda")
+    assert 'extern "C" __global__' in text and "__shared__" in text
+
+
+def _c_arg(ctype: str):
+    """The ctypes type a C parameter type of cuda.h / nvrtc.h passes as."""
+    t = ctype.replace("const ", "").strip()
+    if t in ("char *", "char*"):
+        return c_char_p
+    if t.endswith("**") or t in ("const char * const *",):
+        return "ptr"
+    if "*" in t:
+        return "ptr"
+    return {
+        "unsigned int": c_uint,
+        "int": c_int,
+        "size_t": c_size_t,
+        "CUdeviceptr": c_uint64,
+        "CUdevice": c_int,
+        "CUdevice_attribute": c_int,
+        "CUresult": c_int,
+        "nvrtcResult": c_int,
+        "unsigned char": c_ubyte,
+        "CUcontext": c_void_p,
+        "CUmodule": c_void_p,
+        "CUfunction": c_void_p,
+        "CUstream": c_void_p,
+        "nvrtcProgram": c_void_p,
+    }[t]
+
+
+def _prototypes(header: Path, names) -> dict[str, list[str]]:
+    text = header.read_text(errors="replace")
+    out = {}
+    for name in names:
+        public = name.removesuffix("_v2")
+        m = re.search(
+            rf"(?:CUresult|nvrtcResult|const char \*) ?(?:CUDAAPI )?\b{public}\s*\(([^)]*)\)", text
+        )
+        assert m, f"{public} not declared in {header.name}"
+        params = [p.strip() for p in m[1].split(",") if p.strip() and p.strip() != "void"]
+        out[name] = [re.sub(r"\s*\b\w+$", "", p) if not p.endswith("*") else p for p in params]
+    return out
+
+
+def _include_dir() -> Path | None:
+    for d in rt.wheel_dirs():
+        if Path(d, "include", "cuda.h").exists():
+            return Path(d, "include")
+    return None
+
+
+@pytest.mark.skipif(_include_dir() is None, reason="cuda.h not installed (the cuda extra)")
+@pytest.mark.parametrize("table,header", [("DRIVER", "cuda.h"), ("NVRTC", "nvrtc.h")])
+def test_the_binding_matches_the_headers_prototypes(table, header):
+    protos = getattr(rt, f"{table}_PROTOTYPES")
+    declared = _prototypes(_include_dir() / header, protos)
+    for name, (_, args) in protos.items():
+        want = [_c_arg(p) for p in declared[name]]
+        assert len(want) == len(args), (name, declared[name])
+        for w, a in zip(want, args):
+            if w == "ptr":
+                assert a in (c_void_p, c_char_p) or a.__name__.startswith("LP_"), (name, a)
+            else:
+                assert a is w, (name, declared[name], a)
+
+
+def test_set_device_cuda_without_a_driver_fails_at_once_with_the_reason():
+    if NO_GPU is None:
+        pytest.skip("a GPU is present: the device starts")
+    with pytest.raises(RuntimeError, match="cuda device"):
+        limn.set_device("cuda")
+    assert limn.runtime.current_device() != "cuda"
+
+
+@pytest.mark.skipif(NO_GPU is not None, reason=f"no GPU here: {NO_GPU}")
+@pytest.mark.parametrize("case", [c for c in CASES if "custom" not in c.tags], ids=lambda c: c.name)
+def test_corpus_case_on_the_gpu_matches_the_numpy_device(case):
+    dev = limn.runtime.get_device("cuda")
+    outs = case.build()
+    try:
+        got = [b.numpy() for b in dev.realize([t.node for t in outs])]
+    except TypeError as e:
+        assert "cuda device" in str(e)
+        pytest.skip(str(e))
+    for g, w in zip(got, reference(case.build())):
+        assert_matches(g, w, case.name)
