@@ -9,7 +9,9 @@ measured here, so the output means the same on any machine:
 What it prints: float32 matmul (``x @ W`` and the ``x @ W.T`` layout every Linear uses)
 in GFLOP/s; a fused elementwise chain with an exp + sum over 2**24 values in GB/s with its error
 against float64; a padded 3x3 convolution forward; the pad-mask split on and off for a
-convolution whose pad sits in the hot loop; first-call (schedule + compile) and warm times.
+convolution whose pad sits in the hot loop; xp.sin, tanh, exp, log1p and divide over 2**20
+float32 values on both devices against numpy (``--math`` for that part alone); first-call
+(schedule + compile) and warm times.
 """
 
 from __future__ import annotations
@@ -192,6 +194,52 @@ class _TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def math_functions(n: int, reps: int) -> None:
+    """xp.sin, tanh, exp, log1p, divide over n float32 values: each device against numpy.
+
+    One composite node each (``ir/graph/ops.py``): the numpy device calls numpy's function,
+    the c device an inline C function (``ir/c/libm.py``). First call: a fresh c device on
+    an empty disk cache (schedule, render, cc).
+    """
+    import tempfile
+
+    import limn_array as xp
+    from limn.runtime.device import install
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    y = (rng.standard_normal(n) + 4).astype(np.float32)
+    cases = [
+        ("sin", lambda m, a, b: m.sin(a), np.sin),
+        ("tanh", lambda m, a, b: m.tanh(a), np.tanh),
+        ("exp", lambda m, a, b: m.exp(a), np.exp),
+        ("log1p", lambda m, a, b: m.log1p(m.abs(a)), lambda a: np.log1p(np.abs(a))),
+        ("divide", lambda m, a, b: m.divide(a, b), None),
+    ]
+    print(f"\nxp math over {n} float32 values (ratios to numpy's own function, same run)")
+    for name, build, npf in cases:
+        ref = (lambda: np.divide(x, y)) if npf is None else (lambda f=npf: f(x))
+        t_np = timeit(ref, reps)
+        row = [f"  {name:<7} numpy {t_np * 1e3:6.2f} ms"]
+        for dev in ("numpy", "c"):
+            a = xp.asarray(x, device=xp.Device(dev))
+            b = xp.asarray(y, device=xp.Device(dev))
+            t = timeit(lambda f=build, a=a, b=b: np.asarray(f(xp, a, b)), reps)
+            row.append(f"{dev} device {t * 1e3:6.2f} ms ({t / t_np:4.1f}x)")
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["LIMN_CACHE_DIR"] = tmp
+            old = install("c", CDevice())
+            try:
+                a, b = xp.asarray(x, device=xp.Device("c")), xp.asarray(y, device=xp.Device("c"))
+                t0 = time.perf_counter()
+                np.asarray(build(xp, a, b))
+                row.append(f"first call {(time.perf_counter() - t0) * 1e3:5.0f} ms")
+            finally:
+                install("c", old)
+                del os.environ["LIMN_CACHE_DIR"]
+        print("   ".join(row))
+
+
 def compile_cost() -> None:
     """First call (schedule, lower, render, cc) against the warm call, on a fresh cache."""
     import tempfile
@@ -258,8 +306,12 @@ def _gpt_step(optim):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    ap.add_argument("--math", action="store_true", help="only the xp math functions")
     args = ap.parse_args()
     reps = 2 if args.quick else 5
+    if args.math:
+        math_functions(1 << 20, reps)
+        return
     dev = limn.get_device("c")
     print(
         f"c device: {dev.toolchain.version}; {default_threads()} threads; "
@@ -271,6 +323,7 @@ def main() -> None:
     fused_chain(dev, 1 << (22 if args.quick else 24), reps)
     conv(dev, (4, 32, 32, 32) if args.quick else (16, 32, 64, 64), reps)
     pad_split((2, 8, 32, 32) if args.quick else (8, 16, 64, 64), reps)
+    math_functions(1 << 20, reps)
     compile_cost()
 
 

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir.c.render import units
+from ir.c.render import renders, units
 from ir.cuda.render import source as cuda_source
+from ir.graph.decompose import decompose
+from ir.graph.dtypes import compute_dtype
 from ir.graph.node import Node, format_graph
 from ir.kernel.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
 from ir.kernel.schedule import schedule
@@ -30,6 +32,11 @@ from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
 
 STAGES = ("graph", "kernel", "loop", "c", "cuda")
+# which composites each device's stage renders itself (ir/graph/decompose.py spells the rest)
+DECOMPOSES = {
+    "c": lambda n: renders(n.op, compute_dtype(n.dtype)),
+    "cuda": lambda n: False,
+}
 
 
 def _roots(x) -> list[Node]:
@@ -70,6 +77,8 @@ def ir(
         return format_graph(roots)
     if stage not in STAGES:
         raise ValueError(f"ir: unknown stage {stage!r}; accepted: {', '.join(STAGES)}")
+    if stage in DECOMPOSES:  # what that device compiles: composites it renders, the rest spelled
+        roots = decompose(roots, DECOMPOSES[stage], is_realized)
     graph = schedule(roots, is_realized).graph
     if stage == "kernel":
         return str(graph)

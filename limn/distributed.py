@@ -161,8 +161,10 @@ class World:
     def wait(self, requests: Sequence, what: str) -> None:
         """Poll ``requests`` to completion; raise if a peer failed or ``timeout`` passes.
 
-        Spinning drives MPI's progress as a blocking call would; after 50 ms the poll
-        sleeps between tests, so a rank waiting for a slow peer leaves the cores to it.
+        Testing drives MPI's progress as a blocking call would. After the first
+        millisecond each test yields the core (a peer rank may be waiting for it on a
+        machine with more processes than cores), and after 50 ms the poll sleeps between
+        tests, so a rank waiting for a slow peer leaves the cores to it.
         """
         MPI = self.MPI
         start = time.monotonic()
@@ -185,6 +187,8 @@ class World:
                 )
             if elapsed > 0.05:
                 time.sleep(min(0.01, elapsed / 100))
+            elif elapsed > 0.001:
+                os.sched_yield()
         self._pending = False
 
     def fail(self, exc: BaseException) -> None:

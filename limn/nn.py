@@ -298,7 +298,7 @@ def conv(
         with autograd.no_grad():
             out = _correlate(x, weight, pads, dilation)
         parents = (x, weight)
-        out = Tensor._make(out.node, x.device, _CONV, parents, (pads, dilation))
+        out = Tensor._make(out.node, x.device, _conv_grad, parents, (pads, dilation))
     else:
         out = _correlate(x, weight, pads, dilation, stride, groups)
     return out if bias is None else out + bias.reshape(O, *([1] * n))
@@ -351,10 +351,6 @@ def _conv_grad(ctx, out, g):
         gg = g.reshape(N, O, 1, *outs, *([1] * n))
         gw = (gg * cols).sum((0, *range(3, 3 + n)))
     return gx, gw
-
-
-_CONV = ("COMPOSITE", "conv")
-autograd.RULES[_CONV] = _conv_grad
 
 
 class _ConvNd(Module):

@@ -1,10 +1,11 @@
 """limn.Tensor: the torch-like frontend, lazy, with autograd.
 
 A Tensor wraps one op-graph node and the device that will run it. Methods never compute:
-they build nodes, and the primitive ones (``p_*``) also record how to differentiate
-themselves (``limn/autograd.py``). This file owns the Tensor itself: its node and device,
-bytes (``numpy()``, ``item()``, ``tolist()``, ``realize()``), the primitives, the surface
-rules (limn's dtype lattice, ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
+they build nodes. The primitive ones (``p_*``) come from ``ir/graph/build.py``; a Tensor
+wraps each new node with the record autograd differentiates it by (``limn/autograd.py``).
+This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``item()``,
+``tolist()``, ``realize()``), the surface rules (limn's dtype lattice,
+``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls (math,
 reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``ir.graph.compose``.
 """
@@ -16,10 +17,10 @@ import math
 import numpy as np
 
 from ir.graph import compose, dtypes
+from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
-from ir.graph.ops import BITWISE, INT_ONLY, Op
-from ir.graph.view import View
+from ir.graph.ops import Op
 from limn import autograd
 from limn.runtime.device import Buffer, current_device, get_device
 from limn.torch_methods import TorchMethods, _shape_arg
@@ -78,8 +79,12 @@ def _infer_dtype(data) -> DType:
     return as_dtype(arr.dtype)
 
 
-class Tensor(TorchMethods):
+class Tensor(Primitives, TorchMethods):
     __array_priority__ = 100  # numpy defers to our operators
+    # A view (the result of a movement op that stayed one View) remembers the tensor it was
+    # moved from and how, so an assign into it can write through to that base's buffer.
+    _base: Tensor | None = None
+    _move: tuple = ()
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
         if isinstance(data, Tensor):
@@ -112,6 +117,25 @@ class Tensor(TorchMethods):
             t.requires_grad = True
             t._ctx = autograd.Ctx(rule, tuple(parents), saved)
         return t
+
+    def _wrap(self, node: Node, rule=None, parents=(), saved=None) -> Tensor:
+        return Tensor._make(node, self.device, rule, parents, saved)
+
+    def _view(self, kind: str, arg) -> Tensor:
+        t = super()._view(kind, arg)
+        n = t.node
+        src = n.srcs[0] if n.op == Op.VIEW else n
+        if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
+            t._base, t._move = self, (kind, arg)
+        return t
+
+    def _view_root(self) -> tuple[Tensor, tuple]:
+        """The tensor this one is a view of (itself if none) and the moves from it to us."""
+        t, moves = self, []
+        while t._base is not None:
+            moves.append(t._move)
+            t = t._base
+        return t, tuple(reversed(moves))
 
     # ---- facts (never compute) ------------------------------------------------------
 
@@ -190,172 +214,6 @@ class Tensor(TorchMethods):
         if not self.dtype.is_int:
             raise TypeError(f"index: only integer tensors can be indices, got {self.dtype}")
         return int(self.item())
-
-    # ---- the primitive protocol (ir/graph/compose.py calls these) -------------------------
-
-    def _unary(self, op: Op) -> Tensor:
-        if op in (Op.EXP, Op.LOG, Op.SQRT, Op.RECIP) and not self.dtype.is_float:
-            raise TypeError(f"{op.value.lower()}: needs a float tensor, got {self.dtype}")
-        return Tensor._make(
-            Node(op, self.dtype, self.shape, (self.node,)), self.device, op, (self,)
-        )
-
-    def p_neg(self):
-        return self._unary(Op.NEG)
-
-    def p_exp(self):
-        return self._unary(Op.EXP)
-
-    def p_log(self):
-        return self._unary(Op.LOG)
-
-    def p_sqrt(self):
-        return self._unary(Op.SQRT)
-
-    def p_recip(self):
-        return self._unary(Op.RECIP)
-
-    def p_cast(self, dtype: DType) -> Tensor:
-        if dtype == self.dtype:
-            return self
-        node = Node(Op.CAST, dtype, self.shape, (self.node,))
-        return Tensor._make(node, self.device, Op.CAST, (self,))
-
-    def p_contiguous(self):
-        node = Node(Op.CONTIGUOUS, self.dtype, self.shape, (self.node,))
-        return Tensor._make(node, self.device, Op.CONTIGUOUS, (self,))
-
-    def _binary(self, op: Op, other: Tensor) -> Tensor:
-        if op in INT_ONLY and not self.dtype.is_int or op in BITWISE and self.dtype.is_float:
-            raise TypeError(f"{op.value}: needs integer operands, got {self.dtype}")
-        if self.shape != other.shape or self.dtype != other.dtype:
-            raise ValueError(
-                f"{op.value}: operands must share shape and dtype, got "
-                f"{self.dtype}{list(self.shape)} and {other.dtype}{list(other.shape)}"
-            )
-        d = dtypes.bool_ if op == Op.CMPLT else self.dtype
-        node = Node(op, d, self.shape, (self.node, other.node))
-        return Tensor._make(node, self.device, op, (self, other))
-
-    def p_add(self, other):
-        return self._binary(Op.ADD, other)
-
-    def p_mul(self, other):
-        return self._binary(Op.MUL, other)
-
-    def p_cmplt(self, other):
-        return self._binary(Op.CMPLT, other)
-
-    def p_idiv(self, other):
-        return self._binary(Op.IDIV, other)
-
-    def p_mod(self, other):
-        return self._binary(Op.MOD, other)
-
-    def p_and(self, other):
-        return self._binary(Op.AND, other)
-
-    def p_or(self, other):
-        return self._binary(Op.OR, other)
-
-    def p_xor(self, other):
-        return self._binary(Op.XOR, other)
-
-    def p_shl(self, other):
-        return self._binary(Op.SHL, other)
-
-    def p_shr(self, other):
-        return self._binary(Op.SHR, other)
-
-    def p_bitcast(self, dtype: DType) -> Tensor:
-        if dtype.itemsize != self.dtype.itemsize:
-            raise TypeError(f"bitcast: {self.dtype} and {dtype} differ in width")
-        return Tensor._make(Node(Op.BITCAST, dtype, self.shape, (self.node,)), self.device)
-
-    def p_where(self, a: Tensor, b: Tensor) -> Tensor:
-        if self.dtype != dtypes.bool_ or a.dtype != b.dtype or not self.shape == a.shape == b.shape:
-            raise ValueError(
-                f"WHERE: needs a bool condition and two branches of one dtype and shape, got "
-                f"{self.dtype}{list(self.shape)}, {a.dtype}{list(a.shape)}, "
-                f"{b.dtype}{list(b.shape)}"
-            )
-        node = Node(Op.WHERE, a.dtype, a.shape, (self.node, a.node, b.node))
-        return Tensor._make(node, self.device, Op.WHERE, (self, a, b))
-
-    def _reduce(self, op: Op, axes: tuple[int, ...]) -> Tensor:
-        shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        node = Node(op, self.dtype, shape, (self.node,), tuple(axes))
-        return Tensor._make(node, self.device, op, (self,), tuple(axes))
-
-    def p_sum(self, axes):
-        return self._reduce(Op.SUM, tuple(axes))
-
-    def p_max(self, axes):
-        return self._reduce(Op.MAX, tuple(axes))
-
-    def _view(self, kind: str, arg) -> Tensor:
-        node = self.node
-        base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)
-        v = _move(v if v is not None else View.contiguous(base.shape), kind, arg)
-        if v is None:  # a reshape or window no single View can express: copy first
-            base = Node(Op.CONTIGUOUS, node.dtype, node.shape, (node,))
-            v = _move(View.contiguous(node.shape), kind, arg)
-        if v.is_contiguous and v.shape == base.shape:
-            out = base
-        else:
-            out = Node(Op.VIEW, node.dtype, v.shape, (base,), v)
-        return Tensor._make(out, self.device, ("VIEW", kind), (self,), arg)
-
-    def p_reshape(self, shape):
-        shape = tuple(shape)
-        if math.prod(shape) != self.size:
-            raise ValueError(f"reshape: cannot view {self.shape} as {shape}: sizes differ")
-        return self if shape == self.shape else self._view("reshape", shape)
-
-    def p_permute(self, order):
-        order = tuple(order)
-        return self if order == tuple(range(self.ndim)) else self._view("permute", order)
-
-    def p_expand(self, shape):
-        shape = tuple(shape)
-        return self if shape == self.shape else self._view("expand", shape)
-
-    def p_pad(self, pads):
-        pads = tuple(tuple(p) for p in pads)
-        return self if all(p == (0, 0) for p in pads) else self._view("pad", pads)
-
-    def p_shrink(self, bounds):
-        bounds = tuple(tuple(b) for b in bounds)
-        if all(b == (0, s) for b, s in zip(bounds, self.shape)):
-            return self
-        return self._view("shrink", bounds)
-
-    def p_flip(self, axes):
-        return self._view("flip", tuple(axes)) if axes else self
-
-    def p_step(self, steps):
-        steps = tuple(steps)
-        return self if all(k == 1 for k in steps) else self._view("step", steps)
-
-    def p_window(self, axis: int, k: int, stride: int = 1, dilation: int = 1) -> Tensor:
-        """Dim ``axis`` of size L becomes (o, k): out[.., i, j, ..] = self[.., i*stride +
-        j*dilation, ..]. A view, with no copy unless that dim is padded (View.window
-        checks the arguments)."""
-        return self._view("window", (axis, k, stride, dilation))
-
-    def p_gather(self, idx: Tensor, axis: int) -> Tensor:
-        node = Node(Op.GATHER, self.dtype, idx.shape, (self.node, idx.node), axis)
-        return Tensor._make(node, self.device, Op.GATHER, (self, idx), axis)
-
-    def p_scatter(self, idx: Tensor, src: Tensor, axis: int) -> Tensor:
-        node = Node(Op.SCATTER, self.dtype, self.shape, (self.node, idx.node, src.node), axis)
-        return Tensor._make(node, self.device, Op.SCATTER, (self, idx, src), axis)
-
-    def p_const(self, value, shape=None, dtype=None) -> Tensor:
-        d = dtype or self.dtype
-        shape = self.shape if shape is None else tuple(shape)
-        value = dtypes.python_type(d)(value) if not (d.is_int and _is_inf_or_nan(value)) else 0
-        return Tensor._make(Node(Op.CONST, d, shape, (), value), self.device)
 
     # ---- surface rules: scalars, promotion, broadcasting ----------------------------
 
@@ -449,7 +307,14 @@ class Tensor(TorchMethods):
     # ---- assignment -----------------------------------------------------------------
 
     def assign(self, value) -> Tensor:
-        """A pending write of ``value`` into this tensor's buffer; realize it to commit."""
+        """A pending write of ``value`` into this tensor's buffer; realize it to commit.
+
+        Into a view (``z[1].assign(v)``), the write goes through to the base's buffer:
+        the ASSIGN's target is the base and its value the base with the view's elements
+        replaced (``compose.place``), committed like any other. Not differentiable: a
+        value that requires grad, or a view of a tensor that does, is refused while grad
+        mode is on.
+        """
         if not isinstance(value, Tensor):
             value = Tensor._make(
                 Node(Op.CONST, self.dtype, (), (), dtypes.python_type(self.dtype)(value)),
@@ -467,7 +332,27 @@ class Tensor(TorchMethods):
                     f"{self.shape}; accepted: the target's shape or one that broadcasts to it"
                 )
             value = value.expand(*self.shape)
-        if self.node.op != Op.BUFFER:
+        if autograd.grad_enabled() and value.requires_grad:
+            raise RuntimeError(
+                "assign: not differentiable, and the value requires grad; assign under "
+                "limn.no_grad() or assign value.detach()"
+            )
+        root, moves = self._view_root()
+        if root is not self:
+            if autograd.grad_enabled() and root.requires_grad:
+                raise RuntimeError(
+                    "assign: the target is a view of a tensor that requires grad, and "
+                    "assign is not differentiable; write under limn.no_grad()"
+                )
+            compose.check_writable(root.shape, moves, "assign")
+            if root.node.op != Op.BUFFER:
+                root.realize()
+            value = compose.place(root, moves, value)
+            # from now on this view reads the base's buffer, so it sees the write once
+            # committed (a realized view would otherwise keep its own copy)
+            self.node = compose.apply_moves(root, moves).node
+            self = root
+        elif self.node.op != Op.BUFFER:
             self.realize()
         node = Node(Op.ASSIGN, self.dtype, self.shape, (self.node, value.node))
         return Tensor._make(node, self.device)
@@ -569,14 +454,6 @@ class Tensor(TorchMethods):
 
 
 # ---- free functions -----------------------------------------------------------------
-
-
-def _move(v: View, kind: str, arg) -> View | None:
-    return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
-
-
-def _is_inf_or_nan(v) -> bool:
-    return isinstance(v, float) and not math.isfinite(v)
 
 
 def where(cond, a, b) -> Tensor:

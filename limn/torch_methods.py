@@ -14,7 +14,7 @@ from typing import Self
 
 import numpy as np
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 
 
@@ -45,11 +45,11 @@ class TorchMethods:
 
     def __truediv__(self, o):
         a, b = self._align(o, "div")
-        return compose.div(a._float(), b._float())
+        return functions.divide(a._float(), b._float())
 
     def __rtruediv__(self, o):
         a, b = self._align(o, "div", True)
-        return compose.div(a._float(), b._float())
+        return functions.divide(a._float(), b._float())
 
     def __neg__(self):
         return self.p_neg()
@@ -165,16 +165,74 @@ class TorchMethods:
         return self._float().p_recip()
 
     def exp2(self):
-        return compose.exp2(self._float())
+        return functions.exp2(self._float())
 
     def log2(self):
-        return compose.log2(self._float())
+        return functions.log2(self._float())
+
+    def log10(self):
+        return functions.log10(self._float())
+
+    def expm1(self):
+        return functions.expm1(self._float())
+
+    def log1p(self):
+        return functions.log1p(self._float())
+
+    def sin(self):
+        return functions.sin(self._float())
+
+    def cos(self):
+        return functions.cos(self._float())
+
+    def tan(self):
+        return functions.tan(self._float())
+
+    def asin(self):
+        return functions.asin(self._float())
+
+    def acos(self):
+        return functions.acos(self._float())
+
+    def atan(self):
+        return functions.atan(self._float())
+
+    def sinh(self):
+        return functions.sinh(self._float())
+
+    def cosh(self):
+        return functions.cosh(self._float())
+
+    def asinh(self):
+        return functions.asinh(self._float())
+
+    def acosh(self):
+        return functions.acosh(self._float())
+
+    def atanh(self):
+        return functions.atanh(self._float())
+
+    def atan2(self, other):
+        a, b = self._align(other, "atan2")
+        return functions.atan2(a._float(), b._float())
+
+    def hypot(self, other):
+        a, b = self._align(other, "hypot")
+        return functions.hypot(a._float(), b._float())
+
+    def logaddexp(self, other):
+        a, b = self._align(other, "logaddexp")
+        return functions.logaddexp(a._float(), b._float())
+
+    def fmod(self, other):
+        a, b = self._align(other, "fmod")
+        return functions.fmod(a, b) if a.dtype.is_float else a.p_mod(b)
 
     def square(self):
         return compose.square(self)
 
     def abs(self):
-        return compose.abs_(self)
+        return functions.fabs(self) if self.dtype.is_float else compose.abs_(self)
 
     def sign(self):
         return compose.sign(self)
@@ -186,7 +244,7 @@ class TorchMethods:
         return compose.sigmoid(self._float())
 
     def tanh(self):
-        return compose.tanh(self._float())
+        return functions.tanh(self._float())
 
     def gelu(self, approximate: str = "none"):
         return compose.gelu(self._float(), approximate)
@@ -201,16 +259,16 @@ class TorchMethods:
         return compose.erf(self._float())
 
     def floor(self):
-        return compose.floor(self)
+        return functions.floor(self)
 
     def ceil(self):
-        return compose.ceil(self)
+        return functions.ceil(self)
 
     def trunc(self):
-        return compose.trunc(self)
+        return functions.trunc(self)
 
     def round(self):
-        return compose.round_half_even(self)
+        return functions.rint(self)
 
     def isnan(self):
         return compose.isnan(self)
@@ -495,8 +553,8 @@ class TorchMethods:
 def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     if a.dtype.is_int:
-        return elementary.int_pow(a, b)
-    return compose.pow(a._float(), b._float())
+        return functions.int_pow(a, b)
+    return functions.pow(a._float(), b._float())
 
 
 def _index(x: TorchMethods, key) -> TorchMethods:
@@ -561,12 +619,10 @@ def _index(x: TorchMethods, key) -> TorchMethods:
 def _shape_arg(shape) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
-    if len(shape) == 1 and isinstance(shape[0], int) and not isinstance(shape[0], bool):
-        return (shape[0],)
-    out = tuple(shape)
-    if any(not isinstance(s, int) or isinstance(s, bool) for s in out):
+    try:
+        return compose.as_ints(shape, "shape", "shape")
+    except TypeError:
         hint = ""
-        if any(isinstance(s, str | DType | np.dtype | type) for s in out):
+        if any(isinstance(s, str | DType | np.dtype | type) for s in shape):
             hint = "; pass a dtype by keyword (dtype=...)"
-        raise TypeError(f"shape: needs ints, got {shape}{hint}")
-    return out
+        raise TypeError(f"shape: needs ints, got {shape}{hint}") from None

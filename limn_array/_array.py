@@ -2,14 +2,22 @@
 
 An ``Array`` holds one Tensor (``_t``) and so one op-graph node and one device name; every
 function of the namespace unwraps its arrays, builds graph through the shared composition
-layer (``ir/graph/compose.py``, ``ir/graph/elementary.py``) and wraps the result. Nothing computes
+layer (``ir/graph/compose.py``, ``ir/graph/functions.py``) and wraps the result. Nothing computes
 until bytes are asked for: ``bool()``, ``int()``, ``float()``, ``complex()``, ``__index__``,
 ``__dlpack__``, printing, ``np.asarray``, or a data-dependent shape.
 
 Mutation (``x[k] = v``, ``x += y``) is functional underneath: the handle is rebound to a new
-graph and no buffer is ever written, so arrays that shared the old value keep it. An array
-read element by element remembers the Tensor it was indexed from (``_src``); reading bytes
-then computes that whole source once instead of recomputing its graph per element.
+graph and no buffer is ever written, so arrays that shared the old value keep it (a lazy
+graph that read ``x`` before the write still computes the old value, as numpy would have).
+
+A view (basic indexing, ``permute_dims``, ``reshape``, ``flip``, ``.T``; see ``view_of``)
+keeps no Tensor of its own: it holds its root array and the function that moves the
+root's Tensor to it, and derives its Tensor from the root's current one whenever asked.
+So a view always reads the root's current value, and writing it (``part += a``,
+``part[k] = v``) rebinds the root to the root with the view's elements replaced
+(``compose.place``, the same write-through ``limn.Tensor.assign`` uses on a view). An
+element read with every index an int is a copy, as numpy's scalar is; it remembers the
+Tensor it was indexed from (``_src``), so reading many elements computes that source once.
 
 Complex arrays are stored as a real Tensor with a trailing axis of two, (re, im): every
 complex function is composed from real primitives, so reading either part is exact (a
@@ -112,7 +120,7 @@ def host(t: Tensor, d: DType | None = None) -> np.ndarray:
 
 
 class Array:
-    __slots__ = ("_t", "_dtype", "_src", "__weakref__")
+    __slots__ = ("_tensor", "_dtype", "_src", "_root", "_fn", "_derived", "__weakref__")
     __array_ufunc__ = None  # numpy defers binary operators to ours
 
     def __init__(self, *args, **kwargs):
@@ -122,12 +130,43 @@ class Array:
     def _new(cls, t: Tensor, dtype: DType | None = None, src=None) -> Array:
         """Wrap ``t``; a complex ``dtype`` says ``t`` is its (..., 2) real pair."""
         a = object.__new__(cls)
-        a._t = t
+        a._tensor = t
         a._dtype = t.dtype if dtype is None else dtype
         a._src = src
+        a._root = a._fn = a._derived = None
         return a
 
+    # ---- the tensor, and views ----------------------------------------------------
+
+    @property
+    def _t(self) -> Tensor:
+        """This array's Tensor; a view's is derived from its root's current Tensor."""
+        if self._root is None:
+            return self._tensor
+        base = self._root._tensor
+        d = self._derived
+        if d is None or d[0] is not base or d[1] is not base.node:
+            d = self._derived = (base, base.node, self._fn(base))
+        return d[2]
+
+    @_t.setter
+    def _t(self, t: Tensor) -> None:
+        """Rebind this array's value; a view writes it through to its root."""
+        self._src = None
+        if self._root is None:
+            self._tensor = t
+            return
+        base = self._root._tensor
+        moves = moves_between(self._fn(base), base)
+        compose.check_writable(base.shape, moves, "in-place write into a view")
+        self._root._tensor = compose.place(base, moves, t)
+
     # ---- attributes (never compute) -----------------------------------------------
+
+    @property
+    def node(self):
+        """The op-graph node this array is a handle on (what ``limn.ir`` prints)."""
+        return self._t.node
 
     @property
     def dtype(self) -> DType:
@@ -153,7 +192,7 @@ class Array:
     def T(self) -> Array:
         if self.ndim != 2:
             raise ValueError(f"T: needs a 2-d array, got shape {self.shape}; use .mT for stacks")
-        return lift(lambda t: t.p_permute((1, 0)), self)
+        return view_of(self, lambda t: t.p_permute((1, 0) + tuple(range(2, len(t.shape)))))
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -180,6 +219,8 @@ class Array:
     # ---- bytes --------------------------------------------------------------------
 
     def _host(self) -> np.ndarray:
+        if self._root is not None:
+            host(self._root._tensor)  # compute the whole root once; the view reads its buffer
         if not is_realized(self._t) and self._src is not None:
             src, view = self._src
             host(src)  # compute the whole source once; our view reads its buffer
@@ -263,7 +304,7 @@ class Array:
                 f"in-place {fn.__name__}: the result {r.dtype}{list(r.shape)} does not fit "
                 f"the left operand {self.dtype}{list(self.shape)}"
             )
-        self._t, self._src = r._t, None
+        self._t = r._t
         return self
 
     __hash__ = None  # type: ignore[assignment]
@@ -334,6 +375,36 @@ def parts(x: Array) -> tuple[Tensor, Tensor]:
     if x._dtype.is_complex:
         return split_parts(x._t)
     return x._t, x._t.p_const(0)
+
+
+def moves_between(t: Tensor, base: Tensor) -> tuple:
+    """The movement ops that lead from ``base`` to its view ``t`` (None if ``t`` is no view
+    of ``base``, e.g. a reshape that had to copy)."""
+    moves = []
+    while t is not base:
+        if t._base is None:
+            return None
+        moves.append(t._move)
+        t = t._base
+    return tuple(reversed(moves))
+
+
+def view_of(x: Array, fn, dtype: DType | None = None) -> Array:
+    """The array ``fn`` moves ``x`` to, as a view of ``x``'s root when it is one.
+
+    ``fn`` takes ``x``'s whole Tensor (a complex array's (re, im) pair included, as a
+    trailing axis ``fn`` must keep) and applies movement ops only. Where they stay one
+    View of the root the result is a view (it reads, and writes through to, the root);
+    where they had to copy it is an array of its own, as numpy's reshape copies then.
+    """
+    root = x if x._root is None else x._root
+    f = fn if x._root is None else (lambda t, g=x._fn: fn(g(t)))
+    base = root._tensor
+    t = f(base)
+    a = Array._new(t, x._dtype if dtype is None else dtype)
+    if moves_between(t, base) is not None:
+        a._tensor, a._root, a._fn, a._derived = None, root, f, (base, base.node, t)
+    return a
 
 
 def lift(fn, *xs: Array, dtype: DType | None = None) -> Array:

@@ -1,7 +1,7 @@
 """Complex elementwise math on (re, im) pairs of real tensors.
 
 Complex arrays are pairs of real tensors (see ``_array.py``), so every complex function is
-a composition of the real ones in ``ir/graph/elementary.py``: one implementation, on every
+a composition of the real ones in ``ir/graph/functions.py``: one implementation, on every
 device that has float32/float64. The textbook formula is the body of each function; the
 special values the standard (after C99 Annex G) fixes at zeros, infinities and nans are
 laid over it with WHERE, one line per family of cases, where the formula alone would give
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, elementary
+from ir.graph import compose, functions
 from ir.graph.compose import logical_and, logical_not, logical_or
 from ir.graph.compose import sub as real_sub
 from ir.graph.exact import const, select
@@ -84,28 +84,28 @@ def div(z, w):
     """Smith's division: scale by the larger of |c|, |d| so nothing squares into overflow."""
     a, b = z
     c, d = w
-    wide = compose.ge(elementary.fabs(c), elementary.fabs(d))
+    wide = compose.ge(functions.fabs(c), functions.fabs(d))
     # |c| >= |d|: r = d/c, den = c + d r; else r = c/d, den = c r + d
-    r1 = elementary.divide(d, c)
+    r1 = functions.divide(d, c)
     den1 = c.p_add(d.p_mul(r1))
-    re1 = elementary.divide(a.p_add(b.p_mul(r1)), den1)
-    im1 = elementary.divide(real_sub(b, a.p_mul(r1)), den1)
-    r2 = elementary.divide(c, d)
+    re1 = functions.divide(a.p_add(b.p_mul(r1)), den1)
+    im1 = functions.divide(real_sub(b, a.p_mul(r1)), den1)
+    r2 = functions.divide(c, d)
     den2 = c.p_mul(r2).p_add(d)
-    re2 = elementary.divide(a.p_mul(r2).p_add(b), den2)
-    im2 = elementary.divide(real_sub(b.p_mul(r2), a), den2)
+    re2 = functions.divide(a.p_mul(r2).p_add(b), den2)
+    im2 = functions.divide(real_sub(b.p_mul(r2), a), den2)
     re, im = select(wide, re1, re2), select(wide, im1, im2)
     # a zero divisor: each part divides by +0 (the real rule applied part by part)
     zero = logical_and(_is_zero(c), _is_zero(d))
-    re = select(zero, elementary.divide(a, elementary.fabs(c)), re)
-    im = select(zero, elementary.divide(b, elementary.fabs(c)), im)
+    re = select(zero, functions.divide(a, functions.fabs(c)), re)
+    im = select(zero, functions.divide(b, functions.fabs(c)), im)
     # an infinite divisor over a finite dividend gives zero
     zero_q = logical_and(logical_or(_inf(c), _inf(d)), logical_and(_fin(a), _fin(b)))
     return select(zero_q, const(a, 0.0), re), select(zero_q, const(a, 0.0), im)
 
 
 def div_real(z, r):
-    return elementary.divide(z[0], r), elementary.divide(z[1], r)
+    return functions.divide(z[0], r), functions.divide(z[1], r)
 
 
 def square(z):
@@ -113,7 +113,7 @@ def square(z):
 
 
 def absolute(z):
-    return elementary.hypot(z[0], z[1])
+    return functions.hypot(z[0], z[1])
 
 
 def is_zero(z):
@@ -139,13 +139,13 @@ def isfinite(z):
 def sign(z):
     """z / |z|; zero stays zero, a nan part makes both parts nan."""
     a, b = z
-    m = elementary.hypot(a, b)
-    out = elementary.divide(a, m), elementary.divide(b, m)
+    m = functions.hypot(a, b)
+    out = functions.divide(a, m), functions.divide(b, m)
     # an infinite part: the direction of the infinity
-    ia = select(_inf(a), elementary.copysign(const(a, 1.0), a), const(a, 0.0))
-    ib = select(_inf(b), elementary.copysign(const(b, 1.0), b), const(b, 0.0))
-    n = elementary.hypot(ia, ib)
-    out = _pick(isinf(z), (elementary.divide(ia, n), elementary.divide(ib, n)), out)
+    ia = select(_inf(a), functions.copysign(const(a, 1.0), a), const(a, 0.0))
+    ib = select(_inf(b), functions.copysign(const(b, 1.0), b), const(b, 0.0))
+    n = functions.hypot(ia, ib)
+    out = _pick(isinf(z), (functions.divide(ia, n), functions.divide(ib, n)), out)
     out = _pick(is_zero(z), _c(a, 0), out)
     nan = isnan(z)
     return select(nan, const(a, math.nan), out[0]), select(nan, const(a, math.nan), out[1])
@@ -156,7 +156,7 @@ def sign(z):
 
 def exp(z):
     a, b = z
-    s, c = elementary.sincos(b)
+    s, c = functions.sincos(b)
     e = a.p_exp()
     re, im = e.p_mul(c), e.p_mul(s)
     im = select(_is_zero(b), b, im)  # exp(x + 0j) = exp(x) + 0j, whatever x
@@ -171,9 +171,9 @@ def exp(z):
 def expm1(z):
     """exp(z) - 1 with the real part as expm1(a) cos b - 2 sin(b/2)**2 (no cancellation)."""
     a, b = z
-    s, c = elementary.sincos(b)
-    sh = elementary.sin(b.p_mul(const(b, 0.5)))
-    re = real_sub(elementary.expm1(a).p_mul(c), const(a, 2.0).p_mul(sh).p_mul(sh))
+    s, c = functions.sincos(b)
+    sh = functions.sin(b.p_mul(const(b, 0.5)))
+    re = real_sub(functions.expm1(a).p_mul(c), const(a, 2.0).p_mul(sh).p_mul(sh))
     re = re.p_add(const(a, 0.0))  # expm1(-0 + 0j) is +0 + 0j (the standard), not -0
     im = a.p_exp().p_mul(s)
     ex = exp(z)
@@ -185,19 +185,19 @@ def expm1(z):
 
 def _log_abs(a, b):
     """log|z|, through log1p where |z| is near 1 (where log(hypot) would cancel)."""
-    big = elementary.fabs(a)
-    small = elementary.fabs(b)
+    big = functions.fabs(a)
+    small = functions.fabs(b)
     m, n = compose.maximum(big, small), compose.minimum(big, small)
     near = logical_and(compose.ge(m, const(m, 0.5)), m.p_cmplt(const(m, 2.0)))
     t = real_sub(m, const(m, 1.0)).p_mul(m.p_add(const(m, 1.0))).p_add(n.p_mul(n))
-    close = const(m, 0.5).p_mul(elementary.log1p(t))
-    far = elementary.hypot(a, b).p_log()
+    close = const(m, 0.5).p_mul(functions.log1p(t))
+    far = functions.hypot(a, b).p_log()
     return select(logical_and(near, _fin(t)), close, far)
 
 
 def log(z):
     a, b = z
-    return _log_abs(a, b), elementary.atan2(b, a)
+    return _log_abs(a, b), functions.atan2(b, a)
 
 
 def log1p(z):
@@ -206,10 +206,10 @@ def log1p(z):
     w = (a.p_add(const(a, 1.0)), b)
     t = a.p_mul(const(a, 2.0)).p_add(a.p_mul(a)).p_add(b.p_mul(b))
     small = logical_and(
-        elementary.fabs(a).p_cmplt(const(a, 0.5)), elementary.fabs(b).p_cmplt(const(b, 0.5))
+        functions.fabs(a).p_cmplt(const(a, 0.5)), functions.fabs(b).p_cmplt(const(b, 0.5))
     )
-    re = select(small, const(a, 0.5).p_mul(elementary.log1p(t)), _log_abs(*w))
-    return re, elementary.atan2(b, w[0])
+    re = select(small, const(a, 0.5).p_mul(functions.log1p(t)), _log_abs(*w))
+    return re, functions.atan2(b, w[0])
 
 
 def log_base(z, base: float):
@@ -221,15 +221,15 @@ def log_base(z, base: float):
 def sqrt(z):
     """t = sqrt((|a| + |z|)/2); the other part is b/(2t), signs from a and b."""
     a, b = z
-    huge = compose.ge(compose.maximum(elementary.fabs(a), elementary.fabs(b)), const(a, 2.0**1000))
+    huge = compose.ge(compose.maximum(functions.fabs(a), functions.fabs(b)), const(a, 2.0**1000))
     scale = select(huge, const(a, 0.25), const(a, 1.0))
     sa, sb = a.p_mul(scale), b.p_mul(scale)
-    t = const(a, 0.5).p_mul(elementary.fabs(sa).p_add(elementary.hypot(sa, sb))).p_sqrt()
+    t = const(a, 0.5).p_mul(functions.fabs(sa).p_add(functions.hypot(sa, sb))).p_sqrt()
     t = t.p_mul(select(huge, const(a, 2.0), const(a, 1.0)))
-    other = elementary.divide(elementary.fabs(b), t.p_mul(const(t, 2.0)))
+    other = functions.divide(functions.fabs(b), t.p_mul(const(t, 2.0)))
     neg = a.p_cmplt(const(a, 0.0))
     re = select(neg, other, t)
-    im = elementary.copysign(select(neg, t, other), b)
+    im = functions.copysign(select(neg, t, other), b)
     re = select(is_zero(z), const(a, 0.0), re)
     im = select(is_zero(z), b, im)
     inf_b = _inf(b)
@@ -250,9 +250,9 @@ def pow(z, w):
 
 def sinh(z):
     a, b = z
-    s, c = elementary.sincos(b)
-    re = elementary.sinh(a).p_mul(c)
-    im = elementary.cosh(a).p_mul(s)
+    s, c = functions.sincos(b)
+    re = functions.sinh(a).p_mul(c)
+    im = functions.cosh(a).p_mul(s)
     nonfinite_b = logical_not(_fin(b))
     zero_a = _is_zero(a)
     re = select(logical_and(zero_a, nonfinite_b), a, re)
@@ -266,14 +266,14 @@ def sinh(z):
 
 def cosh(z):
     a, b = z
-    s, c = elementary.sincos(b)
-    re = elementary.cosh(a).p_mul(c)
-    im = elementary.sinh(a).p_mul(s)
+    s, c = functions.sincos(b)
+    re = functions.cosh(a).p_mul(c)
+    im = functions.sinh(a).p_mul(s)
     nonfinite_b = logical_not(_fin(b))
     zero_a = _is_zero(a)
     re = select(logical_and(zero_a, nonfinite_b), const(a, math.nan), re)
     im = select(logical_and(zero_a, nonfinite_b), const(a, 0.0), im)
-    im = select(_is_zero(b), select(elementary.signbit(a), b.p_neg(), b), im)
+    im = select(_is_zero(b), select(functions.signbit(a), b.p_neg(), b), im)
     inf_a = logical_and(_inf(a), nonfinite_b)
     re = select(inf_a, const(a, math.inf), re)
     im = select(inf_a, const(a, math.nan), im)
@@ -284,16 +284,16 @@ def tanh(z):
     """Kahan's form: with t = tan b, s = sinh a, beta = 1 + t*t, rho = sqrt(1 + s*s),
     tanh z = (beta rho s + t j) / (1 + beta s*s); past |a| = 22 it is +-1 + 0 sin(2b) j."""
     a, b = z
-    t = elementary.tan(b)
-    s = elementary.sinh(a)
+    t = functions.tan(b)
+    s = functions.sinh(a)
     beta = const(a, 1.0).p_add(t.p_mul(t))
     rho = const(a, 1.0).p_add(s.p_mul(s)).p_sqrt()
     den = const(a, 1.0).p_add(beta.p_mul(s).p_mul(s))
-    re = elementary.divide(beta.p_mul(rho).p_mul(s), den)
-    im = elementary.divide(t, den)
-    far = compose.ge(elementary.fabs(a), const(a, 22.0))
-    far_im = elementary.copysign(const(a, 0.0), b)  # the standard's +-0 (C99 has 0 * sin(2b))
-    re = select(far, elementary.copysign(const(a, 1.0), a), re)
+    re = functions.divide(beta.p_mul(rho).p_mul(s), den)
+    im = functions.divide(t, den)
+    far = compose.ge(functions.fabs(a), const(a, 22.0))
+    far_im = functions.copysign(const(a, 0.0), b)  # the standard's +-0 (C99 has 0 * sin(2b))
+    re = select(far, functions.copysign(const(a, 1.0), a), re)
     im = select(far, far_im, im)
     nonfinite_b = logical_not(_fin(b))
     zero_a = _is_zero(a)
@@ -329,25 +329,25 @@ def tan(z):
 def asinh(z):
     """log(z + sqrt(z*z + 1)) on the right half-plane, odd symmetry for the left."""
     a, b = z
-    neg = elementary.signbit(a)
-    a = elementary.fabs(a)
+    neg = functions.signbit(a)
+    a = functions.fabs(a)
     w = (a, b)
     s = sqrt(add(square(w), _c(a, 1)))
     re, im = log(add(w, s))
     # tiny |z|: asinh z = z to first order (log of 1 + tiny would lose it)
     tiny = logical_and(
-        elementary.fabs(a).p_cmplt(const(a, 1e-8)), elementary.fabs(b).p_cmplt(const(b, 1e-8))
+        functions.fabs(a).p_cmplt(const(a, 1e-8)), functions.fabs(b).p_cmplt(const(b, 1e-8))
     )
     re, im = select(tiny, a, re), select(tiny, b, im)
     # huge |z|: log(2z) (z*z would overflow)
-    huge = compose.ge(compose.maximum(a, elementary.fabs(b)), const(a, 2.0**500))
+    huge = compose.ge(compose.maximum(a, functions.fabs(b)), const(a, 2.0**500))
     lr, li = log((a, b))
     re = select(huge, lr.p_add(const(a, math.log(2))), re)
     im = select(huge, li, im)
     # infinities and nans
     inf_b = _inf(b)
     re = select(inf_b, const(a, math.inf), re)
-    im = select(inf_b, select(_fin(a), elementary.copysign(const(a, math.pi / 2), b), im), im)
+    im = select(inf_b, select(_fin(a), functions.copysign(const(a, math.pi / 2), b), im), im)
     re = select(_inf(a), const(a, math.inf), re)
     nan_b = _nan(b)
     re = select(logical_and(nan_b, _inf(a)), const(a, math.inf), re)
@@ -374,7 +374,7 @@ def acos(z):
     # the real part at infinities follows the angle of the point at infinity
     inf_b = _inf(b)
     re = select(logical_and(inf_b, _fin(a)), const(a, math.pi / 2), re)
-    ang = elementary.atan2(elementary.fabs(b), a.p_neg())
+    ang = functions.atan2(functions.fabs(b), a.p_neg())
     ang = real_sub(const(a, math.pi), ang)
     re = select(
         logical_and(_inf(a), logical_not(_nan(b))),
@@ -383,10 +383,10 @@ def acos(z):
     )
     im = select(
         logical_and(_inf(a), logical_not(_nan(b))),
-        elementary.copysign(const(a, math.inf), b.p_neg()),
+        functions.copysign(const(a, math.inf), b.p_neg()),
         im,
     )
-    im = select(inf_b, elementary.copysign(const(a, math.inf), b.p_neg()), im)
+    im = select(inf_b, functions.copysign(const(a, math.inf), b.p_neg()), im)
     # nans
     nan_b = _nan(b)
     zero_a = _is_zero(a)
@@ -397,7 +397,7 @@ def acos(z):
     re = select(nan_a, const(a, math.nan), re)
     im = select(
         nan_a,
-        select(inf_b, elementary.copysign(const(a, math.inf), b.p_neg()), const(a, math.nan)),
+        select(inf_b, functions.copysign(const(a, math.inf), b.p_neg()), const(a, math.nan)),
         im,
     )
     return re, im
@@ -409,7 +409,7 @@ def acosh(z):
     re_c, im_c = acos(z)
     # i * acos z = -im_c + re_c j; flip both when that real part is negative
     re, im = im_c.p_neg(), re_c
-    flip = elementary.signbit(re)
+    flip = functions.signbit(re)
     re = select(flip, re.p_neg(), re)
     im = select(flip, im.p_neg(), im)
     nan_a, nan_b = _nan(a), _nan(b)
@@ -430,25 +430,25 @@ def atanh(z):
     m = log1p(neg(z))
     re = const(a, 0.5).p_mul(real_sub(p[0], m[0]))
     im = const(a, 0.5).p_mul(real_sub(p[1], m[1]))
-    one = logical_and(_eq(elementary.fabs(a), 1.0), _is_zero(b))
-    re = select(one, elementary.copysign(const(a, math.inf), a), re)
+    one = logical_and(_eq(functions.fabs(a), 1.0), _is_zero(b))
+    re = select(one, functions.copysign(const(a, math.inf), a), re)
     im = select(one, b, im)
     big = logical_or(_inf(a), _inf(b))
-    re = select(big, elementary.copysign(const(a, 0.0), a), re)
-    im = select(big, elementary.copysign(const(a, math.pi / 2), b), im)
+    re = select(big, functions.copysign(const(a, 0.0), a), re)
+    im = select(big, functions.copysign(const(a, math.pi / 2), b), im)
     nan_a, nan_b = _nan(a), _nan(b)
     re = select(
         nan_b,
         select(
             _is_zero(a),
             a,
-            select(_inf(a), elementary.copysign(const(a, 0.0), a), const(a, math.nan)),
+            select(_inf(a), functions.copysign(const(a, 0.0), a), const(a, math.nan)),
         ),
         re,
     )
     im = select(nan_b, const(a, math.nan), im)
     re = select(
-        nan_a, select(_inf(b), elementary.copysign(const(a, 0.0), a), const(a, math.nan)), re
+        nan_a, select(_inf(b), functions.copysign(const(a, 0.0), a), const(a, math.nan)), re
     )
     im = select(logical_and(nan_a, logical_not(_inf(b))), const(a, math.nan), im)
     return re, im

@@ -39,12 +39,7 @@ DEFAULT_COMPLEX = dtypes.complex128
 
 
 def _shape(shape, op: str) -> tuple[int, ...]:
-    if isinstance(shape, int) and not isinstance(shape, builtins.bool):
-        shape = (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"{op}: shape must be an int or a tuple of ints, got {shape!r}") from None
+    out = compose.int_or_ints(shape, "shape", op)
     if any(s < 0 for s in out):
         raise ValueError(f"{op}: shape {out} has a negative size")
     return out
@@ -230,9 +225,17 @@ def _index(n: int, d: DType, device: str):
     return compose.arange(anchor, n, d)
 
 
+def _bound(v, what: str):
+    """An arange bound: an integer (anything with ``__index__``) or a real float."""
+    if isinstance(v, float | np.floating):
+        return float(v)
+    return compose.as_int(v, what, "arange")
+
+
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Array:
     if stop is None:
         start, stop = 0, start
+    start, stop, step = _bound(start, "start"), _bound(stop, "stop"), _bound(step, "step")
     if step == 0:
         raise ValueError("arange: step must not be zero")
     all_int = all(isinstance(v, int) for v in (start, stop, step))
@@ -255,6 +258,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Array:
 
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True):
     """start + i * (stop - start) / div, computed in float64; the endpoint is exact."""
+    num = compose.as_int(num, "num", "linspace")
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     is_c = isinstance(start, complex) or isinstance(stop, complex)
@@ -283,7 +287,11 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: boo
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None):
-    n_cols = n_rows if n_cols is None else n_cols
+    n_rows = compose.as_int(n_rows, "n_rows", "eye")
+    n_cols = n_rows if n_cols is None else compose.as_int(n_cols, "n_cols", "eye")
+    k = compose.as_int(k, "k", "eye")
+    if n_rows < 0 or n_cols < 0:
+        raise ValueError(f"eye: sizes must be non-negative, got {n_rows} x {n_cols}")
     k = max(-n_rows, min(k, n_cols))  # diagonals past the edges are all empty alike
     d = _dtype(dtype, "eye") or DEFAULT_FLOAT
     name = device_name(device)
@@ -299,7 +307,9 @@ def _triangle(x: Array, k: int, lower: bool, op: str) -> Array:
     if x.ndim < 2:
         raise ValueError(f"{op}: needs at least 2 dims, got shape {x.shape}")
     n, m = x.shape[-2:]
-    k = max(-n, min(k, m))  # diagonals past the edges all keep everything or nothing
+    k = max(
+        -n, min(compose.as_int(k, "k", op), m)
+    )  # diagonals past the edges all keep everything or nothing
     name = x._t.device
     i = _index(n, dtypes.int64, name).p_reshape((n, 1)).p_expand((n, m))
     j = _index(m, dtypes.int64, name).p_reshape((1, m)).p_expand((n, m))

@@ -3,7 +3,7 @@
 Each function checks the dtypes it accepts, applies the standard's promotion
 (``ir.graph.dtypes.promote_array_api``, plus its rules for Python scalars) and broadcasting, then
 calls one composed spelling: ``ir/graph/compose.py`` for arithmetic and comparisons,
-``ir/graph/elementary.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
+``ir/graph/functions.py`` for the rest of libm, ``_complex.py`` for complex pairs. Nothing
 here computes a value itself.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from limn_array import _complex as complex_math
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
 from limn_array._creation import full_array
@@ -58,7 +58,7 @@ def _real(op: str, x: Array, accepts: str, fn) -> Array:
 
 
 def _float_or_complex(op: str, x: Array, real_fn, complex_fn) -> Array:
-    """complex64 computes in float64 parts and rounds once, as float32 does in elementary."""
+    """complex64 computes in float64 parts and rounds once, as float32 does in functions."""
     check_dtype(x, "floating-point", op)
     if x.dtype.is_complex:
         re, im = parts(x)
@@ -120,21 +120,21 @@ def divide(x1, x2, /) -> Array:
         if _is_real_operand(x2):
             return wrap_complex(*complex_math.div_real(parts(a), parts(b)[0]))
         return wrap_complex(*complex_math.div(parts(a), parts(b)))
-    return wrap(elementary.divide(a._t, b._t))
+    return wrap(functions.divide(a._t, b._t))
 
 
 def floor_divide(x1, x2, /) -> Array:
     a, b = operands("floor_divide", x1, x2, "real numeric")
     if a.dtype.is_int:
-        return wrap(elementary.int_floor_divide(a._t, b._t))
-    return wrap(elementary.float_floor_divide(a._t, b._t))
+        return wrap(functions.int_floor_divide(a._t, b._t))
+    return wrap(functions.float_floor_divide(a._t, b._t))
 
 
 def remainder(x1, x2, /) -> Array:
     a, b = operands("remainder", x1, x2, "real numeric")
     if a.dtype.is_int:
-        return wrap(elementary.int_remainder(a._t, b._t))
-    return wrap(elementary.float_remainder(a._t, b._t))
+        return wrap(functions.int_remainder(a._t, b._t))
+    return wrap(functions.float_remainder(a._t, b._t))
 
 
 def pow(x1, x2, /) -> Array:  # noqa: A001  (the standard's name)
@@ -142,8 +142,8 @@ def pow(x1, x2, /) -> Array:  # noqa: A001  (the standard's name)
     if a.dtype.is_complex:
         return wrap_complex(*complex_math.pow(parts(a), parts(b)))
     if a.dtype.is_int:
-        return wrap(elementary.int_pow(a._t, b._t))
-    return wrap(elementary.pow(a._t, b._t))
+        return wrap(functions.int_pow(a._t, b._t))
+    return wrap(functions.pow(a._t, b._t))
 
 
 def negative(x: Array, /) -> Array:
@@ -168,7 +168,7 @@ def reciprocal(x: Array, /) -> Array:
     if x.dtype.is_complex:
         re, _ = parts(x)
         return wrap_complex(*complex_math.div(complex_math._c(re, 1), parts(x)))
-    return wrap(elementary.divide(x._t.p_const(1), x._t))
+    return wrap(functions.divide(x._t.p_const(1), x._t))
 
 
 def abs(x: Array, /) -> Array:  # noqa: A001
@@ -176,7 +176,7 @@ def abs(x: Array, /) -> Array:  # noqa: A001
     if x.dtype.is_complex:
         return wrap(complex_math.absolute(parts(x)))
     if x.dtype.is_float:
-        return wrap(elementary.fabs(x._t))
+        return wrap(functions.fabs(x._t))
     return wrap(compose.abs_(x._t))
 
 
@@ -187,7 +187,7 @@ def sign(x: Array, /) -> Array:
     t = x._t
     s = compose.sign(t)
     if t.dtype.is_float:
-        s = elementary.isnan(t).p_where(t, s)
+        s = functions.isnan(t).p_where(t, s)
     return wrap(s)
 
 
@@ -212,27 +212,27 @@ def imag(x: Array, /) -> Array:
 
 
 def exp(x: Array, /) -> Array:
-    return _float_or_complex("exp", x, elementary.exp, complex_math.exp)
+    return _float_or_complex("exp", x, functions.exp, complex_math.exp)
 
 
 def expm1(x: Array, /) -> Array:
-    return _float_or_complex("expm1", x, elementary.expm1, complex_math.expm1)
+    return _float_or_complex("expm1", x, functions.expm1, complex_math.expm1)
 
 
 def log(x: Array, /) -> Array:
-    return _float_or_complex("log", x, elementary.log, complex_math.log)
+    return _float_or_complex("log", x, functions.log, complex_math.log)
 
 
 def log1p(x: Array, /) -> Array:
-    return _float_or_complex("log1p", x, elementary.log1p, complex_math.log1p)
+    return _float_or_complex("log1p", x, functions.log1p, complex_math.log1p)
 
 
 def log2(x: Array, /) -> Array:
-    return _float_or_complex("log2", x, elementary.log2, lambda z: complex_math.log_base(z, 2))
+    return _float_or_complex("log2", x, functions.log2, lambda z: complex_math.log_base(z, 2))
 
 
 def log10(x: Array, /) -> Array:
-    return _float_or_complex("log10", x, elementary.log10, lambda z: complex_math.log_base(z, 10))
+    return _float_or_complex("log10", x, functions.log10, lambda z: complex_math.log_base(z, 10))
 
 
 def sqrt(x: Array, /) -> Array:
@@ -240,66 +240,66 @@ def sqrt(x: Array, /) -> Array:
 
 
 def logaddexp(x1, x2, /) -> Array:
-    return _binary_real("logaddexp", x1, x2, "real floating-point", elementary.logaddexp)
+    return _binary_real("logaddexp", x1, x2, "real floating-point", functions.logaddexp)
 
 
 def hypot(x1, x2, /) -> Array:
-    return _binary_real("hypot", x1, x2, "real floating-point", elementary.hypot)
+    return _binary_real("hypot", x1, x2, "real floating-point", functions.hypot)
 
 
 # ---- trigonometric and hyperbolic -------------------------------------------------------------
 
 
 def sin(x: Array, /) -> Array:
-    return _float_or_complex("sin", x, elementary.sin, complex_math.sin)
+    return _float_or_complex("sin", x, functions.sin, complex_math.sin)
 
 
 def cos(x: Array, /) -> Array:
-    return _float_or_complex("cos", x, elementary.cos, complex_math.cos)
+    return _float_or_complex("cos", x, functions.cos, complex_math.cos)
 
 
 def tan(x: Array, /) -> Array:
-    return _float_or_complex("tan", x, elementary.tan, complex_math.tan)
+    return _float_or_complex("tan", x, functions.tan, complex_math.tan)
 
 
 def asin(x: Array, /) -> Array:
-    return _float_or_complex("asin", x, elementary.asin, complex_math.asin)
+    return _float_or_complex("asin", x, functions.asin, complex_math.asin)
 
 
 def acos(x: Array, /) -> Array:
-    return _float_or_complex("acos", x, elementary.acos, complex_math.acos)
+    return _float_or_complex("acos", x, functions.acos, complex_math.acos)
 
 
 def atan(x: Array, /) -> Array:
-    return _float_or_complex("atan", x, elementary.atan, complex_math.atan)
+    return _float_or_complex("atan", x, functions.atan, complex_math.atan)
 
 
 def atan2(x1, x2, /) -> Array:
-    return _binary_real("atan2", x1, x2, "real floating-point", elementary.atan2)
+    return _binary_real("atan2", x1, x2, "real floating-point", functions.atan2)
 
 
 def sinh(x: Array, /) -> Array:
-    return _float_or_complex("sinh", x, elementary.sinh, complex_math.sinh)
+    return _float_or_complex("sinh", x, functions.sinh, complex_math.sinh)
 
 
 def cosh(x: Array, /) -> Array:
-    return _float_or_complex("cosh", x, elementary.cosh, complex_math.cosh)
+    return _float_or_complex("cosh", x, functions.cosh, complex_math.cosh)
 
 
 def tanh(x: Array, /) -> Array:
-    return _float_or_complex("tanh", x, elementary.tanh, complex_math.tanh)
+    return _float_or_complex("tanh", x, functions.tanh, complex_math.tanh)
 
 
 def asinh(x: Array, /) -> Array:
-    return _float_or_complex("asinh", x, elementary.asinh, complex_math.asinh)
+    return _float_or_complex("asinh", x, functions.asinh, complex_math.asinh)
 
 
 def acosh(x: Array, /) -> Array:
-    return _float_or_complex("acosh", x, elementary.acosh, complex_math.acosh)
+    return _float_or_complex("acosh", x, functions.acosh, complex_math.acosh)
 
 
 def atanh(x: Array, /) -> Array:
-    return _float_or_complex("atanh", x, elementary.atanh, complex_math.atanh)
+    return _float_or_complex("atanh", x, functions.atanh, complex_math.atanh)
 
 
 # ---- rounding and bits of floats ------------------------------------------------------------
@@ -313,52 +313,52 @@ def _rounding(op: str, x: Array, fn) -> Array:
 
 
 def floor(x: Array, /) -> Array:
-    return _rounding("floor", x, elementary.floor)
+    return _rounding("floor", x, functions.floor)
 
 
 def ceil(x: Array, /) -> Array:
-    return _rounding("ceil", x, elementary.ceil)
+    return _rounding("ceil", x, functions.ceil)
 
 
 def trunc(x: Array, /) -> Array:
-    return _rounding("trunc", x, elementary.trunc)
+    return _rounding("trunc", x, functions.trunc)
 
 
 def round(x: Array, /) -> Array:  # noqa: A001
-    return _rounding("round", x, elementary.rint)
+    return _rounding("round", x, functions.rint)
 
 
 def signbit(x: Array, /) -> Array:
-    return _real("signbit", x, "real floating-point", elementary.signbit)
+    return _real("signbit", x, "real floating-point", functions.signbit)
 
 
 def copysign(x1, x2, /) -> Array:
-    return _binary_real("copysign", x1, x2, "real floating-point", elementary.copysign)
+    return _binary_real("copysign", x1, x2, "real floating-point", functions.copysign)
 
 
 def nextafter(x1, x2, /) -> Array:
-    return _binary_real("nextafter", x1, x2, "real floating-point", elementary.nextafter)
+    return _binary_real("nextafter", x1, x2, "real floating-point", functions.nextafter)
 
 
 def isnan(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isnan")
     if x.dtype.is_complex:
         return wrap(complex_math.isnan(parts(x)))
-    return wrap(elementary.isnan(x._t))
+    return wrap(functions.isnan(x._t))
 
 
 def isinf(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isinf")
     if x.dtype.is_complex:
         return wrap(complex_math.isinf(parts(x)))
-    return wrap(elementary.isinf(x._t))
+    return wrap(functions.isinf(x._t))
 
 
 def isfinite(x: Array, /) -> Array:
     check_dtype(x, "numeric", "isfinite")
     if x.dtype.is_complex:
         return wrap(complex_math.isfinite(parts(x)))
-    return wrap(elementary.isfinite(x._t))
+    return wrap(functions.isfinite(x._t))
 
 
 # ---- comparison -------------------------------------------------------------------------------

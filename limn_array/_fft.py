@@ -9,7 +9,7 @@ A transform along one axis works on (re, im) pairs of real tensors:
   transform into a convolution with the chirp e**(i pi m**2 / n), done by power-of-two
   transforms of length >= 2n - 1, so still O(n log n).
 
-Twiddles and chirps are sines and cosines (``ir/graph/elementary.py``) of angles formed
+Twiddles and chirps are sines and cosines (``ir/graph/functions.py``) of angles formed
 exactly: pi * j / h with h a power of two, and pi * (m**2 mod 2n) / n with the square
 taken in int64, so no angle error grows with n. complex64 computes in float64 and rounds
 once. Errors are those of a textbook FFT: O(eps log n) relative to the largest term.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from limn_array import _complex as complex_math
 from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
@@ -81,7 +81,7 @@ def _radix2(z, inverse: bool):
         orr, oi = half(re, 1), half(im, 1)
         j = compose.arange(re, h, I64).p_cast(re.dtype)
         angle = j.p_mul(j.p_const(math.pi / h))  # exact ratio j/h, one rounding
-        s, c = elementary.sincos(angle)
+        s, c = functions.sincos(angle)
         if not inverse:
             s = s.p_neg()  # the forward transform turns by e**(-i angle)
         wr = compose.expand_to(c, lead + (blocks, h))
@@ -98,7 +98,7 @@ def _chirp(t, n: int, count: int, sign: float):
     m = compose.arange(t, count, I64)
     sq = m.p_mul(m).p_mod(m.p_const(2 * n))
     angle = sq.p_cast(F64).p_mul(sq.p_const(math.pi / n, dtype=F64))
-    s, c = elementary.sincos(angle)
+    s, c = functions.sincos(angle)
     return c, s.p_mul(s.p_const(sign))
 
 
@@ -201,7 +201,7 @@ def _axis_n(x: Array, n, axis: int, op: str):
     if x.ndim == 0:
         raise ValueError(f"{op}: needs at least a 1-d array")
     axis = compose.normalize_axis(axis, x.ndim, op)
-    n = x.shape[axis] if n is None else int(n)
+    n = x.shape[axis] if n is None else compose.as_int(n, "n", op)
     if n < 1:
         raise ValueError(f"{op}: n must be at least 1, got {n}")
     return axis, n
@@ -222,10 +222,11 @@ def ifft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arra
 
 
 def _s_axes(x: Array, s, axes, op: str):
+    s = None if s is None else compose.as_ints(s, "s", op)
     if axes is None:
         axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
-    axes = tuple(compose.normalize_axis(a, x.ndim, op) for a in axes)
-    s = tuple(x.shape[a] for a in axes) if s is None else tuple(int(v) for v in s)
+    axes = tuple(compose.normalize_axis(a, x.ndim, op) for a in compose.as_ints(axes, "axes", op))
+    s = tuple(x.shape[a] for a in axes) if s is None else s
     if len(s) != len(axes):
         raise ValueError(f"{op}: s and axes must have the same length")
     s = tuple(x.shape[a] if v == -1 else v for v, a in zip(s, axes))
@@ -286,7 +287,7 @@ def irfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arr
     if x.ndim == 0:
         raise ValueError("irfft: needs at least a 1-d array")
     axis = compose.normalize_axis(axis, x.ndim, "irfft")
-    n = 2 * (x.shape[axis] - 1) if n is None else int(n)
+    n = 2 * (x.shape[axis] - 1) if n is None else compose.as_int(n, "n", "irfft")
     if n < 1:
         raise ValueError(f"irfft: n must be at least 1, got {n}")
     z, d = _wide_parts(x, "irfft")
@@ -349,6 +350,7 @@ def _freq(values, n: int, d: float, dtype, device) -> Array:
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Array:
     """[0, 1, ..., (n-1)//2, -(n//2), ..., -1] / (d n)."""
+    n = compose.as_int(n, "n", "fftfreq")
 
     def values(anchor):
         i = compose.arange(anchor, n, I64)
@@ -359,11 +361,13 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Array:
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Array:
+    n = compose.as_int(n, "n", "rfftfreq")
     return _freq(lambda a: compose.arange(a, n // 2 + 1, I64), n, d, dtype, device)
 
 
 def _shift(x: Array, axes, sign: int) -> Array:
-    axes = tuple(range(x.ndim)) if axes is None else ((axes,) if isinstance(axes, int) else axes)
+    op = "fftshift" if sign > 0 else "ifftshift"
+    axes = tuple(range(x.ndim)) if axes is None else compose.int_or_ints(axes, "axes", op)
     shifts = tuple(sign * (x.shape[a] // 2) for a in axes)
     return roll(x, shifts, axis=axes)
 

@@ -23,7 +23,7 @@ import operator
 
 from ir.graph import compose, dtypes
 from limn_array import _order as order
-from limn_array._array import Array, broadcast, host, lift, wrap
+from limn_array._array import Array, broadcast, host, lift, view_of, wrap
 from limn_array._creation import asarray
 from limn_array._data_types import astype, scalar_dtype
 
@@ -150,11 +150,17 @@ def getitem(x: Array, key) -> Array:
         return _getitem_arrays(x, items)
     _check_ints(items, x.shape)
     basic = tuple(items)
-    out = lift(lambda t: basic_index(t, basic), x)
-    if out.ndim == 0 and x.size > 1 and out.size == 1:
+    if not all(isinstance(k, int) for k in items) or _has_ellipsis(key):
+        return view_of(x, lambda t: basic_index(t, basic))  # numpy: basic indexing views
+    out = lift(lambda t: basic_index(t, basic), x)  # every dim an int: a copy, as numpy's scalar
+    if x.size > 1:
         src = x._t  # reading one element computes x once, not per element:
         out._src = (src, lambda: basic_index(src, basic))  # (source, how to view it again)
     return out
+
+
+def _has_ellipsis(key) -> bool:
+    return key is Ellipsis or isinstance(key, tuple) and any(k is Ellipsis for k in key)
 
 
 def _flat_positions(mask_t, count: int):

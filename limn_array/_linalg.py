@@ -19,13 +19,13 @@ from collections import namedtuple
 
 import numpy as np
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn.runtime.device import get_device
 from limn.tensor import Tensor
 from limn_array import _complex as complex_math
-from limn_array._array import Array, lift, parts, wrap, wrap_complex
+from limn_array._array import Array, lift, parts, view_of, wrap, wrap_complex
 from limn_array._creation import eye
 from limn_array._data_types import cast, check_dtype, result_type
 from limn_array._elementwise import conj, multiply, subtract
@@ -68,17 +68,18 @@ def matrix_transpose(x: Array, /) -> Array:
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose: needs at least 2 dims, got shape {x.shape}")
     order = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    return lift(lambda t: t.p_permute(order), x)
+    return view_of(x, lambda t: t.p_permute(order + tuple(range(x.ndim, len(t.shape)))))
 
 
 def tensordot(x1: Array, x2: Array, /, *, axes=2) -> Array:
-    if isinstance(axes, int):
+    if not isinstance(axes, tuple | list):
+        axes = compose.as_int(axes, "axes", "tensordot")
         if axes < 0 or axes > min(x1.ndim, x2.ndim):
             raise ValueError(f"tensordot: axes={axes} does not fit {x1.shape} and {x2.shape}")
         a1 = tuple(range(x1.ndim - axes, x1.ndim))
         a2 = tuple(range(axes))
     else:
-        a1, a2 = (tuple(a) for a in axes)
+        a1, a2 = (compose.as_ints(a, "axes", "tensordot") for a in axes)
         a1 = tuple(compose.normalize_axis(a, x1.ndim, "tensordot") for a in a1)
         a2 = tuple(compose.normalize_axis(a, x2.ndim, "tensordot") for a in a2)
     if len(a1) != len(a2) or any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
@@ -118,6 +119,7 @@ def diagonal(x: Array, /, *, offset: int = 0) -> Array:
     """A strided view: the flattened matrix from its first diagonal element, every m+1."""
     if x.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 dims, got shape {x.shape}")
+    offset = compose.as_int(offset, "offset", "diagonal")
     n, m = x.shape[-2:]
     lead = x.shape[:-2]
     start = offset if offset >= 0 else -offset * m
@@ -160,6 +162,7 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
 
 def matrix_power(x: Array, n: int, /) -> Array:
     _square(x, "matrix_power")
+    n = compose.as_int(n, "n", "matrix_power")
     if n < 0:
         x, n = inv(x), -n
     if n == 0:
@@ -180,7 +183,7 @@ def matrix_power(x: Array, n: int, /) -> Array:
 def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Array:
     """ord 2 scales by the largest |x| first, so squares neither overflow nor underflow."""
     check_dtype(x, "floating-point", "vector_norm")
-    a = complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t)
+    a = complex_math.absolute(parts(x)) if x.dtype.is_complex else functions.fabs(x._t)
     axes = compose.normalize_axes(axis, x.ndim, "vector_norm")
     shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
     out = shape if keepdims else tuple(s for i, s in enumerate(x.shape) if i not in axes)
@@ -197,15 +200,15 @@ def vector_norm(x: Array, /, *, axis=None, keepdims: bool = False, ord=2) -> Arr
         r = a.p_sum(axes)
     elif ord == 2:
         m = a.p_max(axes) if all(x.shape[i] for i in axes) else a.p_const(0, shape=shape)
-        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), elementary.isfinite(m))
+        safe = compose.logical_and(a.p_const(0, shape=shape).p_cmplt(m), functions.isfinite(m))
         scale = safe.p_where(m, m.p_const(1))
-        s = elementary.divide(a, compose.expand_to(scale, a.shape))
+        s = functions.divide(a, compose.expand_to(scale, a.shape))
         r = s.p_mul(s).p_sum(axes).p_sqrt().p_mul(scale)
-        r = elementary.isinf(m).p_where(m, r)
+        r = functions.isinf(m).p_where(m, r)
     else:
         p = float(ord)
-        powed = elementary.pow(a, a.p_const(p))
-        r = elementary.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
+        powed = functions.pow(a, a.p_const(p))
+        r = functions.pow(powed.p_sum(axes), a.p_const(1 / p, shape=shape))
     return wrap(r.p_reshape(out))
 
 
@@ -219,7 +222,7 @@ def matrix_norm(x: Array, /, *, keepdims: bool = False, ord="fro") -> Array:
         s = svdvals(x)
         r = sum_(s, axis=-1) if ord == "nuc" else (max_ if ord == 2 else min_)(s, axis=-1)
     elif ord in (1, -1, float("inf"), float("-inf")):
-        a = wrap(complex_math.absolute(parts(x)) if x.dtype.is_complex else elementary.fabs(x._t))
+        a = wrap(complex_math.absolute(parts(x)) if x.dtype.is_complex else functions.fabs(x._t))
         col = ord in (1, -1)
         sums = sum_(a, axis=-2 if col else -1)
         r = (max_ if ord in (1, float("inf")) else min_)(sums, axis=-1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ir.graph import compose, dtypes
 from ir.graph.compose import normalize_axis
 from limn_array import _order as order
-from limn_array._array import Array, broadcast, host, lift
+from limn_array._array import Array, broadcast, host, lift, view_of
 from limn_array._data_types import cast, result_type
 from limn_array._indexing import take
 
@@ -19,11 +19,12 @@ INDEX = dtypes.int64
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    return compose.broadcast_shapes(*(tuple(s) for s in shapes), op="broadcast_shapes")
+    shapes = tuple(compose.as_ints(s, "shape", "broadcast_shapes") for s in shapes)
+    return compose.broadcast_shapes(*shapes, op="broadcast_shapes")
 
 
 def broadcast_to(x: Array, /, shape: tuple[int, ...]) -> Array:
-    return broadcast(x, shape, "broadcast_to")
+    return broadcast(x, compose.as_ints(shape, "shape", "broadcast_to"), "broadcast_to")
 
 
 def broadcast_arrays(*arrays: Array) -> tuple[Array, ...]:
@@ -76,7 +77,7 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
 
 
 def expand_dims(x: Array, /, axis=0) -> Array:
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = compose.int_or_ints(axis, "axis", "expand_dims")
     nd = x.ndim + len(axes)
     if any(not -nd <= a < nd for a in axes):
         raise IndexError(f"expand_dims: axis {axis} is out of range for a {nd}-d result")
@@ -98,20 +99,23 @@ def squeeze(x: Array, /, axis) -> Array:
 
 
 def reshape(x: Array, /, shape, *, copy: bool | None = None) -> Array:
-    shape = compose.resolve_shape(tuple(int(s) for s in shape), x.shape)
-    return lift(lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])), x)
+    shape = compose.resolve_shape(compose.as_ints(shape, "shape", "reshape"), x.shape)
+    return view_of(x, lambda t: t.p_reshape(shape + tuple(t.shape[x.ndim :])))
 
 
 def permute_dims(x: Array, /, axes) -> Array:
-    axes = tuple(normalize_axis(a, x.ndim, "permute_dims") for a in axes)
+    axes = tuple(
+        normalize_axis(a, x.ndim, "permute_dims")
+        for a in compose.as_ints(axes, "axes", "permute_dims")
+    )
     if sorted(axes) != list(range(x.ndim)):
         raise ValueError(f"permute_dims: {axes} is not a permutation of {x.ndim} axes")
-    return lift(lambda t: t.p_permute(axes), x)
+    return view_of(x, lambda t: t.p_permute(axes + tuple(range(x.ndim, len(t.shape)))))
 
 
 def moveaxis(x: Array, source, destination, /) -> Array:
-    src = (source,) if isinstance(source, int) else tuple(source)
-    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    src = compose.int_or_ints(source, "source", "moveaxis")
+    dst = compose.int_or_ints(destination, "destination", "moveaxis")
     if len(src) != len(dst):
         raise ValueError("moveaxis: source and destination need the same number of axes")
     src = [normalize_axis(a, x.ndim, "moveaxis") for a in src]
@@ -126,14 +130,14 @@ def moveaxis(x: Array, source, destination, /) -> Array:
 
 def flip(x: Array, /, *, axis=None) -> Array:
     axes = compose.normalize_axes(axis, x.ndim, "flip")
-    return lift(lambda t: t.p_flip(axes), x)
+    return view_of(x, lambda t: t.p_flip(axes))
 
 
 def roll(x: Array, /, shift, *, axis=None) -> Array:
     if axis is None:
         return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
-    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    shifts = compose.int_or_ints(shift, "shift", "roll")
+    axes = compose.int_or_ints(axis, "axis", "roll")
     if len(shifts) != len(axes):
         if len(shifts) == 1:
             shifts = shifts * len(axes)
@@ -154,7 +158,7 @@ def roll(x: Array, /, shift, *, axis=None) -> Array:
 
 
 def tile(x: Array, repetitions, /) -> Array:
-    reps = tuple(int(r) for r in repetitions)
+    reps = compose.as_ints(repetitions, "repetitions", "tile")
     nd = max(len(reps), x.ndim)
     reps = (1,) * (nd - len(reps)) + reps
     x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
@@ -171,7 +175,8 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
         axis = 0
     axis = normalize_axis(axis, x.ndim, "repeat")
     n = x.shape[axis]
-    if isinstance(repeats, int):
+    if not isinstance(repeats, Array):
+        repeats = compose.as_int(repeats, "repeats", "repeat")
         if repeats < 0:
             raise ValueError(f"repeat: repeats must be non-negative, got {repeats}")
         pre, post = x.shape[:axis], x.shape[axis + 1 :]
@@ -183,7 +188,7 @@ def repeat(x: Array, repeats, /, *, axis: int | None = None) -> Array:
             ),
             x,
         )
-    if not isinstance(repeats, Array) or not repeats.dtype.is_int or repeats.ndim > 1:
+    if not repeats.dtype.is_int or repeats.ndim > 1:
         raise TypeError("repeat: repeats must be an int or a 1-d integer array")
     r = broadcast_to(repeats, (n,))._t.p_cast(INDEX)
     total = int(host(r.p_sum((0,))).reshape(()))

@@ -21,8 +21,7 @@ def _operand(o) -> bool:
 
 
 def _setitem(self: Array, key, value) -> None:
-    self._t = setitem(self, key, value)._t
-    self._src = None
+    self._t = setitem(self, key, value)._t  # a view writes through to its root
 
 
 def _binary_operator(fn, accepts=None):

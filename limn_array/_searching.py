@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from limn_array._array import Array, host, lift, wrap
 from limn_array._data_types import cast, check_dtype, convert
 from limn_array._elementwise import _as_array, operands
@@ -91,12 +91,12 @@ def searchsorted(x1: Array, x2, /, *, side: str = "left", sorter: Array | None =
     if n == 0:
         return wrap(lo)
     table = s.p_reshape((1,) * len(shape) + (n,)).p_expand(shape + (n,))
-    v_nan = elementary.isnan(v) if d.is_float else v.p_const(False, dtype=dtypes.bool_)
+    v_nan = functions.isnan(v) if d.is_float else v.p_const(False, dtype=dtypes.bool_)
     for _ in range(math.ceil(math.log2(n + 1))):
         mid = lo.p_add(hi).p_idiv(lo.p_const(2))
         at = compose.clamp(mid, mid.p_const(0), mid.p_const(n - 1))
         val = table.p_gather(at.p_reshape(shape + (1,)), len(shape)).p_reshape(shape)
-        val_nan = elementary.isnan(val) if d.is_float else v_nan
+        val_nan = functions.isnan(val) if d.is_float else v_nan
         if side == "left":  # val < v, with nan after every number
             right = compose.logical_or(
                 val.p_cmplt(v), compose.logical_and(v_nan, compose.logical_not(val_nan))

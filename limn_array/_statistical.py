@@ -9,7 +9,7 @@ part, except products, which combine (re, im) pairs with the complex product.
 
 from __future__ import annotations
 
-from ir.graph import compose, dtypes, elementary
+from ir.graph import compose, dtypes, functions
 from limn_array import _complex as complex_math
 from limn_array import _order as order
 from limn_array._array import Array, lift, parts, wrap, wrap_complex
@@ -103,7 +103,7 @@ def mean(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:
     axes = _axes(x, axis, "mean")
     n = _count(x.shape, axes)
     total = sum(x, axis=axes, keepdims=keepdims)
-    return lift(lambda t: elementary.divide(t, t.p_const(n if n else float("nan"))), total)
+    return lift(lambda t: functions.divide(t, t.p_const(n if n else float("nan"))), total)
 
 
 def var(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:

@@ -31,6 +31,7 @@ def any(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:  # noqa: A0
 def diff(x: Array, /, *, axis: int = -1, n: int = 1, prepend=None, append=None) -> Array:
     if x.ndim == 0:
         raise ValueError("diff: needs at least a 1-d array")
+    n = compose.as_int(n, "n", "diff")
     if n < 0:
         raise ValueError(f"diff: n must be non-negative, got {n}")
     axis = compose.normalize_axis(axis, x.ndim, "diff")

@@ -23,6 +23,7 @@ from corpus import CASES, assert_matches, reference
 
 import limn
 from ir.cuda import render as cu
+from ir.graph.decompose import decompose
 from ir.kernel.schedule import schedule
 from limn import Tensor
 from limn.runtime import cuda as rt
@@ -69,7 +70,9 @@ def spills(report: str) -> list[str]:
 
 
 def graph_of(outs):
-    return schedule([t.node for t in outs]).graph
+    """The kernel graph the cuda device compiles: it renders no composite, so each is
+    decomposed into primitives first (as ``CompiledDevice.plan_for`` does)."""
+    return schedule(decompose([t.node for t in outs], lambda n: False)).graph
 
 
 @needs_nvrtc
@@ -264,3 +267,33 @@ def test_corpus_case_on_the_gpu_matches_the_numpy_device(case):
         pytest.skip(str(e))
     for g, w in zip(got, reference(case.build())):
         assert_matches(g, w, case.name)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_fused_attention_kernels_assemble_without_spills_at_every_width(arch):
+    from ir.graph import dtypes
+    from limn.runtime import cuda_sdpa
+
+    for dtype in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16):
+        for d, dv in ((16, 16), (32, 32), (64, 64), (80, 80), (128, 64)):
+            report = assemble(cuda_sdpa.source(dtype, d, dv), arch)
+            assert report.count("Compiling entry function") == 3 or PTXAS is None
+            assert not spills(report), (dtype, d, spills(report))
+
+
+def test_fused_attention_outputs_are_declared_for_every_kernel():
+    from ir.graph import dtypes
+    from ir.kernel.kernel import BufferSpec
+
+    q = BufferSpec(dtypes.float16, (2, 3, 5, 32))
+    k = BufferSpec(dtypes.float16, (2, 3, 7, 32))
+    v = BufferSpec(dtypes.float16, (2, 3, 7, 16))
+    assert rt._custom_outputs("sdpa", [q, k, v]) == [
+        (dtypes.float16, (2, 3, 5, 16)),
+        (dtypes.float32, (2, 3, 5)),
+    ]
+    assert rt._custom_outputs("sdpa_bwd_kv", [q, k, v]) == [
+        (dtypes.float16, k.shape),
+        (dtypes.float16, v.shape),
+    ]

@@ -6,6 +6,9 @@ compiler must not do to the numbers is ruled out by the flags the runtime compil
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
 
+Each ARITH is its op row's C template (``ir/graph/ops.py``); a composite row (sin, pow,
+division, ...) is a call of an inline function from ``ir/c/libm.py``, emitted once per
+program, and only where the c device renders that composite at that dtype (``renders``).
 Where C itself leaves a case undefined, the rendering defines it the way ``ir/graph/semantics``
 does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
 the width give 0 or the sign fill, a float converts to bfloat16 by round-to-nearest-even.
@@ -23,12 +26,13 @@ from __future__ import annotations
 import math
 import os
 
+from ir.c.libm import available, definitions
 from ir.c.passes import c_passes
 from ir.c.spell import CTYPE, ctype, index, literal
 from ir.c.tile import micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import Op
+from ir.graph.ops import COMPOSITE, TABLE, Op
 from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import (
@@ -46,6 +50,8 @@ from ir.loop.nest import (
 )
 from ir.loop.passes import apply_passes
 from ir.loop.rewrite import Block, to_tree, value_dtype
+
+MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
 
 UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
 UNSIGNED_OF["int64_t"] = "uint64_t"
@@ -143,37 +149,18 @@ def _cast(src: str, s: DType, d: DType) -> str:
 
 
 def _arith(ins: Arith, src_dtypes: list[DType]) -> str:
+    """The row's C template; CAST and BITCAST convert, which the renderer owns."""
     op, a, d = ins.op, ins.srcs, ins.dtype
-    t = ctype(d)
-    s0 = src_dtypes[-1]
     if op == Op.CAST:
         return _cast(a[0], src_dtypes[0], d)
     if op == Op.BITCAST:
-        return f"limn_bitcast_{ctype(src_dtypes[0])}_{t}({a[0]})"
-    if op == Op.WHERE:
-        return f"({a[0]} ? {a[1]} : {a[2]})"
-    if op == Op.NEG:
-        return f"(({t})(-{a[0]}))" if d != dtypes.bool_ else a[0]
-    if op == Op.EXP:
-        return f"limn_expf({a[0]})" if d == dtypes.float32 else f"exp({a[0]})"
-    if op == Op.LOG:
-        return f"limn_logf({a[0]})" if d == dtypes.float32 else f"log({a[0]})"
-    if op == Op.SQRT:
-        return f"sqrtf({a[0]})" if d == dtypes.float32 else f"sqrt({a[0]})"
-    if op == Op.RECIP:
-        return f"(({t})1 / {a[0]})"
-    if op == Op.ADD:
-        return f"({a[0]} | {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} + {a[1]}))"
-    if op == Op.MUL:
-        return f"({a[0]} & {a[1]})" if d == dtypes.bool_ else f"(({t})({a[0]} * {a[1]}))"
-    if op == Op.CMPLT:
-        return f"({a[0]} < {a[1]})"
-    if op in (Op.AND, Op.OR, Op.XOR):
-        sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^"}[op]
-        return f"(({t})({a[0]} {sym} {a[1]}))"
-    if op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
-        return f"limn_{op.value.lower()}_{ctype(s0)}({a[0]}, {a[1]})"
-    raise NotImplementedError(f"c device: no C for {op.value}")
+        return f"limn_bitcast_{ctype(src_dtypes[0])}_{ctype(d)}({a[0]})"
+    return TABLE[op].spell_c(list(a), ctype(d), ctype(src_dtypes[-1]), d)
+
+
+def renders(op: Op, d: DType) -> bool:
+    """Whether C renders the composite ``op`` at compute dtype ``d`` (else it decomposes)."""
+    return d in (dtypes.float32, dtypes.float64) and f"{op.value.lower()}_{ctype(d)}" in MATH
 
 
 def _int_helpers(used: set[tuple[str, str]]) -> str:
@@ -330,6 +317,8 @@ class _Renderer:
                 self.used.add((ins.op.value.lower(), ctype(srcd[-1])))
             if ins.op == Op.BITCAST:
                 self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
+            if ins.op in COMPOSITE:
+                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
             return f"const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};"
         if isinstance(ins, Check):
             v = ins.value
@@ -405,7 +394,9 @@ def program(functions: list[tuple[str, set]]) -> str:
         "void limn_set_threads(int n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n#endif\n"
         "  (void)n;\n}\n"
     )
-    return "\n".join([PRELUDE, _int_helpers(used), setter, *(f for f, _ in functions)]) + "\n"
+    maths = definitions(name for kind, name in used if kind == "math")
+    parts = [PRELUDE, _int_helpers(used), maths, setter, *(f for f, _ in functions)]
+    return "\n".join(parts) + "\n"
 
 
 MIN_PART = 24  # kernels per translation unit before a plan is worth splitting

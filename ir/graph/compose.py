@@ -25,9 +25,12 @@ multiplies rather than going through exp/log so it is exact and differentiable a
 from __future__ import annotations
 
 import math
+import operator
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
+from ir.graph.opcodes import Op
+from ir.graph.view import View
 
 # ---- shapes and axes (the one owner of broadcasting) --------------------------------
 
@@ -67,9 +70,44 @@ def resolve_shape(shape: tuple[int, ...], old: tuple[int, ...]) -> tuple[int, ..
     return shape
 
 
+def as_int(value, what: str, op: str) -> int:
+    """``value`` as a Python int, for every integer parameter of both frontends.
+
+    The one rule: anything with ``__index__`` is an integer (Python and numpy ints, 0-d
+    integer arrays), as in numpy and the Array API standard; a bool is not (it would
+    pass ``__index__`` as 0 or 1 and hide a mistake), nor is a float, even an integral one.
+    """
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(
+        f"{op}: {what} must be an integer (an int or anything with __index__, such as "
+        f"numpy.int64), got {type(value).__name__} {value!r}"
+    )
+
+
+def as_ints(values, what: str, op: str) -> tuple[int, ...]:
+    """A sequence of integers (each by ``as_int``) as a tuple."""
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise TypeError(
+            f"{op}: {what} must be a tuple of integers, got {type(values).__name__} {values!r}"
+        ) from None
+    return tuple(as_int(v, what, op) for v in items)
+
+
+def int_or_ints(values, what: str, op: str) -> tuple[int, ...]:
+    """One integer or a tuple (or list) of them, as a tuple: ``axis=1``, ``axis=(0, 2)``."""
+    if isinstance(values, tuple | list):
+        return as_ints(values, what, op)
+    return (as_int(values, what, op),)
+
+
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    axis = as_int(axis, "axis", op)
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
         raise ValueError(
             f"{op}: axis {axis} is out of range for a {ndim}-d tensor; "
@@ -81,12 +119,7 @@ def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
 def normalize_axes(axis, ndim: int, op: str = "op") -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axes = (axis,)
-    elif isinstance(axis, tuple | list):
-        axes = tuple(axis)
-    else:
-        raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got {axis!r}")
+    axes = int_or_ints(axis, "axis", op)
     out = tuple(sorted(normalize_axis(a, ndim, op) for a in axes))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis}")
@@ -114,11 +147,6 @@ def sub(a, b):
     return a.p_add(b.p_neg())
 
 
-def div(a, b):
-    """True division for floats: a * (1/b)."""
-    return a.p_mul(b.p_recip())
-
-
 def square(x):
     return x.p_mul(x)
 
@@ -135,23 +163,6 @@ def pow_int(x, n: int):
         if n:
             base = base.p_mul(base)
     return result if result is not None else x.p_const(1)
-
-
-def pow(x, y):
-    """x**y for float tensors: exp(y log|x|), with the sign of an odd integer power.
-
-    A negative base with a non-integer exponent is nan, as in IEEE pow; 0**0 is 1.
-    """
-    ax = abs_(x)
-    r = y.p_mul(ax.p_log()).p_exp()
-    neg = x.p_cmplt(x.p_const(0))
-    y_int = eq(floor(y), y)
-    y_odd = eq(floor(y.p_mul(y.p_const(0.5))), y.p_mul(y.p_const(0.5))).p_where(
-        y.p_const(False, dtype=dtypes.bool_), y_int
-    )
-    signed = y_odd.p_where(r.p_neg(), r)
-    r = neg.p_where(y_int.p_where(signed, x.p_const(math.nan)), r)
-    return eq(y, y.p_const(0)).p_where(x.p_const(1), r)
 
 
 def abs_(x):
@@ -298,24 +309,10 @@ def round_half_even(x):
 # ---- transcendental -----------------------------------------------------------------
 
 
-def exp2(x):
-    return x.p_mul(x.p_const(math.log(2))).p_exp()
-
-
-def log2(x):
-    return x.p_log().p_mul(x.p_const(1 / math.log(2)))
-
-
 def sigmoid(x):
     """1 / (1 + e^-x); e^-x overflowing to inf gives exactly 0."""
     one = x.p_const(1)
     return one.p_add(x.p_neg().p_exp()).p_recip()
-
-
-def tanh(x):
-    """2*sigmoid(2x) - 1: saturates cleanly to +-1 instead of inf/inf."""
-    two = x.p_const(2)
-    return sub(two.p_mul(sigmoid(two.p_mul(x))), x.p_const(1))
 
 
 def relu(x):
@@ -344,7 +341,7 @@ def gelu(x, approximate: str = "none"):
     if approximate == "tanh":
         inner = x.p_add(x.p_mul(x).p_mul(x).p_mul(x.p_const(0.044715)))
         inner = inner.p_mul(x.p_const(math.sqrt(2 / math.pi)))
-        return half.p_mul(x).p_mul(x.p_const(1).p_add(tanh(inner)))
+        return half.p_mul(x).p_mul(x.p_const(1).p_add(inner.p_op(Op.TANH)))
     if approximate != "none":
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return half.p_mul(x).p_mul(x.p_const(1).p_add(erf(x.p_mul(x.p_const(1 / math.sqrt(2))))))
@@ -520,12 +517,6 @@ def cat(xs, axis: int):
     return out
 
 
-def stack(xs, axis: int):
-    shape = list(xs[0].shape)
-    shape.insert(axis, 1)
-    return cat([x.p_reshape(tuple(shape)) for x in xs], axis)
-
-
 def split(x, sizes: list[int], axis: int):
     out, start = [], 0
     for s in sizes:
@@ -570,3 +561,68 @@ def matmul(a, b):
     if -1 in squeeze:
         shape = shape[:-1]
     return out.p_reshape(shape)
+
+
+# ---- writing through a view (both frontends' one mechanism) ---------------------------
+
+
+def apply_moves(x, moves):
+    """Replay movement ops recorded as ``(kind, arg)`` pairs (``p_<kind>(arg)``) on ``x``."""
+    for kind, arg in moves:
+        x = x.p_window(*arg) if kind == "window" else getattr(x, f"p_{kind}")(arg)
+    return x
+
+
+def check_writable(shape: tuple[int, ...], moves, op: str) -> None:
+    """Raise unless the view ``moves`` make of a ``shape`` tensor can be written through.
+
+    It can when it is one View with no pad cells (a pad has no bytes to receive a value)
+    whose elements all live at distinct places (a broadcast or an overlapping window
+    would send two values to one place; numpy and torch refuse those writes too).
+    """
+    v: View | None = View.contiguous(tuple(shape))
+    for kind, arg in moves:
+        v = v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
+        if v is None:
+            raise ValueError(
+                f"{op}: the target is a copy, not a view: its {kind} of shape {tuple(shape)} "
+                "cannot be one view of the base, so a write could not reach the base; "
+                "write into the base directly"
+            )
+    if v.mask is not None:
+        raise ValueError(
+            f"{op}: the target is a padded view of shape {v.shape}; its pad cells have no "
+            "bytes in the base to write; write into the base's own region instead"
+        )
+    if not v.is_injective:
+        raise ValueError(
+            f"{op}: the target view of shape {v.shape} (strides {v.strides}) reads some "
+            "element of its base more than once (a broadcast or an overlapping window), so "
+            "a write would be ambiguous; write into a copy (or the base) instead"
+        )
+
+
+def place(base, moves, value):
+    """``base`` with the elements ``apply_moves(base, moves)`` reads replaced by ``value``.
+
+    The write of an assignment into a view, as the next value of its whole base (the
+    caller has run ``check_writable``). Each view element's flat position in the base is
+    the same view of an arange; SCATTERing the values into a -0.0 base (the additive
+    identity that keeps every bit, -0.0 included) and ones into a zero base marks what
+    is written, and a select keeps the base everywhere else.
+    """
+    n, m = math.prod(base.shape), math.prod(value.shape)
+    if n == 0 or m == 0:
+        return base
+    idx = dtypes.int64
+    pos = apply_moves(arange(base, n, idx).p_reshape(tuple(base.shape)), moves).p_reshape((m,))
+    hit = pos.p_const(0, shape=(n,)).p_scatter(pos, pos.p_const(1), 0)
+    hit = ne(hit, hit.p_const(0)).p_reshape(tuple(base.shape))
+    vals = value.p_reshape((m,))
+    if base.dtype == dtypes.bool_:
+        got = pos.p_const(0, shape=(n,)).p_scatter(pos, vals.p_cast(idx), 0)
+        got = ne(got, got.p_const(0))
+    else:
+        zero = -0.0 if base.dtype.is_float else 0
+        got = base.p_const(zero, shape=(n,)).p_scatter(pos, vals, 0)
+    return hit.p_where(got.p_reshape(tuple(base.shape)), base)

@@ -1,10 +1,15 @@
-"""Elementwise math composed from primitives: the part of libm a device does not have to own.
+"""The decompositions of the composite math rows: libm spelled in primitives.
 
-Every function here is spelled against the primitive protocol of ``ir/graph/compose.py`` (plus
-the integer and bit primitives ``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``),
-so a device that implements the op table gets trigonometry, hyperbolics, ``expm1``,
-``log1p``, correctly rounded division, exact ``fmod`` and the rest without a line of its
-own. Only EXP, LOG and SQRT come from the device.
+Each composite row of ``ir/graph/ops.py`` (sin, pow, division, ...) names its function
+here as its ``decompose`` rule; the pass ``ir/graph/decompose.py`` applies it for a device
+that does not render the composite itself. Every function is spelled against the
+primitive protocol of ``ir/graph/compose.py`` (plus the integer and bit primitives
+``p_idiv p_mod p_and p_or p_xor p_shl p_shr p_bitcast``) and calls the other rules
+directly, never a composite node, so a device that implements the primitives alone gets
+trigonometry, hyperbolics, ``expm1``, ``log1p``, correctly rounded division, exact
+``fmod`` and the rest without a line of its own. Only EXP, LOG and SQRT come from the
+device. The frontends do not call these: they build the composite node
+(``ir/graph/functions.py``).
 
 How precision is bought, function by function, is said where each is defined; the
 measured error table is in ``docs/array_api.md``. Three habits run through the file:
@@ -174,17 +179,6 @@ def log1p(x):
     r = u.p_log().p_mul(x).p_mul(sub(u, const(x, 1)).p_recip())
     r = select(compose.eq(u, const(x, 1)), x, r)
     return select(compose.eq(x, const(x, math.inf)), x, r)
-
-
-@via_float64
-def exp(x):
-    """EXP, with float32 rounded once from float64 (correctly rounded, unlike most float32 exps)."""
-    return x.p_exp()
-
-
-@via_float64
-def log(x):
-    return x.p_log()
 
 
 def _log_parts(x):
@@ -718,32 +712,3 @@ def fmod(a, b):
     )
     r = select(logical_and(isinf(b), isfinite(a)), a, r)
     return select(bad, _nan(a), r)
-
-
-def float_remainder(a, b):
-    """Python's %: fmod moved to the divisor's sign; a zero takes the divisor's sign."""
-    m = fmod(a, b)
-    zero = const(m, 0)
-    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    m = select(fix, m.p_add(b), m)
-    m = select(compose.eq(m, zero), copysign(zero, b), m)
-    # an infinite divisor with the other sign leaves an infinity; Python gives b there
-    return m
-
-
-def float_floor_divide(a, b):
-    """Python's //: (a - fmod(a, b)) / b, stepped down with the remainder, then rounded."""
-    m = fmod(a, b)
-    zero = const(m, 0)
-    div = divide(sub(a, m), b)
-    fix = logical_and(compose.ne(m, zero), compose.ne(m.p_cmplt(zero), b.p_cmplt(zero)))
-    div = select(fix, sub(div, const(div, 1)), div)
-    fl = compose.floor(div)
-    fl = select(gt(sub(div, fl), const(div, 0.5)), fl.p_add(const(fl, 1)), fl)
-    zero_div = copysign(zero, divide(a, b))
-    fl = select(compose.eq(div, zero), zero_div, fl)
-    plain = divide(a, b)  # b == 0 or an infinite operand: the quotient's own special value
-    special = logical_or(compose.eq(b, zero), logical_not(logical_and(isfinite(a), isfinite(b))))
-    fl = select(special, compose.floor(plain), fl)
-    # a finite number over an infinity is a signed zero (the standard; Python says -1 or 0)
-    return select(logical_and(isfinite(a), isinf(b)), copysign(zero, plain), fl)

@@ -7,6 +7,7 @@ graphs. ``structure_key`` is the by-value fingerprint the runtime caches plans u
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ir.graph.dtypes import DType
@@ -34,14 +35,10 @@ class Node:
         return f"<Node {self.op.value} {self.dtype}{list(self.shape)} #{self._uid}>"
 
 
-def _count():
-    i = 0
-    while True:
-        yield i
-        i += 1
-
-
-_counter = _count()
+# Node ids come from itertools.count: its next() is one C call under the GIL, so threads
+# building graphs at once each get a distinct id (a generator raises if two threads
+# resume it together).
+_counter = itertools.count()
 
 _on_create = None  # a callable the runtime's profiler installs to note where nodes are made
 

@@ -1,10 +1,22 @@
-"""The closed op table: every primitive limn computes, one row each.
+"""The op table: every op limn computes, one row each, carrying everything about it as code.
 
-Nineteen primitives plus CUSTOM. Everything else a user calls (sub, matmul, softmax,
-comparisons, ...) is spelled in these in ``ir/graph/compose.py``, so a device that implements
-this table gets the whole framework. A row says how many sources the op takes, which
-family it belongs to (the scheduler and the lowering dispatch on it), and how its result
-dtype follows from its sources.
+A row says how many sources the op takes; its family (the scheduler and the lowering
+dispatch on it); which operand dtypes it accepts and how its result dtype follows; how
+numpy computes it (``ir/graph/semantics.py``: the numpy reference device and the loop-nest
+interpreter both call ``evaluate``); its gradient rule (``ir/graph/grads.py``); its C
+spelling, a template the c renderer fills; and, for a composite, its decomposition into
+primitives (``ir/graph/elementary.py``). Adding a primitive is one row here plus each
+device's rendering.
+
+Primitives. Nineteen plus CUSTOM are the closed set a new device implements: everything
+a user calls is spelled in them (``ir/graph/compose.py``). The Array API added IDIV, MOD
+and the bit operations, each a row with its reason below.
+
+Composites. Elementwise math (abs, division, rounding, fmod, trigonometry, hyperbolics, the
+exp/log family, pow, hypot, atan2, logaddexp) is one graph node each, so the numpy
+reference evaluates it with one numpy call and the c device with one inline C function.
+A device that renders only primitives gets each composite from its ``decompose`` rule,
+applied by the pass ``ir/graph/decompose.py`` just before scheduling.
 
 Op arguments (``Node.arg``):
 
@@ -20,98 +32,185 @@ Op arguments (``Node.arg``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import numpy as np
 
-class Op(Enum):
-    BUFFER = "BUFFER"
-    CONST = "CONST"
-    VIEW = "VIEW"
-    NEG = "NEG"
-    EXP = "EXP"
-    LOG = "LOG"
-    SQRT = "SQRT"
-    RECIP = "RECIP"
-    CAST = "CAST"
-    ADD = "ADD"
-    MUL = "MUL"
-    CMPLT = "CMPLT"
-    IDIV = "IDIV"
-    MOD = "MOD"
-    AND = "AND"
-    OR = "OR"
-    XOR = "XOR"
-    SHL = "SHL"
-    SHR = "SHR"
-    BITCAST = "BITCAST"
-    WHERE = "WHERE"
-    SUM = "SUM"
-    MAX = "MAX"
-    GATHER = "GATHER"
-    SCATTER = "SCATTER"
-    CONTIGUOUS = "CONTIGUOUS"
-    ASSIGN = "ASSIGN"
-    CUSTOM = "CUSTOM"
+from ir.graph import elementary, grads, semantics
+from ir.graph.dtypes import DType, compute_dtype, to_numpy
+from ir.graph.opcodes import Op
 
-    def __repr__(self) -> str:
-        return self.value
+__all__ = ["Op", "OpRow", "TABLE", "evaluate"]
 
 
 @dataclass(frozen=True)
-class OpInfo:
+class OpRow:
     op: Op
     arity: int  # number of sources; -1 means any
     category: str  # source, movement, unary, binary, ternary, reduce, indexed, barrier, custom
-    dtype_rule: str  # how the result dtype follows from the sources
+    accepts: str = "any"  # operand dtypes: any, numeric, float, int, bits (int or bool)
+    result: str = "same"  # result dtype: same (as the last source), bool, target (the node's)
+    numpy: Callable | None = None  # elementwise: f(*arrays at compute dtype) -> array
+    grad: object = None  # (ctx, out, g) -> a gradient per source; VIEW: a rule per movement
+    c: dict[str, str] = field(default_factory=dict)  # dtype name or "" -> C template
+    decompose: Callable | None = None  # composites: the spelling in primitives
+    cost: int = 1  # weighted ops per element, for the schedule's recompute budget
+
+    @property
+    def composite(self) -> bool:
+        return self.decompose is not None
+
+    def spell_c(self, args: list[str], t: str, s: str, d: DType) -> str:
+        """The C expression for this op on ``args``: t is the result's C type, s the last
+        source's, d the result dtype (a row may spell bool or float32 differently)."""
+        tpl = self.c.get(d.name, self.c.get(""))
+        if tpl is None:
+            raise NotImplementedError(f"render_c: no C for {self.op.value}")
+        return tpl.format(*args, t=t, s=s)
 
 
-TABLE: dict[Op, OpInfo] = {
-    row.op: row
-    for row in [
-        OpInfo(Op.BUFFER, 0, "source", "the buffer's dtype"),
-        OpInfo(Op.CONST, 0, "source", "the constant's dtype"),
-        OpInfo(Op.VIEW, 1, "movement", "same as source"),
-        OpInfo(Op.NEG, 1, "unary", "same as source (numeric)"),
-        OpInfo(Op.EXP, 1, "unary", "same as source (float)"),
-        OpInfo(Op.LOG, 1, "unary", "same as source (float)"),
-        OpInfo(Op.SQRT, 1, "unary", "same as source (float)"),
-        OpInfo(Op.RECIP, 1, "unary", "same as source (float)"),
-        OpInfo(Op.CAST, 1, "unary", "the target dtype"),
-        OpInfo(Op.ADD, 2, "binary", "sources share a dtype; same"),
-        OpInfo(Op.MUL, 2, "binary", "sources share a dtype; same"),
-        OpInfo(Op.CMPLT, 2, "binary", "sources share a dtype; bool"),
-        # Added for the Array API: integer division and bit operations cannot be composed
-        # exactly from float arithmetic, and a float's sign bit (signbit of -0.0 or of a
-        # negative nan, copysign, nextafter) is invisible to every comparison.
-        OpInfo(Op.IDIV, 2, "binary", "integers; same (truncates toward zero, x/0 = 0)"),
-        OpInfo(Op.MOD, 2, "binary", "integers; same (sign of the dividend, x%0 = 0)"),
-        OpInfo(Op.AND, 2, "binary", "bool or integers; same"),
-        OpInfo(Op.OR, 2, "binary", "bool or integers; same"),
-        OpInfo(Op.XOR, 2, "binary", "bool or integers; same"),
-        OpInfo(Op.SHL, 2, "binary", "integers; same (a count >= width gives 0)"),
-        OpInfo(
-            Op.SHR,
-            2,
-            "binary",
-            "integers; same (arithmetic for signed; count >= width gives the sign fill)",
-        ),
-        OpInfo(Op.BITCAST, 1, "unary", "the target dtype, of the source's width"),
-        OpInfo(Op.WHERE, 3, "ternary", "bool condition, branches share a dtype; same"),
-        OpInfo(Op.SUM, 1, "reduce", "same as source, accumulated in acc_dtype"),
-        OpInfo(Op.MAX, 1, "reduce", "same as source"),
-        OpInfo(Op.GATHER, 2, "indexed", "source's dtype; index is an integer"),
-        OpInfo(Op.SCATTER, 3, "indexed", "base's dtype; index is an integer"),
-        OpInfo(Op.CONTIGUOUS, 1, "barrier", "same as source"),
-        OpInfo(Op.ASSIGN, 2, "barrier", "target's dtype; value has the same"),
-        OpInfo(Op.CUSTOM, -1, "custom", "declared by the kernel"),
-    ]
-}
+def _c(default: str, **by_dtype: str) -> dict[str, str]:
+    return {"": default, **by_dtype}
+
+
+def _composite(op: Op, arity: int, numpy, grad, decompose, cost: int = 8) -> OpRow:
+    name = op.value.lower()
+    args = ", ".join(f"{{{i}}}" for i in range(arity))
+    return OpRow(
+        op,
+        arity,
+        "unary" if arity == 1 else "binary",
+        accepts="float",
+        numpy=numpy,
+        grad=grad,
+        c=_c(f"limn_{name}_{{t}}({args})"),
+        decompose=decompose,
+        cost=cost,
+    )
+
+
+_ROWS = [
+    OpRow(Op.BUFFER, 0, "source", result="target"),
+    OpRow(Op.CONST, 0, "source", result="target"),
+    OpRow(Op.VIEW, 1, "movement", grad=grads.MOVEMENT),
+    OpRow(Op.NEG, 1, "unary", "numeric", numpy=semantics.neg, grad=grads.neg,
+          c=_c("(({t})(-{0}))", bool="{0}")),
+    OpRow(Op.EXP, 1, "unary", "float", numpy=np.exp, grad=grads.exp,
+          c=_c("exp({0})", float32="limn_expf({0})"), cost=2),
+    OpRow(Op.LOG, 1, "unary", "float", numpy=np.log, grad=grads.log,
+          c=_c("log({0})", float32="limn_logf({0})"), cost=2),
+    OpRow(Op.SQRT, 1, "unary", "float", numpy=np.sqrt, grad=grads.sqrt,
+          c=_c("sqrt({0})", float32="sqrtf({0})"), cost=2),
+    OpRow(Op.RECIP, 1, "unary", "float", numpy=np.reciprocal, grad=grads.recip,
+          c=_c("(({t})1 / {0})"), cost=2),
+    # the renderer converts itself (bfloat16 goes through float bits): no template
+    OpRow(Op.CAST, 1, "unary", result="target", grad=grads.cast),
+    OpRow(Op.ADD, 2, "binary", numpy=semantics.add, grad=grads.add,
+          c=_c("(({t})({0} + {1}))", bool="({0} | {1})")),
+    OpRow(Op.MUL, 2, "binary", numpy=semantics.mul, grad=grads.mul,
+          c=_c("(({t})({0} * {1}))", bool="({0} & {1})")),
+    OpRow(Op.CMPLT, 2, "binary", result="bool", numpy=np.less, grad=grads.none,
+          c=_c("({0} < {1})")),
+    # Added for the Array API: integer division and bit operations cannot be composed
+    # exactly from float arithmetic, and a float's sign bit (signbit of -0.0 or of a
+    # negative nan, copysign, nextafter) is invisible to every comparison.
+    # IDIV truncates toward zero, x/0 = 0; MOD has the dividend's sign, x%0 = 0
+    OpRow(Op.IDIV, 2, "binary", "int", numpy=semantics.idiv, grad=grads.none,
+          c=_c("limn_idiv_{s}({0}, {1})"), cost=2),
+    OpRow(Op.MOD, 2, "binary", "int", numpy=semantics.mod, grad=grads.none,
+          c=_c("limn_mod_{s}({0}, {1})"), cost=2),
+    OpRow(Op.AND, 2, "binary", "bits", numpy=np.bitwise_and, grad=grads.none,
+          c=_c("(({t})({0} & {1}))")),
+    OpRow(Op.OR, 2, "binary", "bits", numpy=np.bitwise_or, grad=grads.none,
+          c=_c("(({t})({0} | {1}))")),
+    OpRow(Op.XOR, 2, "binary", "bits", numpy=np.bitwise_xor, grad=grads.none,
+          c=_c("(({t})({0} ^ {1}))")),
+    # a count past the width gives 0 (SHL) or the sign fill (SHR, arithmetic for signed)
+    OpRow(Op.SHL, 2, "binary", "int", numpy=semantics.shl, grad=grads.none,
+          c=_c("limn_shl_{s}({0}, {1})")),
+    OpRow(Op.SHR, 2, "binary", "int", numpy=semantics.shr, grad=grads.none,
+          c=_c("limn_shr_{s}({0}, {1})")),
+    # the target dtype has the source's width; the renderer names the helper
+    OpRow(Op.BITCAST, 1, "unary", result="target", grad=grads.none),
+    OpRow(Op.WHERE, 3, "ternary", numpy=np.where, grad=grads.where,
+          c=_c("({0} ? {1} : {2})")),
+    # accumulated in acc_dtype (ir/graph/dtypes.py), rounded once
+    OpRow(Op.SUM, 1, "reduce", grad=grads.sum_),
+    OpRow(Op.MAX, 1, "reduce", grad=grads.max_),
+    OpRow(Op.GATHER, 2, "indexed", grad=grads.gather, cost=3),
+    OpRow(Op.SCATTER, 3, "indexed", grad=grads.scatter),
+    OpRow(Op.CONTIGUOUS, 1, "barrier", grad=grads.contiguous),
+    OpRow(Op.ASSIGN, 2, "barrier"),
+    OpRow(Op.CUSTOM, -1, "custom", result="target"),
+    # ---- composites: numpy, gradient, decomposition (elementary.py) ----
+    _composite(Op.ABS, 1, np.abs, grads.unary(Op.ABS), elementary.fabs, cost=1),
+    _composite(Op.DIV, 2, np.divide, grads.div, elementary.divide, cost=2),
+    _composite(Op.FLOOR, 1, np.floor, grads.zero, elementary.floor, cost=2),
+    _composite(Op.CEIL, 1, np.ceil, grads.zero, elementary.ceil, cost=2),
+    _composite(Op.TRUNC, 1, np.trunc, grads.zero, elementary.trunc, cost=2),
+    _composite(Op.ROUND, 1, np.rint, grads.zero, elementary.rint, cost=2),
+    _composite(Op.FMOD, 2, np.fmod, grads.fmod, elementary.fmod),
+    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), elementary.sin),
+    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), elementary.cos),
+    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), elementary.tan),
+    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), elementary.asin),
+    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), elementary.acos),
+    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), elementary.atan),
+    _composite(Op.SINH, 1, np.sinh, grads.unary(Op.SINH), elementary.sinh),
+    _composite(Op.COSH, 1, np.cosh, grads.unary(Op.COSH), elementary.cosh),
+    _composite(Op.TANH, 1, np.tanh, grads.unary(Op.TANH), elementary.tanh),
+    _composite(Op.ASINH, 1, np.arcsinh, grads.unary(Op.ASINH), elementary.asinh),
+    _composite(Op.ACOSH, 1, np.arccosh, grads.unary(Op.ACOSH), elementary.acosh),
+    _composite(Op.ATANH, 1, np.arctanh, grads.unary(Op.ATANH), elementary.atanh),
+    _composite(Op.EXP2, 1, np.exp2, grads.unary(Op.EXP2), elementary.exp2),
+    _composite(Op.EXPM1, 1, np.expm1, grads.unary(Op.EXPM1), elementary.expm1),
+    _composite(Op.LOG1P, 1, np.log1p, grads.unary(Op.LOG1P), elementary.log1p),
+    _composite(Op.LOG2, 1, np.log2, grads.unary(Op.LOG2), elementary.log2),
+    _composite(Op.LOG10, 1, np.log10, grads.unary(Op.LOG10), elementary.log10),
+    _composite(Op.POW, 2, np.power, grads.pow_, elementary.pow),
+    _composite(Op.HYPOT, 2, np.hypot, grads.hypot, elementary.hypot),
+    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, elementary.atan2),
+    _composite(Op.LOGADDEXP, 2, semantics.logaddexp, grads.logaddexp, elementary.logaddexp),
+]  # fmt: skip
+
+TABLE: dict[Op, OpRow] = {row.op: row for row in _ROWS}
+assert set(TABLE) == set(Op), "every op has a row"
 
 UNARY = frozenset(o for o, r in TABLE.items() if r.category == "unary")
 BINARY = frozenset(o for o, r in TABLE.items() if r.category == "binary")
 ELEMENTWISE = frozenset(o for o, r in TABLE.items() if r.category in ("unary", "binary", "ternary"))
-REDUCE = frozenset((Op.SUM, Op.MAX))
-FLOAT_ONLY = frozenset((Op.EXP, Op.LOG, Op.SQRT, Op.RECIP))
-INT_ONLY = frozenset((Op.IDIV, Op.MOD, Op.SHL, Op.SHR))
-BITWISE = frozenset((Op.AND, Op.OR, Op.XOR))
+REDUCE = frozenset(o for o, r in TABLE.items() if r.category == "reduce")
+COMPOSITE = frozenset(o for o, r in TABLE.items() if r.composite)
+PRIMITIVE = frozenset(Op) - COMPOSITE
+
+
+FLOAT_ONLY = frozenset(o for o, r in TABLE.items() if r.accepts == "float")
+INT_ONLY = frozenset(o for o, r in TABLE.items() if r.accepts == "int")
+BITWISE = frozenset(o for o, r in TABLE.items() if r.accepts == "bits")
+
+
+def widen(x, d: DType):
+    """Half-width floats compute in float32."""
+    cd = compute_dtype(d)
+    return x.astype(to_numpy(cd)) if cd != d else x
+
+
+def evaluate(op: Op, vals, out_dtype: DType, src_dtype: DType):
+    """Any elementwise row on numpy arrays, rounded to ``out_dtype``; warnings silenced.
+
+    Operands are widened to their compute dtype first (half widths compute in float32),
+    except a WHERE's condition and the bits a CAST or BITCAST reads.
+    """
+    with np.errstate(all="ignore"):
+        if op == Op.CAST:
+            return np.asarray(vals[0]).astype(to_numpy(out_dtype))
+        if op == Op.BITCAST:
+            return np.asarray(vals[0]).view(to_numpy(out_dtype))
+        if op == Op.WHERE:
+            return np.where(vals[0], vals[1], vals[2]).astype(to_numpy(out_dtype))
+        fn = TABLE[op].numpy
+        if fn is None:
+            raise NotImplementedError(f"semantics: {op.value} is not an elementwise op")
+        args = [widen(np.asarray(v), src_dtype) for v in vals]
+        return np.asarray(fn(*args)).astype(to_numpy(out_dtype))

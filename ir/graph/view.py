@@ -64,6 +64,22 @@ class View:
     def is_empty_mask(self) -> bool:
         return self.mask is not None and any(lo >= hi for lo, hi in self.mask)
 
+    @property
+    def is_injective(self) -> bool:
+        """No two elements read one address, so a write through the view is well defined.
+
+        With the dims sorted by stride, each stride must step past every address the
+        smaller-strided dims reach (a stride-0 dim of size > 1, a broadcast, never does).
+        """
+        if self.size == 0:
+            return True
+        reach = 0
+        for st, s in sorted((abs(st), s) for s, st in zip(self.shape, self.strides) if s > 1):
+            if st <= reach:
+                return False
+            reach += st * (s - 1)
+        return True
+
     def address(self, idx: tuple[int, ...]) -> int | None:
         """Where element ``idx`` is read from, or None if it lies in the pad."""
         if self.mask is not None and any(not lo <= i < hi for i, (lo, hi) in zip(idx, self.mask)):

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ir.graph.node import Node, toposort
-from ir.graph.ops import ELEMENTWISE, REDUCE, Op
+from ir.graph.ops import ELEMENTWISE, REDUCE, TABLE, Op
 from ir.kernel.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 
 CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
@@ -53,7 +53,6 @@ class Schedule:
     tops: tuple[Node, ...] = ()  # the node each kernel computes, in run order
 
 
-HEAVY = {Op.EXP: 2, Op.LOG: 2, Op.SQRT: 2, Op.RECIP: 2, Op.GATHER: 3, Op.IDIV: 2, Op.MOD: 2}
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
 
@@ -74,7 +73,7 @@ def _costly(node: Node, cut: set[int], is_input) -> bool:
             continue
         seen.add(id(n))
         if n.op not in (Op.VIEW, Op.CONST, Op.CAST):
-            cost += HEAVY.get(n.op, 1)
+            cost += TABLE[n.op].cost
             if cost >= RECOMPUTE_BUDGET:
                 return True
         stack.extend(n.srcs)

@@ -2,7 +2,7 @@
 
 It is the oracle that a printed nest means what it says. It is deliberately literal: every
 value is a 0-d numpy array of exactly the dtype its instruction names, every ARITH goes
-through ``ir/graph/semantics.apply`` (the definitions the numpy device uses), loads and stores
+through ``ir/graph/ops.evaluate`` (the op rows the numpy device uses), loads and stores
 touch one element, and an address outside its buffer is an error rather than a silent
 read, so a lowering bug cannot hide behind a lucky number. Fresh buffers start filled with
 a poison value, so a cell the nest forgets to write shows up in the diff.
@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ir.graph import dtypes, semantics
+from ir.graph import dtypes, ops
 from ir.graph.dtypes import DType, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import Op
@@ -50,7 +50,7 @@ from ir.loop.rewrite import defines, value_dtype
 def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
     """One step of a reduce: ADD by the shared semantics; MAX keeps nan, as the reference's max."""
     if op == Op.ADD:
-        return semantics.apply(Op.ADD, [acc, x], d, d)
+        return ops.evaluate(Op.ADD, [acc, x], d, d)
     return np.asarray(np.maximum(acc, x)).astype(to_numpy(d))
 
 
@@ -201,7 +201,7 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
                 env[ins.out] = np.zeros((), to_numpy(ins.dtype))
         elif t is Arith:
             vals = [_scalar(env[s]) for s in ins.srcs]
-            env[ins.out] = semantics.apply(ins.op, vals, ins.dtype, kinds[ins.srcs[-1]])
+            env[ins.out] = ops.evaluate(ins.op, vals, ins.dtype, kinds[ins.srcs[-1]])
         elif t is Mask:
             env[ins.out] = np.asarray(_holds(ins.preds, env))
         elif t is Check:

@@ -7,12 +7,14 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
     ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/graph/ops.py``
+                                   (composites included: SIN, POW, DIV, ...)
     MASK     v = preds : bool      the pad predicates as a value (for WHERE)
     CHECK    0 <= v < size  what   a data-dependent index must be in range (else an error)
-    DEFACC   acc = identity : dtype   a register accumulator
-    ACCUM    dst = OP dst, v       fold v into a register or a memory cell (OP: ADD, MAX)
+    DEFACC   acc[shape] = identity : dtype   a register accumulator (an array with a shape)
+    ACCUM    dst[lane] = OP dst, v   fold v into a register, one lane of an array, or a
+                                   memory cell (OP: ADD, MAX)
              dst = FMA dst, a, b   fold the product a*b, rounded once (a fused multiply-add)
-    FOLD     acc = OP pairwise     fold an array accumulator into acc[0] by a fixed tree
+    FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
@@ -27,7 +29,7 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 
 * arithmetic happens in each value's dtype as written: half-width floats are widened and
   rounded by explicit CASTs, so a backend renders what it reads and nothing more;
-* ARITH computes ``ir/graph/semantics.apply(op, srcs, dtype, dtype of the last src)``;
+* ARITH computes ``ir/graph/ops.evaluate(op, srcs, dtype, dtype of the last src)``;
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
 * ACCUM ADD is ARITH ADD in the target's dtype; ACCUM MAX is a max that keeps nan;
 * ACCUM FMA is ``dst + a*b`` computed exactly and rounded once to the target's float dtype

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir.c.passes import c_passes
-from ir.c.render import units
+from ir.c.render import renders, units
 from ir.graph import dtypes
+from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph
 from ir.loop.passes import Pass
 from limn.runtime.cc import CompilerError, find_toolchain
@@ -53,8 +54,14 @@ def default_threads() -> int:
 class CDevice(CompiledDevice):
     name = "c"
 
-    def __init__(self, passes: Sequence[Pass] | None = None, openmp: bool | None = None):
+    def __init__(
+        self,
+        passes: Sequence[Pass] | None = None,
+        openmp: bool | None = None,
+        composites: bool = True,
+    ):
         super().__init__()
+        self.composites = composites  # False: render primitives only, as a new device would
         try:
             self.toolchain = find_toolchain()
         except CompilerError as e:
@@ -62,6 +69,10 @@ class CDevice(CompiledDevice):
         self.openmp = self.toolchain.openmp if openmp is None else openmp
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
+
+    def renders(self, node) -> bool:
+        """The composites ``ir/c/libm.py`` spells at the node's compute dtype."""
+        return self.composites and renders(node.op, compute_dtype(node.dtype))
 
     def set_threads(self, n: int) -> None:
         self.threads = n

@@ -12,6 +12,9 @@ keep that cache safe:
   each other's file;
 * a library is loaded only if its bytes still hash to the digest recorded when this code
   wrote it; a corrupted or foreign entry is rebuilt, never loaded.
+
+Within one process, compiling and publishing is serialized by a lock, so two threads that
+need the same new library build it once and neither sees the other's half-published pair.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +35,8 @@ from pathlib import Path
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
 # case is a flipped, value-padded view of a matmul). The pad splitting pass does the
 # useful part of unswitching itself, so nothing is lost.
+# -fno-trapping-math: no program reads the floating-point exception flags, and without it
+# gcc will not vectorize floor, ceil, trunc or rint (the composite rows' C spellings).
 # -ffp-contract=off: a*b+c is two roundings, as the nest (and the numpy reference) says;
 # the one deliberate fused multiply-add is the tiled contraction's (ir/c/tile.py).
 FLAGS = (
@@ -42,6 +48,7 @@ FLAGS = (
     "-shared",
     "-fPIC",
     "-fno-math-errno",
+    "-fno-trapping-math",
     "-fwrapv",
     "-std=gnu11",
 )
@@ -49,6 +56,9 @@ FLAGS = (
 
 class CompilerError(RuntimeError):
     pass
+
+
+_publish_lock = threading.Lock()  # one compile-and-publish at a time in this process
 
 
 @dataclass
@@ -71,9 +81,12 @@ class Toolchain:
         """One library per source; the ones not in the cache are compiled side by side."""
         paths = [self.cache_dir / f"{self._key(src)}.so" for src in sources]
         libs = [self._load_verified(so) for so in paths]
-        todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
-        if todo:
-            self._compile_many(todo)
+        if any(lib is None for lib in libs):
+            with _publish_lock:  # look again: another thread may have built them meanwhile
+                libs = [lib or self._load_verified(so) for so, lib in zip(paths, libs)]
+                todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
+                if todo:
+                    self._compile_many(todo)
         out = []
         for so, lib in zip(paths, libs):
             lib = lib or self._load_verified(so)

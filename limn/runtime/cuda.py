@@ -33,6 +33,8 @@ from ir.cuda.render import kernels, program
 from ir.graph import dtypes
 from ir.kernel.kernel import KernelGraph
 from limn.runtime.cc import cache_root, private_dir
+from limn.runtime.cuda_sdpa import FusedAttention, acc_dtype
+from limn.runtime.cuda_sdpa import register as register_sdpa
 from limn.runtime.jit import CompiledDevice, Plan
 
 # name -> (restype, argtypes), as declared in nvrtc.h and cuda.h
@@ -69,6 +71,7 @@ DRIVER_PROTOTYPES = {
     "cuMemFree_v2": (c_int, [c_uint64]),
     "cuMemcpyHtoD_v2": (c_int, [c_uint64, c_void_p, c_size_t]),
     "cuMemcpyDtoH_v2": (c_int, [c_void_p, c_uint64, c_size_t]),
+    "cuMemcpyDtoD_v2": (c_int, [c_uint64, c_uint64, c_size_t]),
     "cuMemsetD8_v2": (c_int, [c_uint64, c_ubyte, c_size_t]),
     "cuLaunchKernel": (
         c_int,
@@ -257,6 +260,10 @@ class Driver:
         if a.nbytes:
             self.check(self.fn["cuMemcpyDtoH_v2"](a.ctypes.data, ptr, a.nbytes), "copy to host")
 
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        if nbytes:
+            self.check(self.fn["cuMemcpyDtoD_v2"](dst, src, nbytes), "copy on the GPU")
+
     def zero(self, ptr: int, nbytes: int) -> None:
         self.check(self.fn["cuMemsetD8_v2"](ptr, 0, nbytes), "cuMemsetD8")
 
@@ -270,8 +277,9 @@ class Driver:
         self.check(self.fn["cuModuleGetFunction"](ctypes.byref(f), module, name.encode()), name)
         return f
 
-    def launch(self, f, grid: int, block: int, args: Sequence[int]) -> None:
-        vals = [c_uint64(a) for a in args]
+    def launch(self, f, grid: int, block: int, args: Sequence) -> None:
+        """Launch ``f``; an int argument is a device pointer, a ctypes value passes as is."""
+        vals = [c_uint64(a) if isinstance(a, int) else a for a in args]
         ptrs = (c_void_p * len(vals))(*[ctypes.cast(ctypes.byref(v), c_void_p) for v in vals])
         self.check(
             self.fn["cuLaunchKernel"](f, grid, 1, 1, block, 1, 1, 0, None, ptrs, None), "launch"
@@ -303,6 +311,7 @@ class CudaPlan(Plan):
         host: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
         wanted = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
         dev: dict[int, int] = {}
+        memo: dict = {"scratch": []}  # one run's shared state: sibling outputs, scratch
         err = drv.alloc(40)
         try:
             drv.zero(err, 40)
@@ -313,7 +322,7 @@ class CudaPlan(Plan):
                 spec = g.buffers[k.output]
                 out = np.empty(spec.shape, dtypes.to_numpy(spec.dtype))
                 dev[k.output] = drv.alloc(out.nbytes)
-                self.calls[i](drv, [dev[b] for b in k.inputs] + [dev[k.output]], err, host, k)
+                self.calls[i](drv, [dev[b] for b in k.inputs] + [dev[k.output]], err, memo, k)
                 if k.output in wanted:
                     host[k.output] = out
             drv.sync()
@@ -330,7 +339,7 @@ class CudaPlan(Plan):
                     drv.download(host[b], dev[b])
             return host
         finally:
-            for p in dev.values():
+            for p in [*dev.values(), *memo["scratch"]]:
                 drv.free(p)
             drv.free(err)
 
@@ -343,12 +352,17 @@ class CudaDevice(CompiledDevice):
         self.nvrtc = Nvrtc()  # fails first, naming what is missing, without a GPU
         self.driver = Driver()
         self.arch = self.nvrtc.arch_for(self.driver.capability)
+        self.sdpa_modules: dict = {}
+        register_sdpa(self)  # fused attention: sdpa, sdpa_bwd_q, sdpa_bwd_kv on the GPU
+
+    def ptx(self, source: str) -> bytes:
+        return ptx_cache(source, self.arch, self.nvrtc)
 
     def build(self, graph: KernelGraph) -> Plan:
         ks = kernels(graph)
         module = None
         if ks:
-            ptx = ptx_cache(program(list(ks.values())), self.arch, self.nvrtc)
+            ptx = self.ptx(program(list(ks.values())))
             module = self.driver.module(ptx)
         calls = []
         for i, k in enumerate(graph.kernels):
@@ -367,7 +381,10 @@ class CudaDevice(CompiledDevice):
             raise RuntimeError(f"cuda device: no kernel registered for CUSTOM {name!r}")
         fn = self.kernels[name]
 
-        def call(drv, ptrs, err, host, kernel):
+        if isinstance(fn, FusedAttention):
+            return self._gpu_custom(graph, k, fn)
+
+        def call(drv, ptrs, err, memo, kernel):
             drv.sync()
             args = []
             for b, p in zip(kernel.inputs, ptrs[:-1]):
@@ -381,9 +398,47 @@ class CudaDevice(CompiledDevice):
 
         return call
 
+    def _gpu_custom(self, graph: KernelGraph, k, fn):
+        """A CUSTOM kernel that runs on the GPU; siblings of one call share a single run."""
+        name, out_index, params = k.result.arg
+
+        def call(drv, ptrs, err, memo, kernel):
+            key = (name, kernel.inputs, repr(params))
+            specs = [graph.buffers[b] for b in kernel.inputs]
+            out = graph.buffers[kernel.output]
+            if key not in memo:
+                outs = []
+                for d, shape in _custom_outputs(name, specs):
+                    p = drv.alloc(_nbytes(d, shape))
+                    memo["scratch"].append(p)
+                    outs.append(p)
+                fn.run(drv, [s.shape for s in specs], specs[0].dtype, ptrs[:-1], outs, params)
+                memo[key] = outs
+            drv.copy(ptrs[-1], memo[key][out_index], _nbytes(out.dtype, out.shape))
+
+        return call
+
+
+def _nbytes(d, shape) -> int:
+    n = d.itemsize
+    for s in shape:
+        n *= s
+    return n
+
+
+def _custom_outputs(name: str, specs) -> list[tuple]:
+    """The (dtype, shape) of every output of a fused attention kernel, from its sources."""
+    q, k, v = specs[0], specs[1], specs[2]
+    acc = acc_dtype(q.dtype)
+    if name == "sdpa":
+        return [(q.dtype, (*q.shape[:-1], v.shape[-1])), (acc, q.shape[:-1])]
+    if name == "sdpa_bwd_q":
+        return [(q.dtype, q.shape)]
+    return [(k.dtype, k.shape), (v.dtype, v.shape)]
+
 
 def _launcher(fns):
-    def call(drv, ptrs, err, host, kernel):
+    def call(drv, ptrs, err, memo, kernel):
         for f, ln in fns:
             drv.launch(f, ln.grid, ln.block, [*ptrs, err])
 

@@ -11,11 +11,15 @@ contract:
   that has none never sees the node (``has_kernel`` lets the frontend compose instead).
 
 Host devices (numpy, c) keep Buffers as numpy arrays, so tensors move freely between them.
+
+Graphs may be built and realized from several threads at once: the shared maps here (the
+realized buffers, the devices) are guarded by locks, and each device guards its own caches.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -45,14 +49,17 @@ class Buffer:
 
 
 _realized: weakref.WeakKeyDictionary[Node, Buffer] = weakref.WeakKeyDictionary()
+_realized_lock = threading.Lock()
 
 
 def remember(node: Node, buf: Buffer) -> None:
-    _realized[node] = buf
+    with _realized_lock:
+        _realized[node] = buf
 
 
 def recall(node: Node) -> Buffer | None:
-    return _realized.get(node)
+    with _realized_lock:
+        return _realized.get(node)
 
 
 class Device:
@@ -77,6 +84,7 @@ class Device:
 _devices: dict[str, object] = {}
 _factories: dict[str, object] = {}
 _current = [os.environ.get("LIMN_DEVICE", "numpy")]  # the default device; LIMN_DEVICE picks another
+_devices_lock = threading.Lock()  # two threads asking for a new device build it once
 
 
 def register_device(name: str, factory) -> None:
@@ -86,11 +94,17 @@ def register_device(name: str, factory) -> None:
 
 def get_device(name: str | None = None) -> Device:
     name = name or _current[0]
-    if name not in _devices:
-        if name not in _factories:
-            raise ValueError(f"set_device: unknown device {name!r}; known: {sorted(_factories)}")
-        _devices[name] = _factories[name]()
-    return _devices[name]
+    dev = _devices.get(name)
+    if dev is not None:
+        return dev
+    with _devices_lock:
+        if name not in _devices:
+            if name not in _factories:
+                raise ValueError(
+                    f"set_device: unknown device {name!r}; known: {sorted(_factories)}"
+                )
+            _devices[name] = _factories[name]()
+        return _devices[name]
 
 
 def device_names() -> tuple[str, ...]:

@@ -4,9 +4,10 @@
 
 1. walk the graph under the roots, stopping at nodes that already have bytes (BUFFER
    nodes, and nodes the runtime remembers realizing), and fingerprint its structure;
-2. look the fingerprint up in the plan cache; on a miss, schedule (stage 2), lower and
-   run the passes (stage 3), render and compile (stage 4) -- once per structure, so a
-   training loop at fixed shapes compiles on its first step only;
+2. look the fingerprint up in the plan cache; on a miss, decompose the composites the
+   device does not render (``renders``), schedule (stage 2), lower and run the passes
+   (stage 3), render and compile (stage 4) -- once per structure, so a training loop at
+   fixed shapes compiles on its first step only;
 3. run the plan on this call's buffers: allocate each intermediate just before the
    kernel that writes it and drop it after the last kernel that reads it; then make the
    sinks (a sink aliases its buffer, never copies, unless that buffer is one of the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ir.graph import dtypes
+from ir.graph.decompose import decompose
 from ir.graph.node import Node, toposort
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
@@ -92,6 +95,7 @@ class Plan:
     sites: tuple = ()  # the user's line behind each kernel, if profiled when built
     passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
     _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
+    slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
@@ -134,6 +138,9 @@ class CompiledDevice(Device):
     def __init__(self):
         super().__init__()
         self.plans: dict[tuple, Plan] = {}
+        # builds one plan at a time: threads that miss the cache together compile a new
+        # structure once, and hits never wait (a dict read is atomic)
+        self._build_lock = threading.Lock()
         self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0}
         self.recorder: list | None = None  # set by limn.capture while it records
         # graphs that compute at most this many elements run on the numpy reference instead
@@ -144,14 +151,32 @@ class CompiledDevice(Device):
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
 
+    def renders(self, node: Node) -> bool:
+        """Whether this device computes the composite ``node`` itself; the others are
+        decomposed into primitives before scheduling. A device that renders only the
+        primitives keeps this default."""
+        return False
+
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
         key, inputs = plan_key(roots)
         plan = self.plans.get(key)
-        if plan is None:
+        if plan is not None:
+            self.stats["plan_hits"] += 1
+            return plan, [inputs[i] for i in plan.slots]
+        with self._build_lock:
+            plan = self.plans.get(key)
+            if plan is not None:  # another thread built it while this one waited
+                self.stats["plan_hits"] += 1
+                return plan, [inputs[i] for i in plan.slots]
             t0 = time.perf_counter()
-            sched = schedule(roots, lambda n: recall(n) is not None)
-            assert [id(n) for n in sched.inputs] == [id(n) for n in inputs], "slot order"
+            realized = lambda n: recall(n) is not None  # noqa: E731
+            spelled = decompose(roots, self.renders, lambda n: n.op != Op.ASSIGN and realized(n))
+            sched = schedule(spelled, realized)
+            # a decomposition may meet its inputs in another order: the plan's slot order
+            where = {id(n): i for i, n in enumerate(inputs)}
+            slots = tuple(where[id(n)] for n in sched.inputs)
             plan = self.build(sched.graph)
+            plan.slots = slots
             plan.last_use = lifetimes(sched.graph)
             prof = profile.active()
             plan.sites = tuple(prof.site(n) for n in sched.tops) if prof is not None else ()
@@ -159,9 +184,7 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
-        else:
-            self.stats["plan_hits"] += 1
-        return plan, inputs
+        return plan, [inputs[i] for i in plan.slots]
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
         if self.tiny and self.recorder is None and _work(roots) <= self.tiny:

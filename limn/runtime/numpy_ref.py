@@ -4,14 +4,14 @@ No fusion and no cleverness: this is the oracle every compiled device is diffed 
 so each primitive is written the most obvious way numpy allows. Two rules it makes
 visible: half-width floats compute in float32 and round back after each node, and a sum
 accumulates in ``acc_dtype`` and rounds once. What each elementwise op computes is written
-once, in ``ir/graph/semantics.py``, and shared with the loop-nest interpreter.
+once, in the rows of ``ir/graph/ops.py``, and shared with the loop-nest interpreter.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ir.graph import dtypes, semantics
+from ir.graph import dtypes, ops
 from ir.graph.dtypes import acc_dtype, to_numpy
 from ir.graph.node import Node, toposort
 from ir.graph.ops import ELEMENTWISE, Op
@@ -61,7 +61,7 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     if op == Op.VIEW:
         return apply_view(vals[0], node.arg)
     if op in ELEMENTWISE:
-        return semantics.apply(op, vals, d, node.srcs[-1].dtype)
+        return ops.evaluate(op, vals, d, node.srcs[-1].dtype)
     if op == Op.SUM:
         with np.errstate(all="ignore"):
             acc = to_numpy(acc_dtype(d))
