@@ -4,6 +4,8 @@
 op graph in ``ir/``. ``limn.array_namespace()`` is the Python Array API frontend.
 """
 
+import os
+
 from ir.graph.dtypes import (
     bfloat16,
     bool_,
@@ -27,6 +29,12 @@ from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
+from limn.viewer import viz
+
+if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into one page
+    from limn.viewer import record
+
+    record(os.environ["LIMN_VIZ"])
 
 
 def array_namespace():
@@ -68,5 +76,6 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "viz",
     "where",
 ]

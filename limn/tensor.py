@@ -22,7 +22,7 @@ from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
-from limn.runtime.device import Buffer, current_device, get_device
+from limn.runtime.device import Buffer, current_device, get_device, observers
 from limn.torch_methods import TorchMethods, _shape_arg
 
 _rng = [np.random.default_rng(0)]
@@ -509,6 +509,8 @@ def realize(*tensors: Tensor) -> None:
     for t in todo:
         by_device.setdefault(t.device, []).append(t)
     for name, ts in by_device.items():
+        for see in observers:
+            see(name, [t.node for t in ts])
         bufs = get_device(name).realize([t.node for t in ts])
         for t, buf in zip(ts, bufs):
             t.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)

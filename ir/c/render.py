@@ -214,6 +214,24 @@ def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
     return _Renderer(nest, openmp).function(name)
 
 
+def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set, list]:
+    """``render``, plus its source map: for each line of the C text, the position in
+    ``nest.body`` of the instruction it was written for (None for the function's header).
+
+    A loop's ``for``, its pragmas and its closing brace map to its LOOP; a tiled block's
+    own bookkeeping lines (packing, the register block) map to the block's first LOOP.
+    """
+    r = _Renderer(nest, openmp)
+    text, used = r.function(name)
+    pos = {id(ins): i for i, ins in enumerate(nest.body)}
+    per_entry: list = []
+    marks = r.marks + [(len(r.lines), None)]
+    for (start, ins), (stop, _) in zip(marks, marks[1:]):
+        per_entry += [None if ins is None else pos.get(id(ins))] * (stop - start)
+    origins = [o for entry, o in zip(r.lines, per_entry) for _ in range(entry.count("\n") + 1)]
+    return text, used, origins
+
+
 class _Renderer:
     """The state of rendering one nest: what each name is, and the lines so far."""
 
@@ -227,6 +245,12 @@ class _Renderer:
         self.used: set = set()
         self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
+        self.at = None  # the instruction the lines being written are for (the source map)
+        self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
+
+    def mark(self, ins) -> None:
+        self.at = ins
+        self.marks.append((len(self.lines), ins))
 
     def function(self, name: str) -> tuple[str, set]:
         nest = self.nest
@@ -250,10 +274,13 @@ class _Renderer:
 
     def block(self, b: Block, depth: int, collapse: int = 0) -> None:
         attrs = dict(b.loop.attrs)
+        outside = self.at
+        self.mark(b.loop)
         if tiled(b):
             self.lines.append("  " * depth + "{")
             render_tile(self, b, depth + 1)
             self.lines.append("  " * depth + "}")
+            self.mark(outside)
             return
         pad = "  " * depth
         par = attrs.get("parallel")
@@ -275,7 +302,9 @@ class _Renderer:
             f"{pad}for (int64_t {lp.var} = {start}; {lp.var} < {stop}; {lp.var} += {lp.step}) {{"
         )
         self.items(b.body, depth + 1, max(0, collapse - 1))
+        self.mark(b.loop)
         self.lines.append(pad + "}")
+        self.mark(outside)
 
     def instr(self, ins, depth: int) -> None:
         pad = "  " * depth
@@ -283,7 +312,10 @@ class _Renderer:
         if out is not None:
             self.dtype_of[out] = value_dtype(ins)
             self.values.setdefault(out, f"(int64_t){out}")
+        outside = self.at
+        self.mark(ins)
         self.lines.append(pad + self.statement(ins))
+        self.mark(outside)
 
     def statement(self, ins) -> str:
         values = self.values

@@ -167,6 +167,8 @@ def render_tile(r, block: Block, depth: int) -> None:
         elif kind[id(ins)] in ("B", "AB"):
             r.instr(ins, dd)
     v = fold.src
+    outside = r.at
+    r.mark(fold)  # the source map: the fold's line is the ACCUM's
     if fold.mul is not None:  # the nest's FMA: acc + a*b rounded once
         fma = "fmaf" if t_acc == "float" else "fma"
         put(dd, f"acc[a][b] = {fma}({v}, {fold.mul}, acc[a][b]);")
@@ -174,6 +176,7 @@ def render_tile(r, block: Block, depth: int) -> None:
         put(dd, f"acc[a][b] += {v};")
     else:
         put(dd, f"acc[a][b] = ({v} > acc[a][b] || {v} != {v}) ? {v} : acc[a][b];")
+    r.mark(outside)
     dd = close(dd, 2 + len(reds))
     put(dd, f"for (int a = 0; a < {mr} && {ia.var}_0 + a < {na}; a++) {{")
     put(dd + 1, f"const int64_t {ia.var} = {ia.var}_0 + a;")
@@ -347,7 +350,10 @@ def render_packed(r, block: Block, depth: int) -> None:
     put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
     put(dd + 2, f"acc[a][b] = {start};")
     close(dd + 2, 2)
+    outside = r.at
+    r.mark(fold)  # the source map: the micro-kernel's line is the ACCUM's
     put(dd, f"limn_mk_{t_acc}_{mr}x{nr}({k}, pa + s*{k}, pb, acc);")
+    r.mark(outside)
     r.used.add(("gemm", f"{t_acc}:{mr}:{nr}"))
     put(dd, "for (int a = 0; a < alim; a++) {")
     put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")

@@ -97,20 +97,27 @@ def format_arg(node: Node) -> str:
     return "" if a is None else repr(a)
 
 
-def format_graph(roots) -> str:
-    """One node per line: ``%3 = ADD float32[4, 3] %1 %2``."""
-    order = toposort(roots)
+def format_node(n: Node, names: dict[int, str], with_srcs: bool = True) -> str:
+    """One node's line, ``%3 = ADD float32[4, 3]  %1 %2``; ``names`` maps id(node) to %i."""
+    srcs = " ".join(names[id(s)] for s in n.srcs) if with_srcs else ""
+    arg = format_arg(n)
+    parts = [f"{names[id(n)]:>4} = {n.op.value:<10} {n.dtype}{list(n.shape)}"]
+    if srcs:
+        parts.append(srcs)
+    if arg:
+        parts.append(f"({arg})")
+    return "  ".join(parts)
+
+
+def format_graph(roots, stop=None) -> str:
+    """One node per line: ``%3 = ADD float32[4, 3] %1 %2``.
+
+    ``stop(node)`` marks nodes that already hold bytes (as in ``toposort``): they are
+    listed without their sources, and the graph behind them is not.
+    """
+    order = toposort(roots, stop)
     names = {id(n): f"%{i}" for i, n in enumerate(order)}
-    lines = []
-    for n in order:
-        srcs = " ".join(names[id(s)] for s in n.srcs)
-        arg = format_arg(n)
-        parts = [f"{names[id(n)]:>4} = {n.op.value:<10} {n.dtype}{list(n.shape)}"]
-        if srcs:
-            parts.append(srcs)
-        if arg:
-            parts.append(f"({arg})")
-        lines.append("  ".join(parts))
+    lines = [format_node(n, names, stop is None or not stop(n)) for n in order]
     outs = " ".join(names[id(r)] for r in roots)
     lines.append(f"out {outs}")
     return "\n".join(lines)

@@ -46,11 +46,17 @@ CUT_OPS = REDUCE | {Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
 
 @dataclass(frozen=True)
 class Schedule:
-    """A kernel graph plus the nodes bound to its input slots (kept outside the hashable part)."""
+    """A kernel graph plus the nodes bound to its input slots (kept outside the hashable part).
+
+    ``outputs[k]`` is the node kernel ``k`` writes, and ``row_nodes[k][r]`` the node behind
+    its row ``r`` (for a BUFFER row, the node whose buffer it reads): what lets a reader go
+    from a kernel back to the graph it was cut from (the stage viewer, ``limn/viewer.py``).
+    """
 
     graph: KernelGraph
     inputs: tuple[Node, ...]
-    tops: tuple[Node, ...] = ()  # the node each kernel computes, in run order
+    outputs: tuple[Node, ...] = ()
+    row_nodes: tuple[tuple[Node, ...], ...] = ()
 
 
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
@@ -151,14 +157,16 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
     inputs = [n for n in order if is_input(n)]
     buf_of = {id(n): i for i, n in enumerate(inputs)}
     specs = [BufferSpec(n.dtype, n.shape) for n in inputs]
-    kernels, tops = [], []
+    kernels, outputs, row_nodes = [], [], []
     for n in order:
         if id(n) not in cut:
             continue
-        tops.append(n)
         buf_of[id(n)] = len(specs)
         specs.append(BufferSpec(n.dtype, n.shape))
-        kernels.append(_kernel(n, buf_of, cut, is_input))
+        kernel, nodes = _kernel(n, buf_of, cut, is_input)
+        kernels.append(kernel)
+        outputs.append(n)
+        row_nodes.append(nodes)
 
     sinks = []
     for r in roots:
@@ -170,7 +178,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         else:  # a reshape of a buffer
             sinks.append(Sink(buf_of[id(r.srcs[0])], r.dtype, r.shape))
     graph = KernelGraph(tuple(specs), len(inputs), tuple(kernels), tuple(sinks))
-    return Schedule(graph, tuple(inputs), tuple(tops))
+    return Schedule(graph, tuple(inputs), tuple(outputs), tuple(row_nodes))
 
 
 def _kind(n: Node) -> str:
@@ -179,9 +187,10 @@ def _kind(n: Node) -> str:
     return "MAP"
 
 
-def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> Kernel:
+def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> tuple[Kernel, tuple]:
     """The fused rows that compute ``top``, reading every cut node and input as a buffer."""
     rows: list[Row] = []
+    nodes: list[Node] = []  # the node behind each row
     row_of: dict[int, int] = {}
     reads: list[int] = []
 
@@ -190,6 +199,7 @@ def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> Kerne
         if b not in reads:
             reads.append(b)
         rows.append(Row(Op.BUFFER, n.dtype, n.shape, (), reads.index(b)))
+        nodes.append(n)
         return len(rows) - 1
 
     def is_leaf(n: Node) -> bool:
@@ -215,8 +225,9 @@ def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> Kerne
             raise NotImplementedError(f"schedule: no rule for {n.op.value}")
         srcs = tuple(row_of[id(s)] for s in n.srcs)
         rows.append(Row(n.op, n.dtype, n.shape, srcs, n.arg))
+        nodes.append(n)
         row_of[id(n)] = len(rows) - 1
-    return Kernel(_kind(top), tuple(rows), tuple(reads), buf_of[id(top)])
+    return Kernel(_kind(top), tuple(rows), tuple(reads), buf_of[id(top)]), tuple(nodes)
 
 
 _FUSED = frozenset((Op.CONST, Op.VIEW, Op.GATHER))

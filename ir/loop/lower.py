@@ -22,6 +22,8 @@ loops innermost, since rounding into the buffer at every step would change the a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ir.graph.dtypes import DType, acc_dtype, compute_dtype, float32, float64, python_type, to_numpy
@@ -85,10 +87,13 @@ class _Lowering:
         self.dtype_of: dict[str, DType] = {}
         self.widened_from: dict[str, tuple[DType, str]] = {}  # exact float widenings
         self.ranges: dict[str, tuple[int, int]] = {}  # inclusive bounds of each index name
+        self.row: int | None = len(kernel.rows) - 1  # the row being lowered, tagged on each ins
 
     # ---- emission ----------------------------------------------------------------
 
     def emit(self, ins) -> str | None:
+        if self.row is not None and not isinstance(ins, Loop | EndLoop):
+            ins = replace(ins, row=self.row)
         self.body.append(ins)
         out = defines(ins)
         if out is not None:
@@ -176,14 +181,17 @@ class _Lowering:
             return self.memo[key]
         stack = [(key, self.rule(*key))]
         reply = None
+        caller = self.row
         while True:
             k, gen = stack[-1]
+            self.row = k[0]
             try:
                 need = gen.send(reply)
             except StopIteration as done:
                 self.memo[k] = reply = done.value
                 stack.pop()
                 if not stack:
+                    self.row = caller
                     return reply
                 continue
             if need in self.memo:

@@ -41,7 +41,7 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
@@ -144,7 +144,20 @@ def _preds(preds: tuple[Range, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class Loop:
+class Instruction:
+    """What every instruction carries besides its meaning.
+
+    ``row`` is the kernel row (``Kernel.rows``) the instruction was lowered from, or None
+    (a loop, or what a pass made up). It is provenance for a reader -- the stage viewer
+    links a nest line back to its op-graph node through it -- so it takes no part in
+    equality, hashing or the text, and ``dataclasses.replace`` carries it through a pass.
+    """
+
+    row: int | None = field(default=None, kw_only=True, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Loop(Instruction):
     """``for var in range(start, stop, step)``, narrowed by ``lo`` and ``hi``.
 
     ``lo`` and ``hi`` are Index bounds over outer loop variables: the loop really runs from
@@ -179,7 +192,7 @@ class Loop:
 
 
 @dataclass(frozen=True)
-class EndLoop:
+class EndLoop(Instruction):
     var: str
 
     def text(self) -> str:
@@ -187,7 +200,7 @@ class EndLoop:
 
 
 @dataclass(frozen=True)
-class Const:
+class Const(Instruction):
     out: str
     value: object
     dtype: DType
@@ -197,7 +210,7 @@ class Const:
 
 
 @dataclass(frozen=True)
-class Load:
+class Load(Instruction):
     out: str
     buf: str
     index: Index
@@ -210,7 +223,7 @@ class Load:
 
 
 @dataclass(frozen=True)
-class Arith:
+class Arith(Instruction):
     out: str
     op: Op
     srcs: tuple[str, ...]
@@ -221,7 +234,7 @@ class Arith:
 
 
 @dataclass(frozen=True)
-class Mask:
+class Mask(Instruction):
     out: str
     preds: tuple[Range, ...]
 
@@ -230,7 +243,7 @@ class Mask:
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(Instruction):
     """``0 <= value < size`` must hold where ``guard`` does, or the kernel fails."""
 
     value: str
@@ -245,7 +258,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class DefAcc:
+class DefAcc(Instruction):
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
     An array accumulator is folded into element 0 by a FOLD before its value is read.
@@ -262,7 +275,7 @@ class DefAcc:
 
 
 @dataclass(frozen=True)
-class Accum:
+class Accum(Instruction):
     """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``.
 
     ``lane`` picks one element of an array accumulator (a register ``dst`` with a shape).
@@ -287,7 +300,7 @@ class Accum:
 
 
 @dataclass(frozen=True)
-class PairwiseFold:
+class PairwiseFold(Instruction):
     """Fold an array accumulator into its element 0 by a fixed pairwise tree.
 
     The last axis first (within each row, halves added onto halves: 16 -> 8 -> 4 -> 2 ->
@@ -304,7 +317,7 @@ class PairwiseFold:
 
 
 @dataclass(frozen=True)
-class Store:
+class Store(Instruction):
     buf: str
     index: Index
     src: str

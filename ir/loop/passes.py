@@ -165,9 +165,10 @@ def _fill_then_fold(items, i: int, acc: str):
         return None  # an output loop sits inside a reduce loop: the totals must live in memory
     if not set(store.index.names) <= set(keep):
         return None
-    body = inner[:-1] + (Accum(last.op, acc, last.src),)
+    body = inner[:-1] + (Accum(last.op, acc, last.src, row=last.row),)
     reduce = (rebuild(loops[len(keep) :], body),) if len(loops) > len(keep) else body
-    new = (DefAcc(acc, const.value, const.dtype), *reduce, Store(store.buf, store.index, acc))
+    start = DefAcc(acc, const.value, const.dtype, row=const.row)
+    new = (start, *reduce, Store(store.buf, store.index, acc, row=store.row))
     return ((rebuild(outer, new),) if outer else new), used + 1
 
 

@@ -83,6 +83,10 @@ class Device:
 
 _devices: dict[str, object] = {}
 _factories: dict[str, object] = {}
+observers: list = []
+"""Callables ``see(device_name, roots)`` told of every batch the frontend asks a device to
+realize, before it runs: the stage viewer records programs through this (LIMN_VIZ)."""
+
 _current = [os.environ.get("LIMN_DEVICE", "numpy")]  # the default device; LIMN_DEVICE picks another
 _devices_lock = threading.Lock()  # two threads asking for a new device build it once
 

@@ -179,7 +179,7 @@ class CompiledDevice(Device):
             plan.slots = slots
             plan.last_use = lifetimes(sched.graph)
             prof = profile.active()
-            plan.sites = tuple(prof.site(n) for n in sched.tops) if prof is not None else ()
+            plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
             plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan
             self.stats["plans"] += 1

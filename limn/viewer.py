@@ -1,0 +1,318 @@
+"""The stage viewer: one self-contained HTML page showing every stage of a computation.
+
+``limn.viz(x, path="limn.html")`` writes the page for what realizing ``x`` would run;
+``LIMN_VIZ=out.html python script.py`` records every distinct graph the program realizes
+and writes them all at exit. The page needs no server and no network: the data below is
+embedded as JSON, and the drawing and the panels are plain JavaScript shipped beside this
+module (``viewer_page/``; docs/viewer.md says how to read it).
+
+What the page holds is exactly what the printers print, gathered per kernel:
+
+* the op graph (stage 1), one entry per node with its ``format_graph`` line;
+* the kernel graph (stage 2): each kernel's printed block, the node behind each row
+  (``Schedule.row_nodes``) and the buffers between kernels;
+* each kernel's loop nest as lowered and after every pass in order (stage 3), each line
+  tagged with the kernel row it was lowered from (``Instruction.row``);
+* the source each target renders from the final nest (stage 4), each line tagged with
+  the nest line it was written for (``ir.c.render.render_mapped``).
+
+Those tags are the links: node -> kernel rows -> nest lines -> C lines, and back.
+
+Per-kernel measurements are optional: a ``stats`` callable ``(KernelGraph, i) -> dict``
+(or, for one graph, a dict by kernel index) gives ``{"calls": n, "seconds": total,
+"flops": per call, "bytes": per call}``, any of the last two left out; the page shows
+time per call, GFLOP/s and GB/s. A profiler that measures kernels sets
+``limn.viewer.stats_source`` to such a callable and every page written afterwards shows
+its figures.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from ir.graph.node import Node, format_node, toposort
+from ir.graph.ops import Op
+from ir.kernel.kernel import KernelGraph
+from ir.kernel.schedule import schedule
+from ir.loop.lower import lower
+from ir.loop.passes import apply_passes
+from ir.printer import _roots
+
+Stats = Callable[[KernelGraph, int], "dict | None"]
+
+stats_source: Stats | None = None
+"""Set by a profiler: the per-kernel figures every page written afterwards shows."""
+
+
+# ---- targets: which passes and which renderer make each target's source ----------------
+
+
+def _c_target():
+    from ir.c.passes import c_passes
+    from ir.c.render import render_mapped
+
+    return c_passes(), render_mapped
+
+
+TARGETS: dict[str, Callable] = {"c": _c_target}
+"""Target name -> a function giving (the pass list, a renderer). A renderer is called as
+``render(nest, name)`` and returns ``(text, helpers, origins)`` like ``render_mapped``, or
+``(text, helpers)`` when it keeps no source map. A device adds its own with ``add_target``."""
+
+
+def add_target(name: str, target: Callable) -> None:
+    """Show ``name``'s source too: ``target()`` gives (passes, render) as in ``TARGETS``."""
+    TARGETS[name] = target
+
+
+# ---- the data of one graph ---------------------------------------------------------------
+
+
+def _is_input(is_realized):
+    def stop(n: Node) -> bool:
+        if n.op == Op.BUFFER:
+            return True
+        return is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
+
+    return stop
+
+
+def graph_data(
+    roots: list[Node], is_realized=None, name: str = "graph"
+) -> tuple[dict, KernelGraph]:
+    """The op graph and kernel graph of ``roots`` as page data (kernels' nests not yet)."""
+    stop = _is_input(is_realized)
+    order = toposort(roots, stop)
+    index = {id(n): i for i, n in enumerate(order)}
+    names = {id(n): f"%{i}" for i, n in enumerate(order)}
+    sched = schedule(roots, is_realized)
+    graph = sched.graph
+    nodes = []
+    for n in order:
+        stopped = stop(n)
+        nodes.append(
+            {
+                "name": names[id(n)],
+                "op": n.op.value,
+                "type": f"{n.dtype}{list(n.shape)}",
+                "text": format_node(n, names, not stopped).strip(),
+                "srcs": [] if stopped else [index[id(s)] for s in n.srcs],
+                "home": -1,
+                "reads": [],
+                "fused": [],
+            }
+        )
+    buffers = [
+        {"name": f"buf{b}", "spec": str(spec), "producer": -1}
+        for b, spec in enumerate(graph.buffers)
+    ]
+    blocks = str(graph).split("\n\n")
+    kernels = []
+    for i, k in enumerate(graph.kernels):
+        buffers[k.output]["producer"] = i
+        row_nodes = [index[id(n)] for n in sched.row_nodes[i]]
+        top = index[id(sched.outputs[i])]
+        nodes[top]["home"] = i
+        for row, nid in zip(k.rows, row_nodes):
+            node = nodes[nid]
+            if row.op == Op.BUFFER:
+                if i not in node["reads"]:
+                    node["reads"].append(i)
+            elif i not in node["fused"]:
+                node["fused"].append(i)
+                if node["home"] < 0 and nid != top:
+                    node["home"] = i
+        # a VIEW of a BUFFER row is where that buffer's loads come from
+        via = [
+            row.srcs[0] if row.op == Op.VIEW and k.rows[row.srcs[0]].op == Op.BUFFER else -1
+            for row in k.rows
+        ]
+        ops = Counter(r.op.value for r in k.rows if r.op not in (Op.BUFFER, Op.VIEW, Op.CONST))
+        summary = " ".join(op if c == 1 else f"{op}x{c}" for op, c in ops.items())
+        title = blocks[i].splitlines()[0]
+        kernels.append(
+            {
+                "name": f"k{i}",
+                "kind": k.kind,
+                "title": title,
+                "loop": title.split("  ")[-1] if k.kind != "CUSTOM" else "",
+                "summary": summary,
+                "inputs": list(k.inputs),
+                "output": k.output,
+                "block": blocks[i].splitlines(),
+                "rows": row_nodes,
+                "via": via,
+                "pipelines": {},
+                "stats": None,
+            }
+        )
+    data = {
+        "name": name,
+        "count": 1,
+        "device": "",
+        "nodes": nodes,
+        "roots": [index[id(r)] for r in roots],
+        "buffers": buffers,
+        "kernels": kernels,
+        "sinks": blocks[-1].splitlines(),
+    }
+    return data, graph
+
+
+def _nest_lines(nest, graph: KernelGraph, i: int) -> tuple[list[str], list[int]]:
+    k = graph.kernels[i]
+    text = nest.format([f"buf{b}" for b in k.inputs], f"buf{k.output}").splitlines()
+    header = len(text) - len(nest.body)
+    rows = [-1] * header + [-1 if ins.row is None else ins.row for ins in nest.body]
+    return text, rows
+
+
+def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
+    """Each kernel's pipeline per target: its nest after every pass, and the source."""
+    targets = {name: make() for name, make in TARGETS.items()}
+    data["targets"] = list(targets)
+    for i, k in enumerate(graph.kernels):
+        entry = data["kernels"][i]
+        entry["stats"] = _stats(stats, graph, i)
+        if k.kind == "CUSTOM":
+            continue
+        lowered = lower(graph, i)
+        for name, (passes, render) in targets.items():
+            entry["pipelines"][name] = _pipeline(lowered, graph, i, passes, render)
+
+
+def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
+    lines, rows = _nest_lines(nest, graph, i)
+    steps = [{"pass": "lower", "lines": lines, "rows": rows}]
+    for p in passes:
+        nest = apply_passes(nest, [p])
+        new, rows = _nest_lines(nest, graph, i)
+        step = {"pass": getattr(p, "__name__", repr(p))}
+        if new != lines:
+            step.update(lines=new, rows=rows)
+        steps.append(step)
+        lines = new
+    out = render(nest, f"k{i}")
+    pipe = {"steps": steps, "source": out[0].splitlines()}
+    if len(out) > 2:
+        header = len(lines) - len(nest.body)
+        pipe["origin"] = [-1 if o is None else header + o for o in out[2]]
+    return pipe
+
+
+def _stats(stats, graph: KernelGraph, i: int):
+    source = stats if stats is not None else stats_source
+    if source is None:
+        return None
+    got = source.get(i) if isinstance(source, dict) else source(graph, i)
+    return (
+        None if not got else {k: got[k] for k in ("calls", "seconds", "flops", "bytes") if k in got}
+    )
+
+
+# ---- the page ------------------------------------------------------------------------------
+
+
+def page(graphs: list[dict], title: str) -> str:
+    """The HTML text: the template with the data and the scripts inlined."""
+    files = resources.files("limn") / "viewer_page"
+    html = (files / "page.html").read_text()
+    targets = sorted({t for g in graphs for t in g.get("targets", [])}, key=list(TARGETS).index)
+    data = {"version": 1, "title": title, "targets": targets, "graphs": graphs}
+    blob = json.dumps(data, separators=(",", ":"))
+    blob = blob.replace("<", "\\u003c")  # nothing in the data can close the <script>
+    for key, value in (
+        ("__GRAPH_JS__", (files / "graph.js").read_text()),
+        ("__VIEWER_JS__", (files / "viewer.js").read_text()),
+        ("__TITLE__", _escape(title)),
+        ("__DATA__", blob),
+    ):
+        html = html.replace(key, value, 1)
+    return html
+
+
+def _escape(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def viz(x, path: str | os.PathLike = "limn.html", stats=None, title: str | None = None) -> Path:
+    """Write the stage viewer for what realizing ``x`` would run; returns the path.
+
+    ``x`` is what ``limn.ir`` takes: a Tensor or Array API array, a Node, or a list of them.
+    Nodes that already hold bytes are the graph's inputs, as when it is realized.
+    """
+    from limn.runtime.device import current_device, recall
+
+    roots = _roots(x)
+    data, graph = graph_data(roots, lambda n: recall(n) is not None, "graph 0")
+    data["device"] = current_device()
+    fill_kernels(data, graph, stats)
+    out = Path(path)
+    out.write_text(page([data], title or out.stem))
+    return out
+
+
+# ---- LIMN_VIZ: every graph a program realizes --------------------------------------------
+
+
+class Recorder:
+    """Collects each distinct graph realized while it is on, and writes them as one page."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.graphs: dict[tuple, tuple[dict, KernelGraph]] = {}
+
+    def observe(self, device: str, roots: list[Node]) -> None:
+        from limn.runtime.device import recall
+        from limn.runtime.jit import plan_key
+
+        key = (device, plan_key(roots)[0])
+        if key in self.graphs:
+            self.graphs[key][0]["count"] += 1
+            return
+        data, graph = graph_data(
+            roots, lambda n: recall(n) is not None, f"graph {len(self.graphs)}"
+        )
+        data["device"] = device
+        self.graphs[key] = (data, graph)
+
+    def stop(self) -> None:
+        """Stop recording (what was recorded stays, for ``write``)."""
+        from limn.runtime.device import observers
+
+        if self.observe in observers:
+            observers.remove(self.observe)
+
+    def write(self, stats=None) -> Path:
+        graphs = []
+        for data, graph in self.graphs.values():
+            fill_kernels(data, graph, stats)
+            graphs.append(data)
+        self.path.write_text(page(graphs, self.path.stem))
+        return self.path
+
+
+def record(path: str | os.PathLike, at_exit: bool = True) -> Recorder:
+    """Record every graph realized from now on; the page is written at exit (or by
+    ``Recorder.write``)."""
+    from limn.runtime.device import observers
+
+    rec = Recorder(path)
+    observers.append(rec.observe)
+
+    def finish():
+        rec.stop()
+        out = rec.write()
+        n = sum(len(d["kernels"]) for d, _ in rec.graphs.values())
+        print(f"limn: stage viewer, {len(rec.graphs)} graphs, {n} kernels: {out}", file=sys.stderr)
+
+    if at_exit:
+        atexit.register(finish)
+    return rec

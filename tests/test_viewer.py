@@ -1,0 +1,200 @@
+"""The stage viewer's data: what the page embeds is what the printers print, and its links
+(node -> kernel rows -> nest lines -> C lines) point where they claim to."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus import CASES
+
+import limn
+from ir import ir
+from ir.c.passes import c_passes
+from ir.c.render import render, render_mapped
+from ir.graph.node import format_graph
+from ir.kernel.schedule import schedule
+from ir.loop.lower import lower
+from ir.loop.nest import Arith, Load, Store
+from ir.loop.passes import apply_passes
+from limn import Tensor
+from limn.viewer import fill_kernels, graph_data, page
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def page_data(html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="limn-data">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))
+
+
+def data_for(outs):
+    roots = [t.node for t in outs]
+    data, graph = graph_data(roots)
+    fill_kernels(data, graph)
+    return data, graph
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_page_data_is_the_printed_stages(case):
+    outs = case.build()
+    data, graph = data_for(outs)
+    lines = format_graph([t.node for t in outs]).splitlines()[:-1]
+    assert [n["text"] for n in data["nodes"]] == [line.strip() for line in lines]
+    blocks = str(graph).split("\n\n")
+    assert ["\n".join(k["block"]) for k in data["kernels"]] == blocks[:-1]
+    assert "\n".join(data["sinks"]) == blocks[-1]
+    nests = ir(outs, passes=c_passes()).split("\n\n")
+    compiled = ir(outs, stage="c")  # what the c device compiles
+    for i, k in enumerate(data["kernels"]):
+        if k["kind"] == "CUSTOM":
+            continue
+        pipe = k["pipelines"]["c"]
+        final = [s for s in pipe["steps"] if "lines" in s][-1]
+        assert "\n".join(final["lines"]) == nests[i]
+        source = "\n".join(pipe["source"])
+        assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
+        assert source in compiled
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_nest_step_is_that_pass_applied_to_the_one_before(case):
+    outs = case.build()
+    data, graph = data_for(outs)
+    for i, k in enumerate(data["kernels"]):
+        if k["kind"] == "CUSTOM":
+            continue
+        steps = k["pipelines"]["c"]["steps"]
+        assert [s["pass"] for s in steps] == ["lower", *(p.__name__ for p in c_passes())]
+        nest = lower(graph, i)
+        shown = steps[0]["lines"]
+        for p, step in zip(c_passes(), steps[1:]):
+            nest = apply_passes(nest, [p])
+            text = nest.format(
+                [f"buf{b}" for b in graph.kernels[i].inputs], f"buf{graph.kernels[i].output}"
+            )
+            # a step without lines is a pass that changed nothing, and says so
+            assert text.splitlines() == step.get("lines", shown)
+            shown = step.get("lines", shown)
+
+
+def test_each_c_statement_maps_to_the_instruction_it_spells():
+    for case in CASES:
+        graph = schedule([t.node for t in case.build()]).graph
+        for i, k in enumerate(graph.kernels):
+            if k.kind == "CUSTOM":
+                continue
+            nest = apply_passes(lower(graph, i), c_passes())
+            text, _, origins = render_mapped(nest, f"k{i}")
+            lines = text.splitlines()
+            assert len(origins) == len(lines) and text == render(nest, f"k{i}")[0]
+            mapped = set()
+            for line, o in zip(lines, origins):
+                if o is None:
+                    continue
+                ins = nest.body[o]
+                mapped.add(o)
+                if isinstance(ins, Arith | Load):
+                    assert re.search(rf"\b{ins.out}\b", line), (case.name, line, ins)
+                elif isinstance(ins, Store):
+                    assert f"{ins.buf}[" in line or "acc[a][b]" in line, (case.name, line, ins)
+            computing = {j for j, ins in enumerate(nest.body) if isinstance(ins, Arith | Load)}
+            assert computing <= mapped or any(dict(lp.attrs).get("tile") for lp in _loops(nest))
+
+
+def _loops(nest):
+    return [ins for ins in nest.body if hasattr(ins, "attrs")]
+
+
+def test_nest_lines_carry_the_row_that_computes_them():
+    for case in CASES:
+        graph = schedule([t.node for t in case.build()]).graph
+        for i, k in enumerate(graph.kernels):
+            if k.kind == "CUSTOM":
+                continue
+            for ins in apply_passes(lower(graph, i), c_passes()).body:
+                if isinstance(ins, Arith) and ins.op.value not in ("CAST", "WHERE"):
+                    assert ins.row is not None and k.rows[ins.row].op == ins.op, (case.name, ins)
+                if isinstance(ins, Load):
+                    assert k.rows[ins.row].op.value in ("BUFFER", "VIEW"), (case.name, ins)
+
+
+def test_every_node_points_at_the_kernels_that_compute_and_read_it():
+    for case in CASES:
+        outs = case.build()
+        data, graph = data_for(outs)
+        sched = schedule([t.node for t in outs])
+        for nid, node in enumerate(data["nodes"]):
+            for k in node["fused"] + node["reads"]:
+                assert nid in data["kernels"][k]["rows"]
+            if node["home"] >= 0:
+                kernel = data["kernels"][node["home"]]
+                assert nid in kernel["rows"] or data["nodes"][nid]["op"] in ("ASSIGN", "CONTIGUOUS")
+        for k, rows in enumerate(sched.row_nodes):
+            assert len(rows) == len(graph.kernels[k].rows)
+
+
+def test_the_page_is_one_file_that_fetches_nothing(tmp_path):
+    x = (Tensor.randn((8, 4)) @ Tensor.randn((4, 3))).relu()
+    html = limn.viz(x, tmp_path / "mm.html").read_text()
+    without_svg_ns = html.replace('"http://www.w3.org/2000/svg"', "")
+    assert not re.search(r"https?://|<link|<script src|@import|url\(", without_svg_ns)
+    data = page_data(html)
+    assert data["targets"] == ["c"] and len(data["graphs"]) == 1
+    assert [k["name"] for k in data["graphs"][0]["kernels"]] == ["k0", "k1"]
+
+
+def test_data_that_spells_a_closing_tag_cannot_end_the_script():
+    graph = {"name": "</script><b>x</b>", "nodes": [], "kernels": [], "targets": []}
+    html = page([graph], "t")
+    assert html.count("</script>") == 2  # the data's and the code's own
+    assert page_data(html)["graphs"][0]["name"] == "</script><b>x</b>"
+
+
+def test_measured_stats_reach_the_page(tmp_path):
+    x = Tensor.randn((16, 8)) @ Tensor.randn((8, 4))
+    stats = {0: {"calls": 10, "seconds": 0.002, "flops": 2 * 16 * 8 * 4, "ignored": 1}}
+    data = page_data(limn.viz(x, tmp_path / "s.html", stats=stats).read_text())
+    got = [k["stats"] for k in data["graphs"][0]["kernels"]]
+    assert got[0] == {"calls": 10, "seconds": 0.002, "flops": 1024} and got[1:] == [None] * (
+        len(got) - 1
+    )
+
+
+def test_a_value_realized_since_is_an_input_and_the_page_stops_there(tmp_path):
+    a = Tensor.randn((4, 4))
+    h = a * 2
+    y = h.exp()  # built on h's node before h has bytes
+    h.realize()
+    nodes = page_data(limn.viz(y, tmp_path / "r.html").read_text())["graphs"][0]["nodes"]
+    assert [(n["op"], n["srcs"], n["home"]) for n in nodes] == [("MUL", [], -1), ("EXP", [0], 0)]
+
+
+def test_limn_viz_records_each_distinct_graph_once_with_its_count(tmp_path):
+    out = tmp_path / "run.html"
+    script = (
+        "from limn import Tensor\n"
+        "x = Tensor.randn((4, 3))\n"
+        "for _ in range(3):\n"
+        "    (x * 2 + 1).numpy()\n"
+        "(x @ Tensor.randn((3, 5))).sum().item()\n"
+    )
+    env = {**os.environ, "LIMN_VIZ": str(out)}
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "stage viewer" in r.stderr
+    graphs = page_data(out.read_text())["graphs"]
+    assert [g["count"] for g in graphs] == [3, 1]  # the map three times, then the matmul
+    assert [g["kernels"][0]["kind"] for g in graphs] == ["MAP", "SUM"]
+
+
+def test_viz_leaves_the_computation_unrealized(tmp_path):
+    x = Tensor.randn((3, 3))
+    y = x.exp()
+    limn.viz(y, tmp_path / "p.html")
+    assert y.node.op.value == "EXP"
+    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()), rtol=1e-6)

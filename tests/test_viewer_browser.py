@@ -1,0 +1,167 @@
+"""The stage viewer in a real browser: headless chromium loads the page, clicks through it,
+and the highlighted lines must be the ones the page's own data links.
+
+CI installs Debian's chromium (``.ci/run``); without one these tests skip, saying so.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+import pytest
+from chromium import Chromium, find
+from test_viewer import page_data
+
+import limn
+from limn import Tensor, nn, optim
+
+EXE = find()
+pytestmark = pytest.mark.skipif(
+    EXE is None, reason="no chromium found (CI installs it: apt-get install chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Chromium(EXE)
+    yield b
+    b.close()
+
+
+def load(browser, path):
+    browser.errors.clear()
+    browser.open(path.as_uri())
+    return page_data(path.read_text())["graphs"][0]
+
+
+def lines(browser, selector):
+    return browser.eval(
+        f"[...document.querySelectorAll({json.dumps(selector)})].map(e => +e.dataset.line)"
+    )
+
+
+@pytest.fixture(scope="module")
+def matmul_page(tmp_path_factory):
+    x = (Tensor.randn((16, 8)) @ Tensor.randn((8, 12))).relu().sum(1)
+    return limn.viz(x, tmp_path_factory.mktemp("viz") / "matmul.html")
+
+
+def test_the_page_loads_without_console_errors(browser, matmul_page):
+    g = load(browser, matmul_page)
+    n = browser.eval("document.querySelectorAll('#drawing g.node').length")
+    assert n == browser.eval("drawn.keys.length") and n >= len(g["nodes"]) - 2
+    assert browser.eval("document.querySelectorAll('#kernels .krow').length") == len(g["kernels"])
+    assert browser.errors == []
+
+
+def test_clicking_a_node_highlights_its_kernel_nest_lines_and_c_lines(browser, matmul_page):
+    g = load(browser, matmul_page)
+    mul = next(i for i, n in enumerate(g["nodes"]) if n["op"] == "MUL")
+    item = browser.eval(f"drawn.keys.indexOf({mul})")
+    browser.click(f'#drawing g.node[data-i="{item}"]')
+    browser.wait_for(f"sel.node === {mul}")
+    k = g["nodes"][mul]["home"]
+    kernel, pipe = g["kernels"][k], g["kernels"][k]["pipelines"]["c"]
+    assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
+    assert browser.eval("document.querySelector('#drawing g.node.sel').dataset.i") == str(item)
+    final = [s for s in pipe["steps"] if "lines" in s][-1]
+    rows = {r for r, nid in enumerate(kernel["rows"]) if nid == mul}
+    want_nest = [i for i, r in enumerate(final["rows"]) if r in rows]
+    assert want_nest and lines(browser, ".nest .ln.hl") == want_nest
+    want_c = [i for i, o in enumerate(pipe["origin"]) if o in want_nest]
+    assert want_c and lines(browser, ".source .ln.hl") == want_c
+    assert all("*" in pipe["source"][i] for i in want_c)  # the C of a MUL multiplies
+    assert browser.errors == []
+
+
+def test_clicking_a_c_line_goes_back_to_the_node_it_computes(browser, matmul_page):
+    g = load(browser, matmul_page)
+    k = len(g["kernels"]) - 1
+    browser.click(f'#kernels .krow[data-k="{k}"]')
+    browser.wait_for(f"sel.k === {k}")
+    pipe = g["kernels"][k]["pipelines"]["c"]
+    final = [s for s in pipe["steps"] if "lines" in s][-1]
+    at = next(i for i, o in enumerate(pipe["origin"]) if o >= 0 and final["rows"][o] >= 0)
+    browser.click(f'.source .ln[data-line="{at}"]')
+    nid = g["kernels"][k]["rows"][final["rows"][pipe["origin"][at]]]
+    browser.wait_for(f"sel.node === {nid}")
+    assert at in lines(browser, ".source .ln.hl")
+    assert pipe["origin"][at] in lines(browser, ".nest .ln.hl")
+    item = browser.eval(f"drawn.keys.indexOf({nid})")
+    assert browser.eval("document.querySelector('#drawing g.node.sel').dataset.i") == str(item)
+    assert browser.errors == []
+
+
+def test_a_pass_step_shows_what_it_changed_as_a_diff(browser, matmul_page):
+    g = load(browser, matmul_page)
+    k = 0
+    steps = g["kernels"][k]["pipelines"]["c"]["steps"]
+    i = next(i for i, s in enumerate(steps) if i > 0 and "lines" in s)
+    before = next(s for s in reversed(steps[:i]) if "lines" in s)["lines"]
+    browser.click(f'#kernels .krow[data-k="{k}"]')
+    browser.click(f'.steps button[data-step="{i}"]')
+    browser.wait_for(f"sel.step === {i}")
+    shown = browser.eval(
+        "[...document.querySelectorAll('.nest .ln')].map(e => [e.className, e.textContent])"
+    )
+    kinds = [c.split()[1] for c, _ in shown]
+    assert "add" in kinds or "del" in kinds
+    new = [t for c, t in shown if "del" not in c]
+    old = [t for c, t in shown if "add" not in c]
+    strip = lambda rows: [t.lstrip("0123456789") for t in rows]  # noqa: E731 (line numbers)
+    assert strip(new) == steps[i]["lines"] and [t.strip() for t in strip(old)] == [
+        t.strip() for t in before
+    ]
+    assert browser.errors == []
+
+
+def test_search_keeps_the_kernels_that_match(browser, matmul_page):
+    g = load(browser, matmul_page)
+    browser.click("#search")
+    browser.send("Input.insertText", text="MAX")
+    want = [i for i, k in enumerate(g["kernels"]) if "max" in (k["title"] + k["summary"]).lower()]
+    browser.wait_for(f"document.querySelectorAll('#kernels .krow').length === {len(want)}")
+    browser.eval("document.getElementById('search').value = ''; renderKernelList()")
+    assert browser.errors == []
+
+
+@pytest.fixture(scope="module")
+def gpt_page(tmp_path_factory):
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import viz_gpt
+
+    out = tmp_path_factory.mktemp("viz") / "gpt.html"
+    viz_gpt.main(["--out", str(out), "--steps", "1"])
+    return out
+
+
+def test_a_gpt_training_step_opens_fast_and_links_across_hundreds_of_kernels(browser, gpt_page):
+    t = time.perf_counter()
+    g = load(browser, gpt_page)
+    opened = time.perf_counter() - t
+    assert len(g["kernels"]) > 200
+    assert opened < 20, f"the page took {opened:.1f} s to open"
+    k = len(g["kernels"]) // 2
+    browser.click(f'#kernels .krow[data-k="{k}"]')
+    browser.wait_for(f"sel.k === {k}")
+    browser.click('#views button[data-view="op"]')
+    browser.wait_for("drawn.key.endsWith(':op')")
+    node = next(i for i, n in enumerate(g["nodes"]) if n["home"] == k)
+    item = browser.eval(f"drawn.keys.indexOf({node})")
+    browser.click(f'#drawing g.node[data-i="{item}"]')
+    browser.wait_for(f"sel.node === {node}")
+    assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
+    assert browser.errors == []
+
+
+def test_a_page_with_nothing_left_to_compute_still_loads(browser, tmp_path):
+    model = nn.Linear(3, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    loss = (model(Tensor(np.ones((2, 3), np.float32))) ** 2).mean()
+    loss.backward()
+    opt.step(loss)  # the weight is a buffer now: its page has one node and no kernel
+    g = load(browser, limn.viz(model.weight, tmp_path / "w.html"))
+    assert g["kernels"] == [] and browser.errors == []
