@@ -26,6 +26,8 @@ from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
 from limn.runtime import current_device, get_device, set_device
+from limn.runtime import profile as _profile
+from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, set_seed, stack, where
 from limn.viewer import viz
 
@@ -40,6 +42,9 @@ def array_namespace():
     import limn_array
 
     return limn_array
+
+
+_profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exit
 
 
 __all__ = [
@@ -62,6 +67,7 @@ __all__ = [
     "int64",
     "ir",
     "no_grad",
+    "profile",
     "realize",
     "set_device",
     "set_seed",

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 
 from ir.graph.ops import TABLE, Op
+from limn.runtime import profile
 
 
 class _GradMode(threading.local):
@@ -64,8 +65,9 @@ class Ctx:
 def rule_of(key):
     """The gradient rule of an op's row (a movement's, by kind), or None.
 
-    A CUSTOM node has no row rule of its own: the frontend function that builds one (fused
-    attention, ``limn/attention.py``) records its rule directly, as a callable.
+    A composite that differentiates better as a whole than through its primitives records
+    its rule function itself as the key: a convolution (``limn/nn.py``) and fused attention's
+    CUSTOM node (``limn/attention.py``), which has no row of its own.
     """
     if callable(key):
         return key
@@ -108,7 +110,13 @@ def backward(root, grad, create_graph: bool = False) -> None:
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
-            for p, pg in zip(t._ctx.parents, rule(t._ctx, t, g)):
+            prof = profile.active()
+            if prof is None:
+                pgs = rule(t._ctx, t, g)
+            else:
+                with prof.blame(t.node):  # the gradient's kernels name the forward op's line
+                    pgs = rule(t._ctx, t, g)
+            for p, pg in zip(t._ctx.parents, pgs):
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 
 from ir.graph import dtypes
 from ir.graph.dtypes import as_dtype
+from limn import autograd
 from limn.attention import scaled_dot_product_attention
 from limn.serialize import assign_named
 from limn.tensor import Tensor
@@ -367,6 +368,26 @@ def conv(
             f"conv{n}d: kernel {tuple(kernel)} with dilation {dilation} is larger than "
             f"the padded input {tuple(sizes)}"
         )
+    spans = [d * (k - 1) for d, k in zip(dilation, kernel)]
+    direct = max(stride) == 1 and groups == 1 and all(b <= s for (_, b), s in zip(pads, spans))
+    direct = direct and all(a <= s for (a, _), s in zip(pads, spans))
+    if direct and autograd.grad_enabled() and (x.requires_grad or weight.requires_grad):
+        # the gradients as convolutions of their own (see _conv_grad), not through unfold
+        with autograd.no_grad():
+            out = _correlate(x, weight, pads, dilation)
+        parents = (x, weight)
+        out = Tensor._make(out.node, x.device, _conv_grad, parents, (pads, dilation))
+    else:
+        out = _correlate(x, weight, pads, dilation, stride, groups)
+    return out if bias is None else out + bias.reshape(O, *([1] * n))
+
+
+def _correlate(x: Tensor, weight: Tensor, pads, dilation, stride=None, groups: int = 1) -> Tensor:
+    """The cross-correlation as one contraction over (C, *k) of the unfolded padded input."""
+    n = weight.ndim - 2
+    O, cg, *kernel = weight.shape
+    N = x.shape[0]
+    stride = stride or (1,) * n
     padded = x.pad(pads)
     if any(a or b for a, b in pads):
         # a window cannot read through a pad's mask, so the padded input is copied once
@@ -376,8 +397,38 @@ def conv(
     cols = cols.reshape(N, groups, 1, cg, *outs, *kernel)
     w = weight.reshape(1, groups, O // groups, cg, *([1] * n), *kernel)
     reduce = (3,) + tuple(range(4 + n, 4 + 2 * n))
-    out = (cols * w).sum(reduce).reshape(N, O, *outs)
-    return out if bias is None else out + bias.reshape(O, *([1] * n))
+    return (cols * w).sum(reduce).reshape(N, O, *outs)
+
+
+def _conv_grad(ctx, out, g):
+    """Both gradients of a stride-1 convolution, each a contraction on the tiled path.
+
+    dx is the correlation of g, padded by span - pad on each side, with the kernel flipped
+    and its in/out channels swapped (each input element collects every output it fed);
+    dw[o, c, *k] sums g[n, o, *y] * x_padded[n, c, *y + d*k] over n and the positions.
+    Autograd through the unfold would make a (N, C, *y, *k) gradient first, k times the
+    input, and overlap-add it.
+    """
+    x, weight = ctx.parents
+    pads, dilation = ctx.saved
+    n = weight.ndim - 2
+    O, C, *kernel = weight.shape
+    N, _, *outs = g.shape
+    spans = [d * (k - 1) for d, k in zip(dilation, kernel)]
+    gx = gw = None
+    if x.requires_grad:
+        flipped = weight.flip(*range(2, 2 + n)).transpose(0, 1)  # (C, O, *k)
+        back = tuple((s - a, s - b) for s, (a, b) in zip(spans, pads))
+        gx = _correlate(g, flipped.contiguous(), back, dilation)
+    if weight.requires_grad:
+        padded = x.pad(pads)
+        if any(a or b for a, b in pads):
+            padded = padded.contiguous()
+        cols = _unfold(padded, kernel, (1,) * n, dilation)  # (N, C, *o, *k)
+        cols = cols.reshape(N, 1, C, *outs, *kernel)
+        gg = g.reshape(N, O, 1, *outs, *([1] * n))
+        gw = (gg * cols).sum((0, *range(3, 3 + n)))
+    return gx, gw
 
 
 class _ConvNd(Module):

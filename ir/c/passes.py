@@ -26,6 +26,7 @@ from ir.graph.dtypes import HALF, bool_
 from ir.graph.ops import Op
 from ir.loop.nest import (
     Accum,
+    Arith,
     Check,
     Const,
     DefAcc,
@@ -50,6 +51,7 @@ from ir.loop.rewrite import (
     rename,
     substitute,
     to_tree,
+    uses,
 )
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
@@ -150,8 +152,9 @@ def tile_contraction(nest: LoopNest) -> LoopNest:
 
 
 def tile_shape(itemsize: int) -> tuple[int, int]:
-    """Rows and columns of the register block: two vectors of 64 bytes per row."""
-    return 4, max(8, 128 // itemsize)
+    """Rows and columns of the register block: six rows of two 64-byte vectors (12 of the
+    32 AVX-512 registers hold the block, the rest the operands)."""
+    return 6, max(8, 128 // itemsize)
 
 
 def contraction(block: Block):
@@ -206,7 +209,9 @@ def contraction(block: Block):
 
 
 def _outputs_first(block: Block) -> Block:
-    """Move output loops out past reduce loops (keeping the innermost loop innermost).
+    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
+    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
+    offset gives way to its channels).
 
     Each cell still meets the reduce loops in their own relative order, so what it folds,
     and in which order, is unchanged; only which cells are in flight together moves.
@@ -217,8 +222,20 @@ def _outputs_first(block: Block) -> Block:
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
         return block
     written = set(inner[-1].index.names)
-    if loops[-1].var not in written:
-        return block
+    last = loops[-1]
+    if last.var not in written or _extent(last) < 8:
+        # a reduce innermost, or an output too narrow for a column block (a weight
+        # gradient's kernel offset): a wide output loop goes innermost instead
+        loads = [x for x in inner if isinstance(x, Load)]
+        wide = [lp for lp in loops[:-1] if lp.var in written and _extent(lp) >= 8]
+        if wide:
+            best = max(
+                wide,
+                key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp)),
+            )
+            loops = [lp for lp in loops if lp is not best] + [best]
+        elif last.var not in written:
+            return block
     outs = [lp for lp in loops[:-1] if lp.var in written]
     reds = [lp for lp in loops[:-1] if lp.var not in written]
     if outs:  # the row loop: the one most operands along the columns do not depend on
@@ -229,26 +246,62 @@ def _outputs_first(block: Block) -> Block:
             along_b = [x for x in loads if x.index.coeff(ib)]
             return sum(1 for x in along_b if not x.index.coeff(lp.var))
 
-        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), j))
+        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
         outs = [*outs[:best], *outs[best + 1 :], outs[best]]
     return rebuild([*outs, *reds, loops[-1]], inner)
 
 
+def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
+    """Whether a register block saves loads: the operands read along the reduce split into
+    ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
+
+    A row reduce whose every element is its own (a softmax's row sum over a strided view)
+    shares nothing: tiling it would only turn its unit-stride rows into strided columns.
+    """
+    rows = cols = False
+    for ins in body:
+        if not isinstance(ins, Load) or not reds & set(ins.index.names):
+            continue
+        names = set(ins.index.names)
+        if a in names and b in names:
+            return False
+        rows |= a in names
+        cols |= b in names
+    return rows and cols
+
+
 def _tile_block(block: Block, nest: LoopNest) -> Block:
-    block = _outputs_first(block)
+    moved = _outputs_first(block)
+    tiled = _tile(moved, nest)
+    if tiled is not None:
+        return tiled
+    loops, inner = chain(block)
+    folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
+    if folds_into_memory and loops[-1].var in inner[-1].index.names:
+        return moved  # output loops outside the reduce loops: the same cells, better reuse
+    return block
+
+
+def _tile(block: Block, nest: LoopNest) -> Block | None:
+    """The chain marked as a tiled contraction, or None where tiling would not pay."""
     found = contraction(block)
     if found is None:
-        return block
+        return None
     outer, ia, reds, ib, body, fold, init, tail = found
     if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
-        return block
-    if any(isinstance(x, Store | Accum | Check) for x in body) or any(
-        isinstance(x, Load) and x.guard for x in body
-    ):
-        return block  # gathers and masked operands keep the plain form
+        return None
+    if any(isinstance(x, Store | Accum | Check) for x in body):
+        return None  # gathers keep the plain form
+    guarded = [x for x in body if isinstance(x, Load) and x.guard]
+    if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
+        return None
+    if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
+        return None  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(_extent(lp) for lp in reds)
     if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
-        return block
+        return None
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
+        return None
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
     )
@@ -259,7 +312,36 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
     if cells * k >= MIN_PARALLEL_WORK:
         tagged[0] = _attr(tagged[0], parallel=len(outer) + 1)
-    return rebuild(tagged, inner)
+    return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
+
+
+def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
+    """Fold ``acc + a*b`` of a tiled contraction as one FMA (rounded once), as BLAS does.
+
+    It is written into the nest, so the printed nest, the interpreter and the C agree:
+    the MUL that only feeds the fold goes, and the ACCUM names both factors.
+    """
+    acc_dtype = init.dtype if init is not None else nest.output.dtype
+    if not acc_dtype.is_float or acc_dtype.itemsize < 4:
+        return block
+
+    def rewrite(b: Block) -> Block:
+        if any(isinstance(x, Block) for x in b.body):
+            return Block(b.loop, tuple(rewrite(x) if isinstance(x, Block) else x for x in b.body))
+        body = list(b.body)
+        fold = body[-1]
+        if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
+            return b
+        mul = next((x for x in body if defines(x) == fold.src), None)
+        if not isinstance(mul, Arith) or mul.op != Op.MUL or mul.dtype != acc_dtype:
+            return b
+        if sum(fold.src in uses(x) for x in body) != 1:
+            return b  # the product is read elsewhere too: it must exist
+        x, y = mul.srcs
+        body = [i for i in body[:-1] if i is not mul] + [replace(fold, src=x, mul=y)]
+        return Block(b.loop, tuple(body))
+
+    return rewrite(block)
 
 
 # ---- lane-wise reductions ------------------------------------------------------------
@@ -303,6 +385,11 @@ def _lanes(items, top: bool, fresh) -> list:
         it = items[i]
         if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items) and _one_fold(items, i):
             nxt = items[i + 1]
+            later = [
+                x for x in instructions(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out
+            ]
+            if later:  # folded by several loops (a reduce cut by a pad): keep one register
+                nxt = None
             new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
             if new is not None:
                 out += new
@@ -367,7 +454,8 @@ def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
         names = {defines(x): fresh("v") for x in work if defines(x)}
         moved = tuple(rename(substitute(x, at), names) for x in work)
         src = names.get(tail_fold.src, tail_fold.src)
-        return (*moved, replace(tail_fold, src=src, lane=lane))
+        mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
+        return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
 
     lv = fresh("l")
     rv = Index.var(r.var)

@@ -29,7 +29,7 @@ import os
 from ir.c.libm import available, definitions
 from ir.c.passes import c_passes
 from ir.c.spell import CTYPE, ctype, index, literal
-from ir.c.tile import render_tile, tiled
+from ir.c.tile import micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, TABLE, Op
@@ -73,10 +73,15 @@ static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 
-/* exp(x) = 2^k * e^r with k = round(x / ln2), |r| <= ln2/2: branch-free, so it vectorizes */
+/* exp(x) = 2^k * e^r with k = round(x / ln2), |r| <= ln2/2: branch-free, so it vectorizes.
+   The clamp is ternaries and the rounding rintf (nearest-even in the default mode): gcc 12
+   vectorizes those, not fminf/fmaxf or roundevenf. An x whose answer is 0 (exp(-inf), the
+   causal mask) computes exp(0) and throws it away, instead of a subnormal, which costs a
+   microcode assist per element. */
 static inline float limn_expf(float x) {
-  float xc = fminf(fmaxf(x, -104.0f), 89.0f);
-  float k = __builtin_roundevenf(xc * 1.44269504088896341f);
+  float xc = x > 89.0f ? 89.0f : x;
+  xc = x < -103.972084f ? 0.0f : xc;
+  float k = __builtin_rintf(xc * 1.44269504088896341f);
   float r = fmaf(k, -0.693145751953125f, xc);
   r = fmaf(k, -1.42860682030941723212e-6f, r);
   float p = 1.98756915e-4f;
@@ -162,7 +167,9 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
     """Definitions of the integer and bitcast helpers a program uses, and only those."""
     out = []
     for kind, t in sorted(used):
-        if kind == "idiv":
+        if kind == "gemm":
+            out.append(micro_kernel(t))
+        elif kind == "idiv":
             mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
             out.append(
                 f"static inline {t} limn_idiv_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
@@ -387,7 +394,9 @@ class _Renderer:
         row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
         col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
         done = f" free({a});" if ins.acc in self.heap else ""
-        return f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
+        return (
+            f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
+        )
 
 
 def _pairwise(at, n: int, op: Op) -> str:
@@ -407,6 +416,8 @@ def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], value
     d = dtype_of[ins.dst] if ins.index is None else bufs[ins.dst]
     dst = ins.dst if ins.index is None else f"{ins.dst}[{index(ins.index, values)}]"
     src = ins.src
+    if ins.mul is not None:  # the printed FMA: one rounding, as the interpreter computes it
+        return f"{dst} = {'fmaf' if d == dtypes.float32 else 'fma'}({src}, {ins.mul}, {dst});"
     if d in dtypes.HALF:  # fold at float32, store the rounded result
         cur = _cast(dst, d, dtypes.float32)
         new = _cast(src, d, dtypes.float32)

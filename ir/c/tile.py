@@ -31,6 +31,7 @@ import math
 from ir.c.passes import contraction
 from ir.c.spell import ctype, index, literal
 from ir.graph.ops import Op
+from ir.loop.nest import Load
 from ir.loop.rewrite import Block, defines, uses
 
 PANEL_LIMIT = 1 << 20  # elements per panel; a longer reduce keeps the plain rows
@@ -73,6 +74,9 @@ def render_tile(r, block: Block, depth: int) -> None:
         d = deps[defines(ins)] if defines(ins) else set()
         kind[id(ins)] = ("A" if ia.var in d else "") + ("B" if ib.var in d else "")
     k = math.prod(lp.stop for lp in reds)
+    if _packable(body, fold, kind) and k * max(mr, nr) <= PANEL_LIMIT:
+        render_packed(r, block, depth)
+        return
     # the panel holds B-only values that an A or AB instruction (or the fold) reads
     needed = set(uses(fold))
     for ins in body:
@@ -165,12 +169,9 @@ def render_tile(r, block: Block, depth: int) -> None:
     v = fold.src
     outside = r.at
     r.mark(fold)  # the source map: the fold's line is the ACCUM's
-    product = next((x for x in body if defines(x) == v and getattr(x, "op", None) == Op.MUL), None)
-    if fold.op == Op.ADD and product is not None and t_acc in ("float", "double"):
-        # the one fused multiply-add on the c device: acc + a*b rounded once, as BLAS does
+    if fold.mul is not None:  # the nest's FMA: acc + a*b rounded once
         fma = "fmaf" if t_acc == "float" else "fma"
-        x, y = product.srcs
-        put(dd, f"acc[a][b] = {fma}({x}, {y}, acc[a][b]);")
+        put(dd, f"acc[a][b] = {fma}({v}, {fold.mul}, acc[a][b]);")
     elif fold.op == Op.ADD:
         put(dd, f"acc[a][b] += {v};")
     else:
@@ -195,3 +196,234 @@ def render_tile(r, block: Block, depth: int) -> None:
         put(depth + 1, f"free(panel_{defines(ins)});")
     if team:
         lines.append(p + "}")
+
+
+# ---- both operands packed -------------------------------------------------------------
+
+MC = 192  # rows of A packed together: a block that stays in L2 while its columns stream
+NC = 512  # columns one task covers; each A block is packed once per NC columns
+
+
+def _side(name: str, body, kind) -> str | None:
+    ins = next((x for x in body if defines(x) == name), None)
+    return None if ins is None else kind[id(ins)]
+
+
+def _packable(body, fold, kind) -> bool:
+    """An FMA of a value along the rows by a value along the columns, nothing needing both."""
+    if fold.mul is None or any(k == "AB" for k in kind.values()):
+        return False
+    sides = {_side(fold.src, body, kind), _side(fold.mul, body, kind)}
+    return sides == {"A", "B"}
+
+
+def render_packed(r, block: Block, depth: int) -> None:
+    """The contraction as BLAS runs it: both operands packed, an MR x NR register block.
+
+        for each outer cell, block of MC rows, block of NC columns:     <- the OpenMP team
+            pack A: the row factor of the FMA for MC rows at every reduce index, in
+                    MR-row slivers ([sliver][r][MR]); what the factor is computed from (a
+                    bias, a mask, a pad) is computed here, once per block
+            for each panel of NR columns in the block:
+                pack B: the column factor, [r][NR]
+                for each MR-row sliver: acc[MR][NR] = the cells' start;
+                    for r in order: acc[a][b] = fma(A[r][a], B[r][b], acc[a][b])
+                    write back the cells that exist (through the nest's tail)
+
+    Every cell still folds its reduce indices in the nest's order, one FMA each, so the
+    answer is the printed nest's, bit for bit, for any thread count or block size. Rows
+    and columns past the edge are packed as 0 and never written back. Each pack walks its
+    source along whichever loop is unit-stride, so the copies stream.
+    """
+    outer, ia, reds, ib, body, fold, init, tail = contraction(block)
+    mr, nr = dict(ia.attrs)["tile"], dict(ib.attrs)["tile"]
+    loop_vars = {lp.var for lp in (*outer, ia, *reds, ib)}
+    deps = _deps(body, loop_vars)
+    kind = {}
+    for ins in body:
+        d = deps[defines(ins)] if defines(ins) else set()
+        kind[id(ins)] = ("A" if ia.var in d else "") + ("B" if ib.var in d else "")
+    a_val, b_val = fold.src, fold.mul
+    if _side(a_val, body, kind) != "A":
+        a_val, b_val = b_val, a_val
+    k = math.prod(lp.stop for lp in reds)
+    na, nb = ia.stop, ib.stop
+    mc = min(-(-na // mr) * mr, max(1, MC // mr) * mr)  # whole slivers only
+    mc = max(mr, min(mc, PANEL_LIMIT // max(1, k) // mr * mr))
+    nc = min(-(-nb // nr) * nr, max(1, NC // nr) * nr)
+    if init is None:
+        t_acc = ctype(r.bufs["out"])
+        start = f"out[{index(fold.index, r.values)}]"
+    else:
+        t_acc = ctype(init.dtype)
+        start = literal(init.value, init.dtype)
+    zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
+    lines = r.lines
+
+    def put(dd: int, text: str) -> None:
+        lines.append("  " * dd + text)
+
+    def opened(dd: int, lps) -> int:
+        for lp in lps:
+            put(dd, f"for (int64_t {lp.var} = 0; {lp.var} < {lp.stop}; {lp.var}++) {{")
+            dd += 1
+        return dd
+
+    def close(dd: int, n: int) -> int:
+        for _ in range(n):
+            dd -= 1
+            put(dd, "}")
+        return dd
+
+    def unit_along(var: str, side: str) -> bool:
+        """Whether the side's loads are unit-stride along ``var`` (then it goes innermost)."""
+        red = {lp.var for lp in reds}
+        loads = [x for x in body if isinstance(x, Load) and kind[id(x)] == side]
+        loads = [x for x in loads if red & set(x.index.names)]  # a bias does not decide
+        return bool(loads) and all(abs(x.index.coeff(var)) == 1 for x in loads)
+
+    lin = "0"
+    for lp in reds:
+        lin = f"({lin})*{lp.stop} + {lp.var}"
+
+    def pack(dd: int, side: str, var: str, first: str, lim: str, n: int, dst: str, val: str):
+        """Pack one sliver or panel: ``var`` = first + e for e < lim, every reduce index."""
+        e = "a" if side == "A" else "b"
+        edge = f"const int64_t {var} = {first} + {e};"
+        if unit_along(reds[-1].var, side):  # walk the reduce innermost
+            put(dd, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
+            put(dd + 1, edge)
+            d2 = opened(dd + 1, reds)
+            for ins in body:
+                if kind[id(ins)] in ("", side):
+                    r.instr(ins, d2)
+            put(d2, f"{dst}[({lin})*{n} + {e}] = {val};")
+            close(d2, 1 + len(reds))
+        else:  # walk the rows (columns) innermost
+            d2 = opened(dd, reds)
+            for ins in body:
+                if kind[id(ins)] == "":
+                    r.instr(ins, d2)
+            put(d2, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
+            put(d2 + 1, edge)
+            for ins in body:
+                if kind[id(ins)] == side:
+                    r.instr(ins, d2 + 1)
+            put(d2 + 1, f"{dst}[({lin})*{n} + {e}] = {val};")
+            close(d2 + 1, 1 + len(reds))
+        put(dd, f"for (int {e} = {lim}; {e} < {n}; {e}++)")
+        put(dd + 1, f"for (int64_t q = 0; q < {k}; q++) {dst}[q*{n} + {e}] = {zero};")
+
+    a0, b0 = f"{ia.var}_0", f"{ib.var}_0"
+    team = bool(dict((outer or [ia])[0].attrs).get("parallel")) and r.openmp
+    d = depth
+    if team:
+        put(d, "#pragma omp parallel")
+        put(d, "{")
+    d += 1
+    put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {mc * k});")
+    put(d, f"{t_acc} *pb = malloc(sizeof({t_acc}) * {k * nr});")
+    if team:
+        put(d, f"#pragma omp for collapse({len(outer) + 2}) schedule(static)")
+    d = opened(d, outer)
+    put(d, f"for (int64_t {a0}b = 0; {a0}b < {na}; {a0}b += {mc}) {{")
+    put(d + 1, f"for (int64_t {b0}b = 0; {b0}b < {nb}; {b0}b += {nc}) {{")
+    d += 2
+    put(d, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
+    put(d + 1, f"const int alim = {na} - ({a0}b + s) < {mr} ? (int)({na} - ({a0}b + s)) : {mr};")
+    put(d + 1, f"{t_acc} *restrict ps = pa + s*{k};")
+    pack(d + 1, "A", ia.var, f"{a0}b + s", "alim", mr, "ps", a_val)
+    put(d, "}")
+    put(d, f"for (int64_t {b0} = {b0}b; {b0} < {b0}b + {nc} && {b0} < {nb}; {b0} += {nr}) {{")
+    put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
+    pack(d + 1, "B", ib.var, b0, "blim", nr, "pb", b_val)
+    put(d + 1, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
+    dd = d + 2
+    put(dd, f"const int64_t {a0} = {a0}b + s;")
+    put(dd, f"const int alim = {na} - {a0} < {mr} ? (int)({na} - {a0}) : {mr};")
+    put(dd, f"{t_acc} acc[{mr}][{nr}];")
+    put(dd, f"for (int a = 0; a < {mr}; a++)")
+    put(dd + 1, f"for (int b = 0; b < {nr}; b++) acc[a][b] = {zero};")
+    put(dd, "for (int a = 0; a < alim; a++) {")
+    put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
+    put(dd + 1, "for (int b = 0; b < blim; b++) {")
+    put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
+    put(dd + 2, f"acc[a][b] = {start};")
+    close(dd + 2, 2)
+    outside = r.at
+    r.mark(fold)  # the source map: the micro-kernel's line is the ACCUM's
+    put(dd, f"limn_mk_{t_acc}_{mr}x{nr}({k}, pa + s*{k}, pb, acc);")
+    r.mark(outside)
+    r.used.add(("gemm", f"{t_acc}:{mr}:{nr}"))
+    put(dd, "for (int a = 0; a < alim; a++) {")
+    put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
+    put(dd + 1, "for (int b = 0; b < blim; b++) {")
+    put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
+    if init is None:
+        put(dd + 2, f"out[{index(fold.index, r.values)}] = acc[a][b];")
+    else:
+        put(dd + 2, f"const {t_acc} {init.out} = acc[a][b];")
+        r.dtype_of[init.out] = init.dtype
+        for ins in tail:
+            r.instr(ins, dd + 2)
+    close(dd + 2, 2)
+    close(dd, 1)  # slivers
+    close(d + 1, 1)  # panels
+    close(d, 2 + len(outer))  # column blocks, row blocks, outer loops
+    put(depth + 1, "free(pa);")
+    put(depth + 1, "free(pb);")
+    if team:
+        put(depth, "}")
+
+
+def micro_kernel(spec: str) -> str:
+    """C of ``limn_mk_<t>_<mr>x<nr>``: ``acc[a][b] = fma(sa[q][a], pb[q][b], acc[a][b])`` for
+    q = 0, 1, ... K-1 in order, the block held in registers.
+
+    With AVX-512 the MR x NR block is MR*NR/lanes vector registers, one broadcast of the
+    row factor and NR/lanes loads of the column factor per reduce step; elsewhere the same
+    loop in plain C (the compiler vectorizes its column loop). Both round each step once.
+    """
+    t, mr, nr = spec.split(":")
+    mr, nr = int(mr), int(nr)
+    name = f"limn_mk_{t}_{mr}x{nr}"
+    fma = "fmaf" if t == "float" else "fma"
+    head = (
+        f"static inline void {name}(int64_t K, const {t} *restrict sa, "
+        f"const {t} *restrict pb, {t} acc[{mr}][{nr}])"
+    )
+    lanes = 16 if t == "float" else 8
+    suffix, vec = ("ps", "__m512") if t == "float" else ("pd", "__m512d")
+    out = ["#if defined(__AVX512F__)", "#include <immintrin.h>", head + " {"]
+    if nr % lanes == 0:
+        nv = nr // lanes
+        regs = [[f"c{a}_{j}" for j in range(nv)] for a in range(mr)]
+        for a in range(mr):
+            for j in range(nv):
+                out.append(f"  {vec} {regs[a][j]} = _mm512_loadu_{suffix}(&acc[{a}][{j * lanes}]);")
+        out.append("  for (int64_t q = 0; q < K; q++) {")
+        for j in range(nv):
+            out.append(f"    const {vec} b{j} = _mm512_loadu_{suffix}(pb + q*{nr} + {j * lanes});")
+        for a in range(mr):
+            out.append(f"    const {vec} a{a} = _mm512_set1_{suffix}(sa[q*{mr} + {a}]);")
+            for j in range(nv):
+                c = regs[a][j]
+                out.append(f"    {c} = _mm512_fmadd_{suffix}(a{a}, b{j}, {c});")
+        out.append("  }")
+        for a in range(mr):
+            for j in range(nv):
+                out.append(f"  _mm512_storeu_{suffix}(&acc[{a}][{j * lanes}], {regs[a][j]});")
+        out += ["}", "#else"]
+    else:
+        out = ["#if 0", "#else"]
+    out += [
+        head + " {",
+        "  for (int64_t q = 0; q < K; q++)",
+        f"    for (int a = 0; a < {mr}; a++) {{",
+        f"      const {t} av = sa[q*{mr} + a];",
+        f"      for (int b = 0; b < {nr}; b++) acc[a][b] = {fma}(av, pb[q*{nr} + b], acc[a][b]);",
+        "    }",
+        "}",
+        "#endif",
+    ]
+    return "\n".join(out)

@@ -29,6 +29,8 @@ class Node:
         if n >= 0 and len(self.srcs) != n:
             raise ValueError(f"{self.op.value}: takes {n} sources, got {len(self.srcs)}")
         object.__setattr__(self, "_uid", next(_counter))
+        if _on_create is not None:
+            _on_create(self)
 
     def __repr__(self) -> str:
         return f"<Node {self.op.value} {self.dtype}{list(self.shape)} #{self._uid}>"
@@ -38,6 +40,18 @@ class Node:
 # building graphs at once each get a distinct id (a generator raises if two threads
 # resume it together).
 _counter = itertools.count()
+
+_on_create = None  # a callable the runtime's profiler installs to note where nodes are made
+
+
+def set_creation_hook(fn) -> None:
+    """Call ``fn(node)`` for every Node made from now on (None: stop).
+
+    The profiler uses it to name the user's source line behind each kernel; the graph
+    itself keeps no such state.
+    """
+    global _on_create
+    _on_create = fn
 
 
 def toposort(roots, stop=None) -> list[Node]:

@@ -18,8 +18,11 @@ the reduce, so recomputation never repeats a reduction. The one exception is a c
 value read through a broadcast: ``gelu(h) @ w`` would recompute gelu once per output
 column, so a value worth RECOMPUTE_BUDGET weighted ops or more (a transcendental or a
 gather weighs more than an add) that a VIEW reuses for MIN_FANOUT cells or more is stored
-once, and the broadcast reads the buffer. A GATHER fuses like an
-elementwise op; its index becomes a data-dependent term of the source's address.
+once, and the broadcast reads the buffer. So is a value read through a pad under such a
+broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
+masks would be re-evaluated per cell and keep the contraction off the tiled path. A
+GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
+source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not
@@ -83,6 +86,21 @@ def _costly(node: Node, cut: set[int], is_input) -> bool:
     return False
 
 
+def _padded(node: Node, cut: set[int], is_input) -> bool:
+    """Whether ``node``'s fused computation reads through a pad (a masked VIEW)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
+            continue
+        seen.add(id(n))
+        if n.op == Op.VIEW and n.arg.mask is not None:
+            return True
+        stack.extend(n.srcs)
+    return False
+
+
 def _is_reshape_of(node: Node) -> bool:
     """A VIEW that reads its source's bytes in order under a new shape: aliasing is free."""
     if node.op != Op.VIEW:
@@ -124,7 +142,9 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             src = n.srcs[0]
             if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
                 keep(src)
-            elif _broadcasts(n.arg) and _costly(src, cut, is_input):
+            elif _broadcasts(n.arg) and (
+                _costly(src, cut, is_input) or _padded(src, cut, is_input)
+            ):
                 keep(src)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
         if not _is_reshape_of(r):

@@ -15,7 +15,9 @@ on copies of their input buffers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -51,6 +53,46 @@ def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
     if op in (Op.ADD, Op.MUL):
         return ops.evaluate(op, [acc, x], d, d)
     return np.asarray(np.maximum(acc, x)).astype(to_numpy(d))
+
+
+def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
+    """``a*b + c`` computed exactly and rounded once to ``d`` (float32/64): C's fma, fmaf.
+
+    Finite operands go through exact rationals, then round to nearest even in ``d``. A
+    non-finite operand decides the answer by IEEE rules the plain ops already follow,
+    except that an infinite ``c`` wins over a finite product that would overflow.
+    """
+    t = np.dtype(to_numpy(d)).type
+    x, y, z = float(a), float(b), float(c)
+    if not (math.isfinite(x) and math.isfinite(y)):
+        with np.errstate(invalid="ignore"):  # inf * 0 is nan, as in C
+            return np.asarray(t(x) * t(y) + t(z))
+    if not math.isfinite(z):
+        return np.asarray(t(z))
+    if x == 0 or y == 0:  # the product is an exact (signed) zero: one rounding of the add
+        return np.asarray(t(x) * t(y) + t(z))
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    if exact == 0:
+        return np.asarray(t(0.0))  # an exact cancellation is +0 when rounding to nearest
+    try:
+        near = float(exact)  # correctly rounded to float64
+    except OverflowError:
+        near = math.copysign(math.inf, exact)
+    if t is np.float64:
+        return np.asarray(t(near))
+    f = np.float32(near)
+    if not np.isfinite(f):  # past float32's largest value: inf from the halfway point on
+        top = Fraction(2**128 - 2**103)
+        big = np.finfo(np.float32).max
+        return np.asarray(np.float32(math.copysign(math.inf if abs(exact) >= top else big, near)))
+    cands = [f, np.nextafter(f, np.float32(-np.inf)), np.nextafter(f, np.float32(np.inf))]
+    cands = [v for v in cands if np.isfinite(v)]
+
+    def rank(v):
+        even = int(np.asarray(v).view(np.uint32)) & 1
+        return (abs(Fraction(float(v)) - exact), even)
+
+    return np.asarray(min(cands, key=rank))
 
 
 def _at(idx: Index, env: dict) -> int:
@@ -170,6 +212,19 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
                     f"{ins.what}: index {v} is out of range for axis {ins.axis} of size "
                     f"{ins.size}; accepted: 0..{ins.size - 1}"
                 )
+        elif t is Accum and ins.mul is not None:
+            at = mem[ins.dst] if ins.index is not None else None
+            if at is not None:
+                a = address(ins.dst, ins.index, env)
+                d = dtypes.as_dtype(at.dtype)
+                at[a] = fused_multiply_add(env[ins.src], env[ins.mul], at[a], d)
+            elif ins.lane is not None:
+                lanes = env[ins.dst].reshape(-1)
+                i = _at(ins.lane, env)
+                lanes[i] = fused_multiply_add(env[ins.src], env[ins.mul], lanes[i], kinds[ins.dst])
+            else:
+                acc = env[ins.dst]
+                env[ins.dst] = fused_multiply_add(env[ins.src], env[ins.mul], acc, kinds[ins.dst])
         elif t is Accum:
             if ins.lane is not None:
                 lanes = env[ins.dst].reshape(-1)

@@ -13,6 +13,7 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
     DEFACC   acc[shape] = identity : dtype   a register accumulator (an array with a shape)
     ACCUM    dst[lane] = OP dst, v   fold v into a register, one lane of an array, or a
                                    memory cell (OP: ADD, MUL, MAX)
+             dst = FMA dst, a, b   fold the product a*b, rounded once (a fused multiply-add)
     FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
 
@@ -32,6 +33,8 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 * a guarded LOAD (or CHECK) does nothing where a predicate fails, and a LOAD gives 0;
 * ACCUM ADD (MUL) is ARITH ADD (MUL) in the target's dtype; ACCUM MAX is a max that keeps nan
   (a tie of -0.0 and 0.0 takes the later value, as numpy's maximum);
+* ACCUM FMA is ``dst + a*b`` computed exactly and rounded once to the target's float dtype
+  (C's ``fma``): a pass writes it where the c device folds a product, and prints it;
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
   nothing may read or write memory through the bad index.
 """
@@ -277,6 +280,8 @@ class Accum(Instruction):
     """``dst = op(dst, src)``: a register when ``index`` is None, else ``dst[index]``.
 
     ``lane`` picks one element of an array accumulator (a register ``dst`` with a shape).
+    With ``mul`` (op ADD, a float dtype) it is a fused multiply-add: ``dst + src*mul``
+    computed exactly and rounded once, printed ``FMA``.
     """
 
     op: Op
@@ -284,11 +289,14 @@ class Accum(Instruction):
     src: str
     index: Index | None = None
     lane: Index | None = None
+    mul: str | None = None
 
     def text(self) -> str:
         d = self.dst if self.index is None else f"{self.dst}[{self.index}]"
         if self.lane is not None:
             d = f"{self.dst}[{self.lane}]"
+        if self.mul is not None:
+            return f"{d} = FMA {d}, {self.src}, {self.mul}"
         return f"{d} = {self.op.value} {d}, {self.src}"
 
 

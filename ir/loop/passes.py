@@ -9,10 +9,10 @@ pass ``[*DEFAULT_PASSES, my_pass]`` wherever passes are taken (docs/passes.md).
 The default list:
 
 * ``loop_order``: in each perfect chain of loops, the loop whose variable is stride-1 in
-  the most buffers goes innermost, the others keep their order. A loop whose variable
-  addresses no written cell folds into the cells it revisits (a reduce axis, a scatter's
-  colliding rows); such loops never pass one another, so every total is folded in the
-  order the kernel's dims give.
+  the accesses that move the most bytes goes innermost, the others keep their order. A
+  loop whose variable addresses no written cell folds into the cells it revisits (a reduce
+  axis, a scatter's colliding rows); such loops never pass one another, so every total is
+  folded in the order the kernel's dims give.
 * ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
   output" whose reduce loops have ended up innermost keeps its total in a register
   instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
@@ -58,30 +58,56 @@ def _written_vars(items) -> set[str]:
 
 
 def loop_order(nest: LoopNest) -> LoopNest:
-    """Innermost loop = the variable that is stride-1 in the most buffers."""
-    return replace(nest, body=flatten(_order(to_tree(nest.body))))
+    """Innermost loop = the variable that is stride-1 in the accesses moving the most bytes."""
+    size = {f"in{i}": s.dtype.itemsize for i, s in enumerate(nest.inputs)}
+    size["out"] = nest.output.dtype.itemsize
+    return replace(nest, body=flatten(_order(to_tree(nest.body), size)))
 
 
-def _order(items) -> tuple:
+def _order(items, size: dict[str, int]) -> tuple:
     out = []
     for item in items:
-        out += _order_chain(item) if isinstance(item, Block) else [item]
+        out += _order_chain(item, size) if isinstance(item, Block) else [item]
     return tuple(out)
 
 
-def _order_chain(block: Block) -> tuple:
+def _extents(items, into: dict[str, int]) -> dict[str, int]:
+    for item in items:
+        if isinstance(item, Block):
+            into[item.loop.var] = len(range(item.loop.start, item.loop.stop, item.loop.step))
+            _extents(item.body, into)
+    return into
+
+
+def _order_chain(block: Block, size: dict[str, int]) -> tuple:
     loops, inner = chain(block)
-    inner = _order(inner)
+    inner = _order(inner, size)
     written = _written_vars(inner)
     folding = [j for j, loop in enumerate(loops) if loop.var not in written]
     # a folding loop may go innermost only if no other folding loop is inside it already
     allowed = [j for j in range(len(loops)) if j not in folding or j == max(folding)]
+    extent = _extents(inner, {lp.var: len(range(lp.start, lp.stop, lp.step)) for lp in loops})
 
     def stride_one(var: str) -> int:
-        bufs = {
-            b for ins in instructions(inner) for b, idx in accesses(ins) if abs(idx.coeff(var)) == 1
+        """Bytes the accesses that walk ``var`` at stride 1 touch over the whole chain.
+
+        A per-row value read beside a big row-major input (``(x + m).sum(-1)``) is stride-1
+        along the rows, but it is the big input that must stream: weighing each access by
+        its footprint, not counting buffers, keeps the reduce axis innermost there.
+        """
+        seen = {
+            (b, idx)
+            for ins in instructions(inner)
+            for b, idx in accesses(ins)
+            if abs(idx.coeff(var)) == 1
         }
-        return len(bufs)
+        total = 0
+        for b, idx in seen:
+            cells = 1
+            for name in set(idx.names):
+                cells *= extent.get(name, 1)
+            total += cells * size.get(b, 1)
+        return total
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]

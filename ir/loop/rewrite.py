@@ -56,6 +56,8 @@ def uses(ins: Instr) -> tuple[str, ...]:
         names.append(ins.src)
     elif isinstance(ins, Accum):
         names.append(ins.src)
+        if ins.mul is not None:
+            names.append(ins.mul)
         if ins.index is None:
             names.append(ins.dst)
     elif isinstance(ins, Check):
@@ -134,7 +136,8 @@ def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
         return replace(ins, src=n(ins.src))
     if isinstance(ins, Accum):
         dst = n(ins.dst) if ins.index is None else ins.dst
-        return replace(ins, dst=dst, src=n(ins.src))
+        mul = None if ins.mul is None else n(ins.mul)
+        return replace(ins, dst=dst, src=n(ins.src), mul=mul)
     if isinstance(ins, Check):
         return replace(ins, value=n(ins.value))
     if isinstance(ins, PairwiseFold):
@@ -256,6 +259,11 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
             if ins.op not in (Op.ADD, Op.MUL, Op.MAX):
                 fail(ins, "ACCUM folds with ADD, MUL or MAX")
+            if ins.mul is not None:
+                if ins.op != Op.ADD or not want.is_float or want.itemsize < 4:
+                    fail(ins, f"FMA folds a product into float32 or float64, not {want}")
+                if dtypes[ins.mul] != want:
+                    fail(ins, f"{ins.mul} is {dtypes[ins.mul]} but the accumulator is {want}")
         if isinstance(ins, Arith):
             why = _arith_types(ins, [dtypes[s] for s in ins.srcs])
             if why:

@@ -34,6 +34,7 @@ from ir.graph.node import Node, toposort
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
+from limn.runtime import profile
 from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
@@ -91,6 +92,9 @@ class Plan:
     calls: list[Callable]  # calls[i](arrays, memo) runs kernel i (memo: one run's shared state)
     last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
     libs: list = field(default_factory=list)  # what the calls live in (compiled libraries)
+    sites: tuple = ()  # the user's line behind each kernel, if profiled when built
+    passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
+    _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
@@ -99,10 +103,21 @@ class Plan:
         bufs: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
         keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
         memo: dict = {}
+        prof = profile.active()
+        if prof is not None and (not self._stats or self._stats[0] is not prof):
+            self._stats = (prof, prof.plan_keys(self, self.sites, self.passes))
         for i, k in enumerate(g.kernels):
             spec = g.buffers[k.output]
             bufs[k.output] = np.empty(spec.shape, dtypes.to_numpy(spec.dtype))
-            self.calls[i]([bufs[b] for b in k.inputs] + [bufs[k.output]], memo)
+            args = [bufs[b] for b in k.inputs] + [bufs[k.output]]
+            if prof is None:
+                self.calls[i](args, memo)
+            else:
+                t = time.perf_counter()
+                self.calls[i](args, memo)
+                stat = self._stats[1][i]
+                stat.seconds += time.perf_counter() - t
+                stat.calls += 1
             for b in k.inputs:
                 if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep:
                     bufs[b] = None  # an intermediate dies with its last reader
@@ -163,6 +178,9 @@ class CompiledDevice(Device):
             plan = self.build(sched.graph)
             plan.slots = slots
             plan.last_use = lifetimes(sched.graph)
+            prof = profile.active()
+            plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
+            plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0

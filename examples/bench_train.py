@@ -1,0 +1,505 @@
+"""Training-speed benchmark: the kernels real models make, limn's c device against torch eager.
+
+Every row is measured in this run, limn and the reference interleaved (one limn call, one
+reference call, repeated), and reported as medians with the ratio of the two medians, so
+a busy machine slows both sides alike:
+
+    OMP_NUM_THREADS=2 uv run python examples/bench_train.py           # the full table
+    OMP_NUM_THREADS=2 uv run python examples/bench_train.py --quick   # small sizes, a smoke test
+    ... --only gpt,softmax                                            # some rows
+    OMP_NUM_THREADS=1 uv run python examples/bench_train.py --cpu     # 1 thread, CPU time
+
+The reference is torch 2.13 CPU eager at the same thread count when torch is installed
+(torch is a test-only dependency; without it the torch rows are skipped), and numpy for
+the matmul (its BLAS) and the fused chain. ``ratio`` is reference time / limn time: above
+1 limn is faster. Rows with a target print it and whether this run meets it.
+
+Rows: a GPT training step (vocab 256, context 256, d 192, 6 layers, 6 heads, 4x ReLU MLP,
+pre-LN, batch 8, AdamW, attention composed from matmul and softmax), softmax forward,
+cross-entropy forward+backward, LayerNorm forward+backward, two Conv2d+ReLU forward+
+backward, an MLP 784-512-512-10 step (captured with ``limn.capture``), float32 matmul in
+the three layouts autograd makes (x@W, x@W.T, x.T@g), the fused chain
+``((x*2+1).relu().exp()).sum()``, and the first GPT step on an empty compile cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+THREADS = os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", THREADS)
+os.environ.setdefault("MKL_NUM_THREADS", THREADS)
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import limn  # noqa: E402
+from limn import Tensor, nn, optim  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # torch is a test-only dependency
+    torch = None
+
+
+@dataclass
+class Row:
+    name: str
+    limn_ms: list[float]
+    ref_ms: list[float]
+    ref: str  # what the reference is
+    tokens: int = 0  # tokens per call, for tok/s
+    flop: float = 0.0  # per call, for GFLOP/s
+    target: float | None = None  # the ratio (ref / limn) this row must reach
+
+    def line(self) -> str:
+        lm = statistics.median(self.limn_ms)
+        spread = f"{min(self.limn_ms):.1f}..{max(self.limn_ms):.1f}"
+        s = f"{self.name:<46} {lm:>9.2f} ms ({spread:>13})"
+        if self.tokens:
+            s += f" {self.tokens / lm * 1e3:>8.0f} tok/s"
+        elif self.flop:
+            s += f" {self.flop / lm / 1e6:>6.1f} GFLOP/s"
+        if self.ref_ms:
+            rm = statistics.median(self.ref_ms)
+            s += f" | {self.ref} {rm:>8.2f} ms  ratio {rm / lm:5.2f}"
+            if self.target is not None:
+                ok = "met" if rm / lm >= self.target * 0.999 else "NOT met"
+                s += f"  (target >= {self.target:g}: {ok})"
+        elif self.target is not None:
+            ok = "met" if lm <= self.target else "NOT met"
+            s += f"  (target <= {self.target:g} ms: {ok})"
+        return s
+
+
+CLOCK = time.perf_counter  # --cpu: time.process_time, the CPU time this process used
+
+
+def interleave(limn_fn, ref_fn, reps: int, warm: int = 1) -> tuple[list[float], list[float]]:
+    """Warm both, then alternate one limn call and one reference call; times in ms."""
+    for _ in range(warm):
+        limn_fn()
+        if ref_fn:
+            ref_fn()
+    a, b = [], []
+    for _ in range(reps):
+        t = CLOCK()
+        limn_fn()
+        a.append((CLOCK() - t) * 1e3)
+        if ref_fn:
+            t = CLOCK()
+            ref_fn()
+            b.append((CLOCK() - t) * 1e3)
+    return a, b
+
+
+def rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def randn(*shape, seed: int = 0) -> np.ndarray:
+    return rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+# ---- the GPT ---------------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: causal self-attention and a 4x ReLU MLP."""
+
+    def __init__(self, d: int, heads: int, fused: bool):
+        self.heads, self.fused = heads, fused
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, -1)
+        q, k, v = (z.reshape(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        if self.fused:
+            y = nn.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1 / (d // h) ** 0.5)
+            y = (att + mask).softmax(-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(self.fc1(self.ln2(x)).relu())
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, ctx, d, layers, heads, fused=False):
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+        self.blocks = [Block(d, heads, fused) for _ in range(layers)]
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+        mask = np.triu(np.full((ctx, ctx), -np.inf, np.float32), 1)
+        self.mask, self.positions = Tensor(mask), Tensor(np.arange(ctx))
+
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.tok(idx) + self.pos(self.positions)
+        for blk in self.blocks:
+            x = blk(x, self.mask)
+        return self.head(self.ln(x))
+
+
+def limn_gpt_step(cfg, fused=False):
+    vocab, ctx, d, layers, heads, batch = cfg
+    limn.set_seed(0)
+    model = GPT(vocab, ctx, d, layers, heads, fused)
+    opt = optim.AdamW(model.parameters(), lr=3e-4)
+    idx = Tensor(rng(1).integers(0, vocab, (batch, ctx)))
+    tgt = Tensor(rng(2).integers(0, vocab, (batch * ctx,)))
+
+    def step():
+        opt.zero_grad()
+        loss = nn.cross_entropy(model(idx).reshape(batch * ctx, vocab), tgt)
+        loss.backward()
+        opt.step(loss)
+        return loss.item()
+
+    return step
+
+
+def torch_gpt_step(cfg, sdpa=False):
+    vocab, ctx, d, layers, heads, batch = cfg
+    F = torch.nn.functional
+    torch.manual_seed(0)
+
+    class TBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x, mask):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, -1)
+            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            if sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1 / (d // heads) ** 0.5)
+                y = (att + mask).softmax(-1) @ v
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.fc2(F.relu(self.fc1(self.ln2(x))))
+
+    class TGPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(ctx, d)
+            self.blocks = torch.nn.ModuleList(TBlock() for _ in range(layers))
+            self.ln, self.head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab)
+            self.mask = torch.triu(torch.full((ctx, ctx), float("-inf")), 1)
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(torch.arange(ctx))
+            for blk in self.blocks:
+                x = blk(x, self.mask)
+            return self.head(self.ln(x))
+
+    model = TGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    idx = torch.from_numpy(rng(1).integers(0, vocab, (batch, ctx)))
+    tgt = torch.from_numpy(rng(2).integers(0, vocab, (batch * ctx,)))
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(idx).reshape(batch * ctx, vocab), tgt)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def gpt(cfg, reps) -> list[Row]:
+    tokens = cfg[1] * cfg[5]
+    name = f"GPT step (ctx {cfg[1]}, d {cfg[2]}, {cfg[3]} layers)"
+    ref = torch_gpt_step(cfg) if torch else None
+    a, b = interleave(limn_gpt_step(cfg), ref, reps)
+    rows = [Row(name + ", manual attn", a, b, "torch", tokens=tokens, target=0.5)]
+    if torch:
+        a2, b2 = interleave(lambda: None, torch_gpt_step(cfg, sdpa=True), reps)
+        rows.append(Row("  torch eager with sdpa", b2, [], "", tokens=tokens))
+    if hasattr(nn, "scaled_dot_product_attention"):
+        a3, b3 = interleave(limn_gpt_step(cfg, fused=True), ref, reps)
+        rows.append(Row("  limn with fused attention", a3, b3, "torch", tokens=tokens))
+    return rows
+
+
+def first_step(cfg) -> Row:
+    """The first GPT step on an empty disk cache and a device with no plans (schedule + cc)."""
+    from limn.runtime.c import CDevice
+    from limn.runtime.device import install
+
+    with tempfile.TemporaryDirectory() as tmp:
+        old_dir = os.environ.get("LIMN_CACHE_DIR")
+        os.environ["LIMN_CACHE_DIR"] = tmp
+        old = install("c", CDevice())
+        limn.set_device("c")
+        try:
+            step = limn_gpt_step(cfg)
+            t = time.perf_counter()
+            step()
+            ms = (time.perf_counter() - t) * 1e3
+        finally:
+            install("c", old)
+            limn.set_device("c")
+            if old_dir is None:
+                del os.environ["LIMN_CACHE_DIR"]
+            else:
+                os.environ["LIMN_CACHE_DIR"] = old_dir
+    return Row("GPT first step, empty cache", [ms], [], "", target=5000.0)
+
+
+# ---- single layers ---------------------------------------------------------------------
+
+
+def softmax(shape, reps) -> Row:
+    x = randn(*shape)
+    tx = Tensor(x)
+    ref = (lambda: torch.softmax(torch.from_numpy(x), -1)) if torch else None
+    a, b = interleave(lambda: tx.softmax(-1).realize(), ref, reps)
+    return Row(f"softmax fwd {shape}", a, b, "torch", target=0.5)
+
+
+def cross_entropy(shape, reps) -> Row:
+    x = randn(*shape)
+    t = rng(3).integers(0, shape[1], shape[0])
+    tt = Tensor(t)
+
+    def run():
+        logits = Tensor(x, requires_grad=True)
+        loss = nn.cross_entropy(logits, tt)
+        loss.backward()
+        limn.realize(loss, logits.grad)
+
+    def ref():
+        logits = torch.from_numpy(x).requires_grad_()
+        torch.nn.functional.cross_entropy(logits, torch.from_numpy(t)).backward()
+
+    a, b = interleave(run, ref if torch else None, reps)
+    return Row(f"cross_entropy fwd+bwd {shape}", a, b, "torch", target=0.5)
+
+
+def layernorm(shape, reps) -> Row:
+    x, g = randn(*shape), randn(*shape, seed=1)
+    limn.set_seed(0)
+    layer, tg = nn.LayerNorm(shape[-1]), Tensor(g)
+
+    def run():
+        xt = Tensor(x, requires_grad=True)
+        y = layer(xt)
+        (y * tg).sum().backward()
+        limn.realize(y, xt.grad, layer.weight.grad, layer.bias.grad)
+        layer.zero_grad()
+
+    ref = None
+    if torch:
+        tl, tg_ = torch.nn.LayerNorm(shape[-1]), torch.from_numpy(g)
+
+        def ref():
+            xt = torch.from_numpy(x).requires_grad_()
+            (tl(xt) * tg_).sum().backward()
+            tl.zero_grad()
+
+    a, b = interleave(run, ref, reps)
+    return Row(f"LayerNorm({shape[-1]}) fwd+bwd {shape}", a, b, "torch", target=0.5)
+
+
+def conv(shape, reps) -> Row:
+    n, c, h, w = shape
+    x = randn(*shape)
+    limn.set_seed(0)
+    c1, c2 = nn.Conv2d(c, 2 * c, 3, padding=1), nn.Conv2d(2 * c, 2 * c, 3, padding=1)
+
+    def run():
+        xt = Tensor(x, requires_grad=True)
+        y = c2(c1(xt).relu()).relu()
+        y.sum().backward()
+        limn.realize(y, xt.grad, c1.weight.grad, c2.weight.grad, c1.bias.grad, c2.bias.grad)
+        c1.zero_grad()
+        c2.zero_grad()
+
+    ref = None
+    if torch:
+        t1 = torch.nn.Conv2d(c, 2 * c, 3, padding=1)
+        t2 = torch.nn.Conv2d(2 * c, 2 * c, 3, padding=1)
+
+        def ref():
+            xt = torch.from_numpy(x).requires_grad_()
+            t2(t1(xt).relu()).relu().sum().backward()
+            t1.zero_grad()
+            t2.zero_grad()
+
+    a, b = interleave(run, ref, reps)
+    return Row(f"2x Conv2d+relu fwd+bwd {list(shape)}", a, b, "torch", target=0.5)
+
+
+def mlp(batch, reps) -> Row:
+    x = randn(batch, 784)
+    y = rng(4).integers(0, 10, batch)
+    limn.set_seed(0)
+    model = nn.Sequential(
+        nn.Linear(784, 512), Tensor.relu, nn.Linear(512, 512), Tensor.relu, nn.Linear(512, 10)
+    )
+    opt = optim.AdamW(model.parameters(), lr=1e-3)
+
+    @limn.capture
+    def step(xb, yb):
+        opt.zero_grad()
+        loss = nn.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step(loss)
+        return loss
+
+    tx, ty = Tensor(x), Tensor(y)
+    ref = None
+    if torch:
+        torch.manual_seed(0)
+        tm = torch.nn.Sequential(
+            torch.nn.Linear(784, 512),
+            torch.nn.ReLU(),
+            torch.nn.Linear(512, 512),
+            torch.nn.ReLU(),
+            torch.nn.Linear(512, 10),
+        )
+        topt = torch.optim.AdamW(tm.parameters(), lr=1e-3)
+        xx, yy = torch.from_numpy(x), torch.from_numpy(y)
+
+        def ref():
+            topt.zero_grad()
+            torch.nn.functional.cross_entropy(tm(xx), yy).backward()
+            topt.step()
+
+    a, b = interleave(lambda: step(tx, ty).numpy(), ref, reps, warm=2)
+    return Row(f"MLP 784-512-512-10 step, batch {batch}, capture", a, b, "torch", target=1 / 1.5)
+
+
+def matmul(n, reps) -> list[Row]:
+    a, b = randn(n, n), randn(n, n, seed=1)
+    ta, tb = Tensor(a), Tensor(b)
+    layouts = {
+        "x@W": (lambda: ta @ tb, lambda: a @ b),
+        "x@W.T": (lambda: ta @ tb.T, lambda: a @ b.T),
+        "x.T@g": (lambda: ta.T @ tb, lambda: a.T @ b),
+    }
+    rows = []
+    for name, (lf, nf) in layouts.items():
+        got, want = lf().numpy(), nf()
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert err < 1e-5, f"matmul {n} {name}: relative error {err}"
+        la, lb = interleave(lambda lf=lf: lf().realize(), nf, reps)
+        rows.append(Row(f"matmul {n} {name}", la, lb, "numpy", flop=2 * n**3, target=0.9))
+    return rows
+
+
+def chain(n, reps) -> Row:
+    x = rng(5).random(n, dtype=np.float32)
+    tx = Tensor(x)
+
+    def ref():
+        return np.exp(np.maximum(x * 2 + 1, 0)).sum()
+
+    got, want = tx.mul(2).add(1).relu().exp().sum().item(), ref()
+    assert abs(got - want) <= 1e-4 * abs(want), f"fused chain: {got} vs numpy {want}"
+    a, b = interleave(lambda: ((tx * 2 + 1).relu().exp()).sum().realize(), ref, reps)
+    return Row(f"fused ((x*2+1).relu().exp()).sum() {n}", a, b, "numpy", target=3.0)
+
+
+# ---- the table -------------------------------------------------------------------------
+
+FULL = {
+    "gpt": (256, 256, 192, 6, 6, 8),
+    "softmax": (8192, 4096),
+    "ce": (8192, 4096),
+    "layernorm": (8192, 768),
+    "conv": (8, 16, 32, 32),
+    "mlp": 128,
+    "matmul": (256, 1024, 2048),
+    "chain": 1 << 24,
+    "first": (256, 256, 192, 6, 6, 8),
+}
+QUICK = {
+    "gpt": (64, 32, 32, 2, 2, 2),
+    "softmax": (64, 128),
+    "ce": (64, 128),
+    "layernorm": (64, 96),
+    "conv": (2, 4, 8, 8),
+    "mlp": 16,
+    "matmul": (64,),
+    "chain": 1 << 12,
+    "first": (64, 32, 32, 2, 2, 2),
+}
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, two repeats: a smoke test")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved repeats per row")
+    ap.add_argument("--only", default="", help=f"comma-separated rows of: {', '.join(FULL)}")
+    ap.add_argument(
+        "--cpu",
+        action="store_true",
+        help="one thread each, timed by process CPU time: steadier on a shared machine",
+    )
+    args = ap.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    reps = args.reps or (2 if args.quick else 7)
+    only = [s for s in args.only.split(",") if s] or list(sizes)
+    limn.set_device("c")
+    threads = 1 if args.cpu else int(THREADS)
+    global CLOCK
+    CLOCK = time.process_time if args.cpu else time.perf_counter
+    if args.cpu:
+        try:  # numpy's BLAS reads its thread count at import; threadpoolctl can change it
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(1)
+        except ImportError:
+            pass
+    limn.get_device("c").set_threads(threads)
+    if torch:
+        torch.set_num_threads(threads)
+    print(
+        f"limn c ({limn.get_device('c').toolchain.version}) vs torch "
+        f"{torch.__version__ if torch else '(not installed)'} eager and numpy "
+        f"{np.__version__}; {threads} threads; medians of {reps} interleaved runs"
+        + (" (CPU time)" if args.cpu else "")
+    )
+    rows: list[Row] = []
+
+    def show(new):
+        for r in new if isinstance(new, list) else [new]:
+            rows.append(r)
+            print(r.line(), flush=True)
+
+    runners = {
+        "gpt": lambda s: gpt(s, max(2, reps // 2)),
+        "softmax": lambda s: softmax(s, reps),
+        "ce": lambda s: cross_entropy(s, reps),
+        "layernorm": lambda s: layernorm(s, reps),
+        "conv": lambda s: conv(s, reps),
+        "mlp": lambda s: mlp(s, reps),
+        "matmul": lambda s: [r for n in s for r in matmul(n, reps)],
+        "chain": lambda s: chain(s, reps),
+        "first": first_step,
+    }
+    for key in only:
+        if key not in runners:
+            ap.error(f"--only: unknown row {key!r}; rows are {', '.join(runners)}")
+        show(runners[key](sizes[key]))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

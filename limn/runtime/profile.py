@@ -1,0 +1,293 @@
+"""The kernel profiler: where a compiled device's time goes, kernel by kernel.
+
+Turn it on with ``LIMN_PROFILE=1`` in the environment (a table is printed when the
+process exits) or in code::
+
+    with limn.profile() as prof:     # the table is printed when the block ends
+        train_step()
+    rows = prof.stats()              # the same figures as data
+
+For every kernel a compiled device launches it records the wall time of each call, and
+it names the kernel by what it does (``SUM [8192, 4096] -> [8192, 1]``) and by the line of
+the user's program that made its result: while profiling, every op-graph node notes the
+first frame outside limn's own packages, and a gradient's nodes note the line of the
+forward op they differentiate. Work is estimated from the kernel graph: each arithmetic
+row counts one flop per cell it computes, and the bytes are the kernel's input and output
+buffers read or written once, so GFLOP/s and GB/s are lower bounds a reader can compare
+against the machine's peaks.
+
+Timing a kernel adds two clock reads per launch; everything else (naming, the source
+lines) is computed once per plan, or when the table is printed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import linecache
+import math
+import os
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from ir.graph import node as _graph
+from ir.graph.ops import ELEMENTWISE, REDUCE, Op
+
+_PACKAGES = ("ir", "limn", "limn_array")  # frames in these modules are not the user's
+
+
+def _ours(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name.split(".")[0] in _PACKAGES
+
+
+_NOT_WORK = {Op.BUFFER, Op.VIEW, Op.CONST, Op.CAST, Op.CONTIGUOUS, Op.ASSIGN}
+
+
+@dataclass
+class KernelStat:
+    """One kernel (by its fused body and the line that made it): its calls and their time."""
+
+    name: str
+    kind: str
+    site: str
+    flop: int
+    bytes: int
+    calls: int = 0
+    seconds: float = 0.0
+    plan: object = field(default=None, repr=False)  # a plan and index that hold it, for nests
+    index: int = 0
+    passes: object = field(default=None, repr=False)  # the device's loop-nest passes
+
+    def as_dict(self, nest: bool = False) -> dict:
+        per = self.seconds / self.calls if self.calls else 0.0
+        d = {
+            "kernel": self.name,
+            "kind": self.kind,
+            "site": self.site,
+            "source": _source_text(self.site),
+            "calls": self.calls,
+            "total_s": self.seconds,
+            "mean_s": per,
+            "flop": self.flop,
+            "bytes": self.bytes,
+            "gflops": self.flop / per / 1e9 if per else 0.0,
+            "gbps": self.bytes / per / 1e9 if per else 0.0,
+        }
+        if nest:
+            d["nest"] = _nest_text(self.plan, self.index, self.passes)
+        return d
+
+
+class Profiler:
+    """Collects per-kernel time while active; see the module docstring."""
+
+    def __init__(self):
+        self.kernels: dict[tuple, KernelStat] = {}
+        self.sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.blamed: list[str] = []  # the forward op's line while its gradient is built
+        self.started = time.perf_counter()
+        self.stopped: float | None = None
+
+    # ---- recording ---------------------------------------------------------------------
+
+    def note(self, node) -> None:
+        """Record where ``node`` was made (the op-graph creation hook)."""
+        if self.blamed:
+            self.sites[node] = self.blamed[-1]
+            return
+        f = sys._getframe(2)
+        while f is not None and _ours(f):
+            f = f.f_back
+        if f is not None:
+            self.sites[node] = f"{f.f_code.co_filename}:{f.f_lineno}"
+
+    @contextlib.contextmanager
+    def blame(self, node):
+        """Nodes made inside are charged to the line that made ``node`` (a gradient's op)."""
+        site = self.sites.get(node)
+        if site is not None and not site.endswith(" (grad)"):
+            site += " (grad)"
+        self.blamed.append(site or "?")
+        try:
+            yield
+        finally:
+            self.blamed.pop()
+
+    def site(self, node) -> str:
+        return self.sites.get(node, "?")
+
+    def plan_keys(self, plan, sites, passes=None) -> list[KernelStat]:
+        """One KernelStat per kernel of ``plan`` (made once per plan, shared by equal ones)."""
+        g = plan.graph
+        out = []
+        for i, k in enumerate(g.kernels):
+            site = sites[i] if sites else "?"
+            # one row per distinct body and line: the same layer in six blocks is one kernel
+            key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
+            stat = self.kernels.get(key)
+            if stat is None:
+                stat = KernelStat(
+                    _name(g, k),
+                    k.kind,
+                    site,
+                    _flop(k),
+                    _bytes(g, k),
+                    plan=plan,
+                    index=i,
+                    passes=passes,
+                )
+                self.kernels[key] = stat
+            out.append(stat)
+        return out
+
+    # ---- reading -----------------------------------------------------------------------
+
+    def stats(self, nest: bool = False) -> list[dict]:
+        """Every kernel seen, most time first, as plain dicts.
+
+        Keys: ``kernel`` (its name: kind and shapes), ``kind``, ``site`` (file:line that
+        made it, `` (grad)`` for a gradient), ``source`` (that line's text), ``calls``,
+        ``total_s``, ``mean_s``, ``flop`` and ``bytes`` per call, ``gflops``, ``gbps``;
+        with ``nest=True`` also ``nest``, the loop nest as printed after the device's passes.
+        """
+        rows = sorted(self.kernels.values(), key=lambda s: -s.seconds)
+        return [s.as_dict(nest) for s in rows if s.calls]
+
+    def report(self, top: int = 30) -> str:
+        rows = self.stats()
+        wall = (self.stopped or time.perf_counter()) - self.started
+        busy = sum(r["total_s"] for r in rows)
+        calls = sum(r["calls"] for r in rows)
+        lines = [
+            f"limn profile: {len(rows)} kernels, {calls} launches, {busy * 1e3:.1f} ms in "
+            f"kernels of {wall * 1e3:.1f} ms profiled ({100 * busy / wall if wall else 0:.0f}%)",
+            f"{'ms':>9} {'%':>5} {'calls':>6} {'ms/call':>8} {'GFLOP/s':>8} {'GB/s':>7}  "
+            f"{'kernel':<44} source",
+        ]
+        for r in rows[:top]:
+            lines.append(
+                f"{r['total_s'] * 1e3:>9.2f} {100 * r['total_s'] / busy:>5.1f} {r['calls']:>6} "
+                f"{r['mean_s'] * 1e3:>8.3f} {r['gflops']:>8.1f} {r['gbps']:>7.1f}  "
+                f"{r['kernel']:<44} {_short(r['site'])}  {r['source']}"
+            )
+        if len(rows) > top:
+            rest = sum(r["total_s"] for r in rows[top:])
+            lines.append(
+                f"{rest * 1e3:>9.2f} {100 * rest / busy:>5.1f}  ... {len(rows) - top} more"
+            )
+        return "\n".join(lines)
+
+    # ---- the context manager -----------------------------------------------------------
+
+    def __enter__(self) -> Profiler:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stop()
+        print(self.report(), file=sys.stderr)
+
+
+_active: Profiler | None = None
+
+
+def active() -> Profiler | None:
+    return _active
+
+
+def profile() -> Profiler:
+    """Start profiling (a fresh Profiler); as a context manager it prints when the block ends."""
+    global _active
+    _active = Profiler()
+    _graph.set_creation_hook(_active.note)
+    return _active
+
+
+def stop() -> Profiler | None:
+    """Stop profiling; returns the profiler that was active (its figures stay readable)."""
+    global _active, _last
+    prof, _active = _active, None
+    _graph.set_creation_hook(None)
+    if prof is not None:
+        prof.stopped = time.perf_counter()
+        _last = prof
+    return prof
+
+
+def stats(nest: bool = False) -> list[dict]:
+    """The active (or last) profiler's per-kernel figures; see ``Profiler.stats``."""
+    prof = _active or _last
+    return prof.stats(nest) if prof is not None else []
+
+
+_last: Profiler | None = None
+
+
+def from_env() -> None:
+    """``LIMN_PROFILE=1`` (or a number: how many rows): profile the whole run, print at exit."""
+    value = os.environ.get("LIMN_PROFILE", "")
+    if value in ("", "0"):
+        return
+    top = int(value) if value.isdigit() and int(value) > 1 else 30
+    prof = profile()
+
+    def at_exit():
+        stop()
+        if prof.kernels:
+            print(prof.report(top), file=sys.stderr)
+
+    atexit.register(at_exit)
+
+
+# ---- naming and counting --------------------------------------------------------------
+
+
+def _name(g, k) -> str:
+    if k.kind == "CUSTOM":
+        return f"CUSTOM {k.result.arg[0]} -> {list(g.buffers[k.output].shape)}"
+    out = list(g.buffers[k.output].shape)
+    if k.kind in ("SUM", "MAX"):
+        return f"{k.kind} {list(k.loop_shape)} -> {out}"
+    ops = [r.op.value for r in k.rows if r.op not in _NOT_WORK]
+    what = ",".join(dict.fromkeys(ops[-3:])) or "copy"
+    return f"{k.kind} {what} {out}"
+
+
+def _flop(k) -> int:
+    total = 0
+    for r in k.rows:
+        if r.op in REDUCE:
+            total += math.prod(k.rows[r.srcs[0]].shape)
+        elif r.op in ELEMENTWISE and r.op not in _NOT_WORK:
+            total += math.prod(r.shape)
+    return total
+
+
+def _bytes(g, k) -> int:
+    specs = [g.buffers[b] for b in (*k.inputs, k.output)]
+    return sum(math.prod(s.shape) * s.dtype.itemsize for s in specs)
+
+
+def _short(site: str) -> str:
+    path, _, rest = site.partition(":")
+    return os.path.basename(path) + (":" + rest if rest else "")
+
+
+def _source_text(site: str) -> str:
+    path, _, rest = site.partition(":")
+    line = rest.split(" ")[0]
+    if not line.isdigit():
+        return ""
+    return linecache.getline(path, int(line)).strip()
+
+
+def _nest_text(plan, index: int, passes) -> str:
+    from ir.loop.lower import lower
+    from ir.loop.passes import apply_passes
+
+    k = plan.graph.kernels[index]
+    if k.kind == "CUSTOM":
+        return f"CUSTOM {k.result.arg[0]}"
+    return str(apply_passes(lower(plan.graph, index), passes))

@@ -1,0 +1,116 @@
+"""Tiled contractions on the c device: the FMA is in the printed nest, and the interpreter
+running that nest gives the C's bits exactly, for every layout, dtype, tail and thread count."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import limn
+from ir.graph import dtypes
+from ir.loop.interp import fused_multiply_add, run
+from limn import Tensor
+from limn.runtime.c import CDevice, c_passes
+
+# tails of the MR x NR register block; the interpreter is slow, so the big one is marked slow
+SHAPES = [(16, 24, 16), (7, 5, 9), pytest.param((33, 70, 41), marks=pytest.mark.slow)]
+
+
+def _layouts(a, b):
+    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    return {
+        "x@W": lambda: Tensor(a) @ Tensor(b),
+        "x@W.T": lambda: Tensor(a) @ Tensor(bt).T,
+        "x.T@g": lambda: Tensor(at).T @ Tensor(b),
+        "relu(x)@W+1": lambda: (Tensor(a).relu() @ Tensor(b)) + 1,
+        "pad(x)@W": lambda: Tensor(a).pad(((0, 0), (2, 1))) @ Tensor(b).pad(((2, 1), (0, 0))),
+    }
+
+
+@pytest.fixture(scope="module")
+def devices():
+    try:
+        return CDevice(), CDevice(openmp=False)
+    except RuntimeError as e:
+        pytest.skip(f"c device unavailable: {e}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES, ids=["16x24x16", "7x5x9", "33x70x41"])
+def test_tiled_contraction_is_the_printed_nest_bit_for_bit(dtype, shape, devices):
+    _check_layouts(dtype, shape, devices)
+
+
+def test_packed_blocks_and_their_tails_are_the_printed_nest_bit_for_bit(devices, monkeypatch):
+    from ir.c import tile
+
+    monkeypatch.setattr(tile, "MC", 12)  # 14 rows: a whole row block and a tail
+    monkeypatch.setattr(tile, "NC", 64)  # 70 columns: a whole column block and a tail
+    _check_layouts(np.float32, (14, 4, 70), (CDevice(), CDevice(openmp=False)))
+
+
+def _check_layouts(dtype, shape, devices):
+    threaded, serial = devices
+    m, k, n = shape
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    for name, build in _layouts(a, b).items():
+        text = limn.ir(build(), passes=c_passes())
+        assert "tile=" in text and "FMA" in text, f"{name} {shape} is not tiled with an FMA"
+        want = run([build().node], passes=c_passes())[0]
+        for dev in (threaded, serial):
+            got = dev.realize([build().node])[0].data
+            assert got.tobytes() == want.tobytes(), (
+                f"{name} {shape} {dtype.__name__}: {(got != want).sum()} cells differ from "
+                "the interpreter"
+            )
+
+
+def test_a_large_tiled_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
+    threaded, serial = devices
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((200, 333)).astype(np.float32)
+    b = rng.standard_normal((333, 700)).astype(np.float32)
+    outs = []
+    for n in (1, 2, 3):
+        threaded.set_threads(n)
+        outs.append(threaded.realize([(Tensor(a) @ Tensor(b)).node])[0].data)
+    outs.append(serial.realize([(Tensor(a) @ Tensor(b)).node])[0].data)
+    assert all(o.tobytes() == outs[0].tobytes() for o in outs)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(outs[0] - want).max() / np.abs(want).max() < 1e-5
+
+
+def _exact(a, b, c, t):
+    """The correctly rounded a*b + c, by exact rationals and a search of the neighbours."""
+    x = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    f = t(float(x))
+    near = [f, np.nextafter(f, t(-np.inf)), np.nextafter(f, t(np.inf))]
+    return min(
+        near,
+        key=lambda v: (
+            abs(Fraction(float(v)) - x),
+            int(np.asarray(v).view(np.uint32 if t is np.float32 else np.uint64)) & 1,
+        ),
+    )
+
+
+@pytest.mark.parametrize("t", [np.float32, np.float64])
+def test_the_interpreters_fma_rounds_once(t):
+    d = dtypes.float32 if t is np.float32 else dtypes.float64
+    eps = np.finfo(t).eps
+    one = t(1)
+    # (1 + eps)(1 - eps) - 1 is -eps**2: rounded twice it is 0
+    got = fused_multiply_add(one + eps, one - eps, -one, d)
+    assert got == -t(eps) * t(eps) and (one + eps) * (one - eps) - one == 0
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        a, b, c = (t(v) for v in rng.standard_normal(3) * 10.0 ** rng.integers(-15, 15, 3))
+        assert fused_multiply_add(a, b, c, d) == _exact(a, b, c, t)
+    big = np.finfo(t).max
+    assert fused_multiply_add(big, t(2), -big, d) == big  # the exact product never overflows
+    assert fused_multiply_add(big, t(2), t(-np.inf), d) == -np.inf
+    assert np.isnan(fused_multiply_add(t(np.inf), t(0), t(1), d))
+    z = fused_multiply_add(t(-0.0), t(1), t(-0.0), d)
+    assert z == 0 and np.signbit(z)
