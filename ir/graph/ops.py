@@ -8,8 +8,9 @@ spelling, a template the c renderer fills; and, for a composite, its decompositi
 primitives (``ir/graph/elementary.py``). Adding a primitive is one row here plus each
 device's rendering.
 
-Primitives (``PRIMITIVE``, 28 rows) are the closed set a new device implements: the
-seed's nineteen, CUSTOM, and the eight the Array API added (IDIV, MOD, AND, OR, XOR, SHL,
+Primitives (``PRIMITIVE``, 29 rows) are the closed set a new device implements: the
+seed's nineteen, CUSTOM, SCAN (a prefix fold, linear where shifted adds are log2(n) passes
+of recomputation), and the eight the Array API added (IDIV, MOD, AND, OR, XOR, SHL,
 SHR, BITCAST; their reason is given at their rows). Everything a user calls is spelled
 in them (``ir/graph/compose.py``) or is one of the 28 composite rows.
 
