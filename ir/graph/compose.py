@@ -463,9 +463,22 @@ def argmin(x, axis: int, keepdim=False):
     return argmax(_order_flip(x), axis, keepdim)
 
 
+def scan(x, axis: int, combine: str = "add"):
+    """Inclusive prefix sums ("add"), products ("mul") or maxima ("max") along ``axis``:
+    one SCAN, folded left to right, O(n) work and memory.
+
+    A half width folds in float32 and rounds each output once, as its SUM keeps a float32
+    total (and torch's cumsum and cumprod do); a max is exact in any width.
+    """
+    wide = dtypes.acc_dtype(x.dtype)
+    if wide == x.dtype or combine == "max":
+        return x.p_scan(axis, combine)
+    return x.p_cast(wide).p_scan(axis, combine).p_cast(x.dtype)
+
+
 def cumsum(x, axis: int):
-    """out[i] = x[0] + ... + x[i] along ``axis``: one SCAN, a linear loop in x's dtype."""
-    return x.p_scan(axis, "add")
+    """out[i] = x[0] + ... + x[i] along ``axis`` (``scan``)."""
+    return scan(x, axis, "add")
 
 
 # ---- creation -----------------------------------------------------------------------
