@@ -331,16 +331,31 @@ def softplus(x):
     return relu(x).p_add(x.p_const(1).p_add(abs_(x).p_neg().p_exp()).p_log())
 
 
+# erf's Maclaurin series: 2/sqrt(pi) * (-1)**n / (n! (2n+1)), the coefficient of x**(2n+1)
+_ERF_SERIES = [
+    2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(12)
+]
+
+
 def erf(x):
-    """Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7, odd by construction."""
+    """Odd by construction, relatively accurate near 0, and erf(-0.0) = -0.0.
+
+    |x| < 0.5: the Maclaurin series (twelve terms, relative error < 1e-15). Beyond it,
+    Abramowitz & Stegun 7.1.26 refined (|error| < 1.5e-7, so relative < 3e-7 there).
+    """
     a = abs_(x)
     t = x.p_const(1).p_add(a.p_mul(a.p_const(0.3275911))).p_recip()
     poly = x.p_const(1.061405429)
     for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly = poly.p_mul(t).p_add(x.p_const(c))
     poly = poly.p_mul(t)
-    y = sub(x.p_const(1), poly.p_mul(a.p_mul(a).p_neg().p_exp()))
-    return x.p_cmplt(x.p_const(0)).p_where(y.p_neg(), y)
+    far = sub(x.p_const(1), poly.p_mul(a.p_mul(a).p_neg().p_exp()))
+    a2 = a.p_mul(a)
+    near = x.p_const(_ERF_SERIES[-1])
+    for c in reversed(_ERF_SERIES[:-1]):
+        near = near.p_mul(a2).p_add(x.p_const(c))
+    far = x.p_cmplt(x.p_const(0)).p_where(far.p_neg(), far)
+    return a.p_cmplt(x.p_const(0.5)).p_where(near.p_mul(x), far)  # near * x keeps -0.0
 
 
 def gelu(x, approximate: str = "none"):
@@ -451,9 +466,22 @@ def argmin(x, axis: int, keepdim=False):
     return argmax(_order_flip(x), axis, keepdim)
 
 
+def scan(x, axis: int, combine: str = "add"):
+    """Inclusive prefix sums ("add"), products ("mul") or maxima ("max") along ``axis``:
+    one SCAN, folded left to right, O(n) work and memory.
+
+    A half width folds in float32 and rounds each output once, as its SUM keeps a float32
+    total (and torch's cumsum and cumprod do); a max is exact in any width.
+    """
+    wide = dtypes.acc_dtype(x.dtype)
+    if wide == x.dtype or combine == "max":
+        return x.p_scan(axis, combine)
+    return x.p_cast(wide).p_scan(axis, combine).p_cast(x.dtype)
+
+
 def cumsum(x, axis: int):
-    """out[i] = x[0] + ... + x[i] along ``axis``: one SCAN, a linear loop in x's dtype."""
-    return x.p_scan(axis, "add")
+    """out[i] = x[0] + ... + x[i] along ``axis`` (``scan``)."""
+    return scan(x, axis, "add")
 
 
 # ---- creation -----------------------------------------------------------------------
