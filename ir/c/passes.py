@@ -217,6 +217,8 @@ def _outputs_first(block: Block) -> Block:
     and in which order, is unchanged; only which cells are in flight together moves.
     """
     loops, inner = chain(block)
+    if _folds_in_register(inner):
+        return _register_outputs(loops, inner)
     if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
         return block
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
@@ -249,6 +251,48 @@ def _outputs_first(block: Block) -> Block:
         best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
         outs = [*outs[:best], *outs[best + 1 :], outs[best]]
     return rebuild([*outs, *reds, loops[-1]], inner)
+
+
+def _folds_in_register(inner) -> bool:
+    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
+    return (
+        len(inner) >= 3
+        and isinstance(inner[0], DefAcc)
+        and isinstance(inner[1], Block)
+        and isinstance(inner[-1], Store)
+    )
+
+
+def _register_outputs(loops: list[Loop], inner) -> Block:
+    """The output loops around a register total, arranged for a register block: a wide
+    loop along which the operands are unit-stride innermost (the columns), the loop most
+    of the column operands do not depend on next (the rows). Every loop here is an output
+    loop, each cell folds inside them on its own, so their order changes no number."""
+    block = rebuild(loops, inner)
+    if _extent(loops[-1]) >= 8 or len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
+        return block
+    _, body = chain(inner[1])
+    if any(isinstance(x, Block) for x in body):
+        return block
+    written = set(inner[-1].index.names)
+    loads = [x for x in body if isinstance(x, Load)]
+    wide = [lp for lp in loops if lp.var in written and _extent(lp) >= 8]
+    if not wide:
+        return block
+    col = max(
+        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp))
+    )
+    rest = [lp for lp in loops if lp is not col]
+    along = [x for x in loads if x.index.coeff(col.var)]
+    row = max(
+        range(len(rest)),
+        key=lambda j: (
+            sum(1 for x in along if not x.index.coeff(rest[j].var)),
+            _extent(rest[j]) >= 6,
+            j,
+        ),
+    )
+    return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
 
 
 def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
