@@ -191,3 +191,34 @@ def test_the_cuda_tab_shows_its_own_passes_and_source(browser, matmul_page):
     assert shown == [f"{i}. {s['pass']}" for i, s in enumerate(cuda["steps"])] + ["final"]
     assert browser.eval("document.querySelectorAll('.source .ln').length") == len(cuda["source"])
     assert browser.errors == []
+
+
+def test_the_cuda_tab_links_a_node_to_its_cuda_lines_and_back(browser, matmul_page):
+    g = load(browser, matmul_page)
+    mul = next(i for i, n in enumerate(g["nodes"]) if n["op"] == "MUL")
+    k = g["nodes"][mul]["home"]
+    pipe = g["kernels"][k]["pipelines"]["cuda"]
+    final = [s for s in pipe["steps"] if "lines" in s][-1]
+    rows = {r for r, nid in enumerate(g["kernels"][k]["rows"]) if nid == mul}
+    want_nest = [i for i, r in enumerate(final["rows"]) if r in rows]
+    want = [i for i, o in enumerate(pipe["origin"]) if o in want_nest]
+    browser.click(f'#kernels .krow[data-k="{k}"]')
+    browser.click('.steps button[data-target="cuda"]')
+    browser.wait_for('sel.target === "cuda"')
+    browser.click(f'#drawing g.node[data-i="{browser.eval(f"drawn.keys.indexOf({mul})")}"]')
+    browser.wait_for(f"sel.node === {mul}")
+    assert want and lines(browser, ".source .ln.hl") == want
+    assert all(" * " in pipe["source"][i] for i in want)  # the CUDA of a MUL multiplies
+    # and back: a CUDA line of another instruction selects the node it computes
+    at = next(
+        i
+        for i, o in enumerate(pipe["origin"])
+        if o >= 0 and final["rows"][o] >= 0 and g["kernels"][k]["rows"][final["rows"][o]] != mul
+    )
+    nid = g["kernels"][k]["rows"][final["rows"][pipe["origin"][at]]]
+    browser.click(f'.source .ln[data-line="{at}"]')
+    browser.wait_for(f"sel.node === {nid}")
+    assert at in lines(browser, ".source .ln.hl")
+    assert pipe["origin"][at] in lines(browser, ".nest .ln.hl")
+    assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
+    assert browser.errors == []
