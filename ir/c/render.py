@@ -250,7 +250,7 @@ class _Renderer:
         self.used: set = set()
         self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
-        self.heap: set[str] = set()  # the ones too large for the stack, freed after their TREE
+        self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
 
