@@ -10,6 +10,7 @@ The primitive protocol (methods of an operand ``x``):
 
     x.shape, x.dtype
     x.p_neg() p_exp() p_log() p_sqrt() p_recip() p_cast(dtype) p_contiguous()
+    x.p_detach()                         the same value, no gradient through it
     x.p_add(y) p_mul(y) p_cmplt(y)       x.p_where(a, b)  (x is the bool condition)
     x.p_sum(axes) p_max(axes)            reduced dims kept as size 1
     x.p_reshape(shape) p_permute(order) p_expand(shape) p_pad(pads) p_shrink(bounds)
@@ -421,7 +422,9 @@ def std(x, axes, keepdim=False, correction: float = 1):
 
 
 def logsumexp(x, axes, keepdim=False):
-    m = x.p_max(axes)
+    # the shift cancels: its gradient is zero in exact arithmetic, so none flows through it
+    # (as in torch); differentiating it would cost a kernel per row and add only rounding
+    m = x.p_max(axes).p_detach()
     # an all -inf slice would give -inf - -inf = nan; shift by 0 there instead
     m = isinf(m).p_where(m.p_const(0), m)
     s = sub(x, expand_to(m, x.shape)).p_exp().p_sum(axes).p_log().p_add(m)
@@ -429,14 +432,14 @@ def logsumexp(x, axes, keepdim=False):
 
 
 def softmax(x, axis: int):
-    m = expand_to(x.p_max((axis,)), x.shape)
+    m = expand_to(x.p_max((axis,)).p_detach(), x.shape)  # the shift cancels (logsumexp)
     e = sub(x, m).p_exp()
     return e.p_mul(expand_to(e.p_sum((axis,)).p_recip(), x.shape))
 
 
 def log_softmax(x, axis: int):
     """(x - max) - log(sum(exp(x - max))): a row holding +inf or only -inf is nan, as in torch."""
-    d = sub(x, expand_to(x.p_max((axis,)), x.shape))
+    d = sub(x, expand_to(x.p_max((axis,)).p_detach(), x.shape))  # the shift cancels
     return sub(d, expand_to(d.p_exp().p_sum((axis,)).p_log(), x.shape))
 
 
