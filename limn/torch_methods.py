@@ -296,7 +296,14 @@ class TorchMethods:
     clip = clamp
 
     def lerp(self, end, weight):
-        return self + (end - self) * weight
+        """torch's two-sided form: ``self + w*(end - self)`` where ``|w| < 0.5``, else
+        ``end - (end - self)*(1 - w)``; exact at both ends, and no inf - inf where an end
+        is infinite (``lerp(inf, 0, 0.5)`` is inf, as in torch)."""
+        diff = end - self
+        if not isinstance(weight, TorchMethods):
+            return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
+        near_self = weight.abs() < 0.5
+        return near_self.where(self + diff * weight, end - diff * (1 - weight))
 
     # ---- reductions -----------------------------------------------------------------
 

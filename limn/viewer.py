@@ -21,9 +21,10 @@ Those tags are the links: node -> kernel rows -> nest lines -> C lines, and back
 Per-kernel measurements are optional: a ``stats`` callable ``(KernelGraph, i) -> dict``
 (or, for one graph, a dict by kernel index) gives ``{"calls": n, "seconds": total,
 "flops": per call, "bytes": per call}``, any of the last two left out; the page shows
-time per call, GFLOP/s and GB/s. A profiler that measures kernels sets
-``limn.viewer.stats_source`` to such a callable and every page written afterwards shows
-its figures.
+time per call, GFLOP/s and GB/s. Without one, the page shows what limn's kernel profiler
+(``limn.profile()``, ``LIMN_PROFILE=1``) measured of each kernel with the same body and
+buffers, when it is running or has run; another profiler sets ``limn.viewer.stats_source``
+to its own callable and every page written afterwards shows its figures.
 """
 
 from __future__ import annotations
@@ -177,12 +178,14 @@ def graph_data(
     return data, graph
 
 
-def _nest_lines(nest, graph: KernelGraph, i: int) -> tuple[list[str], list[int]]:
+def _nest_lines(nest, graph: KernelGraph, i: int) -> tuple[list[str], list[int], dict]:
+    """The nest's text, the kernel row of each line, and {line: rows a pass folded in}."""
     k = graph.kernels[i]
     text = nest.format([f"buf{b}" for b in k.inputs], f"buf{k.output}").splitlines()
     header = len(text) - len(nest.body)
     rows = [-1] * header + [-1 if ins.row is None else ins.row for ins in nest.body]
-    return text, rows
+    folded = {header + j: list(ins.folded) for j, ins in enumerate(nest.body) if ins.folded}
+    return text, rows, folded
 
 
 def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
@@ -200,14 +203,16 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
 
 
 def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
-    lines, rows = _nest_lines(nest, graph, i)
+    lines, rows, folded = _nest_lines(nest, graph, i)
     steps = [{"pass": "lower", "lines": lines, "rows": rows}]
     for p in passes:
         nest = apply_passes(nest, [p])
-        new, rows = _nest_lines(nest, graph, i)
+        new, rows, folded = _nest_lines(nest, graph, i)
         step = {"pass": getattr(p, "__name__", repr(p))}
         if new != lines:
             step.update(lines=new, rows=rows)
+            if folded:
+                step["folded"] = folded
         steps.append(step)
         lines = new
     try:
@@ -222,9 +227,11 @@ def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
 
 
 def _stats(stats, graph: KernelGraph, i: int):
+    from limn.runtime import profile
+
     source = stats if stats is not None else stats_source
-    if source is None:
-        return None
+    if source is None:  # the kernel profiler's figures, if it measured this kernel
+        source = profile.measured
     got = source.get(i) if isinstance(source, dict) else source(graph, i)
     return (
         None if not got else {k: got[k] for k in ("calls", "seconds", "flops", "bytes") if k in got}

@@ -23,8 +23,8 @@ BOOL = dtypes.bool_
 
 def scan(x, axis: int, op: str = "add"):
     """Inclusive prefix sums ("add"), products ("mul") or maxima ("max") along ``axis``:
-    one SCAN, folded left to right in x's dtype, O(n) work and memory."""
-    return x.p_scan(axis, op)
+    ``compose.scan``, the one Tensor's cumsum uses."""
+    return compose.scan(x, axis, op)
 
 
 def positions(like, n: int, dtype, start: int = 0):

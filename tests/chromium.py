@@ -3,7 +3,8 @@
 Chromium's ``--remote-debugging-pipe`` speaks the protocol as NUL-separated JSON on file
 descriptors 3 (commands in) and 4 (replies and events out), so the driver is a pipe, a
 reader thread and JSON: no websocket client, no browser download, nothing from PyPI.
-``find()`` returns the system's chromium (CI installs Debian's) or None.
+``find()`` returns the system's chromium (CI installs Debian's) or None; ``LIMN_CHROMIUM``
+names the one to use, and then no other is looked for.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ FLAGS = [
 
 
 def find() -> str | None:
-    for name in (os.environ.get("LIMN_CHROMIUM"), "chromium", "chromium-browser", "chrome"):
-        if name and shutil.which(name):
+    if os.environ.get("LIMN_CHROMIUM"):
+        return shutil.which(os.environ["LIMN_CHROMIUM"])
+    for name in ("chromium", "chromium-browser", "chrome"):
+        if shutil.which(name):
             return shutil.which(name)
     return None
 

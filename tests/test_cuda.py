@@ -11,6 +11,7 @@ why, where there is none (``examples/gpu_check.py`` runs them on a GPU machine).
 
 from __future__ import annotations
 
+import ctypes
 import re
 import subprocess
 import tempfile
@@ -297,3 +298,121 @@ def test_fused_attention_outputs_are_declared_for_every_kernel():
         (dtypes.float16, k.shape),
         (dtypes.float16, v.shape),
     ]
+
+
+class _FakeDriver:
+    """Device memory as numpy byte arrays, and each launch run by the numpy reference
+    kernels with its arguments bound by the names the CUDA signature declares."""
+
+    def __init__(self, dims: tuple[int, int]):
+        from limn.runtime import cuda_sdpa
+
+        self.dims = dims  # (d, dv): what the compiled source has as constants
+        self.mem: dict[int, np.ndarray] = {}
+        self.sigs = {
+            name: [p.split()[-1].lstrip("*") for p in params.split(",")]
+            for name, params in re.findall(
+                r"(limn_sdpa_\w+)\((.*?)\)\s*\{\{", cuda_sdpa._TEMPLATE, re.S
+            )
+        }
+
+    def alloc(self, n: int) -> int:
+        self.mem[len(self.mem) + 1] = np.zeros(max(n, 1), np.uint8)
+        return len(self.mem)
+
+    def put(self, a: np.ndarray) -> int:
+        p = self.alloc(a.nbytes)
+        self.mem[p][: a.nbytes] = np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+        return p
+
+    def get(self, p: int, dtype, shape) -> np.ndarray:
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return self.mem[p][:n].view(dtype).reshape(shape)
+
+    def copy(self, dst: int, src: int, n: int) -> None:
+        self.mem[dst][:n] = self.mem[src][:n]
+
+    def launch(self, fn: str, grid, block, args) -> None:
+        from limn import sdpa as ref
+
+        a = dict(zip(self.sigs[fn], args, strict=True))
+        bh, t_q, t_k = (a[n].value for n in ("bh_count", "t_q", "t_k"))
+        params = (a["scale"].value, bool(a["causal"].value))
+        dt = np.float64 if isinstance(a["scale"], ctypes.c_double) else np.float32
+        dims = self.dims
+
+        def arr(name, rows, width):
+            return self.get(a[name], dt, (bh, rows, width))
+
+        q, k, v = arr("q", t_q, dims[0]), arr("k", t_k, dims[0]), arr("v", t_k, dims[1])
+        mask = [] if a["mask"] == 0 else [self.get(a["mask"], np.bool_, (bh, t_k))]
+        if fn == "limn_sdpa_fwd":
+            outs, names = ref.sdpa([q, k, v, *mask], params), ("o", "lse")
+        else:
+            do = arr("dout", t_q, dims[1])
+            lse, delta = (self.get(a[n], dt, (bh, t_q)) for n in ("lse", "delta"))
+            vals = [q, k, v, do, lse, delta, *mask]
+            if fn == "limn_sdpa_bwd_q":
+                outs, names = ref.sdpa_bwd_q(vals, params), ("dq",)
+            else:
+                outs, names = ref.sdpa_bwd_kv(vals, params), ("dk", "dv")
+        for name, out in zip(names, outs, strict=True):
+            self.get(a[name], out.dtype, out.shape)[...] = out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declared(
+    dtype, monkeypatch
+):
+    """No GPU needed: the CUSTOM nodes limn.attention builds (one tensor as q, k and v, so
+    the kernel reads one buffer three times; a key mask; causal; a scale), scheduled, and
+    each launch the cuda device would make run by the numpy reference through the CUDA
+    signatures' parameter names. Any disagreement in source order, mask position, output
+    order or params gives other numbers than the numpy device's."""
+    from ir.graph import dtypes
+    from limn import attention
+    from limn import sdpa as ref
+    from limn.runtime.cuda_sdpa import FusedAttention
+
+    monkeypatch.setattr(FusedAttention, "functions", lambda self, dt, d, dv: {
+        n: n for n in ("limn_sdpa_fwd", "limn_sdpa_bwd_q", "limn_sdpa_bwd_kv")})  # fmt: skip
+    limn.set_device("numpy")
+    rng = np.random.default_rng(0)
+    b, h, t, d = 2, 3, 9, 8
+    xa = rng.standard_normal((b, h, t, d)).astype(dtype)
+    ma = rng.random((b, h, t)) > 0.3
+    x, mask = Tensor(xa), Tensor(ma)
+    params = (0.37, True)
+    acc = dtypes.as_dtype(dtype)
+    o_node, lse_node = attention._custom(
+        "sdpa", [x, x, x, mask], params, [(acc, (b, h, t, d)), (acc, (b, h, t))]
+    )
+    o_want, lse_want = ref.sdpa([xa, xa, xa, ma], params)
+    g = rng.standard_normal(o_want.shape).astype(dtype)
+    delta = (g * o_want).sum(-1)
+    srcs = [x, x, x, Tensor(g), Tensor(lse_want), Tensor(delta), mask]
+    (dq_node,) = attention._custom("sdpa_bwd_q", srcs, params, [(acc, x.shape)])
+    dk_node, dv_node = attention._custom(
+        "sdpa_bwd_kv", srcs, params, [(acc, x.shape), (acc, x.shape)]
+    )
+    bwd = [xa, xa, xa, g, lse_want, delta, ma]
+    want = [o_want, lse_want, *ref.sdpa_bwd_q(bwd, params), *ref.sdpa_bwd_kv(bwd, params)]
+    roots = [o_node, lse_node, dq_node, dk_node, dv_node]
+    sched = schedule(roots)
+    graph = sched.graph
+    assert all(k.kind == "CUSTOM" for k in graph.kernels)
+    assert any(len(k.inputs) < len(k.result.srcs) for k in graph.kernels)  # q = k = v
+    drv = _FakeDriver((d, d))
+    ptrs = [drv.put(n.arg.data) for n in sched.inputs]
+    ptrs += [drv.alloc(s.dtype.itemsize * int(np.prod(s.shape))) for s in
+             graph.buffers[graph.n_inputs :]]  # fmt: skip
+    memo: dict = {"scratch": []}
+    for k in graph.kernels:
+        fn = FusedAttention(None, k.result.arg[0])
+        call = rt.CudaDevice._gpu_custom(None, graph, k, fn)
+        call(drv, [ptrs[i] for i in k.inputs] + [ptrs[k.output]], None, memo, k)
+    assert len([key for key in memo if key != "scratch"]) == 3  # siblings share one launch
+    for sink, w in zip(graph.sinks, want, strict=True):
+        spec = graph.buffers[sink.buffer]
+        got = drv.get(ptrs[sink.buffer], dtypes.to_numpy(spec.dtype), spec.shape)
+        np.testing.assert_array_equal(got, w)

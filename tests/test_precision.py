@@ -154,3 +154,16 @@ def test_precision_table_holds_on_the_c_device(name):
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_precision_table_holds_on_a_device_that_renders_no_composite(name, primitive_c):
     _check(name, primitive_c)
+
+
+def test_the_rows_and_their_bounds_are_the_docs_table():
+    """Every row of docs/array_api.md's table is asserted here, at that table's own bounds."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "array_api.md").read_text()
+    table = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[1].replace(".", "").isdigit():
+            table[cells[0].split()[0]] = (float(cells[1]), float(cells[5]))
+    assert table == {name: (row[2], row[3]) for name, row in ROWS.items()}

@@ -190,3 +190,17 @@ def test_threaded_scans_equal_serial_ones_bit_for_bit():
         alone = serial.realize([build().node])[0].data
         assert threaded.tobytes() == alone.tobytes()
         _same_bits(threaded, np.cumsum(x * np.float32(3), axis))
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+@pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16], ids=str)
+def test_half_width_cumsum_folds_in_float32_as_its_sum_and_torch_do(device, d):
+    # folding in the half width itself stalls: 2048 + 1 is 2048 in float16 (256 in bfloat16)
+    rng = np.random.default_rng(4)
+    x = np.concatenate([np.ones(4096), rng.standard_normal(300)]).astype(np.float32)
+    td = {dtypes.float16: torch.float16, dtypes.bfloat16: torch.bfloat16}[d]
+    t = Tensor(x, device=device).cast(d)
+    got = t.cumsum(0).float().numpy()
+    tt = torch.from_numpy(x).to(td)
+    np.testing.assert_array_equal(got, tt.cumsum(0).float().numpy())
+    assert got[4095] == t[:4096].sum().float().item() == 4096

@@ -4,9 +4,9 @@
 its result (the case that was silently wrong before views wrote through), ``fftconvolve``
 runs limn's FFTs, and the cumulative integrators run its scans and slicing. The flag
 must be set before SciPy is first imported, so each device runs in a child process
-(``tests/scipy_client.py``). On the c device the two convolutions take minutes today
-(their FFT graphs are slow to build, the composed-math performance the op-table issue
-owns), so those two cases there are slow tests.
+(``tests/scipy_client.py``). On the c device the two convolutions compile several FFT
+plans (about 9 s together with an empty compile cache, 3 s with a warm one, on a loaded
+2-core machine), so those two cases there are slow tests (``uv run pytest -m slow``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ compile cache and the map of realized buffers.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -47,10 +48,15 @@ def run_threads(fn, n=THREADS) -> list:
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so a race shows on every run
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
     if errors:
         raise errors[0]
     return out

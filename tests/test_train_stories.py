@@ -1,10 +1,15 @@
 """examples/train_stories.py for a handful of steps: the loss falls, a checkpoint resumes
 the same trajectory, and nothing reads outside the repository."""
 
+import os
 import runpy
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import limn
 
@@ -46,3 +51,69 @@ def test_the_shipped_slice_is_small_and_carries_its_license():
     assert (data / "tinystories-sample.txt").stat().st_size <= 256 * 1024
     assert "CDLA-Sharing-1.0" in (data / "README.md").read_text()
     assert "shared" not in EXAMPLE.read_text()  # a fresh clone has no ../shared
+
+
+# ---- --distributed: 2 ranks under mpiexec (skipped without the mpi extra) -------------
+
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+
+
+def _have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return MPIEXEC is not None
+
+
+mpi = pytest.mark.skipif(not _have_mpi(), reason="needs the mpi extra: uv sync --extra mpi")
+DIST = [*TINY[:-1], "8", "--steps", "6", "--log-every", "1", "--sample", "0", "--device", "numpy"]
+
+
+def _launch(*args, limit: float = 120):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [MPIEXEC, "-n", "2", sys.executable, str(EXAMPLE), *DIST, "--distributed", *args]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def _step_losses(stdout: str) -> list[float]:
+    return [float(ln.split()[3]) for ln in stdout.splitlines() if ln.startswith("step ")]
+
+
+@mpi
+def test_distributed_two_ranks_take_the_steps_of_one_process_on_the_whole_batch(tmp_path):
+    """2 ranks of batch 4 against 1 process of batch 8: the same losses and parameters to
+    float32 rounding, the same parameters on both ranks, rank 0 alone logging and writing
+    the checkpoint; then a 2-rank run stopped at step 3 and resumed from rank 0's
+    checkpoint ends on the uninterrupted 2-rank run's parameters, bit for bit."""
+    from limn import serialize
+
+    straight, stopped = tmp_path / "straight.safetensors", tmp_path / "stopped.safetensors"
+    out = _launch("--checkpoint", str(straight))
+    limn.set_device("numpy")
+    one = _main()([*DIST, "--checkpoint", str(tmp_path / "one.safetensors")])
+    two = _step_losses(out)
+    assert len(two) == 6 and two[-1] < two[0]  # each step logged once: rank 0 alone
+    np.testing.assert_allclose(two, [loss for _, loss in one["losses"]], rtol=2e-4)
+    assert "parameters identical on all 2 ranks" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.safetensors", "straight.safetensors"]
+    got, want = (serialize.load(p, numpy=True) for p in (straight, tmp_path / "one.safetensors"))
+    assert got.keys() == want.keys()
+    for k in want:
+        a, b = got[k], want[k]
+        if k.endswith("attn.in_proj_bias"):
+            # the key bias adds one number to a query's every score: softmax ignores it, its
+            # gradient is rounding noise, and AdamW turns noise into lr-sized steps
+            d = a.size // 3
+            a, b = np.delete(a, np.s_[d : 2 * d]), np.delete(b, np.s_[d : 2 * d])
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=k)
+
+    _launch("--stop-at", "3", "--checkpoint", str(stopped))
+    out = _launch("--resume", "--checkpoint", str(stopped))
+    assert "resumed from" in out and "at step 3" in out
+    assert _step_losses(out) == two[3:]
+    resumed = serialize.load(stopped, numpy=True)
+    for k in got:
+        assert resumed[k].tobytes() == got[k].tobytes(), k

@@ -1,10 +1,12 @@
 """The stage viewer in a real browser: headless chromium loads the page, clicks through it,
 and the highlighted lines must be the ones the page's own data links.
 
-CI installs Debian's chromium (``.ci/run``); without one these tests skip, saying so.
+CI installs Debian's chromium (``.ci/run``); without one these tests skip, saying so,
+except where ``LIMN_REQUIRE_CHROMIUM=1`` (``.ci/run`` sets it): there they fail.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -17,9 +19,18 @@ import limn
 from limn import Tensor, nn, optim
 
 EXE = find()
-pytestmark = pytest.mark.skipif(
-    EXE is None, reason="no chromium found (CI installs it: apt-get install chromium)"
-)
+if EXE is None:
+    _why = "no chromium found (CI installs it: apt-get install chromium)"
+    if os.environ.get("LIMN_REQUIRE_CHROMIUM") == "1":
+        _why += "; LIMN_REQUIRE_CHROMIUM=1 makes that a failure"
+        pytestmark = pytest.mark.usefixtures("_chromium_is_required")
+    else:
+        pytestmark = pytest.mark.skip(reason=_why)
+
+
+@pytest.fixture(scope="module")
+def _chromium_is_required():
+    pytest.fail(_why, pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +78,8 @@ def test_clicking_a_node_highlights_its_kernel_nest_lines_and_c_lines(browser, m
     assert browser.eval("document.querySelector('#drawing g.node.sel').dataset.i") == str(item)
     final = [s for s in pipe["steps"] if "lines" in s][-1]
     rows = {r for r, nid in enumerate(kernel["rows"]) if nid == mul}
-    want_nest = [i for i, r in enumerate(final["rows"]) if r in rows]
+    folded = {int(i): set(f) for i, f in final.get("folded", {}).items()}  # the MUL in an FMA
+    want_nest = [i for i, r in enumerate(final["rows"]) if r in rows or rows & folded.get(i, set())]
     assert want_nest and lines(browser, ".nest .ln.hl") == want_nest
     want_c = [i for i, o in enumerate(pipe["origin"]) if o in want_nest]
     assert want_c and lines(browser, ".source .ln.hl") == want_c

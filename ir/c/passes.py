@@ -338,7 +338,9 @@ def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
         if sum(fold.src in uses(x) for x in body) != 1:
             return b  # the product is read elsewhere too: it must exist
         x, y = mul.srcs
-        body = [i for i in body[:-1] if i is not mul] + [replace(fold, src=x, mul=y)]
+        gone = (*mul.folded, *(() if mul.row is None else (mul.row,)))  # for the viewer
+        fma = replace(fold, src=x, mul=y, folded=fold.folded + gone)
+        body = [i for i in body[:-1] if i is not mul] + [fma]
         return Block(b.loop, tuple(body))
 
     return rewrite(block)

@@ -520,10 +520,29 @@ def units(
                 f"for {spec.dtype}"
             )
     passes = c_passes() if passes is None else passes
-    funcs = [
-        (i, render(apply_passes(lower(graph, i), passes), f"k{i}", openmp))
-        for i, k in enumerate(graph.kernels)
-        if k.kind != "CUSTOM"
-    ]
+    first: dict[tuple, int] = {}  # a kernel's structure -> the first kernel that has it
+    copies: dict[int, list[int]] = {}
+    for i, k in enumerate(graph.kernels):
+        if k.kind != "CUSTOM":
+            j = first.setdefault(kernel_key(graph, k), i)
+            copies.setdefault(j, []).append(i)
+    funcs = []
+    for i, same in copies.items():
+        text, used = render(apply_passes(lower(graph, i), passes), f"k{i}", openmp)
+        for j in same[1:]:  # the same nest over other buffers (the next layer's): one call
+            text += f"\nvoid k{j}(void *const *args, int64_t *err) {{ k{i}(args, err); }}"
+        funcs.append((same, (text, used)))
     parts = split_for_cores(funcs, cores or os.cpu_count() or 1)
-    return [([i for i, _ in part], program([f for _, f in part])) for part in parts]
+    return [
+        (sorted(i for same, _ in part for i in same), program([f for _, f in part]))
+        for part in parts
+    ]
+
+
+def kernel_key(graph: KernelGraph, k) -> tuple:
+    """What a kernel's nest is made from: its rows and the specs of the buffers it touches.
+
+    Two kernels with equal keys lower to the same nest (they differ only in which buffers
+    they are handed), so a plan renders and compiles the nest once and the copy calls it.
+    """
+    return (k.kind, k.rows, tuple(graph.buffers[b] for b in k.inputs), graph.buffers[k.output])

@@ -10,6 +10,7 @@ The primitive protocol (methods of an operand ``x``):
 
     x.shape, x.dtype
     x.p_neg() p_exp() p_log() p_sqrt() p_recip() p_cast(dtype) p_contiguous()
+    x.p_detach()                         the same value, no gradient through it
     x.p_add(y) p_mul(y) p_cmplt(y)       x.p_where(a, b)  (x is the bool condition)
     x.p_sum(axes) p_max(axes)            reduced dims kept as size 1
     x.p_reshape(shape) p_permute(order) p_expand(shape) p_pad(pads) p_shrink(bounds)
@@ -330,16 +331,31 @@ def softplus(x):
     return relu(x).p_add(x.p_const(1).p_add(abs_(x).p_neg().p_exp()).p_log())
 
 
+# erf's Maclaurin series: 2/sqrt(pi) * (-1)**n / (n! (2n+1)), the coefficient of x**(2n+1)
+_ERF_SERIES = [
+    2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(12)
+]
+
+
 def erf(x):
-    """Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7, odd by construction."""
+    """Odd by construction, relatively accurate near 0, and erf(-0.0) = -0.0.
+
+    |x| < 0.5: the Maclaurin series (twelve terms, relative error < 1e-15). Beyond it,
+    Abramowitz & Stegun 7.1.26 refined (|error| < 1.5e-7, so relative < 3e-7 there).
+    """
     a = abs_(x)
     t = x.p_const(1).p_add(a.p_mul(a.p_const(0.3275911))).p_recip()
     poly = x.p_const(1.061405429)
     for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
         poly = poly.p_mul(t).p_add(x.p_const(c))
     poly = poly.p_mul(t)
-    y = sub(x.p_const(1), poly.p_mul(a.p_mul(a).p_neg().p_exp()))
-    return x.p_cmplt(x.p_const(0)).p_where(y.p_neg(), y)
+    far = sub(x.p_const(1), poly.p_mul(a.p_mul(a).p_neg().p_exp()))
+    a2 = a.p_mul(a)
+    near = x.p_const(_ERF_SERIES[-1])
+    for c in reversed(_ERF_SERIES[:-1]):
+        near = near.p_mul(a2).p_add(x.p_const(c))
+    far = x.p_cmplt(x.p_const(0)).p_where(far.p_neg(), far)
+    return a.p_cmplt(x.p_const(0.5)).p_where(near.p_mul(x), far)  # near * x keeps -0.0
 
 
 def gelu(x, approximate: str = "none"):
@@ -404,7 +420,9 @@ def std(x, axes, keepdim=False, correction: float = 1):
 
 
 def logsumexp(x, axes, keepdim=False):
-    m = x.p_max(axes)
+    # the shift cancels: its gradient is zero in exact arithmetic, so none flows through it
+    # (as in torch); differentiating it would cost a kernel per row and add only rounding
+    m = x.p_max(axes).p_detach()
     # an all -inf slice would give -inf - -inf = nan; shift by 0 there instead
     m = isinf(m).p_where(m.p_const(0), m)
     s = sub(x, expand_to(m, x.shape)).p_exp().p_sum(axes).p_log().p_add(m)
@@ -412,14 +430,14 @@ def logsumexp(x, axes, keepdim=False):
 
 
 def softmax(x, axis: int):
-    m = expand_to(x.p_max((axis,)), x.shape)
+    m = expand_to(x.p_max((axis,)).p_detach(), x.shape)  # the shift cancels (logsumexp)
     e = sub(x, m).p_exp()
     return e.p_mul(expand_to(e.p_sum((axis,)).p_recip(), x.shape))
 
 
 def log_softmax(x, axis: int):
     """(x - max) - log(sum(exp(x - max))): a row holding +inf or only -inf is nan, as in torch."""
-    d = sub(x, expand_to(x.p_max((axis,)), x.shape))
+    d = sub(x, expand_to(x.p_max((axis,)).p_detach(), x.shape))  # the shift cancels
     return sub(d, expand_to(d.p_exp().p_sum((axis,)).p_log(), x.shape))
 
 
@@ -448,9 +466,22 @@ def argmin(x, axis: int, keepdim=False):
     return argmax(_order_flip(x), axis, keepdim)
 
 
+def scan(x, axis: int, combine: str = "add"):
+    """Inclusive prefix sums ("add"), products ("mul") or maxima ("max") along ``axis``:
+    one SCAN, folded left to right, O(n) work and memory.
+
+    A half width folds in float32 and rounds each output once, as its SUM keeps a float32
+    total (and torch's cumsum and cumprod do); a max is exact in any width.
+    """
+    wide = dtypes.acc_dtype(x.dtype)
+    if wide == x.dtype or combine == "max":
+        return x.p_scan(axis, combine)
+    return x.p_cast(wide).p_scan(axis, combine).p_cast(x.dtype)
+
+
 def cumsum(x, axis: int):
-    """out[i] = x[0] + ... + x[i] along ``axis``: one SCAN, a linear loop in x's dtype."""
-    return x.p_scan(axis, "add")
+    """out[i] = x[0] + ... + x[i] along ``axis`` (``scan``)."""
+    return scan(x, axis, "add")
 
 
 # ---- creation -----------------------------------------------------------------------

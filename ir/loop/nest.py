@@ -152,9 +152,12 @@ class Instruction:
     (a loop, or what a pass made up). It is provenance for a reader -- the stage viewer
     links a nest line back to its op-graph node through it -- so it takes no part in
     equality, hashing or the text, and ``dataclasses.replace`` carries it through a pass.
+    ``folded`` is the same provenance for instructions a pass folded into this one (the
+    MUL an ACCUM FMA absorbed): their rows, so the viewer still finds where they went.
     """
 
     row: int | None = field(default=None, kw_only=True, compare=False, repr=False)
+    folded: tuple[int, ...] = field(default=(), kw_only=True, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

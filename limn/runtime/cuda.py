@@ -401,10 +401,13 @@ class CudaDevice(CompiledDevice):
     def _gpu_custom(self, graph: KernelGraph, k, fn):
         """A CUSTOM kernel that runs on the GPU; siblings of one call share a single run."""
         name, out_index, params = k.result.arg
+        # a kernel reads each buffer once; the kernel wants its sources in the node's order,
+        # repeats included (self-attention over one tensor gives q, k and v one buffer)
+        order = [k.rows[r].arg for r in k.result.srcs]
 
         def call(drv, ptrs, err, memo, kernel):
             key = (name, kernel.inputs, repr(params))
-            specs = [graph.buffers[b] for b in kernel.inputs]
+            specs = [graph.buffers[kernel.inputs[i]] for i in order]
             out = graph.buffers[kernel.output]
             if key not in memo:
                 outs = []
@@ -412,7 +415,8 @@ class CudaDevice(CompiledDevice):
                     p = drv.alloc(_nbytes(d, shape))
                     memo["scratch"].append(p)
                     outs.append(p)
-                fn.run(drv, [s.shape for s in specs], specs[0].dtype, ptrs[:-1], outs, params)
+                ins = [ptrs[i] for i in order]
+                fn.run(drv, [s.shape for s in specs], specs[0].dtype, ins, outs, params)
                 memo[key] = outs
             drv.copy(ptrs[-1], memo[key][out_index], _nbytes(out.dtype, out.shape))
 

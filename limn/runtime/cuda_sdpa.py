@@ -198,7 +198,7 @@ class FusedAttention:
         fns = self.functions(dtype, d, dv)
         acc = acc_dtype(dtype)
         sc = float(scale)
-        has_mask = len(ins) in (4, 7)
+        has_mask = len(ins) > (3 if self.name == "sdpa" else 6)  # the key mask comes last
         mask = ins[-1] if has_mask else 0
         rows = bh * (t_k if self.name == "sdpa_bwd_kv" else t_q)
         grid = max(1, min(-(-rows * 32 // THREADS), 1 << 16))

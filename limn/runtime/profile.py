@@ -145,6 +145,23 @@ class Profiler:
 
     # ---- reading -----------------------------------------------------------------------
 
+    def measured(self, graph, i: int) -> dict | None:
+        """What was measured of kernel ``i`` of ``graph`` (a kernel graph scheduled anywhere,
+        as the stage viewer schedules one), summed over every plan and source line that ran
+        the same body on the same buffers: ``calls``, ``seconds``, and ``flops`` and
+        ``bytes`` per call; None if no such kernel ran."""
+        k = graph.kernels[i]
+        key = (k.kind, k.rows, tuple(graph.buffers[b] for b in (*k.inputs, k.output)))
+        same = [s for kk, s in self.kernels.items() if kk[:3] == key and s.calls]
+        if not same:
+            return None
+        return {
+            "calls": sum(s.calls for s in same),
+            "seconds": sum(s.seconds for s in same),
+            "flops": same[0].flop,
+            "bytes": same[0].bytes,
+        }
+
     def stats(self, nest: bool = False) -> list[dict]:
         """Every kernel seen, most time first, as plain dicts.
 
@@ -223,6 +240,13 @@ def stats(nest: bool = False) -> list[dict]:
 
 
 _last: Profiler | None = None
+
+
+def measured(graph, i: int) -> dict | None:
+    """The active (or last) profiler's figures for kernel ``i`` of ``graph``; see
+    ``Profiler.measured``. The stage viewer shows these when it is given no other stats."""
+    prof = _active or _last
+    return prof.measured(graph, i) if prof is not None else None
 
 
 def from_env() -> None:

@@ -49,6 +49,8 @@ function nestHighlight(step) {
   if (sel.line >= 0 && step === finalStep(kernel())) out.add(sel.line);
   const rows = selectedRows();
   step.rows.forEach((r, i) => rows.has(r) && out.add(i));
+  // a row a pass folded into another line (the MUL an ACCUM FMA absorbed) lights that line
+  for (const i in step.folded || {}) if (step.folded[i].some((r) => rows.has(r))) out.add(+i);
   return out;
 }
 
