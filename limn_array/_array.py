@@ -327,9 +327,9 @@ def _delegate(name: str, wrap_args: bool):
 
 
 _PROTOCOL = (
-    "p_neg p_exp p_log p_sqrt p_recip p_cast p_contiguous p_add p_mul p_cmplt p_idiv p_mod "
-    "p_and p_or p_xor p_shl p_shr p_bitcast p_where p_sum p_max p_scan p_reshape p_permute "
-    "p_expand p_pad p_shrink p_flip p_step p_gather p_scatter"
+    "p_neg p_exp p_log p_sqrt p_recip p_cast p_contiguous p_detach p_add p_mul p_cmplt p_idiv "
+    "p_mod p_and p_or p_xor p_shl p_shr p_bitcast p_where p_sum p_max p_scan p_reshape "
+    "p_permute p_expand p_pad p_shrink p_flip p_step p_gather p_scatter"
 ).split()
 for _name in _PROTOCOL:
     setattr(Array, _name, _delegate(_name, True))

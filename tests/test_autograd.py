@@ -179,6 +179,36 @@ def test_max_splits_its_gradient_evenly_among_ties_like_amax():
     _close(x.grad.numpy(), tx.grad.numpy())
 
 
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax", "logsumexp"])
+def test_the_max_shift_of_a_softmax_takes_no_gradient(fn):
+    """The shift cancels, so its gradient (a tie mask per row: kernels of work that add
+    only rounding) is not built; the gradient is torch's."""
+    a = np.array([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 5.0, -1.0], [0.5, -2.0, 7.0, 1.0]], np.float32)
+    g = _arr((3, 4), 3)
+    x = Tensor(a, requires_grad=True)
+    call = {"logsumexp": lambda t: t.logsumexp(1, keepdim=True)}.get(
+        fn, lambda t: getattr(t, fn)(1)
+    )
+    y = call(x)
+    (y * Tensor(g[:, : y.shape[1]])).sum().backward()
+    seen, stack, tie_masks = set(), [x.grad.node], 0
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack.extend(n.srcs)
+            # the MAX row's rule: where(x == max, 1, 0), the ties' share of the gradient
+            consts = [s.arg for s in n.srcs[1:] if s.op == Op.CONST]
+            tie_masks += n.op == Op.WHERE and n.dtype.is_float and consts == [1, 0]
+    assert tie_masks == 0
+    tx = _t(a)
+    ty = {"logsumexp": lambda t: t.logsumexp(1, keepdim=True)}.get(fn, lambda t: getattr(t, fn)(1))(
+        tx
+    )
+    (ty * torch.tensor(g[:, : ty.shape[1]], dtype=torch.float64)).sum().backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+
+
 def test_intermediates_keep_no_grad_and_unreached_leaves_stay_none():
     x = Tensor(_arr((3,), 15), requires_grad=True)
     unused = Tensor(_arr((3,), 16), requires_grad=True)

@@ -199,6 +199,22 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(c, monkeypatch
     assert "void k0(" in text and "#pragma omp" in text
 
 
+def test_a_kernel_repeated_over_other_buffers_is_compiled_once(c):
+    """Six layers make six copies of each kernel: the plan renders one, the rest call it."""
+    rng = np.random.default_rng(3)
+    xs = [Tensor(rng.standard_normal((64, 48), dtype=np.float32)) for _ in range(3)]
+    ws = [Tensor(rng.standard_normal((48, 48), dtype=np.float32)) for _ in range(3)]
+    ys = [(x @ w).relu() * 2.0 for x, w in zip(xs, ws)]
+    total = ys[0].sum() + ys[1].sum() + ys[2].sum()
+    text = limn.ir(total, stage="c")
+    bodies = [line for line in text.splitlines() if line.startswith("void k") and "{ k" not in line]
+    calls = [line for line in text.splitlines() if line.startswith("void k") and "{ k" in line]
+    assert len(calls) >= 2 and len(bodies) + len(calls) == text.count("void k")
+    want = sum(np.maximum(x.numpy() @ w.numpy(), 0).sum() * 2.0 for x, w in zip(xs, ws))
+    got = c.realize([total.node])[0].data
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
 def test_gather_out_of_range_raises_on_the_c_device(c):
     src = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     idx = Tensor(np.array([[0, 5], [1, 2], [3, 0]]))

@@ -15,7 +15,7 @@ from corpus import CASES
 import limn
 from ir import ir
 from ir.c.passes import c_passes
-from ir.c.render import render, render_mapped
+from ir.c.render import kernel_key, render, render_mapped
 from ir.cuda import render as cu
 from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph
@@ -56,6 +56,7 @@ def test_page_data_is_the_printed_stages(case):
         cuda_program = ir(outs, stage="cuda")
     except TypeError:  # a kernel the cuda device declines (the page says so in its tab)
         cuda_program = None
+    keys = [kernel_key(graph, k) for k in graph.kernels]
     for i, k in enumerate(data["kernels"]):
         if k["kind"] == "CUSTOM":
             continue
@@ -64,7 +65,12 @@ def test_page_data_is_the_printed_stages(case):
         assert "\n".join(final["lines"]) == nests[i]
         source = "\n".join(pipe["source"])
         assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
-        assert source in compiled
+        # a kernel equal to an earlier one over other buffers is compiled once: the copy's
+        # function calls the first's, which is this same source under the first's name
+        j = next(j for j, o in enumerate(graph.kernels) if kernel_key(graph, o) == keys[i])
+        assert source.replace(f"void k{i}(", f"void k{j}(", 1) in compiled
+        if j != i:
+            assert f"void k{i}(void *const *args, int64_t *err) {{ k{j}(args, err); }}" in compiled
         cuda = k["pipelines"]["cuda"]
         if cuda["source"] is not None and cuda_program is not None:
             assert "\n".join(cuda["source"]) in cuda_program

@@ -62,6 +62,11 @@ class Primitives:
         node = Node(Op.CAST, dtype, self.shape, (self.node,))
         return self._wrap(node, Op.CAST, (self,))
 
+    def p_detach(self):
+        """The same node, with no gradient recorded through it: a value a rule may treat
+        as a constant (softmax's max shift, whose gradient is zero in exact arithmetic)."""
+        return self._wrap(self.node)
+
     def p_contiguous(self):
         node = Node(Op.CONTIGUOUS, self.dtype, self.shape, (self.node,))
         return self._wrap(node, Op.CONTIGUOUS, (self,))

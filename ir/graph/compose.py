@@ -10,6 +10,7 @@ The primitive protocol (methods of an operand ``x``):
 
     x.shape, x.dtype
     x.p_neg() p_exp() p_log() p_sqrt() p_recip() p_cast(dtype) p_contiguous()
+    x.p_detach()                         the same value, no gradient through it
     x.p_add(y) p_mul(y) p_cmplt(y)       x.p_where(a, b)  (x is the bool condition)
     x.p_sum(axes) p_max(axes)            reduced dims kept as size 1
     x.p_reshape(shape) p_permute(order) p_expand(shape) p_pad(pads) p_shrink(bounds)
@@ -400,18 +401,20 @@ def min_(x, axes, keepdim=False):
 
 
 def mean(x, axes, keepdim=False):
+    """The total over n, one correctly rounded DIV (as torch and limn_array divide)."""
     n = _count(x, axes)
     s = sum_(x, axes, keepdim)
-    return s.p_mul(s.p_const(1 / n if n else math.nan))
+    return s.p_op(Op.DIV, s.p_const(n if n else math.nan))
 
 
 def var(x, axes, keepdim=False, correction: float = 1):
-    """Mean of squared deviations from the mean, divided by n - correction."""
+    """Mean of squared deviations from the mean, over n - correction (one DIV; none left
+    gives 0/0 = nan or s/0 = inf)."""
     m = expand_to(mean(x, axes, keepdim=True), x.shape)
     d = sub(x, m)
     n = _count(x, axes) - correction
     s = sum_(d.p_mul(d), axes, keepdim)
-    return s.p_mul(s.p_const(1 / n if n > 0 else math.inf))
+    return s.p_op(Op.DIV, s.p_const(n if n > 0 else 0))
 
 
 def std(x, axes, keepdim=False, correction: float = 1):
@@ -419,7 +422,9 @@ def std(x, axes, keepdim=False, correction: float = 1):
 
 
 def logsumexp(x, axes, keepdim=False):
-    m = x.p_max(axes)
+    # the shift cancels: its gradient is zero in exact arithmetic, so none flows through it
+    # (as in torch); differentiating it would cost a kernel per row and add only rounding
+    m = x.p_max(axes).p_detach()
     # an all -inf slice would give -inf - -inf = nan; shift by 0 there instead
     m = isinf(m).p_where(m.p_const(0), m)
     s = sub(x, expand_to(m, x.shape)).p_exp().p_sum(axes).p_log().p_add(m)
@@ -427,14 +432,14 @@ def logsumexp(x, axes, keepdim=False):
 
 
 def softmax(x, axis: int):
-    m = expand_to(x.p_max((axis,)), x.shape)
+    m = expand_to(x.p_max((axis,)).p_detach(), x.shape)  # the shift cancels (logsumexp)
     e = sub(x, m).p_exp()
     return e.p_mul(expand_to(e.p_sum((axis,)).p_recip(), x.shape))
 
 
 def log_softmax(x, axis: int):
     """(x - max) - log(sum(exp(x - max))): a row holding +inf or only -inf is nan, as in torch."""
-    d = sub(x, expand_to(x.p_max((axis,)), x.shape))
+    d = sub(x, expand_to(x.p_max((axis,)).p_detach(), x.shape))  # the shift cancels
     return sub(d, expand_to(d.p_exp().p_sum((axis,)).p_log(), x.shape))
 
 
