@@ -163,15 +163,29 @@ def _has_ellipsis(key) -> bool:
     return key is Ellipsis or isinstance(key, tuple) and any(k is Ellipsis for k in key)
 
 
-def _flat_positions(mask_t, count: int):
-    """The row-major positions of the count True elements of a bool tensor (flattened)."""
+def running_count(mask_t):
+    """The inclusive running count of the True elements of a bool tensor (flattened),
+    computed now, and its last value: the count a mask's result length needs."""
     n = math.prod(mask_t.shape)
-    m = mask_t.p_reshape((n,)).p_cast(INDEX)
-    rank = order.scan(m, 0, "add").p_add(m.p_const(-1))
-    slot = mask_t.p_reshape((n,)).p_where(rank, rank.p_const(count))
-    pos = order.positions(m, n, INDEX)
-    base = m.p_const(0, shape=(count + 1,))
-    return base.p_scatter(slot, pos, 0).p_shrink(((0, count),))
+    rank = order.scan(mask_t.p_reshape((n,)).p_cast(INDEX), 0, "add")
+    return rank, int(host(rank)[-1]) if n else 0
+
+
+def _flat_positions(mask_t, count: int, rank=None):
+    """The row-major positions of the count True elements of a bool tensor (flattened).
+
+    The k-th True element (``rank``, its running count, is k) adds its position + 1 into
+    slot k of count + 1 zeros; every False one adds into slot 0, which is cut off. Two
+    scans, a WHERE and the SCATTER over the n elements; the -1 is applied to the count
+    positions that are left."""
+    n = math.prod(mask_t.shape)
+    flat = mask_t.p_reshape((n,))
+    rank = order.scan(flat.p_cast(INDEX), 0, "add") if rank is None else rank
+    slot = flat.p_where(rank, rank.p_const(0))
+    after = order.positions(rank, n, INDEX, start=1)
+    base = rank.p_const(0, shape=(count + 1,))
+    placed = base.p_scatter(slot, after, 0).p_shrink(((1, count + 1),))
+    return placed.p_add(placed.p_const(-1))
 
 
 def _take_flat(t, lead: int, idx):
@@ -200,8 +214,8 @@ def _getitem_mask(x: Array, items) -> Array:
         lead = 1
     else:
         lead_x, lead = x, mask.ndim
-    count = int(host(compose.sum_(m.p_cast(INDEX), tuple(range(len(m.shape))))))
-    idx = _flat_positions(m, count)
+    rank, count = running_count(m)
+    idx = _flat_positions(m, count, rank)
     return lift(lambda t: _take_flat(t, lead, idx), lead_x)
 
 

@@ -27,14 +27,11 @@ def scan(x, axis: int, op: str = "add"):
     return compose.scan(x, axis, op)
 
 
-def positions(like, n: int, dtype):
-    """0, 1, ..., n-1 as one SCAN over ones: a single linear pass, where
-    ``compose.arange`` (which fuses into its user) costs log2(n) adds per element."""
-    return (
-        like.p_const(1, shape=(n,), dtype=dtype)
-        .p_scan(0, "add")
-        .p_add(like.p_const(-1, shape=(n,), dtype=dtype))
-    )
+def positions(like, n: int, dtype, start: int = 0):
+    """start, start + 1, ..., start + n - 1 as one SCAN over ones: a single linear pass,
+    where ``compose.arange`` (which fuses into its user) costs log2(n) adds per element."""
+    ones = like.p_const(1, shape=(n,), dtype=dtype).p_scan(0, "add")
+    return ones if start == 1 else ones.p_add(like.p_const(start - 1, shape=(n,), dtype=dtype))
 
 
 def scan_pairs(xs: tuple, axis: int, combine) -> tuple:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose, dtypes, functions
-from limn_array._array import Array, host, lift, wrap
+from limn_array._array import Array, lift, wrap
 from limn_array._data_types import cast, check_dtype, convert
 from limn_array._elementwise import _as_array, operands
-from limn_array._indexing import _flat_positions, take
+from limn_array._indexing import _flat_positions, running_count, take
 
 INDEX = dtypes.int64
 
@@ -61,8 +61,8 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
     if x.ndim == 0:
         raise ValueError("nonzero: a 0-d array has no positions; use x[None] first")
     m = convert(x, dtypes.bool_)._t
-    count = int(host(m.p_cast(INDEX).p_sum(tuple(range(x.ndim)))).reshape(()))
-    flat = _flat_positions(m, count)
+    rank, count = running_count(m)
+    flat = _flat_positions(m, count, rank)
     out = []
     stride = x.size
     for s in x.shape:

@@ -123,6 +123,29 @@ def test_special_values_match_numpy_on_the_numpy_and_c_devices(op, dtype):
         )
 
 
+@pytest.mark.parametrize("op", [Op.SIN, Op.COS, Op.TAN], ids=lambda o: o.value)
+def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(op):
+    """float32 sin, cos and tan: a kernel whose arguments all lie below 2**24 runs the
+    Cody-Waite spelling; one argument past it reruns the kernel with Payne-Hanek. Both
+    within an ulp of numpy at float64, and the small elements come out the same either way."""
+    _c_or_skip()
+    rng = np.random.default_rng(11)
+    near = np.r_[
+        SPECIAL[:2],
+        SPECIAL[4:13],
+        [1e-40, 2.0**24 - 1, -(2.0**23)],
+        np.float32(np.pi / 2) * np.arange(-40, 41),  # next to the multiples of pi/2
+        rng.standard_normal(500) * 10.0 ** rng.uniform(-6, 7, 500),
+    ].astype(np.float32)
+    far = np.r_[near, np.float32(1e30)]
+    src = limn.ir(Tensor(near, device="c").p_op(op), stage="c")
+    assert f"limn_{op.value.lower()}_float_near(" in src and "if (limn_far)" in src
+    got_near, got_far = _apply(op, [near], "c"), _apply(op, [far], "c")
+    assert not _mismatches(op, [near], got_near, _numpy_reference(op, [near]), 1.0)
+    assert not _mismatches(op, [far], got_far, _numpy_reference(op, [far]), 1.0)
+    assert got_near.tobytes() == got_far[:-1].tobytes()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda o: o.value)
 def test_the_decomposition_matches_the_direct_form(op, dtype):

@@ -133,6 +133,20 @@ static inline int64_t limn_rem_pio2_f(float ax, double *r) {
   *r = small ? (double)ax : rr;
   return small ? 0 : (int64_t)(n & 3);
 }
+// @limn rem_pio2_near_f:
+/* the same for |x| < 2**24 (Cody-Waite): n = rint(x 2/pi) < 2**24, r = x - n (P1 + P2) with
+   P1 + P2 within 2**-107 of pi/2, one rounding per fma: r is off by at most 2**-83 plus
+   2**-53 of itself, far below what a float result can show. The c device renders a kernel
+   with these first and runs the exact reduction instead only when an argument of the
+   kernel reaches 2**24 (limn_trig_far_float; ir/c/render.py). */
+static inline int64_t limn_rem_pio2_near_f(float ax, double *r) {
+  double d = (double)ax, n = rint(d * 0.63661977236758134);
+  *r = fma(n, -0x1.1a62633145c07p-54, fma(n, -0x1.921fb54442d18p0, d));
+  return (int64_t)n & 3;
+}
+static inline int limn_trig_far_float(float x) { return fabsf(x) >= 0x1p24f; }
+
+// @limn sincos_d:
 /* sin and cos of r in [-pi/4 - eps, pi/4 + eps]: Taylor to r**13 and r**14 */
 static inline double limn_sin_kernel_d(double r) {
   double z = r * r, p = 1.0 / 6227020800.0;
@@ -148,10 +162,8 @@ static inline double limn_cos_kernel_d(double r) {
   p = fma(p, z, 1.0 / 24.0); p = fma(p, z, -0.5);
   return fma(z, p, 1.0);
 }
-
-// @limn sin_float: rem_pio2_f
-static inline float limn_sin_float(float x) {
-  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+/* sin, cos and tan of x from its reduction |x| = n pi/2 + r */
+static inline float limn_sin_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
   double v = (n & 1) ? c : s;
   v = (n & 2) ? -v : v;
@@ -159,19 +171,13 @@ static inline float limn_sin_float(float x) {
   y = signbit(x) ? -y : y;
   return (x - x != 0.0f) ? NAN : (fabsf(x) < 0x1p-12f ? x : y);
 }
-
-// @limn cos_float: rem_pio2_f
-static inline float limn_cos_float(float x) {
-  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+static inline float limn_cos_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
   double v = (n & 1) ? -s : c;
   v = (n & 2) ? -v : v;
   return (x - x != 0.0f) ? NAN : (float)v;
 }
-
-// @limn tan_float: rem_pio2_f
-static inline float limn_tan_float(float x) {
-  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+static inline float limn_tan_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
   double v = (n & 1) ? -c / s : s / c;
   float y = (float)v;
@@ -179,14 +185,59 @@ static inline float limn_tan_float(float x) {
   return (x - x != 0.0f) ? NAN : (fabsf(x) < 0x1p-12f ? x : y);
 }
 
-// @limn tanh_float: expm1_d
-/* expm1(2t) / (expm1(2t) + 2), t = |x| (past t = 20 the quotient is 1 in float) */
+// @limn sin_float: rem_pio2_f sincos_d
+static inline float limn_sin_float(float x) {
+  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+  return limn_sin_of(x, n, r);
+}
+
+// @limn sin_float_near: rem_pio2_near_f sincos_d
+static inline float limn_sin_float_near(float x) {
+  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
+  return limn_sin_of(x, n, r);
+}
+
+// @limn cos_float: rem_pio2_f sincos_d
+static inline float limn_cos_float(float x) {
+  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+  return limn_cos_of(x, n, r);
+}
+
+// @limn cos_float_near: rem_pio2_near_f sincos_d
+static inline float limn_cos_float_near(float x) {
+  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
+  return limn_cos_of(x, n, r);
+}
+
+// @limn tan_float: rem_pio2_f sincos_d
+static inline float limn_tan_float(float x) {
+  double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
+  return limn_tan_of(x, n, r);
+}
+
+// @limn tan_float_near: rem_pio2_near_f sincos_d
+static inline float limn_tan_float_near(float x) {
+  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
+  return limn_tan_of(x, n, r);
+}
+
+// @limn tanh_float: bits_d
+/* expm1(2t) / (expm1(2t) + 2), t = |x| (past t = 10 the quotient is 1 in float), with
+   expm1(y) = 2**k expm1(r) + (2**k - 1), k = rint(y / ln2), |r| <= ln2/2, expm1(r) by
+   Taylor to r**9: good to 2**-33, so the float result is rounded once from it */
 static inline float limn_tanh_float(float x) {
-  double t = limn_dmin(fabs((double)x), 20.0);
-  double e = limn_expm1_d(2.0 * t);
-  float y = (float)(e / (e + 2.0));
-  y = copysignf(y, x);
-  return x != x ? x : y;
+  double y = 2.0 * limn_dmin(fabs((double)x), 10.0);
+  double k = rint(y * 1.4426950408889634);
+  double r = fma(k, -0x1.62e42fefa39efp-1, y);
+  double p = 1.0 / 362880.0;
+  p = fma(p, r, 1.0 / 40320.0); p = fma(p, r, 1.0 / 5040.0); p = fma(p, r, 1.0 / 720.0);
+  p = fma(p, r, 1.0 / 120.0); p = fma(p, r, 1.0 / 24.0); p = fma(p, r, 1.0 / 6.0);
+  p = fma(p, r, 0.5);
+  double s = limn_dfrom((uint64_t)((int64_t)k + 1023) << 52);
+  double e = fma(s, fma(p * r, r, r), s - 1.0);
+  float t = (float)(e / (e + 2.0));
+  t = copysignf(t, x);
+  return x != x ? x : t;
 }
 
 // @limn expm1_float: expm1_d

@@ -5,13 +5,17 @@ loop nest, and the c device renders it as a call to ``limn_<name>_<ctype>``, def
 here. What each definition computes, and why it looks the way it does:
 
 * float32 functions compute in double and round once, like the decomposition rules of
-  ``ir/graph/libm.py`` they stand in for, so most results are correctly rounded. They are
+  ``ir/graph/elementary.py`` they stand in for, so most results are correctly rounded. They are
   straight-line code (every ``?:`` is a select, bits move through ``memcpy``), so gcc
   vectorizes a loop that calls them (eight double lanes under AVX-512).
 * float32 arguments of sin, cos and tan are reduced by one Payne-Hanek step in integer
   arithmetic: 96 bits of 2/pi taken at the argument's exponent from a table of 32-bit
   words, times the 24-bit mantissa, give x * 2/pi mod 4 with 62 fractional bits, so
   ``sin(1e38)`` is as accurate as ``sin(1.0)``, with no second path for large arguments.
+* sin, cos and tan also have a ``_near`` spelling for arguments below 2**24 (Cody-Waite
+  in double, a third of the cost), with a predicate that says an argument is beyond it
+  (``NEAR``): a kernel runs with those, and again with the exact functions only when one
+  of its arguments was beyond (``ir/c/render.py``).
 * float64 functions call the C library (glibc: within one ulp, measured in the precision
   table); they are not vectorized. Division, sqrt and rounding are C's own operators and
   builtins: IEEE, exact or correctly rounded, and vectorized.
@@ -95,6 +99,10 @@ for _t, _s in (("float", "f"), ("double", "")):
             (),
             f"static inline {_t} limn_{_name}_{_t}({_t} x) {{ return __builtin_{_fn}{_s}(x); }}",
         )
+
+
+# composite: the predicate that its ``<composite>_near`` spelling cannot take an argument
+NEAR = {f"{name}_float": "limn_trig_far_float" for name in ("sin", "cos", "tan")}
 
 
 def available() -> frozenset[str]:

@@ -16,6 +16,12 @@ the width give 0 or the sign fill, a float converts to bfloat16 by round-to-near
 polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
 error is a couple of ulp, measured in the c device's tests.
 
+A nest that calls sin, cos or tan at float32 runs twice when it must: first with their
+``_near`` spellings (valid below 2**24, a third of the cost), OR-ing into ``limn_far``
+whether an argument was beyond, and only if one was, again with the exact functions
+(``ir/c/libm.py``). A kernel computes its output from its inputs alone, so the second run
+replaces the first. Tiled contractions keep the exact functions.
+
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
 order any one cell is folded in. With ``openmp=False`` the pragmas are left out.
@@ -26,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 
-from ir.c.libm import available, definitions
+from ir.c.libm import NEAR, available, definitions
 from ir.c.passes import c_passes
 from ir.c.spell import CTYPE, ctype, index, literal
 from ir.c.tile import micro_kernel, render_tile, tiled
@@ -250,7 +256,8 @@ class _Renderer:
         self.used: set = set()
         self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
-        self.heap: set[str] = set()  # the ones too large for the stack, freed after their TREE
+        self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
+        self.near = False  # rendering the first run, with the _near functions
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
 
@@ -267,7 +274,16 @@ class _Renderer:
         t = ctype(nest.output.dtype)
         self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
         self.lines.append("  (void)err;")
-        self.items(to_tree(nest.body), 1)
+        tree = to_tree(nest.body)
+        self.near = _has_near(nest) and not _any_tiled(tree)
+        if self.near:
+            self.lines.append("  int limn_far = 0;  /* an argument beyond the _near functions */")
+        self.items(tree, 1)
+        if self.near:
+            self.near, self.values = False, {}
+            self.lines.append("  if (limn_far) {  /* again, with the exact functions */")
+            self.items(tree, 2)
+            self.lines.append("  }")
         self.lines.append("}")
         return "\n".join(self.lines), self.used
 
@@ -290,8 +306,11 @@ class _Renderer:
             return
         pad = "  " * depth
         par = attrs.get("parallel")
+        far = " reduction(|:limn_far)" if self.near else ""
         if par and self.openmp and not collapse:
-            self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
+            self.lines.append(
+                f"{pad}#pragma omp parallel for collapse({par}) schedule(static){far}"
+            )
             collapse = par
         lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
@@ -300,7 +319,7 @@ class _Renderer:
         for e in lp.hi:
             stop = f"limn_min64({stop}, {index(e, self.values)})"
         if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
-            self.lines.append(f"{pad}#pragma omp simd")
+            self.lines.append(f"{pad}#pragma omp simd{far}")
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
             self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
             stop = f"{lp.var}_end"
@@ -363,7 +382,14 @@ class _Renderer:
             if ins.op == Op.BITCAST:
                 self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
             if ins.op in COMPOSITE:
-                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
+                fn = f"{ins.op.value.lower()}_{ctype(ins.dtype)}"
+                if self.near and fn in NEAR:
+                    self.used.add(("math", f"{fn}_near"))
+                    a = ins.srcs[0]
+                    return (
+                        f"const float {ins.out} = limn_{fn}_near({a}); limn_far |= {NEAR[fn]}({a});"
+                    )
+                self.used.add(("math", fn))
             return f"const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};"
         if isinstance(ins, Check):
             v = ins.value
@@ -397,6 +423,17 @@ class _Renderer:
         return (
             f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
         )
+
+
+def _has_near(nest: LoopNest) -> bool:
+    """Whether the nest calls a composite that has a ``_near`` spelling."""
+    return any(
+        isinstance(i, Arith) and f"{i.op.value.lower()}_{ctype(i.dtype)}" in NEAR for i in nest.body
+    )
+
+
+def _any_tiled(items) -> bool:
+    return any(isinstance(b, Block) and (tiled(b) or _any_tiled(b.body)) for b in items)
 
 
 def _pairwise(at, n: int, op: Op) -> str:

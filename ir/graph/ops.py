@@ -218,9 +218,12 @@ def evaluate(op: Op, vals, out_dtype: DType, src_dtype: DType):
         if op == Op.BITCAST:
             return np.asarray(vals[0]).view(to_numpy(out_dtype))
         if op == Op.WHERE:
-            return np.where(vals[0], vals[1], vals[2]).astype(to_numpy(out_dtype))
+            return np.where(vals[0], vals[1], vals[2]).astype(to_numpy(out_dtype), copy=False)
         fn = TABLE[op].numpy
         if fn is None:
             raise NotImplementedError(f"semantics: {op.value} is not an elementwise op")
         args = [widen(np.asarray(v), src_dtype) for v in vals]
-        return np.asarray(fn(*args)).astype(to_numpy(out_dtype))
+        out = np.asarray(fn(*args))
+        # a new array is the result as it is; one that shares an operand's bytes is copied
+        shared = any(np.may_share_memory(out, v) for v in vals)
+        return out.astype(to_numpy(out_dtype), copy=shared)

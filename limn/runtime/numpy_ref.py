@@ -40,8 +40,8 @@ def scatter_add(base: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int) -
     out = base.astype(to_numpy(acc_dtype(dtypes.as_dtype(base.dtype))), copy=True)
     grids = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
-    np.add.at(out, tuple(grids), src.astype(out.dtype))
-    return out.astype(base.dtype)
+    np.add.at(out, tuple(grids), src.astype(out.dtype, copy=False))
+    return out.astype(base.dtype, copy=False)
 
 
 _ACCUMULATE = {Op.ADD: np.add, Op.MUL: np.multiply, Op.MAX: np.maximum}
@@ -68,8 +68,8 @@ def _check_index(node: Node, idx: np.ndarray, size: int) -> None:
 def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     """One node, one numpy call (or a few where numpy lacks the exact primitive)."""
     op, d, npd = node.op, node.dtype, to_numpy(node.dtype)
-    if op == Op.CONST:
-        return np.full(node.shape, node.arg, npd)
+    if op == Op.CONST:  # one value, broadcast (read-only: no node writes its operands)
+        return np.broadcast_to(np.asarray(node.arg, npd), node.shape)
     if op == Op.VIEW:
         return apply_view(vals[0], node.arg)
     if op in ELEMENTWISE:
@@ -77,7 +77,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     if op == Op.SUM:
         with np.errstate(all="ignore"):
             acc = to_numpy(acc_dtype(d))
-            return np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc).astype(npd)
+            total = np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc)
+            return total.astype(npd, copy=False)
     if op == Op.MAX:
         x = vals[0]
         if x.size == 0:
@@ -87,10 +88,10 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         return scan(vals[0], *node.arg, d)
     if op == Op.GATHER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
-        return np.take_along_axis(vals[0], vals[1].astype(np.int64), axis=node.arg)
+        return np.take_along_axis(vals[0], vals[1].astype(np.int64, copy=False), axis=node.arg)
     if op == Op.SCATTER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
-        return scatter_add(vals[0], vals[1].astype(np.int64), vals[2], node.arg)
+        return scatter_add(vals[0], vals[1].astype(np.int64, copy=False), vals[2], node.arg)
     if op in (Op.CONTIGUOUS, Op.ASSIGN):
         return np.array(vals[-1], copy=True)
     if op == Op.CUSTOM:
@@ -121,7 +122,12 @@ class NumpyDevice(Device):
                 custom_memo[key] = self.kernels[name](vals, params)
             return custom_memo[key][node.arg[1]]
 
-        for node in toposort(roots):
+        order = toposort(roots)
+        # each value is dropped after its last reader, so the next node's result can reuse
+        # its memory instead of faulting in fresh pages (what bounds a chain of big nodes)
+        last = {id(s): i for i, node in enumerate(order) for s in node.srcs}
+        keep = {id(r) for r in roots}
+        for i, node in enumerate(order):
             known = recall(node)
             if node.op == Op.BUFFER:
                 values[id(node)] = node.arg.data
@@ -133,6 +139,9 @@ class NumpyDevice(Device):
                     values[id(node)] = run_custom(node, vals)
                 else:
                     values[id(node)] = evaluate(node, vals, self.kernels)
+                for src in node.srcs:
+                    if last[id(src)] == i and id(src) not in keep:
+                        values.pop(id(src), None)
         # the transaction: every value exists before any assign writes its target
         out = []
         for root in roots:
