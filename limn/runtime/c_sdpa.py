@@ -183,6 +183,19 @@ static inline @A@ sdpa_max_@X@(const @A@ *restrict s, const uint8_t *restrict ok
     return t;
 }
 
+/* the same max where every key of the tile is visible (no copy, no select) */
+static inline @A@ sdpa_max_all_@X@(const @A@ *restrict s) {
+    V_@X@ m = *(const V_@X@ *)s;
+    for (int u = 1; u < NV_@X@; u++) {
+        const V_@X@ b = *(const V_@X@ *)(s + u * VL_@X@);
+        const VI_@X@ gt = b > m;
+        m = (V_@X@)(((VI_@X@)b & gt) | ((VI_@X@)m & ~gt));
+    }
+    @A@ t = m[0];
+    for (int l = 1; l < VL_@X@; l++) t = m[l] > t ? m[l] : t;
+    return t;
+}
+
 static inline @A@ sdpa_sum_@X@(const @A@ *restrict p) {
     V_@X@ t = *(const V_@X@ *)p;
     for (int u = 1; u < NV_@X@; u++) t = t + *(const V_@X@ *)(p + u * VL_@X@);
@@ -198,6 +211,16 @@ static inline void sdpa_exp_row_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ 
         @A@ e = @EXP@(s[j] - sub);
         p[j] = ok[j] ? e : 0;
     }
+}
+
+/* the same where every key (column) of the tile is visible */
+static inline void sdpa_exp_row_all_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ sub) {
+    for (int j = 0; j < BK; j++) p[j] = @EXP@(s[j] - sub);
+}
+
+static inline void sdpa_exp_cols_all_@X@(@A@ *restrict p, const @A@ *restrict s,
+                                         const @A@ *restrict sub) {
+    for (int j = 0; j < BK; j++) p[j] = @EXP@(s[j] - sub[j]);
 }
 
 static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
@@ -257,25 +280,32 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
             const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             sdpa_load_t_@N@(kt, k + j0 * lk, nk, d, lk);
             sdpa_load_@N@(vs, dvp, v + j0 * lv, nk, dv, BK, lv);
+            /* every key of the tile visible to every row of the task: no mask to build */
+            const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
-                    int any = 0;
-                    for (int64_t j = 0; j < BK; j++) {
-                        ok[r][j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                        any |= ok[r][j];
-                    }
+                    int any = full;
+                    if (!full)
+                        for (int64_t j = 0; j < BK; j++) {
+                            ok[r][j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                            any |= ok[r][j];
+                        }
                     @A@ *pr = p + r * BK;
                     if (!any || i + r >= nq) {  /* nothing visible in this tile */
                         for (int j = 0; j < BK; j++) pr[j] = 0;
                         continue;
                     }
-                    const @A@ mx = sdpa_max_@X@(s + r * BK, ok[r]);
+                    const @A@ mx =
+                        full ? sdpa_max_all_@X@(s + r * BK) : sdpa_max_@X@(s + r * BK, ok[r]);
                     const @A@ mi = m[i + r];
                     const @A@ mnew = mx > mi ? mx : mi;
                     const @A@ alpha = mi == -INFINITY ? 0 : @EXP@(mi - mnew);
-                    sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
+                    if (full)
+                        sdpa_exp_row_all_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew);
+                    else
+                        sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
                     l[i + r] = l[i + r] * alpha + sdpa_sum_@X@(pr);
                     @A@ *a = acc + (i + r) * dvp;
                     for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
@@ -325,6 +355,7 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
             sdpa_load_t_@N@(kt, k + j0 * lk, nk, d, lk);
             sdpa_load_@N@(ks, dp, k + j0 * lk, nk, d, BK, lk);
             sdpa_load_t_@N@(vt, v + j0 * lv, nk, dv, lv);
+            const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
                 sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1);
@@ -335,9 +366,13 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
                         for (int j = 0; j < BK; j++) pr[j] = 0;
                         continue;
                     }
-                    for (int64_t j = 0; j < BK; j++)
-                        ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                    sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    if (full) {
+                        sdpa_exp_row_all_@X@(pr, s + r * BK, L[i + r]);
+                    } else {
+                        for (int64_t j = 0; j < BK; j++)
+                            ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
+                        sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    }
                     const @A@ Di = D[i + r];
                     for (int j = 0; j < BK; j++) pr[j] = pr[j] * (dr[j] - Di);
                 }
@@ -379,11 +414,15 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
             sdpa_load_@N@(qs, dp, q + i0 * lk, nq, d, BK, lk);
             sdpa_load_t_@N@(dot, dO + i0 * lv, nq, dv, lv);
             sdpa_load_@N@(dos, dvp, dO + i0 * lv, nq, dv, BK, lv);
+            int seen = 0;  /* query rows of the tile that see some key */
             for (int64_t i = 0; i < BK; i++) {
                 const int64_t row = sdpa_row(b, i0 + i, tq, hs);
                 L[i] = i < nq ? LSE[row] : -INFINITY;
                 D[i] = i < nq ? DELTA[row] : 0;
+                seen += L[i] != -INFINITY;
             }
+            /* every query of the tile sees every key row of the task */
+            const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
             for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
                 sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale);
                 sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1);
@@ -394,9 +433,13 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                         for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
                         continue;
                     }
-                    for (int64_t i = 0; i < BK; i++)
-                        ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
-                    sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    if (full) {
+                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
+                    } else {
+                        for (int64_t i = 0; i < BK; i++)
+                            ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
+                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    }
                     for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
                 }
                 sdpa_acc_@X@(dvv + jj * dvp, dvp, p, dos, dvp, nq);
