@@ -8,6 +8,12 @@ owning dk and dv. No node of either path is t_q x t_k. A device that registers n
 instead (a matmul, a masked softmax, a matmul), which is also the oracle the fused path is
 tested against.
 
+Where q, k and v are (B, H, t, d) views of (B, t, H * d) tensors (the heads split off a
+projection's output, as ``nn.MultiHeadAttention`` makes them), the nodes read those tensors
+as they are, in the packed layout of ``limn/sdpa.py`` (``heads`` = H in the params), and
+the answer and the gradients come back the same way: no copy into heads and back on
+either side of the kernels.
+
 A CUSTOM node has no gradient rule of its own; the fused forward's tensor records
 ``_sdpa_grad`` as its rule. With ``create_graph=True`` that rule builds the composed backward,
 spelled in primitives, so a second derivative exists.
@@ -60,14 +66,21 @@ def scaled_dot_product_attention(
         key_mask = key_mask.expand(*batch, t_k)
     if not fused_on(q.device):
         return composed(q, k, v, is_causal, key_mask, scale)
-    params = (scale, bool(is_causal))
-    srcs = [q, k, v] + ([key_mask] if key_mask is not None else [])
+    packed = [_packed(t) for t in (q, k, v)] if q.ndim == 4 else [None]
     acc = compute_dtype(q.dtype)
-    o_node, lse_node = _custom(
-        "sdpa", srcs, params, [(q.dtype, (*batch, t_q, dv)), (acc, (*batch, t_q))]
-    )
+    mask = [key_mask] if key_mask is not None else []
+    if all(p is not None for p in packed):
+        (b, heads), srcs = batch, packed
+        outs = [(q.dtype, (b, t_q, heads * dv)), (acc, (b, t_q, heads))]
+    else:
+        heads, srcs, packed = 0, [q, k, v], None
+        outs = [(q.dtype, (*batch, t_q, dv)), (acc, (*batch, t_q))]
+    params = (scale, bool(is_causal), heads)
+    o_node, lse_node = _custom("sdpa", srcs + mask, params, outs)
     lse = Tensor._make(lse_node, q.device)
-    saved = (lse, key_mask, params)
+    saved = (lse, key_mask, params, packed)
+    if packed:
+        o_node = _heads(Tensor._make(o_node, q.device), heads).node
     return Tensor._make(o_node, q.device, _sdpa_grad, (q, k, v), saved)
 
 
@@ -103,6 +116,20 @@ def _check(q, k, v, key_mask) -> None:
                 f"sdpa: key_mask {key_mask.shape} must end in t_k={k.shape[-2]} (one flag "
                 f"per key), broadcastable to the batch dims"
             )
+
+
+def _packed(t: Tensor) -> Tensor | None:
+    """(B, H, s, w) ``t`` as the (B, s, H * w) tensor it is a view of, where reading that
+    costs no copy (it is a node of its own, not a view); None elsewhere."""
+    b, h, s, w = t.shape
+    p = t.detach().transpose(1, 2).reshape(b, s, h * w)
+    return p if p.node.op != Op.VIEW else None
+
+
+def _heads(p: Tensor, heads: int) -> Tensor:
+    """(B, s, H * w) -> the (B, H, s, w) view."""
+    b, s, hw = p.shape
+    return p.reshape(b, s, heads, hw // heads).transpose(1, 2)
 
 
 def _custom(name: str, srcs: list[Tensor], params: tuple, outs: list[tuple]) -> list[Node]:
@@ -163,15 +190,27 @@ def composed_grad(q, k, v, g, causal: bool, key_mask, scale: float):
 
 def _sdpa_grad(ctx, out, g):
     q, k, v = ctx.parents
-    lse, key_mask, params = ctx.saved
-    scale, causal = params
+    lse, key_mask, params, packed = ctx.saved
+    scale, causal, heads = params
     if autograd.grad_enabled():  # create_graph=True: the backward must itself have a backward
         return composed_grad(q, k, v, g, causal, key_mask, scale)
-    q, k, v = (t.detach() for t in (q, k, v))
     acc = compute_dtype(q.dtype)
     g = g if g.dtype == q.dtype else g.cast(q.dtype)
-    delta = (g.cast(acc) * out.detach().cast(acc)).sum(-1)
+    o = out.detach()
+    if packed:  # the packed layout: g and o as (B, t_q, H * dv), delta (B, t_q, H)
+        (q, k, v), (g, o) = packed, (_pack(g), _pack(o))
+        delta = (g.cast(acc) * o.cast(acc)).reshape(*lse.shape, -1).sum(-1)
+    else:
+        q, k, v = (t.detach() for t in (q, k, v))
+        delta = (g.cast(acc) * o.cast(acc)).sum(-1)
     srcs = [q, k, v, g, lse, delta] + ([key_mask] if key_mask is not None else [])
     (dq,) = _custom("sdpa_bwd_q", srcs, params, [(q.dtype, q.shape)])
     dk, dv = _custom("sdpa_bwd_kv", srcs, params, [(k.dtype, k.shape), (v.dtype, v.shape)])
-    return tuple(Tensor._make(n, q.device) for n in (dq, dk, dv))
+    grads = [Tensor._make(n, q.device) for n in (dq, dk, dv)]
+    return tuple(_heads(t, heads) for t in grads) if packed else tuple(grads)
+
+
+def _pack(t: Tensor) -> Tensor:
+    """(B, H, s, w) -> (B, s, H * w): free where ``t`` is such a view, a copy elsewhere."""
+    b, h, s, w = t.shape
+    return t.transpose(1, 2).reshape(b, s, h * w)

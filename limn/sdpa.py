@@ -21,6 +21,13 @@ gets o = 0, lse = -inf and zero gradients, as torch gives for a fully masked row
 
 float16 and bfloat16 compute in float32, as every device does; float32 and float64 at
 their own width. ``lse`` and ``delta`` are kept in that compute width.
+
+``params`` is (scale, causal, heads). ``heads`` 0 is the layout above. ``heads`` H > 0 is
+the packed layout a projection writes, the heads side by side in each row: q is
+(B, t_q, H * d), k (B, t_k, H * d), v (B, t_k, H * dv), and so are o, dq, dk, dv; lse and
+delta are (B, t_q, H); key_mask stays (B, H, t_k). Attention then reads the projection's
+output and writes what the output projection reads, with no copy into (B, H, t, d) and
+back.
 """
 
 from __future__ import annotations
@@ -41,6 +48,35 @@ def visible(rows: np.ndarray, t_k: int, causal: bool, key_mask) -> np.ndarray:
     if key_mask is not None:
         ok = ok & key_mask[..., None, :]
     return ok
+
+
+def _unpack(a: np.ndarray, heads: int) -> np.ndarray:
+    """(B, t, H * w) -> (B, H, t, w), or (B, t, H) -> (B, H, t): a view."""
+    return np.swapaxes(a.reshape(*a.shape[:2], heads, -1), 1, 2)
+
+
+def _pack(a: np.ndarray) -> np.ndarray:
+    """(B, H, t, w) -> (B, t, H * w)."""
+    return np.ascontiguousarray(np.swapaxes(a, 1, 2)).reshape(a.shape[0], a.shape[2], -1)
+
+
+def _in_layout(kernel):
+    """Run ``kernel`` (written for the (..., t, d) layout, params (scale, causal)) on the
+    params (scale, causal, heads) of either layout."""
+
+    def run(vals, params):
+        scale, causal, heads = params
+        if not heads:
+            return kernel(vals, (scale, causal))
+        n = 4 if len(vals) >= 6 else 3  # q, k, v (and do) are packed rows
+        rows = [_unpack(a, heads) for a in vals[:n]]
+        if n == 4:  # lse and delta: (B, t, H) -> (B, H, t)
+            rows += [np.swapaxes(a, 1, 2) for a in vals[4:6]]
+        outs = kernel(rows + list(vals[len(rows) :]), (scale, causal))
+        return tuple(np.swapaxes(o, 1, 2).copy() if o.ndim == 3 else _pack(o) for o in outs)
+
+    run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
+    return run
 
 
 def sdpa(vals, params):
@@ -122,4 +158,8 @@ def sdpa_bwd_kv(vals, params):
     return dk.astype(vals[0].dtype), dv.astype(vals[0].dtype)
 
 
-KERNELS = {"sdpa": sdpa, "sdpa_bwd_q": sdpa_bwd_q, "sdpa_bwd_kv": sdpa_bwd_kv}
+KERNELS = {
+    "sdpa": _in_layout(sdpa),
+    "sdpa_bwd_q": _in_layout(sdpa_bwd_q),
+    "sdpa_bwd_kv": _in_layout(sdpa_bwd_kv),
+}

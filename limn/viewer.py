@@ -14,9 +14,10 @@ What the page holds is exactly what the printers print, gathered per kernel:
 * each kernel's loop nest as lowered and after every pass in order (stage 3), each line
   tagged with the kernel row it was lowered from (``Instruction.row``);
 * the source each target renders from the final nest (stage 4), each line tagged with
-  the nest line it was written for (``ir.c.render.render_mapped``).
+  the nest line it was written for (``ir.c.render.render_mapped``,
+  ``ir.cuda.render.render_mapped``).
 
-Those tags are the links: node -> kernel rows -> nest lines -> C lines, and back.
+Those tags are the links: node -> kernel rows -> nest lines -> C/CUDA lines, and back.
 
 Per-kernel measurements are optional: a ``stats`` callable ``(KernelGraph, i) -> dict``
 (or, for one graph, a dict by kernel index) gives ``{"calls": n, "seconds": total,
@@ -64,11 +65,11 @@ def _c_target():
 
 def _cuda_target():
     from ir.cuda.passes import cuda_passes
-    from ir.cuda.render import render
+    from ir.cuda.render import render_mapped
 
     def spell(nest, name):
-        k = render(nest, name)
-        return k.source, k.used  # no source map yet: its lines show without links
+        k, origins = render_mapped(nest, name)
+        return k.source, k.used, origins
 
     return cuda_passes(), spell
 

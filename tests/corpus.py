@@ -181,7 +181,7 @@ def pad_over_a_fused_value():
 @case()
 def padded_long_sum():
     # the pad splits the reduce loop in pieces; the lane pass once left the last piece
-    # folding into a total its TREE had already declared (C that did not compile)
+    # folding into a total its FOLD had already declared (C that did not compile)
     r = _rng(19)
     x = _randn(r, 16)
     return [x.pad(((100, 0),)).sum(), x.pad(((40, 50),)).sum(), x.pad(((0, 70),)).max()]

@@ -3,9 +3,11 @@
     uv run python tests/make_viewer_screenshots.py
 
 One page for a matmul with a ReLU (the MUL node clicked, so its links are lit) and one for
-a tiny GPT's training step (a softmax kernel of the attention selected, its EXP clicked).
+a tiny GPT's training step (a softmax kernel of the attention selected, its EXP clicked;
+the kernel list folded into groups, the selected kernel's unfolded).
 """
 
+import json
 import sys
 import tempfile
 import time
@@ -51,6 +53,12 @@ def main() -> None:
         b.wait_for(f"sel.node === {mul}")
         save(b, "viewer-matmul.png")
         b.open(gpt.as_uri())
+        group = f"{kernel['kind']}|{kernel['loop']}|{kernel['summary']}"
+        if any(
+            f"{o['kind']}|{o['loop']}|{o['summary']}" == group for o in g["kernels"] if o != kernel
+        ):
+            b.click(f"#kernels details[data-group={json.dumps(group)}] > summary")  # unfold it
+            b.wait_for(f"document.querySelector('#kernels .krow[data-k=\"{k}\"]')")
         b.click(f'#kernels .krow[data-k="{k}"]')
         b.wait_for(f"sel.k === {k}")
         row_line = kernel["rows"].index(exp) + 2 + len(kernel["inputs"])  # title, ins, out

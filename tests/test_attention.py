@@ -11,11 +11,13 @@ import torch.nn.functional as F
 import limn
 from ir.graph.node import toposort
 from ir.graph.ops import Op
+from ir.kernel.schedule import schedule
 from limn import Tensor, nn, sdpa
 from limn.attention import composed, fused_on
 from limn.runtime.device import get_device
 
 sdpa_fn = nn.scaled_dot_product_attention
+REF = sdpa.KERNELS  # the numpy reference, params (scale, causal, heads)
 
 
 def _c():
@@ -218,17 +220,18 @@ def test_c_kernels_match_the_numpy_kernels(dtype):
         (3, 70, 45, 16, 16, True, False),
         (2, 33, 130, 80, 24, False, True),
         (2, 100, 100, 32, 32, True, True),
+        (2, 200, 160, 32, 32, True, False),  # tiles wholly visible on every pass
     ):
         vals = _kernel_inputs(rng, bh, t_q, t_k, d, dv, npd, masked)
-        params = (1 / math.sqrt(d), causal)
-        (o, lse), (o2, lse2) = sdpa.sdpa(vals, params), c.kernels["sdpa"](vals, params)
+        params = (1 / math.sqrt(d), causal, 0)
+        (o, lse), (o2, lse2) = REF["sdpa"](vals, params), c.kernels["sdpa"](vals, params)
         assert o2.dtype == o.dtype and lse2.dtype == lse.dtype
         np.testing.assert_allclose(o2.astype(float), o.astype(float), rtol=tol, atol=tol)
         np.testing.assert_allclose(lse2, lse, rtol=tol, atol=tol)
         do = rng.standard_normal(o.shape).astype(npd)
         delta = (do.astype(lse.dtype) * o.astype(lse.dtype)).sum(-1)
         bwd = [*vals[:3], do, lse, delta, *vals[3:]]
-        want = sdpa.sdpa_bwd_q(bwd, params) + sdpa.sdpa_bwd_kv(bwd, params)
+        want = REF["sdpa_bwd_q"](bwd, params) + REF["sdpa_bwd_kv"](bwd, params)
         got = c.kernels["sdpa_bwd_q"](bwd, params) + c.kernels["sdpa_bwd_kv"](bwd, params)
         for a, b in zip(got, want):
             assert a.dtype == b.dtype
@@ -240,7 +243,7 @@ def test_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
     c = _c()
     rng = np.random.default_rng(9)
     vals = _kernel_inputs(rng, 4, 150, 150, 32, 32, np.float32, True)
-    params = (0.2, True)
+    params = (0.2, True, 0)
     do = rng.standard_normal((4, 150, 32)).astype(np.float32)
     runs = []
     old = c.threads
@@ -320,3 +323,170 @@ def test_gpt_block_trains_the_same_fused_or_composed(monkeypatch):
         grads.append([y.numpy()] + [p.grad.numpy() for p in block.parameters()])
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+# ---- the packed layout: heads side by side in each row ------------------------------
+
+
+def _packed_inputs(rng, b, h, t_q, t_k, d, dv, dtype, masked):
+    q = rng.standard_normal((b, t_q, h * d)).astype(dtype)
+    k = rng.standard_normal((b, t_k, h * d)).astype(dtype)
+    v = rng.standard_normal((b, t_k, h * dv)).astype(dtype)
+    return [q, k, v] + ([rng.random((b, h, t_k)) > 0.3] if masked else [])
+
+
+def _split(a, h):  # (B, t, H * w) -> (B, H, t, w); (B, t, H) -> (B, H, t)
+    return np.swapaxes(a.reshape(*a.shape[:2], h, -1), 1, 2) if a.ndim == 3 else a
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_packed_kernels_match_the_same_kernels_on_split_heads(dtype):
+    """(B, t, H * d) sources give what the (B, H, t, d) layout gives on the split heads:
+    the numpy reference and the c kernels, every output, ragged tails and t_q != t_k."""
+    c = _c()
+    npd = np.dtype(dtype)
+    tol = {"float32": 1e-5, "float64": 1e-13, "float16": 2e-3}[dtype]
+    rng = np.random.default_rng(13)
+    for b, h, t_q, t_k, d, dv, causal, masked in (
+        (2, 3, 70, 45, 16, 16, True, True),
+        (1, 2, 33, 130, 80, 24, False, False),
+    ):
+        vals = _packed_inputs(rng, b, h, t_q, t_k, d, dv, npd, masked)
+        packed, split = (1 / math.sqrt(d), causal, h), (1 / math.sqrt(d), causal, 0)
+        flat = [_split(a, h).reshape(b * h, a.shape[1], -1) for a in vals[:3]] + [
+            m.reshape(b * h, t_k) for m in vals[3:]
+        ]
+        o, lse = REF["sdpa"](vals, packed)
+        assert o.shape == (b, t_q, h * dv) and lse.shape == (b, t_q, h)
+        want_o, want_lse = REF["sdpa"](flat, split)
+        np.testing.assert_array_equal(_split(o, h).reshape(want_o.shape), want_o)
+        np.testing.assert_array_equal(np.swapaxes(lse, 1, 2).reshape(want_lse.shape), want_lse)
+        co, clse = c.kernels["sdpa"](vals, packed)
+        np.testing.assert_allclose(co.astype(float), o.astype(float), rtol=tol, atol=tol)
+        np.testing.assert_allclose(clse, lse, rtol=tol, atol=tol)
+        do = rng.standard_normal(o.shape).astype(npd)
+        delta = (do.astype(lse.dtype) * o.astype(lse.dtype)).reshape(b, t_q, h, dv).sum(-1)
+        bwd = [*vals[:3], do, lse, delta, *vals[3:]]
+        want = REF["sdpa_bwd_q"](bwd, packed) + REF["sdpa_bwd_kv"](bwd, packed)
+        got = c.kernels["sdpa_bwd_q"](bwd, packed) + c.kernels["sdpa_bwd_kv"](bwd, packed)
+        for a, w, like in zip(got, want, (vals[0], vals[1], vals[2])):
+            assert a.shape == w.shape == like.shape and a.dtype == w.dtype
+            scale = np.abs(w.astype(float)).max()
+            np.testing.assert_allclose(a.astype(float), w.astype(float), atol=tol * scale)
+
+
+def test_packed_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
+    c = _c()
+    rng = np.random.default_rng(14)
+    vals = _packed_inputs(rng, 2, 3, 150, 150, 32, 32, np.float32, True)
+    params = (0.2, True, 3)
+    do = rng.standard_normal((2, 150, 96)).astype(np.float32)
+    runs = []
+    old = c.threads
+    try:
+        for threads in (2, 2, 1):
+            c.set_threads(threads)
+            o, lse = c.kernels["sdpa"](vals, params)
+            delta = (do * o).reshape(2, 150, 3, 32).sum(-1)
+            bwd = [*vals[:3], do, lse, delta, vals[3]]
+            outs = (o, lse, *c.kernels["sdpa_bwd_q"](bwd, params))
+            outs += c.kernels["sdpa_bwd_kv"](bwd, params)
+            runs.append([a.tobytes() for a in outs])
+    finally:
+        c.set_threads(old)
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_heads_split_off_a_projection_reach_the_kernels_without_a_copy():
+    """MultiHeadAttention's q, k, v are views of its projections: the CUSTOM nodes take
+    the projections in the packed layout, and neither the step's forward nor its backward
+    writes a (B, H, t, d) buffer (a copy into heads, or back)."""
+    rng = np.random.default_rng(15)
+    b, t, e, h = 2, 10, 24, 3
+    mha = nn.MultiHeadAttention(e, h)
+    x = Tensor(rng.standard_normal((b, t, e)).astype(np.float32), requires_grad=True)
+    keep = Tensor(rng.random((b, t)) > 0.2)
+    y = mha(x, key_mask=keep, is_causal=True)
+    y.square().sum().backward()
+    roots = [y.node, x.grad.node] + [p.grad.node for p in mha.parameters()]
+    custom = [n for n in toposort(roots) if n.op == Op.CUSTOM]
+    assert {n.arg[0] for n in custom} == {"sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"}
+    assert all(n.arg[2][2] == h for n in custom)  # the packed layout, H heads
+    graph = schedule(roots).graph
+    shapes = {tuple(s.shape) for s in graph.buffers[graph.n_inputs :]}
+    assert (b, h, t, e // h) not in shapes, shapes
+    # and the answer is the split-heads one
+    q, k, v = (Tensor(rng.standard_normal((b, h, t, 8)).astype(np.float32)) for _ in range(3))
+    o = sdpa_fn(q, k, v, is_causal=True)
+    assert o.node.arg[2][2] == 0  # realized (B, H, t, d) tensors: the plain layout
+    packed = [Tensor(np.ascontiguousarray(np.swapaxes(a.numpy(), 1, 2)).reshape(b, t, 24))
+              for a in (q, k, v)]  # fmt: skip
+    o2 = sdpa_fn(*(p.reshape(b, t, h, 8).transpose(1, 2) for p in packed), is_causal=True)
+    assert o2.node.op == Op.VIEW and o2.node.srcs[0].arg[2][2] == h
+    np.testing.assert_allclose(o2.numpy(), o.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# ---- more of the issue's list: siblings on both devices, masks under the gradient, halves
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_every_multi_output_kernel_runs_once_per_step(device, monkeypatch):
+    """o and L come from one sdpa call, dk and dv from one sdpa_bwd_kv call, on each host
+    device, in a step that realizes the answer and every gradient together."""
+    dev = _c() if device == "c" else get_device("numpy")
+    limn.set_device(device)
+    calls = {n: 0 for n in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv")}
+    for name in calls:
+        real = dev.kernels[name]
+
+        def counted(vals, params, name=name, real=real):
+            calls[name] += 1
+            return real(vals, params)
+
+        monkeypatch.setitem(dev.kernels, name, counted)
+    rng = np.random.default_rng(16)
+    q, k, v = (Tensor(rng.standard_normal((1, 3, 23, 8)), requires_grad=True) for _ in range(3))
+    o = sdpa_fn(q, k, v, is_causal=True)
+    lse = o._ctx.saved[0]
+    (o * o).sum().backward()
+    limn.realize(o, lse, q.grad, k.grad, v.grad)
+    assert calls == {"sdpa": 1, "sdpa_bwd_q": 1, "sdpa_bwd_kv": 1}
+
+
+def test_a_key_mask_gives_the_gradients_of_slicing_the_hidden_keys_away():
+    rng = np.random.default_rng(17)
+    qa, ka, va = (rng.standard_normal((1, 2, n, 16)) for n in (9, 75, 75))
+    ga = rng.standard_normal((1, 2, 9, 16))
+    keep = rng.random(75) > 0.4
+    q, k, v = (Tensor(a, requires_grad=True) for a in (qa, ka, va))
+    (sdpa_fn(q, k, v, key_mask=Tensor(keep)) * Tensor(ga)).sum().backward()
+    q2, k2, v2 = (Tensor(a, requires_grad=True) for a in (qa, ka[:, :, keep], va[:, :, keep]))
+    (sdpa_fn(q2, k2, v2) * Tensor(ga)).sum().backward()
+    np.testing.assert_allclose(q.grad.numpy(), q2.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for full, cut in ((k, k2), (v, v2)):
+        np.testing.assert_allclose(full.grad.numpy()[:, :, keep], cut.grad.numpy(), atol=1e-12)
+        assert np.all(full.grad.numpy()[:, :, ~keep] == 0)  # a hidden key takes no gradient
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_widths_compute_in_float32_and_round_once(dtype):
+    """A half-width attention is the float32 one on the same (half) inputs, rounded once:
+    the answer and every gradient, with L kept in float32."""
+    import ml_dtypes
+
+    npd = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
+    rng = np.random.default_rng(18)
+    arrays = [rng.standard_normal((2, 2, n, 16)).astype(npd) for n in (21, 34, 34)]
+    g = rng.standard_normal((2, 2, 21, 16)).astype(npd)
+    got, want = [], []
+    for d, out in ((dtype, got), ("float32", want)):
+        q, k, v = (Tensor(a.astype(np.float32), dtype=d, requires_grad=True) for a in arrays)
+        o = sdpa_fn(q, k, v, is_causal=True)
+        if d == dtype:
+            assert o.dtype == q.dtype and str(o._ctx.saved[0].dtype) == "float32"
+        (o * Tensor(g.astype(np.float32), dtype=d)).sum().backward()
+        out += [t.numpy().astype(np.float32) for t in (o, q.grad, k.grad, v.grad)]
+    eps = {"float16": 2**-10, "bfloat16": 2**-7}[dtype]
+    for a, b in zip(got, want):
+        # one rounding of the float32 result (the incoming gradient is the same half values)
+        np.testing.assert_allclose(a, b, rtol=2 * eps, atol=2 * eps * np.abs(b).max())

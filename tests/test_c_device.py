@@ -338,6 +338,29 @@ def test_pad_split_changes_no_bit_and_cuts_the_loop():
     assert "LOOP    1 <= i3 < 13" in text and " if 1 <= i3" not in text
 
 
+def test_a_pad_along_an_outer_dim_cuts_that_loop_and_no_load_stays_guarded(c):
+    """A padded image's rows guard every load of the inner loop, which cannot settle them:
+    the outer loop is cut instead (elementwise work only), so the inner loop vectorizes."""
+    from ir.c.passes import c_passes, split_pad_masks
+
+    plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
+    x = np.random.default_rng(4).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    b = np.random.default_rng(5).standard_normal((3, 1, 1)).astype(np.float32)
+
+    def graph():
+        return (Tensor(x) + Tensor(b)).relu().pad(((0, 0), (0, 0), (1, 1), (1, 1))).exp()
+
+    text = limn.ir(graph(), passes=c_passes())
+    assert "LOOP    1 <= i2 < 13" in text and " if " not in text
+    got = c.realize([graph().node])[0].data
+    assert got.tobytes() == plain.realize([graph().node])[0].data.tobytes()
+    want = np.exp(np.pad(np.maximum(x + b, 0), ((0, 0), (0, 0), (1, 1), (1, 1))))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # a reduce below the cut keeps its loop whole: a guard on a row it folds stays
+    r = limn.ir(Tensor(x).pad(((0, 0), (0, 0), (1, 1), (1, 1))).sum(2), passes=c_passes())
+    assert " if 1 <= r" in r or " if 1 <= i" in r
+
+
 def _ulps(got: np.ndarray, want: np.ndarray) -> float:
     spacing = np.spacing(np.abs(want).astype(np.float32))
     return float(np.max(np.abs(got.astype(np.float64) - want) / spacing))

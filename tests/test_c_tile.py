@@ -9,7 +9,7 @@ import pytest
 import limn
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
-from limn import Tensor
+from limn import Tensor, nn
 from limn.runtime.c import CDevice, c_passes
 
 # tails of the MR x NR register block; the interpreter is slow, so the big one is marked slow
@@ -114,3 +114,30 @@ def test_the_interpreters_fma_rounds_once(t):
     assert np.isnan(fused_multiply_add(t(np.inf), t(0), t(1), d))
     z = fused_multiply_add(t(-0.0), t(1), t(-0.0), d)
     assert z == 0 and np.signbit(z)
+
+
+def test_a_side_no_outer_loop_moves_is_packed_once_and_stays_the_printed_nest(devices):
+    """A conv's weights (forward) and its output gradient (weight gradient) do not depend on
+    the outer loops: they are packed whole, once, by the team, and the bits do not move."""
+    threaded, serial = devices
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 2, 3, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 2, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 8, 3, 9)).astype(np.float32)
+
+    def forward():
+        return nn.conv(Tensor(x), Tensor(w), padding=1)
+
+    def weight_grad():
+        wt = Tensor(w, requires_grad=True)
+        (nn.conv(Tensor(x), wt, padding=1) * Tensor(g)).sum().backward()
+        return wt.grad
+
+    for build in (forward, weight_grad):
+        c_text = limn.ir(build(), stage="c")
+        assert "= malloc(sizeof(float) *" in c_text and ("*wa =" in c_text or "*wb =" in c_text)
+        want = run([build().node], passes=c_passes())[0]
+        for n in (1, 2):
+            threaded.set_threads(n)
+            assert threaded.realize([build().node])[0].data.tobytes() == want.tobytes()
+        assert serial.realize([build().node])[0].data.tobytes() == want.tobytes()

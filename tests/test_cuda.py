@@ -290,11 +290,16 @@ def test_fused_attention_outputs_are_declared_for_every_kernel():
     q = BufferSpec(dtypes.float16, (2, 3, 5, 32))
     k = BufferSpec(dtypes.float16, (2, 3, 7, 32))
     v = BufferSpec(dtypes.float16, (2, 3, 7, 16))
-    assert rt._custom_outputs("sdpa", [q, k, v]) == [
+    assert rt._custom_outputs("sdpa", [q, k, v], (1.0, False, 0)) == [
         (dtypes.float16, (2, 3, 5, 16)),
         (dtypes.float32, (2, 3, 5)),
     ]
-    assert rt._custom_outputs("sdpa_bwd_kv", [q, k, v]) == [
+    packed = [BufferSpec(dtypes.float16, (2, t, 3 * w)) for t, w in ((5, 32), (7, 32), (7, 16))]
+    assert rt._custom_outputs("sdpa", packed, (1.0, True, 3)) == [
+        (dtypes.float16, (2, 5, 48)),
+        (dtypes.float32, (2, 5, 3)),
+    ]
+    assert rt._custom_outputs("sdpa_bwd_kv", [q, k, v], (1.0, False, 0)) == [
         (dtypes.float16, k.shape),
         (dtypes.float16, v.shape),
     ]
@@ -336,13 +341,14 @@ class _FakeDriver:
         from limn import sdpa as ref
 
         a = dict(zip(self.sigs[fn], args, strict=True))
-        bh, t_q, t_k = (a[n].value for n in ("bh_count", "t_q", "t_k"))
+        bh, t_q, t_k, hs = (a[n].value for n in ("bh_count", "t_q", "t_k", "hs"))
         params = (a["scale"].value, bool(a["causal"].value))
         dt = np.float64 if isinstance(a["scale"], ctypes.c_double) else np.float32
         dims = self.dims
 
-        def arr(name, rows, width):
-            return self.get(a[name], dt, (bh, rows, width))
+        def arr(name, rows, *width):  # (bh, rows, *width), a view of rows (b, rows, hs)
+            got = self.get(a[name], dt, (bh // hs, rows, hs, *width))
+            return np.moveaxis(got, 2, 1).reshape(bh, rows, *width)
 
         q, k, v = arr("q", t_q, dims[0]), arr("k", t_k, dims[0]), arr("v", t_k, dims[1])
         mask = [] if a["mask"] == 0 else [self.get(a["mask"], np.bool_, (bh, t_k))]
@@ -350,25 +356,29 @@ class _FakeDriver:
             outs, names = ref.sdpa([q, k, v, *mask], params), ("o", "lse")
         else:
             do = arr("dout", t_q, dims[1])
-            lse, delta = (self.get(a[n], dt, (bh, t_q)) for n in ("lse", "delta"))
+            lse, delta = (arr(n, t_q) for n in ("lse", "delta"))
             vals = [q, k, v, do, lse, delta, *mask]
             if fn == "limn_sdpa_bwd_q":
                 outs, names = ref.sdpa_bwd_q(vals, params), ("dq",)
             else:
                 outs, names = ref.sdpa_bwd_kv(vals, params), ("dk", "dv")
         for name, out in zip(names, outs, strict=True):
-            self.get(a[name], out.dtype, out.shape)[...] = out
+            rows, width = out.shape[1], out.shape[2:]
+            dst = self.get(a[name], out.dtype, (bh // hs, rows, hs, *width))
+            dst[...] = np.moveaxis(out.reshape(bh // hs, hs, rows, *width), 1, 2)
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declared(
-    dtype, monkeypatch
+    dtype, packed, monkeypatch
 ):
     """No GPU needed: the CUSTOM nodes limn.attention builds (one tensor as q, k and v, so
     the kernel reads one buffer three times; a key mask; causal; a scale), scheduled, and
     each launch the cuda device would make run by the numpy reference through the CUDA
     signatures' parameter names. Any disagreement in source order, mask position, output
-    order or params gives other numbers than the numpy device's."""
+    order, params or layout (the (B, H, t, d) one, and the packed (B, t, H * d) one) gives
+    other numbers than the numpy reference's."""
     from ir.graph import dtypes
     from limn import attention
     from limn import sdpa as ref
@@ -379,24 +389,26 @@ def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declar
     limn.set_device("numpy")
     rng = np.random.default_rng(0)
     b, h, t, d = 2, 3, 9, 8
-    xa = rng.standard_normal((b, h, t, d)).astype(dtype)
+    shape, rows = ((b, t, h * d), (b, t, h)) if packed else ((b, h, t, d), (b, h, t))
+    xa = rng.standard_normal(shape).astype(dtype)
     ma = rng.random((b, h, t)) > 0.3
     x, mask = Tensor(xa), Tensor(ma)
-    params = (0.37, True)
+    params = (0.37, True, h if packed else 0)
     acc = dtypes.as_dtype(dtype)
     o_node, lse_node = attention._custom(
-        "sdpa", [x, x, x, mask], params, [(acc, (b, h, t, d)), (acc, (b, h, t))]
+        "sdpa", [x, x, x, mask], params, [(acc, shape), (acc, rows)]
     )
-    o_want, lse_want = ref.sdpa([xa, xa, xa, ma], params)
+    o_want, lse_want = ref.KERNELS["sdpa"]([xa, xa, xa, ma], params)
     g = rng.standard_normal(o_want.shape).astype(dtype)
-    delta = (g * o_want).sum(-1)
+    delta = (g * o_want).reshape(*rows, d).sum(-1)
     srcs = [x, x, x, Tensor(g), Tensor(lse_want), Tensor(delta), mask]
     (dq_node,) = attention._custom("sdpa_bwd_q", srcs, params, [(acc, x.shape)])
     dk_node, dv_node = attention._custom(
         "sdpa_bwd_kv", srcs, params, [(acc, x.shape), (acc, x.shape)]
     )
     bwd = [xa, xa, xa, g, lse_want, delta, ma]
-    want = [o_want, lse_want, *ref.sdpa_bwd_q(bwd, params), *ref.sdpa_bwd_kv(bwd, params)]
+    kq, kkv = ref.KERNELS["sdpa_bwd_q"], ref.KERNELS["sdpa_bwd_kv"]
+    want = [o_want, lse_want, *kq(bwd, params), *kkv(bwd, params)]
     roots = [o_node, lse_node, dq_node, dk_node, dv_node]
     sched = schedule(roots)
     graph = sched.graph

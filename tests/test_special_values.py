@@ -199,6 +199,19 @@ def test_tensor_erf_is_relatively_accurate_at_every_magnitude(device, dtype):
     assert rel[worst] <= 1e-6, f"erf({x[worst]}) = {got[worst]}, want {want[worst]}"
 
 
+def test_tensor_mean_and_var_divide_correctly_rounded_as_torch_and_xp_do(device):
+    # exact integer sums, so any difference is the division: sum * (1/n) is off by an ulp
+    x = np.random.default_rng(2).integers(-1000, 1000, (256, 37)).astype(np.float32)
+    got = Tensor(x).mean(1).numpy()
+    assert got.tobytes() == torch.from_numpy(x).mean(1).numpy().tobytes()
+    assert got.tobytes() == np.asarray(xp.mean(xp.asarray(x), axis=1)).tobytes()
+    var = Tensor(x).var(1).numpy()
+    np.testing.assert_allclose(var, torch.from_numpy(x).var(1).numpy(), rtol=1e-6)
+    # a one-ulp-high mean of equal huge values squared its error past float32's range
+    big = np.full((1, 3), 1e38, np.float32)
+    assert Tensor(big).var(1).item() == 0.0 and Tensor(big).std(1).item() == 0.0
+
+
 # ---- limn_array against the standard (numpy semantics) ---------------------------------
 
 XP_UNARY = [

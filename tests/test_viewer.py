@@ -16,10 +16,12 @@ import limn
 from ir import ir
 from ir.c.passes import c_passes
 from ir.c.render import kernel_key, render, render_mapped
+from ir.cuda import render as cu
+from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph
 from ir.kernel.schedule import schedule
 from ir.loop.lower import lower
-from ir.loop.nest import Arith, Load, Store
+from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store
 from ir.loop.passes import apply_passes
 from limn import Tensor
 from limn.viewer import fill_kernels, graph_data, page
@@ -293,3 +295,69 @@ def test_a_mul_folded_into_an_fma_still_links_to_the_line_that_computes_it():
     assert "FMA" in final["lines"][at]
     origin = k["pipelines"]["c"]["origin"]
     assert any(o == at for o in origin)  # and the C the FMA became is lit with it
+
+
+def _cuda_graphs():
+    """The corpus, and graphs big enough for the cuda renderer's tile and split shapes."""
+    yield from ([t.node for t in case.build()] for case in CASES)
+    a, b = Tensor.randn((70, 40)), Tensor.randn((40, 90))
+    yield [(a @ b).relu().sum(1).node]  # a tile, then cells
+    yield [(Tensor.randn((3, 20, 33)) @ Tensor.randn((3, 33, 17))).node]  # a batched tile
+    yield [Tensor.randn((8192,)).exp().sum().node]  # a split reduce, one cell
+    yield [(Tensor.randn((2, 9000)) * 2).max(1).sqrt().node]  # a split over two cells
+
+
+def test_each_cuda_line_maps_to_the_instruction_it_spells():
+    shapes = set()
+    for roots in _cuda_graphs():
+        graph = schedule(roots).graph
+        for i, k in enumerate(graph.kernels):
+            if k.kind == "CUSTOM":
+                continue
+            nest = apply_passes(lower(graph, i), cuda_passes())
+            try:
+                kernel, origins = cu.render_mapped(nest, f"k{i}")
+            except (TypeError, NotImplementedError):  # a kernel the cuda device declines
+                continue
+            assert kernel == cu.render(nest, f"k{i}")  # the map changes nothing it renders
+            lines = kernel.source.splitlines()
+            assert len(origins) == len(lines)
+            shapes |= {launch.shape for launch in kernel.launches}
+            spelled = {j: [] for j in range(len(nest.body))}
+            for line, o in zip(lines, origins):
+                if o is not None:
+                    spelled[o].append(line)
+            for j, ins in enumerate(nest.body):
+                got = spelled[j]
+                if isinstance(ins, Arith):  # every line of a value names it
+                    assert got and all(re.search(rf"\b{ins.out}\b", t) for t in got), (ins, got)
+                elif isinstance(ins, DefAcc):  # its register, or a tile's array of them
+                    assert any(re.search(rf"\b({ins.out}|acc)\b", t) for t in got), (ins, got)
+                elif isinstance(ins, Load):  # its own line, or its staging into a tile
+                    assert any(re.search(rf"\b(s_)?{ins.out}\b", t) for t in got), (ins, got)
+                elif isinstance(ins, Store):
+                    assert any(f"{ins.buf}[" in t for t in got), (ins, got)
+                elif isinstance(ins, Accum):  # into a register, a cell, an atomic, a tile's
+                    assert any(re.search(rf"\b{ins.dst}\b|acc\[a\]\[b\] =", t) for t in got)
+                elif isinstance(ins, Loop):  # its for, or the cells it was decoded from
+                    assert any(re.search(rf"\b{ins.var}\b", t) for t in got), (ins, got)
+    assert shapes == {"cells", "tile", "split"}  # every shape's map was checked
+
+
+def test_the_cuda_tab_links_nodes_to_the_lines_written_for_them():
+    x = (Tensor.randn((70, 40)) @ Tensor.randn((40, 90))).relu().sum(1)
+    data, graph = data_for([x])
+    for i, k in enumerate(data["kernels"]):
+        pipe = k["pipelines"]["cuda"]
+        final = [s for s in pipe["steps"] if "lines" in s][-1]
+        assert len(pipe["origin"]) == len(pipe["source"])
+        assert {o for o in pipe["origin"] if o >= 0} <= set(range(len(final["lines"])))
+        for row, nid in enumerate(k["rows"]):
+            op = data["nodes"][nid]["op"]
+            if op not in ("MUL", "CMPLT", "WHERE", "SUM") or i not in data["nodes"][nid]["fused"]:
+                continue  # another kernel's output, read here as a buffer
+            nest = [i for i, r in enumerate(final["rows"]) if r == row]
+            cuda = [pipe["source"][i] for i, o in enumerate(pipe["origin"]) if o in nest]
+            assert nest and cuda, (k["name"], op)
+            sym = {"MUL": " * ", "CMPLT": " < ", "WHERE": " ? ", "SUM": " + "}[op]
+            assert any(sym in line for line in cuda), (op, cuda)

@@ -157,6 +157,7 @@ def test_a_gpt_training_step_opens_fast_and_links_across_hundreds_of_kernels(bro
     assert len(g["kernels"]) > 200
     assert opened < 20, f"the page took {opened:.1f} s to open"
     k = len(g["kernels"]) // 2
+    reveal(browser, g, k)
     browser.click(f'#kernels .krow[data-k="{k}"]')
     browser.wait_for(f"sel.k === {k}")
     browser.click('#views button[data-view="op"]')
@@ -166,6 +167,86 @@ def test_a_gpt_training_step_opens_fast_and_links_across_hundreds_of_kernels(bro
     browser.click(f'#drawing g.node[data-i="{item}"]')
     browser.wait_for(f"sel.node === {node}")
     assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
+    assert browser.errors == []
+
+
+def groups_of(g):
+    """The kernel list's groups, as the page should fold it: the same kind, loop and ops."""
+    groups = {}
+    for i, k in enumerate(g["kernels"]):
+        groups.setdefault(f"{k['kind']}|{k['loop']}|{k['summary']}", []).append(i)
+    return groups
+
+
+def reveal(browser, g, k):
+    """Unfold the group that holds kernel ``k`` (a kernel alone in its group is a plain row)."""
+    key = next(key for key, ks in groups_of(g).items() if k in ks)
+    if len(groups_of(g)[key]) > 1:
+        browser.click(f"#kernels details[data-group={json.dumps(key)}] > summary")
+        browser.wait_for(f"document.querySelector('#kernels .krow[data-k=\"{k}\"]')")
+
+
+def visible(browser, selector):
+    return browser.eval(
+        f"[...document.querySelectorAll({json.dumps(selector)})]"
+        ".filter(e => e.checkVisibility()).map(e => +e.dataset.k)"
+    )
+
+
+def test_a_gpt_steps_kernel_list_folds_into_groups_of_the_same_kernel(browser, gpt_page):
+    g = load(browser, gpt_page)
+    groups = groups_of(g)
+    assert len(groups) < len(g["kernels"]) / 2  # the step repeats itself: layers, parameters
+    shown = browser.eval(
+        "[...document.querySelectorAll('#kernels > *')].map(e => e.dataset.group !== undefined"
+        " ? [e.dataset.group, e.querySelector('summary .kname').textContent, e.open]"
+        " : [null, +e.dataset.k, false])"
+    )
+    want = [
+        [key, f"{len(ks)}\u00d7", False] if len(ks) > 1 else [None, ks[0], False]
+        for key, ks in groups.items()
+    ]
+    assert shown == want  # first-seen order; every group folded (k0, selected, is alone)
+    assert browser.eval("document.getElementById('kernel-count').textContent") == (
+        f"{len(g['kernels'])} kernels in {len(groups)} groups"
+    )
+    key, ks = max(groups.items(), key=lambda kv: len(kv[1]))
+    head = f"#kernels details[data-group={json.dumps(key)}] > summary"
+    assert visible(browser, "#kernels .krow") == [
+        i for i in range(len(g["kernels"])) if [i] in groups.values()
+    ]
+    browser.click(head)  # unfold: its kernels show, in run order
+    browser.wait_for(f"document.querySelector({json.dumps(head)}).parentElement.open")
+    assert [i for i in visible(browser, "#kernels .krow") if i in ks] == ks
+    browser.click(head)  # fold it again: they hide
+    browser.wait_for(f"!document.querySelector({json.dumps(head)}).parentElement.open")
+    assert not set(visible(browser, "#kernels .krow")) & set(ks)
+    # selecting a kernel elsewhere (here: in the kernel graph) unfolds its group
+    k = ks[len(ks) // 2]
+    item = browser.eval(f"drawn.keys.indexOf({k})")
+    browser.eval(f"drawn.zoom.focus(drawn.box.x[{item}], drawn.box.y[{item}])")  # on screen
+    browser.click(f'#drawing g.node[data-i="{item}"]')
+    browser.wait_for(f"sel.k === {k}")
+    assert visible(browser, "#kernels .krow.sel") == [k]
+    # and a search unfolds the groups it matches, saying how many of each match
+    browser.click("#search")
+    browser.send("Input.insertText", text="SQRT")
+    want = [
+        i for i, kk in enumerate(g["kernels"]) if "sqrt" in (kk["title"] + kk["summary"]).lower()
+    ]
+    browser.wait_for(f"document.querySelectorAll('#kernels .krow').length === {len(want)}")
+    assert sorted(visible(browser, "#kernels .krow")) == want
+    browser.eval("document.getElementById('search').value = ''; renderKernelList()")
+    # grouped by kind instead: one group per kind, with its count
+    browser.eval("const s = $('group-by'); s.value = 'kind'; s.onchange()")
+    kinds = {}
+    for kk in g["kernels"]:
+        kinds[kk["kind"]] = kinds.get(kk["kind"], 0) + 1
+    got = browser.eval(
+        "[...document.querySelectorAll('#kernels details')]"
+        ".map(e => [e.dataset.group, e.querySelector('.kname').textContent])"
+    )
+    assert got == [[kind, f"{n}\u00d7"] for kind, n in kinds.items() if n > 1]
     assert browser.errors == []
 
 
@@ -190,4 +271,35 @@ def test_the_cuda_tab_shows_its_own_passes_and_source(browser, matmul_page):
     )
     assert shown == [f"{i}. {s['pass']}" for i, s in enumerate(cuda["steps"])] + ["final"]
     assert browser.eval("document.querySelectorAll('.source .ln').length") == len(cuda["source"])
+    assert browser.errors == []
+
+
+def test_the_cuda_tab_links_a_node_to_its_cuda_lines_and_back(browser, matmul_page):
+    g = load(browser, matmul_page)
+    mul = next(i for i, n in enumerate(g["nodes"]) if n["op"] == "MUL")
+    k = g["nodes"][mul]["home"]
+    pipe = g["kernels"][k]["pipelines"]["cuda"]
+    final = [s for s in pipe["steps"] if "lines" in s][-1]
+    rows = {r for r, nid in enumerate(g["kernels"][k]["rows"]) if nid == mul}
+    want_nest = [i for i, r in enumerate(final["rows"]) if r in rows]
+    want = [i for i, o in enumerate(pipe["origin"]) if o in want_nest]
+    browser.click(f'#kernels .krow[data-k="{k}"]')
+    browser.click('.steps button[data-target="cuda"]')
+    browser.wait_for('sel.target === "cuda"')
+    browser.click(f'#drawing g.node[data-i="{browser.eval(f"drawn.keys.indexOf({mul})")}"]')
+    browser.wait_for(f"sel.node === {mul}")
+    assert want and lines(browser, ".source .ln.hl") == want
+    assert all(" * " in pipe["source"][i] for i in want)  # the CUDA of a MUL multiplies
+    # and back: a CUDA line of another instruction selects the node it computes
+    at = next(
+        i
+        for i, o in enumerate(pipe["origin"])
+        if o >= 0 and final["rows"][o] >= 0 and g["kernels"][k]["rows"][final["rows"][o]] != mul
+    )
+    nid = g["kernels"][k]["rows"][final["rows"][pipe["origin"][at]]]
+    browser.click(f'.source .ln[data-line="{at}"]')
+    browser.wait_for(f"sel.node === {nid}")
+    assert at in lines(browser, ".source .ln.hl")
+    assert pipe["origin"][at] in lines(browser, ".nest .ln.hl")
+    assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
     assert browser.errors == []

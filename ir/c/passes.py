@@ -217,6 +217,8 @@ def _outputs_first(block: Block) -> Block:
     and in which order, is unchanged; only which cells are in flight together moves.
     """
     loops, inner = chain(block)
+    if _folds_in_register(inner):
+        return _register_outputs(loops, inner)
     if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
         return block
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
@@ -249,6 +251,48 @@ def _outputs_first(block: Block) -> Block:
         best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
         outs = [*outs[:best], *outs[best + 1 :], outs[best]]
     return rebuild([*outs, *reds, loops[-1]], inner)
+
+
+def _folds_in_register(inner) -> bool:
+    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
+    return (
+        len(inner) >= 3
+        and isinstance(inner[0], DefAcc)
+        and isinstance(inner[1], Block)
+        and isinstance(inner[-1], Store)
+    )
+
+
+def _register_outputs(loops: list[Loop], inner) -> Block:
+    """The output loops around a register total, arranged for a register block: a wide
+    loop along which the operands are unit-stride innermost (the columns), the loop most
+    of the column operands do not depend on next (the rows). Every loop here is an output
+    loop, each cell folds inside them on its own, so their order changes no number."""
+    block = rebuild(loops, inner)
+    if _extent(loops[-1]) >= 8 or len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
+        return block
+    _, body = chain(inner[1])
+    if any(isinstance(x, Block) for x in body):
+        return block
+    written = set(inner[-1].index.names)
+    loads = [x for x in body if isinstance(x, Load)]
+    wide = [lp for lp in loops if lp.var in written and _extent(lp) >= 8]
+    if not wide:
+        return block
+    col = max(
+        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp))
+    )
+    rest = [lp for lp in loops if lp is not col]
+    along = [x for x in loads if x.index.coeff(col.var)]
+    row = max(
+        range(len(rest)),
+        key=lambda j: (
+            sum(1 for x in along if not x.index.coeff(rest[j].var)),
+            _extent(rest[j]) >= 6,
+            j,
+        ),
+    )
+    return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
 
 
 def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
@@ -523,10 +567,61 @@ def _split_items(items) -> list:
         if not isinstance(it, Block):
             out.append(it)
         elif any(isinstance(x, Block) for x in it.body):
-            out.append(Block(it.loop, tuple(_split_items(it.body))))
+            out += _split_outer(Block(it.loop, tuple(_split_items(it.body))))
         else:
             out += _split_loop(it)
     return out
+
+
+MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copies its body)
+
+
+def _split_outer(block: Block) -> list:
+    """Cut a loop around other loops where a pad predicate on its variable changes value.
+
+    A pad along an outer dim (``1 <= i2 < 33`` of a padded image's rows) guards every load
+    of the inner loop; the inner loop cannot settle it, and gcc will not vectorize a loop
+    whose loads are masked by a condition it does not vary. Only elementwise work is cut
+    (nothing below folds: every cell is computed on its own, so no order can change), and
+    only at constant cuts.
+    """
+    loop, x = block.loop, block.loop.var
+    if loop.step != 1 or loop.lo or loop.hi or loop.attrs:
+        return [block]
+    body = list(instructions(block.body))
+    if any(isinstance(i, Accum | DefAcc | PairwiseFold | Check) for i in body):
+        return [block]
+    preds = []
+    for ins in body:
+        for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
+            if p.index.coeff(x) and p not in preds:
+                preds.append(p)
+    if not preds:
+        return [block]
+    bounds = [_interval(p, x) for p in preds]
+    if any(b is None or b[0].names or b[1].names for b in bounds):
+        return [block]  # a bound that moves with another loop: the inner cut's business
+    cuts = sorted({b.const for pair in bounds for b in pair} | {loop.start, loop.stop})
+    cuts = [c for c in cuts if loop.start <= c <= loop.stop]
+    if len(cuts) - 1 > MAX_OUTER_PIECES:
+        return [block]
+    out = []
+    for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        if a >= b:
+            continue
+        known = {p: lo.const <= a and b <= hi.const for p, (lo, hi) in zip(preds, bounds)}
+        names = {defines(i): f"{defines(i)}_o{k}" for i in body if defines(i)}
+        out.append(Block(replace(loop, start=a, stop=b), _settle_tree(block.body, known, names)))
+    return out
+
+
+def _settle_tree(items, known: dict, names: dict) -> tuple:
+    return tuple(
+        Block(it.loop, _settle_tree(it.body, known, names))
+        if isinstance(it, Block)
+        else rename(_settle(it, known), names)
+        for it in items
+    )
 
 
 def _interval(p: Range, x: str):

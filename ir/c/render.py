@@ -257,7 +257,7 @@ class _Renderer:
         self.used: set = set()
         self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
-        self.heap: set[str] = set()  # the ones too large for the stack, freed after their TREE
+        self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
         self.near = False  # rendering the first run, with the _near functions
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes

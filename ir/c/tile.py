@@ -287,27 +287,35 @@ def render_packed(r, block: Block, depth: int) -> None:
         lin = f"({lin})*{lp.stop} + {lp.var}"
 
     def pack(dd: int, side: str, var: str, first: str, lim: str, n: int, dst: str, val: str):
-        """Pack one sliver or panel: ``var`` = first + e for e < lim, every reduce index."""
+        """Pack one sliver or panel: ``var`` = first + e for e < lim, every reduce index.
+
+        The copy walks innermost whichever loop its source is unit-stride along for
+        longer: the reduce (``x @ W``'s rows) or the rows (columns) themselves (an image
+        patch, unit-stride along the 3 taps of a kernel row but along all its columns).
+        Only the instructions the packed value needs are computed.
+        """
         e = "a" if side == "A" else "b"
         edge = f"const int64_t {var} = {first} + {e};"
-        if unit_along(reds[-1].var, side):  # walk the reduce innermost
+        need = _needed(body, val)
+        along_red = unit_along(reds[-1].var, side)
+        if along_red and not (unit_along(var, side) and n > reds[-1].stop):  # reduce innermost
             put(dd, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
             put(dd + 1, edge)
             d2 = opened(dd + 1, reds)
             for ins in body:
-                if kind[id(ins)] in ("", side):
+                if id(ins) in need:
                     r.instr(ins, d2)
             put(d2, f"{dst}[({lin})*{n} + {e}] = {val};")
             close(d2, 1 + len(reds))
         else:  # walk the rows (columns) innermost
             d2 = opened(dd, reds)
             for ins in body:
-                if kind[id(ins)] == "":
+                if id(ins) in need and kind[id(ins)] == "":
                     r.instr(ins, d2)
             put(d2, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
             put(d2 + 1, edge)
             for ins in body:
-                if kind[id(ins)] == side:
+                if id(ins) in need and kind[id(ins)] == side:
                     r.instr(ins, d2 + 1)
             put(d2 + 1, f"{dst}[({lin})*{n} + {e}] = {val};")
             close(d2 + 1, 1 + len(reds))
@@ -316,27 +324,63 @@ def render_packed(r, block: Block, depth: int) -> None:
 
     a0, b0 = f"{ia.var}_0", f"{ib.var}_0"
     team = bool(dict((outer or [ia])[0].attrs).get("parallel")) and r.openmp
+    # a side that no outer loop moves (a conv's weights, a weight gradient's output
+    # gradient) is packed whole once, by the team together, not once per outer cell
+    outer_vars = {lp.var for lp in outer}
+    na_pad, nb_pad = -(-na // mr) * mr, -(-nb // nr) * nr
+    whole_a = bool(outer) and not deps[a_val] & outer_vars and na_pad * k <= PANEL_LIMIT
+    whole_b = bool(outer) and not deps[b_val] & outer_vars and nb_pad * k <= PANEL_LIMIT
     d = depth
+    if whole_a:
+        put(d, f"{t_acc} *wa = malloc(sizeof({t_acc}) * {na_pad * k});")
+    if whole_b:
+        put(d, f"{t_acc} *wb = malloc(sizeof({t_acc}) * {nb_pad * k});")
     if team:
         put(d, "#pragma omp parallel")
         put(d, "{")
     d += 1
-    put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {mc * k});")
-    put(d, f"{t_acc} *pb = malloc(sizeof({t_acc}) * {k * nr});")
+    if whole_a:
+        if team:
+            put(d, "#pragma omp for schedule(static)")
+        put(d, f"for (int64_t s = 0; s < {na}; s += {mr}) {{")
+        put(d + 1, f"const int alim = {na} - s < {mr} ? (int)({na} - s) : {mr};")
+        put(d + 1, f"{t_acc} *restrict ps = wa + s*{k};")
+        pack(d + 1, "A", ia.var, "s", "alim", mr, "ps", a_val)
+        put(d, "}")
+    if whole_b:
+        if team:
+            put(d, "#pragma omp for schedule(static)")
+        put(d, f"for (int64_t {b0} = 0; {b0} < {nb}; {b0} += {nr}) {{")
+        put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
+        put(d + 1, f"{t_acc} *restrict pw = wb + {b0}*{k};")
+        pack(d + 1, "B", ib.var, b0, "blim", nr, "pw", b_val)
+        put(d, "}")
+    if not whole_a:
+        put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {mc * k});")
+    if not whole_b:
+        put(d, f"{t_acc} *pb = malloc(sizeof({t_acc}) * {k * nr});")
     if team:
         put(d, f"#pragma omp for collapse({len(outer) + 2}) schedule(static)")
     d = opened(d, outer)
     put(d, f"for (int64_t {a0}b = 0; {a0}b < {na}; {a0}b += {mc}) {{")
     put(d + 1, f"for (int64_t {b0}b = 0; {b0}b < {nb}; {b0}b += {nc}) {{")
     d += 2
-    put(d, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
-    put(d + 1, f"const int alim = {na} - ({a0}b + s) < {mr} ? (int)({na} - ({a0}b + s)) : {mr};")
-    put(d + 1, f"{t_acc} *restrict ps = pa + s*{k};")
-    pack(d + 1, "A", ia.var, f"{a0}b + s", "alim", mr, "ps", a_val)
-    put(d, "}")
+    if whole_a:
+        put(d, f"const {t_acc} *restrict pa = wa + {a0}b*{k};")
+    else:
+        put(d, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
+        put(
+            d + 1, f"const int alim = {na} - ({a0}b + s) < {mr} ? (int)({na} - ({a0}b + s)) : {mr};"
+        )
+        put(d + 1, f"{t_acc} *restrict ps = pa + s*{k};")
+        pack(d + 1, "A", ia.var, f"{a0}b + s", "alim", mr, "ps", a_val)
+        put(d, "}")
     put(d, f"for (int64_t {b0} = {b0}b; {b0} < {b0}b + {nc} && {b0} < {nb}; {b0} += {nr}) {{")
     put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
-    pack(d + 1, "B", ib.var, b0, "blim", nr, "pb", b_val)
+    if whole_b:
+        put(d + 1, f"const {t_acc} *restrict pb = wb + {b0}*{k};")
+    else:
+        pack(d + 1, "B", ib.var, b0, "blim", nr, "pb", b_val)
     put(d + 1, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
     dd = d + 2
     put(dd, f"const int64_t {a0} = {a0}b + s;")
@@ -370,10 +414,27 @@ def render_packed(r, block: Block, depth: int) -> None:
     close(dd, 1)  # slivers
     close(d + 1, 1)  # panels
     close(d, 2 + len(outer))  # column blocks, row blocks, outer loops
-    put(depth + 1, "free(pa);")
-    put(depth + 1, "free(pb);")
+    if not whole_a:
+        put(depth + 1, "free(pa);")
+    if not whole_b:
+        put(depth + 1, "free(pb);")
     if team:
         put(depth, "}")
+    if whole_a:
+        put(depth, "free(wa);")
+    if whole_b:
+        put(depth, "free(wb);")
+
+
+def _needed(body, val: str) -> set[int]:
+    """The instructions of ``body`` that ``val`` is computed from (ids), itself included."""
+    want, out = {val}, set()
+    for ins in reversed(body):
+        name = defines(ins)
+        if name is not None and name in want:
+            out.add(id(ins))
+            want |= set(uses(ins))
+    return out
 
 
 def micro_kernel(spec: str) -> str:

@@ -233,8 +233,37 @@ def _decompose(var_loops: list[Loop], linear: str) -> list[str]:
     return list(reversed(out))
 
 
+class _Src:
+    """Lines of CUDA C, each with the nest instruction it was written for (None: for no
+    one instruction). A line may hold several, joined by newlines; they share it."""
+
+    def __init__(self):
+        self.text: list[str] = []
+        self.ins: list = []
+
+    def add(self, ins, *lines: str) -> _Src:
+        self.text += lines
+        self.ins += [ins] * len(lines)
+        return self
+
+    def __iadd__(self, other: _Src) -> _Src:
+        self.text += other.text
+        self.ins += other.ins
+        return self
+
+    def origins(self) -> list:
+        return [ins for line, ins in zip(self.text, self.ins) for _ in range(line.count("\n") + 1)]
+
+
+def _decls(out: _Src, loops: list[Loop], linear: str, pad: str) -> None:
+    """``_decompose``'s declarations, each mapped to the loop whose variable it declares."""
+    for lp, d in zip(loops, _decompose(loops, linear)):
+        out.add(lp, pad + d)
+
+
 class _Cuda:
-    """The state of rendering one nest: each name's dtype, the functions so far."""
+    """The state of rendering one nest: each name's dtype, the functions so far, and for
+    each function the instruction behind each line (the source map)."""
 
     def __init__(self, nest: LoopNest, name: str):
         self.nest, self.name = nest, name
@@ -244,6 +273,7 @@ class _Cuda:
         self.values: dict[str, str] = {}
         self.used: set = set()
         self.funcs: list[str] = []
+        self.maps: list[list] = []  # per function: the instruction of each line, or None
         self.launches: list[Launch] = []
         self.scatter = nest.kind == "SCATTER"
 
@@ -316,8 +346,8 @@ class _Cuda:
             out.append(f"({p.lo} <= {e} && {e} < {p.hi})")
         return " && ".join(out)
 
-    def items(self, items, depth: int) -> list[str]:
-        pad, lines = "  " * depth, []
+    def items(self, items, depth: int) -> _Src:
+        pad, lines = "  " * depth, _Src()
         for item in items:
             if isinstance(item, Block):
                 lp = item.loop
@@ -325,14 +355,15 @@ class _Cuda:
                     raise NotImplementedError(
                         "cuda device: symbolic loop bounds are a c-device form"
                     )
-                lines.append(
+                lines.add(
+                    lp,
                     f"{pad}for (int64_t {lp.var} = {lp.start}; {lp.var} < {lp.stop}; "
-                    f"{lp.var} += {lp.step}) {{"
+                    f"{lp.var} += {lp.step}) {{",
                 )
                 lines += self.items(item.body, depth + 1)
-                lines.append(pad + "}")
+                lines.add(lp, pad + "}")
             else:
-                lines.append(pad + self.stmt(item))
+                lines.add(item, pad + self.stmt(item))
         return lines
 
     # ---- functions -------------------------------------------------------------------
@@ -351,9 +382,13 @@ class _Cuda:
             + ") {"
         )
 
-    def emit(self, shape: str, body: list[str], grid: int, smem: int = 0) -> None:
+    def emit(self, shape: str, body: _Src, grid: int, smem: int = 0) -> None:
         func = f"{self.name}_{len(self.funcs)}"
-        self.funcs.append("\n".join([self.header(func), "  (void)err;", *body, "}"]))
+        src = _Src().add(None, self.header(func), "  (void)err;")
+        src += body
+        src.add(None, "}")
+        self.funcs.append("\n".join(src.text))
+        self.maps.append(src.origins())
         self.launches.append(Launch(func, max(1, min(grid, MAX_BLOCKS)), THREADS, shape, smem))
 
     def render(self) -> CudaKernel:
@@ -383,8 +418,11 @@ class _Cuda:
             raise ValueError(f"cuda device: {self.name} folds into a register it never stores")
         return CudaKernel("\n\n".join(self.funcs), tuple(self.launches), frozenset(self.used))
 
-    def pre(self, values: list) -> list[str]:
-        return ["  " + self.stmt(v) for v in values]
+    def pre(self, values: list) -> _Src:
+        out = _Src()
+        for v in values:
+            out.add(v, "  " + self.stmt(v))
+        return out
 
     def phase_single(self, values: list, items: list) -> None:
         """Top-level work of one cell: a long register fold goes split, the rest one thread."""
@@ -392,9 +430,9 @@ class _Cuda:
         if red is not None and math.prod(_extent(lp) for lp in red[2]) >= SPLIT_MIN:
             self.split(values, [], red)
             return
-        body = self.pre(values) + ["  if (blockIdx.x == 0 && threadIdx.x == 0) {"]
-        body += self.items(items, 2) + ["  }"]
-        self.emit("cells", body, 1)
+        body = self.pre(values).add(None, "  if (blockIdx.x == 0 && threadIdx.x == 0) {")
+        body += self.items(items, 2)
+        self.emit("cells", body.add(None, "  }"), 1)
 
     def phase_block(self, values: list, block: Block) -> None:
         loops, inner = chain(block)
@@ -419,13 +457,15 @@ class _Cuda:
                 self.split(values, cells, red)
                 return
         body = self.pre(values)
-        body.append(
+        body.add(
+            block.loop,  # the grid-stride loop over the cells stands for the first LOOP
             f"  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < {n}; "
-            "c += (int64_t)gridDim.x * blockDim.x) {"
+            "c += (int64_t)gridDim.x * blockDim.x) {",
         )
-        body += ["    " + s for s in _decompose(cells, "c")] if cells else []
-        body += self.items(inner, 2) + ["  }"]
-        self.emit("cells", body, -(-n // THREADS))
+        if cells:
+            _decls(body, cells, "c", "    ")
+        body += self.items(inner, 2)
+        self.emit("cells", body.add(block.loop, "  }"), -(-n // THREADS))
 
     # ---- split: few cells, long reduce -------------------------------------------------
 
@@ -434,30 +474,34 @@ class _Cuda:
         n = math.prod(_extent(lp) for lp in cells)
         r = math.prod(_extent(lp) for lp in reds)
         t = ctype(acc.dtype)
+        fin = body[-1]  # the ACCUM: the partial totals and their tree are its fold
+        cell = cells[0] if cells else acc  # what the loop over cells stands for
         lines = self.pre(values)
-        lines.append(f"  __shared__ {t} part[{THREADS}];")
-        lines.append(f"  for (int64_t c = blockIdx.x; c < {n}; c += gridDim.x) {{")
-        lines += ["    " + s for s in _decompose(cells, "c")]
+        lines.add(acc, f"  __shared__ {t} part[{THREADS}];")
+        lines.add(cell, f"  for (int64_t c = blockIdx.x; c < {n}; c += gridDim.x) {{")
+        _decls(lines, cells, "c", "    ")
         lines += self.items(pre, 2)
         self.dtype_of[acc.out] = acc.dtype
-        lines.append(f"    {t} {acc.out} = {cliteral(acc.value, acc.dtype)};")
-        lines.append(f"    for (int64_t t = threadIdx.x; t < {r}; t += {THREADS}) {{")
-        lines += ["      " + s for s in _decompose(reds, "t")]
+        lines.add(acc, f"    {t} {acc.out} = {cliteral(acc.value, acc.dtype)};")
+        lines.add(reds[0], f"    for (int64_t t = threadIdx.x; t < {r}; t += {THREADS}) {{")
+        _decls(lines, reds, "t", "      ")
         lines += self.items(body, 3)
-        lines.append("    }")
-        lines.append(f"    part[threadIdx.x] = {acc.out};")
-        lines.append("    __syncthreads();")
+        lines.add(reds[0], "    }")
         step = fold(red_op(body), "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
-        lines.append(f"    for (int h = {THREADS // 2}; h > 0; h >>= 1) {{")
-        lines.append(f"      if (threadIdx.x < h) {{ {step} }}")
-        lines.append("      __syncthreads();")
-        lines.append("    }")
-        lines.append("    if (threadIdx.x == 0) {")
-        lines.append(f"      {acc.out} = part[0];")
+        lines.add(
+            fin,
+            f"    part[threadIdx.x] = {acc.out};",
+            "    __syncthreads();",
+            f"    for (int h = {THREADS // 2}; h > 0; h >>= 1) {{",
+            f"      if (threadIdx.x < h) {{ {step} }}",
+            "      __syncthreads();",
+            "    }",
+            "    if (threadIdx.x == 0) {",
+            f"      {acc.out} = part[0];",
+        )
         lines += self.items(tail, 3)
-        lines.append("    }")
-        lines.append("    __syncthreads();")
-        lines.append("  }")
+        lines.add(fin, "    }")
+        lines.add(cell, "    __syncthreads();", "  }")
         self.emit("split", lines, n, THREADS * acc.dtype.itemsize)
 
     # ---- tile: contractions ----------------------------------------------------------
@@ -494,61 +538,73 @@ class _Cuda:
         loads = [x for x in body if isinstance(x, Load)]
         side = {x.out: ("b" if x.index.coeff(ib.var) else "a") for x in loads}
         t_acc = ctype(acc.dtype)
+        # the block's own bookkeeping stands for its first LOOP (as in ir/c/tile.py), the
+        # slab loops for the first reduce LOOP, staging an operand for its LOAD
+        top, red0, fin = cells[0], reds[0], body[-1]
         lines = self.pre(values)
         smem = 0
         for x in loads:
             w = BN if side[x.out] == "b" else BM
-            lines.append(f"  __shared__ {ctype(x.dtype)} s_{x.out}[{BK}][{w}];")
+            lines.add(x, f"  __shared__ {ctype(x.dtype)} s_{x.out}[{BK}][{w}];")
             smem += BK * w * x.dtype.itemsize
-        lines.append(f"  const int tx = threadIdx.x % {BN // TN}, ty = threadIdx.x / {BN // TN};")
-        lines.append(f"  for (int64_t tb = blockIdx.x; tb < {plan.tiles}; tb += gridDim.x) {{")
-        lines.append(f"    const int64_t o = tb / {tm_count * tn_count};")
-        lines.append(f"    const int64_t tm = tb / {tn_count} % {tm_count}, tn = tb % {tn_count};")
-        lines += ["    " + s for s in _decompose(cells[:-2], "o")]
-        lines.append(f"    {t_acc} acc[{TM}][{TN}];")
+        lines.add(
+            top,
+            f"  const int tx = threadIdx.x % {BN // TN}, ty = threadIdx.x / {BN // TN};",
+            f"  for (int64_t tb = blockIdx.x; tb < {plan.tiles}; tb += gridDim.x) {{",
+            f"    const int64_t o = tb / {tm_count * tn_count};",
+            f"    const int64_t tm = tb / {tn_count} % {tm_count}, tn = tb % {tn_count};",
+        )
+        _decls(lines, cells[:-2], "o", "    ")
         ident = cliteral(acc.value, acc.dtype)
         each = f"for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++)"
-        lines.append(f"    {each} acc[a][b] = {ident};")
-        lines.append(f"    for (int64_t t0 = 0; t0 < {plan.r}; t0 += {BK}) {{")
+        lines.add(acc, f"    {t_acc} acc[{TM}][{TN}];", f"    {each} acc[a][b] = {ident};")
+        lines.add(red0, f"    for (int64_t t0 = 0; t0 < {plan.r}; t0 += {BK}) {{")
         for x in loads:  # stage the slab: every slot written, zero past the edges
             s = side[x.out]
             w, lim, lp, base = (
                 (BN, plan.n, ib, f"tn * {BN}") if s == "b" else (BM, plan.m, ia, f"tm * {BM}")
             )
-            lines.append(f"      for (int e = threadIdx.x; e < {BK * w}; e += {THREADS}) {{")
-            lines.append(f"        const int kk = e / {w}, j = e % {w};")
-            lines.append(f"        const int64_t {lp.var} = {base} + j, t = t0 + kk;")
-            lines.append(f"        if ({lp.var} < {lim} && t < {plan.r}) {{")
-            lines += ["          " + d for d in _decompose(reds, "t")]
-            lines.append(f"          s_{x.out}[kk][j] = {x.buf}[{index(x.index, self.values)}];")
-            lines.append(f"        }} else s_{x.out}[kk][j] = ({ctype(x.dtype)})0;")
-            lines.append("      }")
-        lines.append("      __syncthreads();")
-        lines.append(f"      const int kn = {plan.r} - t0 < {BK} ? (int)({plan.r} - t0) : {BK};")
-        lines.append("      for (int kk = 0; kk < kn; kk++) {")
-        lines.append(f"        #pragma unroll\n        for (int a = 0; a < {TM}; a++) {{")
-        lines.append(f"          #pragma unroll\n          for (int b = 0; b < {TN}; b++) {{")
+            lines.add(
+                x,
+                f"      for (int e = threadIdx.x; e < {BK * w}; e += {THREADS}) {{",
+                f"        const int kk = e / {w}, j = e % {w};",
+                f"        const int64_t {lp.var} = {base} + j, t = t0 + kk;",
+                f"        if ({lp.var} < {lim} && t < {plan.r}) {{",
+            )
+            _decls(lines, reds, "t", "          ")
+            lines.add(
+                x,
+                f"          s_{x.out}[kk][j] = {x.buf}[{index(x.index, self.values)}];",
+                f"        }} else s_{x.out}[kk][j] = ({ctype(x.dtype)})0;",
+                "      }",
+            )
+        lines.add(
+            red0,
+            "      __syncthreads();",
+            f"      const int kn = {plan.r} - t0 < {BK} ? (int)({plan.r} - t0) : {BK};",
+            "      for (int kk = 0; kk < kn; kk++) {",
+            f"        #pragma unroll\n        for (int a = 0; a < {TM}; a++) {{",
+            f"          #pragma unroll\n          for (int b = 0; b < {TN}; b++) {{",
+        )
         for ins in body[:-1]:
             if isinstance(ins, Load):
                 self.dtype_of[ins.out] = ins.dtype
                 j = f"ty * {TM} + a" if side[ins.out] == "a" else f"tx * {TN} + b"
-                lines.append(
-                    f"            const {ctype(ins.dtype)} {ins.out} = s_{ins.out}[kk][{j}];"
+                lines.add(
+                    ins, f"            const {ctype(ins.dtype)} {ins.out} = s_{ins.out}[kk][{j}];"
                 )
             else:
-                lines.append("            " + self.stmt(ins))
+                lines.add(ins, "            " + self.stmt(ins))
         self.dtype_of[acc.out] = acc.dtype
-        lines.append("            " + fold(body[-1].op, "acc[a][b]", body[-1].src, acc.dtype))
-        lines.append("          }\n        }\n      }")
-        lines.append("      __syncthreads();")
-        lines.append("    }")
-        lines.append(f"    for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++) {{")
-        lines.append(f"      const int64_t {ia.var} = tm * {BM} + ty * {TM} + a;")
-        lines.append(f"      const int64_t {ib.var} = tn * {BN} + tx * {TN} + b;")
-        lines.append(f"      if ({ia.var} < {plan.m} && {ib.var} < {plan.n}) {{")
-        lines.append(f"        const {t_acc} {acc.out} = acc[a][b];")
+        lines.add(fin, "            " + fold(fin.op, "acc[a][b]", fin.src, acc.dtype))
+        lines.add(red0, "          }\n        }\n      }", "      __syncthreads();", "    }")
+        lines.add(top, f"    for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++) {{")
+        lines.add(ia, f"      const int64_t {ia.var} = tm * {BM} + ty * {TM} + a;")
+        lines.add(ib, f"      const int64_t {ib.var} = tn * {BN} + tx * {TN} + b;")
+        lines.add(top, f"      if ({ia.var} < {plan.m} && {ib.var} < {plan.n}) {{")
+        lines.add(acc, f"        const {t_acc} {acc.out} = acc[a][b];")
         lines += self.items(tail, 4)
-        lines.append("      }\n    }\n  }")
+        lines.add(top, "      }\n    }\n  }")
         self.emit("tile", lines, plan.tiles, smem)
 
 
@@ -596,6 +652,28 @@ def render(nest: LoopNest, name: str) -> CudaKernel:
     return _Cuda(nest, name).render()
 
 
+def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
+    """``render``, plus its source map: for each line of the kernel's source, the position
+    in ``nest.body`` of the instruction it was written for (None for a function's header,
+    its closing brace, the blank line between functions and a single-thread guard).
+
+    A loop's ``for`` and closing brace map to its LOOP, as do the grid-stride loop over a
+    phase's cells (its first LOOP) and each cell variable decoded from it; in a split
+    reduce the partial totals and their tree map to the ACCUM they fold; in a tile the
+    block's bookkeeping maps to its first LOOP, the slab loops to the first reduce LOOP,
+    staging an operand to its LOAD and the register array to the DEFACC.
+    """
+    r = _Cuda(nest, name)
+    kernel = r.render()
+    pos = {id(ins): i for i, ins in enumerate(nest.body)}
+    origins: list = []
+    for j, lines in enumerate(r.maps):
+        if j:
+            origins.append(None)  # the blank line between two functions
+        origins += [None if ins is None else pos.get(id(ins)) for ins in lines]
+    return kernel, origins
+
+
 def program(kernels: list[CudaKernel]) -> str:
     """One NVRTC program: the prelude, the helpers any kernel needs, every kernel."""
     used = set().union(*(k.used for k in kernels)) if kernels else set()
@@ -620,4 +698,13 @@ def source(graph: KernelGraph, passes=None) -> str:
     return program(list(kernels(graph, passes).values()))
 
 
-__all__ = ["CudaKernel", "Launch", "TilePlan", "kernels", "program", "render", "source"]
+__all__ = [
+    "CudaKernel",
+    "Launch",
+    "TilePlan",
+    "kernels",
+    "program",
+    "render",
+    "render_mapped",
+    "source",
+]

@@ -401,18 +401,20 @@ def min_(x, axes, keepdim=False):
 
 
 def mean(x, axes, keepdim=False):
+    """The total over n, one correctly rounded DIV (as torch and limn_array divide)."""
     n = _count(x, axes)
     s = sum_(x, axes, keepdim)
-    return s.p_mul(s.p_const(1 / n if n else math.nan))
+    return s.p_op(Op.DIV, s.p_const(n if n else math.nan))
 
 
 def var(x, axes, keepdim=False, correction: float = 1):
-    """Mean of squared deviations from the mean, divided by n - correction."""
+    """Mean of squared deviations from the mean, over n - correction (one DIV; none left
+    gives 0/0 = nan or s/0 = inf)."""
     m = expand_to(mean(x, axes, keepdim=True), x.shape)
     d = sub(x, m)
     n = _count(x, axes) - correction
     s = sum_(d.p_mul(d), axes, keepdim)
-    return s.p_mul(s.p_const(1 / n if n > 0 else math.inf))
+    return s.p_op(Op.DIV, s.p_const(n if n > 0 else 0))
 
 
 def std(x, axes, keepdim=False, correction: float = 1):

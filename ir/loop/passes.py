@@ -12,7 +12,9 @@ The default list:
   the accesses that move the most bytes goes innermost, the others keep their order. A
   loop whose variable addresses no written cell folds into the cells it revisits (a reduce
   axis, a scatter's colliding rows); such loops never pass one another, so every total is
-  folded in the order the kernel's dims give.
+  folded in the order the kernel's dims give. Where a reduce loop ends up innermost, the
+  output loops move outside all reduce loops (a bias gradient's channels outside its
+  batch), so each total can be kept in a register.
 * ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
   output" whose reduce loops have ended up innermost keeps its total in a register
   instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
@@ -111,6 +113,14 @@ def _order_chain(block: Block, size: dict[str, int]) -> tuple:
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]
+    if loops[-1].var not in written:
+        # a reduce innermost: the output loops go outside every reduce loop, so each
+        # cell's total lives in a register (reduce_placement) and not in memory, whose
+        # every fold waits on the store before it. Each cell still meets the reduce
+        # loops in their own order.
+        loops = [lp for lp in loops if lp.var in written] + [
+            lp for lp in loops if lp.var not in written
+        ]
     return (rebuild(loops, inner),)
 
 

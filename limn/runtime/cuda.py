@@ -411,7 +411,7 @@ class CudaDevice(CompiledDevice):
             out = graph.buffers[kernel.output]
             if key not in memo:
                 outs = []
-                for d, shape in _custom_outputs(name, specs):
+                for d, shape in _custom_outputs(name, specs, params):
                     p = drv.alloc(_nbytes(d, shape))
                     memo["scratch"].append(p)
                     outs.append(p)
@@ -430,12 +430,15 @@ def _nbytes(d, shape) -> int:
     return n
 
 
-def _custom_outputs(name: str, specs) -> list[tuple]:
-    """The (dtype, shape) of every output of a fused attention kernel, from its sources."""
+def _custom_outputs(name: str, specs, params) -> list[tuple]:
+    """The (dtype, shape) of every output of a fused attention kernel, from its sources and
+    params (scale, causal, heads)."""
     q, k, v = specs[0], specs[1], specs[2]
     acc = acc_dtype(q.dtype)
+    heads = params[2]
     if name == "sdpa":
-        return [(q.dtype, (*q.shape[:-1], v.shape[-1])), (acc, q.shape[:-1])]
+        lse = (*q.shape[:-1], heads) if heads else q.shape[:-1]
+        return [(q.dtype, (*q.shape[:-1], v.shape[-1])), (acc, lse)]
     if name == "sdpa_bwd_q":
         return [(q.dtype, q.shape)]
     return [(k.dtype, k.shape), (v.dtype, v.shape)]

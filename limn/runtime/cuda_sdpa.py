@@ -17,7 +17,8 @@ commute exactly, so every lane gets the same bits. Nothing accumulates across wa
 nothing lands in an atomic, so two runs give the same bits, and no t_q x t_k buffer
 exists: a row lives in its warp's registers. Half widths compute in float32, float64 at
 its own width. The source is made per (dtype, d, dv), so the row length is a constant the
-compiler unrolls.
+compiler unrolls. The params are (scale, causal, heads): ``heads`` 0 for (..., t, d)
+sources, H for the packed (B, t, H * d) layout of ``limn/sdpa.py``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ typedef {t} acc_t;
 typedef {s} store_t;
 static __device__ __forceinline__ acc_t ld(store_t x) {{ return {load}; }}
 static __device__ __forceinline__ store_t st(acc_t x) {{ return {store}; }}
+/* where row i of head-batch bh sits among a tensor's rows: in order, or with hs > 1 heads
+   side by side in each row of a (B, t, hs * width) tensor (the packed layout) */
+static __device__ __forceinline__ long long at(long long bh, int i, int t, int hs) {{
+  return ((bh / hs) * t + i) * hs + bh % hs;
+}}
 static __device__ __forceinline__ bool seen(const unsigned char *mask, long long bh,
     int t_k, int i, int j, int causal) {{
   return (!causal || j <= i) && (mask == 0 || mask[bh * t_k + j]);
@@ -67,25 +73,26 @@ static __device__ __forceinline__ acc_t dot(const acc_t *mine, const store_t *ro
 extern "C" __global__ void __launch_bounds__({threads}, 1) limn_sdpa_fwd(
     const store_t *__restrict__ q, const store_t *__restrict__ k, const store_t *__restrict__ v,
     const unsigned char *__restrict__ mask, store_t *__restrict__ o, acc_t *__restrict__ lse,
-    long long bh_count, int t_q, int t_k, acc_t scale, int causal) {{
+    long long bh_count, int t_q, int t_k, int hs, acc_t scale, int causal) {{
   ROWS(bh_count * t_q) {{
     const long long bh = row / t_q; const int i = (int)(row % t_q);
+    const long long qr = at(bh, i, t_q, hs);
     acc_t qi[NQ], acc[NV];
-    EACH(u, NQ, D) qi[u] = ld(q[row * D + c]);
+    EACH(u, NQ, D) qi[u] = ld(q[qr * D + c]);
     for (int u = 0; u < NV; u++) acc[u] = 0;
     acc_t m = -INFINITY, den = 0;
     for (int j = 0; j < t_k; j++) {{
       if (!seen(mask, bh, t_k, i, j, causal)) continue;
-      const acc_t s = dot(qi, k + (bh * t_k + j) * D, lane, NQ, D) * scale;
+      const acc_t s = dot(qi, k + at(bh, j, t_k, hs) * D, lane, NQ, D) * scale;
       const acc_t mn = s > m ? s : m;
       const acc_t corr = exp(m - mn), p = exp(s - mn);
       den = den * corr + p;
-      const store_t *vj = v + (bh * t_k + j) * DV;
+      const store_t *vj = v + at(bh, j, t_k, hs) * DV;
       EACH(u, NV, DV) acc[u] = acc[u] * corr + p * ld(vj[c]);
       m = mn;
     }}
-    EACH(u, NV, DV) o[row * DV + c] = st(den > 0 ? acc[u] / den : (acc_t)0);
-    if (lane == 0) lse[row] = den > 0 ? m + log(den) : -INFINITY;
+    EACH(u, NV, DV) o[qr * DV + c] = st(den > 0 ? acc[u] / den : (acc_t)0);
+    if (lane == 0) lse[qr] = den > 0 ? m + log(den) : -INFINITY;
   }}
 }}
 
@@ -93,26 +100,28 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) limn_sdpa_bwd_q(
     const store_t *__restrict__ q, const store_t *__restrict__ k, const store_t *__restrict__ v,
     const store_t *__restrict__ dout, const acc_t *__restrict__ lse,
     const acc_t *__restrict__ delta, const unsigned char *__restrict__ mask,
-    store_t *__restrict__ dq, long long bh_count, int t_q, int t_k, acc_t scale, int causal) {{
+    store_t *__restrict__ dq, long long bh_count, int t_q, int t_k, int hs, acc_t scale,
+    int causal) {{
   ROWS(bh_count * t_q) {{
     const long long bh = row / t_q; const int i = (int)(row % t_q);
+    const long long qr = at(bh, i, t_q, hs);
     acc_t qi[NQ], doi[NV], g[NQ];
     for (int u = 0; u < NQ; u++) {{ qi[u] = 0; g[u] = 0; }}
     for (int u = 0; u < NV; u++) doi[u] = 0;
-    EACH(u, NQ, D) qi[u] = ld(q[row * D + c]);
-    EACH(u, NV, DV) doi[u] = ld(dout[row * DV + c]);
-    const acc_t L = lse[row], di = delta[row];
+    EACH(u, NQ, D) qi[u] = ld(q[qr * D + c]);
+    EACH(u, NV, DV) doi[u] = ld(dout[qr * DV + c]);
+    const acc_t L = lse[qr], di = delta[qr];
     if (L != -INFINITY) {{
       for (int j = 0; j < t_k; j++) {{
         if (!seen(mask, bh, t_k, i, j, causal)) continue;
-        const store_t *kj = k + (bh * t_k + j) * D;
+        const store_t *kj = k + at(bh, j, t_k, hs) * D;
         const acc_t s = dot(qi, kj, lane, NQ, D);
-        const acc_t dp = dot(doi, v + (bh * t_k + j) * DV, lane, NV, DV);
+        const acc_t dp = dot(doi, v + at(bh, j, t_k, hs) * DV, lane, NV, DV);
         const acc_t ds = exp(s * scale - L) * (dp - di);
         EACH(u, NQ, D) g[u] = g[u] + ds * ld(kj[c]);
       }}
     }}
-    EACH(u, NQ, D) dq[row * D + c] = st(g[u] * scale);
+    EACH(u, NQ, D) dq[qr * D + c] = st(g[u] * scale);
   }}
 }}
 
@@ -121,26 +130,28 @@ extern "C" __global__ void __launch_bounds__({threads}, 1) limn_sdpa_bwd_kv(
     const store_t *__restrict__ dout, const acc_t *__restrict__ lse,
     const acc_t *__restrict__ delta, const unsigned char *__restrict__ mask,
     store_t *__restrict__ dk, store_t *__restrict__ dv, long long bh_count, int t_q, int t_k,
-    acc_t scale, int causal) {{
+    int hs, acc_t scale, int causal) {{
   ROWS(bh_count * t_k) {{
     const long long bh = row / t_k; const int j = (int)(row % t_k);
+    const long long kr = at(bh, j, t_k, hs);
     acc_t kj[NQ], vj[NV], gk[NQ], gv[NV];
     for (int u = 0; u < NQ; u++) {{ kj[u] = 0; gk[u] = 0; }}
     for (int u = 0; u < NV; u++) {{ vj[u] = 0; gv[u] = 0; }}
-    EACH(u, NQ, D) kj[u] = ld(k[row * D + c]);
-    EACH(u, NV, DV) vj[u] = ld(v[row * DV + c]);
+    EACH(u, NQ, D) kj[u] = ld(k[kr * D + c]);
+    EACH(u, NV, DV) vj[u] = ld(v[kr * DV + c]);
     for (int i = 0; i < t_q; i++) {{
-      const acc_t L = lse[bh * t_q + i];
+      const long long qr = at(bh, i, t_q, hs);
+      const acc_t L = lse[qr];
       if (L == -INFINITY || !seen(mask, bh, t_k, i, j, causal)) continue;
-      const store_t *qi = q + (bh * t_q + i) * D, *doi = dout + (bh * t_q + i) * DV;
+      const store_t *qi = q + qr * D, *doi = dout + qr * DV;
       const acc_t p = exp(dot(kj, qi, lane, NQ, D) * scale - L);
       const acc_t dp = dot(vj, doi, lane, NV, DV);
       EACH(u, NV, DV) gv[u] = gv[u] + p * ld(doi[c]);
-      const acc_t ds = p * (dp - delta[bh * t_q + i]);
+      const acc_t ds = p * (dp - delta[qr]);
       EACH(u, NQ, D) gk[u] = gk[u] + ds * ld(qi[c]);
     }}
-    EACH(u, NQ, D) dk[row * D + c] = st(gk[u] * scale);
-    EACH(u, NV, DV) dv[row * DV + c] = st(gv[u]);
+    EACH(u, NQ, D) dk[kr * D + c] = st(gk[u] * scale);
+    EACH(u, NV, DV) dv[kr * DV + c] = st(gv[u]);
   }}
 }}
 """
@@ -189,12 +200,16 @@ class FusedAttention:
     def run(self, drv, shapes, dtype: DType, ins: list[int], outs: list[int], params) -> None:
         """Launch on device pointers: ``ins`` as the CUSTOM node's sources, ``outs`` all of
         the kernel's outputs."""
-        scale, causal = params
+        scale, causal, heads = params  # heads > 0: the packed (B, t, heads * d) layout
         q, k, v = shapes[0], shapes[1], shapes[2]
-        t_q, d, t_k, dv = q[-2], q[-1], k[-2], v[-1]
-        bh = 1
-        for n in q[:-2]:
-            bh *= n
+        if heads:
+            bh, hs = q[0] * heads, heads
+            t_q, d, t_k, dv = q[1], q[2] // heads, k[1], v[2] // heads
+        else:
+            t_q, d, t_k, dv = q[-2], q[-1], k[-2], v[-1]
+            bh, hs = 1, 1
+            for n in q[:-2]:
+                bh *= n
         fns = self.functions(dtype, d, dv)
         acc = acc_dtype(dtype)
         sc = float(scale)
@@ -203,7 +218,8 @@ class FusedAttention:
         rows = bh * (t_k if self.name == "sdpa_bwd_kv" else t_q)
         grid = max(1, min(-(-rows * 32 // THREADS), 1 << 16))
         real = ctypes.c_double if acc == dtypes.float64 else ctypes.c_float
-        tail = [ctypes.c_longlong(bh), ctypes.c_int(t_q), ctypes.c_int(t_k), real(sc)]
+        tail = [ctypes.c_longlong(bh), ctypes.c_int(t_q), ctypes.c_int(t_k), ctypes.c_int(hs)]
+        tail.append(real(sc))
         tail.append(ctypes.c_int(int(bool(causal))))
         if self.name == "sdpa":
             args = [ins[0], ins[1], ins[2], mask, outs[0], outs[1], *tail]

@@ -269,24 +269,82 @@ function statsText(k) {
   return out;
 }
 
+// The kernel list folds into groups: kernels that compute the same thing (the same kind,
+// loop shape and fused ops: one per layer, or per parameter in an optimizer step), or of
+// the same kind. `opened` holds the groups shown unfolded; selecting a kernel unfolds its
+// group, and a new search unfolds the groups with a match. A group of one is a plain row.
+const GROUPS = {
+  pattern: (k) => `${k.kind}|${k.loop}|${k.summary}`,
+  kind: (k) => k.kind,
+  none: null,
+};
+const fold = { opened: new Set(), k: null, q: "", by: "" };
+
+function kernelGroups(g, order, by) {
+  const keyOf = GROUPS[by];
+  const groups = new Map();
+  for (const i of order) {
+    const key = keyOf ? keyOf(g.kernels[i]) : `#${i}`;
+    if (!groups.has(key)) groups.set(key, { key, ks: [], seconds: 0 });
+    const grp = groups.get(key);
+    grp.ks.push(i);
+    grp.seconds += (g.kernels[i].stats || {}).seconds || 0;
+  }
+  return [...groups.values()];
+}
+
+function kernelRow(g, i) {
+  const k = g.kernels[i];
+  return h("div", { class: "krow" + (i === sel.k ? " sel" : ""), "data-k": i, onclick: () => selectKernel(i) },
+    h("span", { class: "kname" }, k.name), h("span", { class: "kkind" }, k.kind), h("span", { class: "kloop" }, k.loop),
+    h("span", { class: "ksum" }, k.summary), h("span", { class: "kstat" }, statsText(k)));
+}
+
 function renderKernelList() {
   const g = graph();
   const box = $("kernels");
   const q = $("search").value.trim().toLowerCase();
-  const order = g.kernels.map((_, i) => i);
-  if ($("sort-time").checked) order.sort((a, b) => ((g.kernels[b].stats || {}).seconds || 0) - ((g.kernels[a].stats || {}).seconds || 0));
-  box.textContent = "";
-  let shown = 0;
-  for (const i of order) {
-    const k = g.kernels[i];
-    if (q && !matches(kernelText(k), q)) continue;
-    shown++;
-    const row = h("div", { class: "krow" + (i === sel.k ? " sel" : ""), "data-k": i, onclick: () => selectKernel(i) },
-      h("span", { class: "kname" }, k.name), h("span", { class: "kkind" }, k.kind), h("span", { class: "kloop" }, k.loop),
-      h("span", { class: "ksum" }, k.summary), h("span", { class: "kstat" }, statsText(k)));
-    box.append(row);
+  const by = $("group-by").value;
+  const slow = $("sort-time").checked;
+  const secs = (i) => (g.kernels[i].stats || {}).seconds || 0;
+  const order = g.kernels.map((_, i) => i).filter((i) => !q || matches(kernelText(g.kernels[i]), q));
+  if (slow) order.sort((a, b) => secs(b) - secs(a));
+  const groups = kernelGroups(g, order, by);
+  if (slow) groups.sort((a, b) => b.seconds - a.seconds);
+  const keyOf = GROUPS[by];
+  if (fold.by !== by || fold.q !== q) {
+    // a new grouping or search: unfold what matches the search, else only the selection
+    fold.opened = new Set(q ? groups.map((grp) => grp.key) : []);
+    Object.assign(fold, { by, q, k: null });
   }
-  $("kernel-count").textContent = q ? `${shown} of ${g.kernels.length} kernels` : `${g.kernels.length} kernels`;
+  if (fold.k !== sel.k && sel.k >= 0 && keyOf) fold.opened.add(keyOf(g.kernels[sel.k]));
+  fold.k = sel.k;
+  box.textContent = "";
+  for (const grp of groups) {
+    if (grp.ks.length === 1) {
+      box.append(kernelRow(g, grp.ks[0]));
+      continue;
+    }
+    const k = g.kernels[grp.ks[0]];
+    const total = grp.seconds ? `${(grp.seconds * 1e3).toFixed(3)} ms in all` : "";
+    const all = q ? g.kernels.filter((kk) => keyOf(kk) === grp.key).length : grp.ks.length;
+    const count = q ? `${grp.ks.length}/${all}` : `${grp.ks.length}`;
+    const pattern = by === "pattern";
+    const d = h("details", { class: "kgroup", "data-group": grp.key },
+      h("summary", { class: "ghead" }, h("span", { class: "kname" }, `${count}\u00d7`), h("span", { class: "kkind" }, k.kind),
+        h("span", { class: "kloop" }, pattern ? k.loop : ""), h("span", { class: "ksum" }, pattern ? k.summary : `${k.kind} kernels`),
+        h("span", { class: "kstat" }, total)));
+    d.open = fold.opened.has(grp.key);
+    d.addEventListener("toggle", () => (d.open ? fold.opened.add(grp.key) : fold.opened.delete(grp.key)));
+    // a folded group's rows are built when it is first unfolded
+    const fill = () => { if (d.childElementCount === 1) for (const i of grp.ks) d.append(kernelRow(g, i)); };
+    if (d.open) fill();
+    else d.addEventListener("toggle", fill, { once: true });
+    box.append(d);
+  }
+  const folded = groups.filter((grp) => grp.ks.length > 1).length;
+  const grouped = folded ? ` in ${groups.length} groups` : "";
+  $("kernel-count").textContent = (q ? `${order.length} of ${g.kernels.length} kernels` : `${g.kernels.length} kernels`) + grouped;
 }
 
 function codeBlock(lines, lit, onLine, cls) {
@@ -390,10 +448,12 @@ function start() {
     if (k >= 0) selectKernel(k);
   };
   $("sort-time").onchange = renderKernelList;
+  $("group-by").onchange = renderKernelList;
   $("sort-time").disabled = !DATA.graphs.some((g) => g.kernels.some((k) => k.stats));
   let big = 0;
   DATA.graphs.forEach((g, i) => { if (g.kernels.length > DATA.graphs[big].kernels.length) big = i; });
   sel.g = big;
+  $("group-by").value = DATA.graphs.length && graph().kernels.length > 40 ? "pattern" : "none";
   sel.view = DATA.graphs.length && graph().nodes.length > 1500 ? "kernel" : "op";
   if (DATA.graphs.length) selectGraph(big);
   document.body.dataset.ready = "1";
