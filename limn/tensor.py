@@ -13,6 +13,7 @@ reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -307,13 +308,16 @@ class Tensor(Primitives, TorchMethods):
     # ---- assignment -----------------------------------------------------------------
 
     def assign(self, value) -> Tensor:
-        """A pending write of ``value`` into this tensor's buffer; realize it to commit.
+        """A pending write of ``value`` into this tensor's buffer; returns the target.
 
-        Into a view (``z[1].assign(v)``), the write goes through to the base's buffer:
-        the ASSIGN's target is the base and its value the base with the view's elements
-        replaced (``compose.place``), committed like any other. Not differentiable: a
-        value that requires grad, or a view of a tensor that does, is refused while grad
-        mode is on.
+        The target's value is the written one from now on: math built on it reads
+        ``value``, and the write commits when the target is realized, in a batch with
+        others (``limn.realize(*opt.updates())``), or before this thread's next realize of
+        anything else, so no read, through the target or any view of its buffer, sees the
+        old bytes. Into a view (``z[1].assign(v)``) the write goes through to the base:
+        the target is the base, its value the base with the view's elements replaced
+        (``compose.place``), and the base is what is returned. Not differentiable: a value
+        that requires grad, or a view of a tensor that does, is refused while grad mode is on.
         """
         if not isinstance(value, Tensor):
             value = Tensor._make(
@@ -338,6 +342,7 @@ class Tensor(Primitives, TorchMethods):
                 "limn.no_grad() or assign value.detach()"
             )
         root, moves = self._view_root()
+        target = self
         if root is not self:
             if autograd.grad_enabled() and root.requires_grad:
                 raise RuntimeError(
@@ -346,16 +351,17 @@ class Tensor(Primitives, TorchMethods):
                 )
             compose.check_writable(root.shape, moves, "assign")
             if root.node.op != Op.BUFFER:
-                root.realize()
+                _realize(root)
             value = compose.place(root, moves, value)
             # from now on this view reads the base's buffer, so it sees the write once
             # committed (a realized view would otherwise keep its own copy)
             self.node = compose.apply_moves(root, moves).node
-            self = root
+            target = root
         elif self.node.op != Op.BUFFER:
-            self.realize()
-        node = Node(Op.ASSIGN, self.dtype, self.shape, (self.node, value.node))
-        return Tensor._make(node, self.device)
+            _realize(self)  # an earlier write to it, or a lazy value: bytes to write into
+        target.node = Node(Op.ASSIGN, target.dtype, target.shape, (target.node, value.node))
+        _pending_writes().append(target)
+        return target
 
     # ---- creation -------------------------------------------------------------------
 
@@ -502,8 +508,31 @@ def stack(tensors, axis: int = 0) -> Tensor:
     return cat([t.unsqueeze(axis) for t in ts], axis)
 
 
+_writes = threading.local()  # each thread's assigned targets whose write is not committed
+
+
+def _pending_writes() -> list[Tensor]:
+    if not hasattr(_writes, "targets"):
+        _writes.targets = []
+    return _writes.targets
+
+
 def realize(*tensors: Tensor) -> None:
-    """Compute these tensors in one batch; ASSIGNs among them commit after every value."""
+    """Compute these tensors in one batch; ASSIGNs among them commit after every value.
+
+    This thread's other pending writes commit first, in a batch of their own, so what is
+    computed here reads every buffer as written (``Tensor.assign``)."""
+    writes = _pending_writes()
+    if writes:
+        asked = {id(t) for t in tensors}
+        first = {id(w): w for w in writes if id(w) not in asked and w.node.op == Op.ASSIGN}
+        writes.clear()
+        if first:
+            _realize(*first.values())
+    _realize(*tensors)
+
+
+def _realize(*tensors: Tensor) -> None:
     todo = [t for t in tensors if t.node.op != Op.BUFFER]
     by_device: dict[str, list[Tensor]] = {}
     for t in todo:

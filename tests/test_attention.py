@@ -220,6 +220,7 @@ def test_c_kernels_match_the_numpy_kernels(dtype):
         (3, 70, 45, 16, 16, True, False),
         (2, 33, 130, 80, 24, False, True),
         (2, 100, 100, 32, 32, True, True),
+        (2, 200, 160, 32, 32, True, False),  # tiles wholly visible on every pass
     ):
         vals = _kernel_inputs(rng, bh, t_q, t_k, d, dv, npd, masked)
         params = (1 / math.sqrt(d), causal, 0)
@@ -423,3 +424,69 @@ def test_heads_split_off_a_projection_reach_the_kernels_without_a_copy():
     o2 = sdpa_fn(*(p.reshape(b, t, h, 8).transpose(1, 2) for p in packed), is_causal=True)
     assert o2.node.op == Op.VIEW and o2.node.srcs[0].arg[2][2] == h
     np.testing.assert_allclose(o2.numpy(), o.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# ---- more of the issue's list: siblings on both devices, masks under the gradient, halves
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_every_multi_output_kernel_runs_once_per_step(device, monkeypatch):
+    """o and L come from one sdpa call, dk and dv from one sdpa_bwd_kv call, on each host
+    device, in a step that realizes the answer and every gradient together."""
+    dev = _c() if device == "c" else get_device("numpy")
+    limn.set_device(device)
+    calls = {n: 0 for n in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv")}
+    for name in calls:
+        real = dev.kernels[name]
+
+        def counted(vals, params, name=name, real=real):
+            calls[name] += 1
+            return real(vals, params)
+
+        monkeypatch.setitem(dev.kernels, name, counted)
+    rng = np.random.default_rng(16)
+    q, k, v = (Tensor(rng.standard_normal((1, 3, 23, 8)), requires_grad=True) for _ in range(3))
+    o = sdpa_fn(q, k, v, is_causal=True)
+    lse = o._ctx.saved[0]
+    (o * o).sum().backward()
+    limn.realize(o, lse, q.grad, k.grad, v.grad)
+    assert calls == {"sdpa": 1, "sdpa_bwd_q": 1, "sdpa_bwd_kv": 1}
+
+
+def test_a_key_mask_gives_the_gradients_of_slicing_the_hidden_keys_away():
+    rng = np.random.default_rng(17)
+    qa, ka, va = (rng.standard_normal((1, 2, n, 16)) for n in (9, 75, 75))
+    ga = rng.standard_normal((1, 2, 9, 16))
+    keep = rng.random(75) > 0.4
+    q, k, v = (Tensor(a, requires_grad=True) for a in (qa, ka, va))
+    (sdpa_fn(q, k, v, key_mask=Tensor(keep)) * Tensor(ga)).sum().backward()
+    q2, k2, v2 = (Tensor(a, requires_grad=True) for a in (qa, ka[:, :, keep], va[:, :, keep]))
+    (sdpa_fn(q2, k2, v2) * Tensor(ga)).sum().backward()
+    np.testing.assert_allclose(q.grad.numpy(), q2.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for full, cut in ((k, k2), (v, v2)):
+        np.testing.assert_allclose(full.grad.numpy()[:, :, keep], cut.grad.numpy(), atol=1e-12)
+        assert np.all(full.grad.numpy()[:, :, ~keep] == 0)  # a hidden key takes no gradient
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_widths_compute_in_float32_and_round_once(dtype):
+    """A half-width attention is the float32 one on the same (half) inputs, rounded once:
+    the answer and every gradient, with L kept in float32."""
+    import ml_dtypes
+
+    npd = np.dtype(getattr(ml_dtypes, dtype) if dtype == "bfloat16" else dtype)
+    rng = np.random.default_rng(18)
+    arrays = [rng.standard_normal((2, 2, n, 16)).astype(npd) for n in (21, 34, 34)]
+    g = rng.standard_normal((2, 2, 21, 16)).astype(npd)
+    got, want = [], []
+    for d, out in ((dtype, got), ("float32", want)):
+        q, k, v = (Tensor(a.astype(np.float32), dtype=d, requires_grad=True) for a in arrays)
+        o = sdpa_fn(q, k, v, is_causal=True)
+        if d == dtype:
+            assert o.dtype == q.dtype and str(o._ctx.saved[0].dtype) == "float32"
+        (o * Tensor(g.astype(np.float32), dtype=d)).sum().backward()
+        out += [t.numpy().astype(np.float32) for t in (o, q.grad, k.grad, v.grad)]
+    eps = {"float16": 2**-10, "bfloat16": 2**-7}[dtype]
+    for a, b in zip(got, want):
+        # one rounding of the float32 result (the incoming gradient is the same half values)
+        np.testing.assert_allclose(a, b, rtol=2 * eps, atol=2 * eps * np.abs(b).max())

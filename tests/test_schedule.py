@@ -38,7 +38,8 @@ def test_sgd_step_is_one_kernel_and_an_assign_sink():
     assert [k.kind for k in sched.graph.kernels] == ["MAP"]
     (sink,) = sched.graph.sinks
     assert sink.source == sched.graph.kernels[0].output
-    assert sched.inputs[sink.buffer] is w.node
+    assert w.node.op == Op.ASSIGN  # w's value is the write until it commits
+    assert sched.inputs[sink.buffer] is w.node.srcs[0]  # into w's own buffer
 
 
 def test_momentum_step_recomputes_the_shared_update_instead_of_storing_it():

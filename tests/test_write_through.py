@@ -210,6 +210,30 @@ def test_assign_into_a_tensor_view_writes_the_base_buffer(device):
     same(lazy, z_np[2])
 
 
+def test_a_write_is_seen_by_the_next_read_with_no_explicit_realize(device):
+    # the case: the ASSIGN's return value dropped, the base read straight away
+    z = Tensor.zeros(3, 4).realize()
+    z[1].assign(Tensor.ones(4))
+    z_np = np.zeros((3, 4), np.float32)
+    z_np[1] = 1
+    same(z, z_np)
+    # the view itself, a view made before the write, and a whole-tensor write
+    v, before = z[:, 1:3], z[0]
+    v.assign(5.0)
+    z_np[:, 1:3] = 5
+    same(before, z_np[0])
+    same(v, z_np[:, 1:3])
+    z.assign(Tensor.full((3, 4), 2.0))
+    assert z.tolist() == [[2.0] * 4] * 3
+    # later math on a written tensor reads the written value (program order)
+    b = Tensor.zeros(2).realize()
+    b.assign(3.0)
+    c = b + 1
+    b.assign(10.0)
+    same(c, np.array([4.0, 4.0], np.float32))
+    same(b, np.array([10.0, 10.0], np.float32))
+
+
 @SETTINGS
 @given(data=st.data())
 def test_assign_into_any_basic_view_matches_numpy(data):

@@ -102,6 +102,20 @@ static inline int64_t sdpa_row(int64_t bh, int64_t i, int64_t t, int64_t hs) {
     return ((bh / hs) * t + i) * hs + bh % hs;
 }
 
+/* ok[j] for the keys j0 + j of a tile of nk, seen from query row ``row``: the keys up to
+   the row (causal) among the first nk, and of those the unmasked ones; returns whether any
+   is. Bitwise, so it vectorizes, and the mask is read only below nk. */
+static inline int sdpa_ok(uint8_t *restrict ok, int64_t j0, int64_t nk, int64_t row,
+                          int causal, const uint8_t *restrict mk) {
+    const int64_t lim = causal && row - j0 + 1 < nk ? row - j0 + 1 : nk;
+    for (int64_t j = 0; j < BK; j++) ok[j] = j < lim;
+    if (mk)
+        for (int64_t j = 0; j < nk; j++) ok[j] &= mk[j0 + j] != 0;
+    int any = 0;
+    for (int64_t j = 0; j < BK; j++) any |= ok[j];
+    return any;
+}
+
 static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
     bytes = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, bytes ? bytes : 64);
@@ -183,6 +197,19 @@ static inline @A@ sdpa_max_@X@(const @A@ *restrict s, const uint8_t *restrict ok
     return t;
 }
 
+/* the same max where every key of the tile is visible (no copy, no select) */
+static inline @A@ sdpa_max_all_@X@(const @A@ *restrict s) {
+    V_@X@ m = *(const V_@X@ *)s;
+    for (int u = 1; u < NV_@X@; u++) {
+        const V_@X@ b = *(const V_@X@ *)(s + u * VL_@X@);
+        const VI_@X@ gt = b > m;
+        m = (V_@X@)(((VI_@X@)b & gt) | ((VI_@X@)m & ~gt));
+    }
+    @A@ t = m[0];
+    for (int l = 1; l < VL_@X@; l++) t = m[l] > t ? m[l] : t;
+    return t;
+}
+
 static inline @A@ sdpa_sum_@X@(const @A@ *restrict p) {
     V_@X@ t = *(const V_@X@ *)p;
     for (int u = 1; u < NV_@X@; u++) t = t + *(const V_@X@ *)(p + u * VL_@X@);
@@ -198,6 +225,16 @@ static inline void sdpa_exp_row_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ 
         @A@ e = @EXP@(s[j] - sub);
         p[j] = ok[j] ? e : 0;
     }
+}
+
+/* the same where every key (column) of the tile is visible */
+static inline void sdpa_exp_row_all_@X@(@A@ *restrict p, const @A@ *restrict s, @A@ sub) {
+    for (int j = 0; j < BK; j++) p[j] = @EXP@(s[j] - sub);
+}
+
+static inline void sdpa_exp_cols_all_@X@(@A@ *restrict p, const @A@ *restrict s,
+                                         const @A@ *restrict sub) {
+    for (int j = 0; j < BK; j++) p[j] = @EXP@(s[j] - sub[j]);
 }
 
 static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
@@ -238,16 +275,19 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
     const @A@ scale = (@A@)scale_;
     const int64_t tiles = (tq + BQ - 1) / BQ, dvp = sdpa_pad_@X@(dv);
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    #pragma omp parallel num_threads(threads)
+    {  /* one set of tiles per thread, for all its tasks */
+    const int64_t floats = BQ * d + d * BK + BK * dvp + BQ * dvp + 2 * R_@X@ * BK;
+    @A@ *qs = sdpa_alloc(sizeof(@A@) * floats);
+    @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dvp, *s = acc + BQ * dvp;
+    @A@ *p = s + R_@X@ * BK;
+    #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, i0 = task % tiles * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
         const @T@ *k = K + sdpa_row(b, 0, tk, hs) * d, *v = V + sdpa_row(b, 0, tk, hs) * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        const int64_t floats = BQ * d + d * BK + BK * dvp + BQ * dvp + 2 * R_@X@ * BK;
-        @A@ *qs = sdpa_alloc(sizeof(@A@) * floats);
-        @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dvp, *s = acc + BQ * dvp;
-        @A@ *p = s + R_@X@ * BK;
+        memset(acc, 0, sizeof(@A@) * BQ * dvp);
         @A@ m[BQ], l[BQ];
         uint8_t ok[R_@X@][BK];
         sdpa_load_@N@(qs, d, Q + sdpa_row(b, i0, tq, hs) * d, nq, d, BQ, lk);
@@ -257,25 +297,27 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
             const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
             sdpa_load_t_@N@(kt, k + j0 * lk, nk, d, lk);
             sdpa_load_@N@(vs, dvp, v + j0 * lv, nk, dv, BK, lv);
+            /* every key of the tile visible to every row of the task: no mask to build */
+            const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
-                    int any = 0;
-                    for (int64_t j = 0; j < BK; j++) {
-                        ok[r][j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                        any |= ok[r][j];
-                    }
+                    const int any = full || sdpa_ok(ok[r], j0, nk, row, causal, mk);
                     @A@ *pr = p + r * BK;
                     if (!any || i + r >= nq) {  /* nothing visible in this tile */
                         for (int j = 0; j < BK; j++) pr[j] = 0;
                         continue;
                     }
-                    const @A@ mx = sdpa_max_@X@(s + r * BK, ok[r]);
+                    const @A@ mx =
+                        full ? sdpa_max_all_@X@(s + r * BK) : sdpa_max_@X@(s + r * BK, ok[r]);
                     const @A@ mi = m[i + r];
                     const @A@ mnew = mx > mi ? mx : mi;
                     const @A@ alpha = mi == -INFINITY ? 0 : @EXP@(mi - mnew);
-                    sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
+                    if (full)
+                        sdpa_exp_row_all_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew);
+                    else
+                        sdpa_exp_row_@X@(pr, s + r * BK, mnew == -INFINITY ? 0 : mnew, ok[r]);
                     l[i + r] = l[i + r] * alpha + sdpa_sum_@X@(pr);
                     @A@ *a = acc + (i + r) * dvp;
                     for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
@@ -290,7 +332,8 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
             for (int64_t c = 0; c < dv; c++) O[row * dv + c] = @ST@(acc[i * dvp + c] / den);
             LSE[row] = l[i] > 0 || l[i] != l[i] ? m[i] + @LOG@(l[i]) : -INFINITY;
         }
-        free(qs);
+    }
+    free(qs);
     }
 }
 
@@ -301,7 +344,13 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
     const @A@ scale = (@A@)scale_;
     const int64_t tiles = (tq + BQ - 1) / BQ, dp = sdpa_pad_@X@(d);
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    #pragma omp parallel num_threads(threads)
+    {  /* one set of tiles per thread, for all its tasks */
+    @A@ *qs = sdpa_alloc(sizeof(@A@) * (BQ * d + BQ * dp + BQ * dv + d * BK + BK * dp +
+                                        dv * BK + 3 * R_@X@ * BK));
+    @A@ *dq = qs + BQ * d, *dos = dq + BQ * dp, *kt = dos + BQ * dv, *ks = kt + d * BK;
+    @A@ *vt = ks + BK * dp, *s = vt + dv * BK, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+    #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, i0 = task % tiles * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
@@ -312,10 +361,7 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
             L[i] = LSE[row], D[i] = DELTA[row];
         }
         const uint8_t *mk = M ? M + b * tk : NULL;
-        @A@ *qs = sdpa_alloc(sizeof(@A@) * (BQ * d + BQ * dp + BQ * dv + d * BK + BK * dp +
-                                            dv * BK + 3 * R_@X@ * BK));
-        @A@ *dq = qs + BQ * d, *dos = dq + BQ * dp, *kt = dos + BQ * dv, *ks = kt + d * BK;
-        @A@ *vt = ks + BK * dp, *s = vt + dv * BK, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+        memset(dq, 0, sizeof(@A@) * BQ * dp);
         uint8_t ok[BK];
         sdpa_load_@N@(qs, d, Q + sdpa_row(b, i0, tq, hs) * d, nq, d, BQ, lk);
         sdpa_load_@N@(dos, dv, DO + sdpa_row(b, i0, tq, hs) * dv, nq, dv, BQ, lv);
@@ -325,6 +371,7 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
             sdpa_load_t_@N@(kt, k + j0 * lk, nk, d, lk);
             sdpa_load_@N@(ks, dp, k + j0 * lk, nk, d, BK, lk);
             sdpa_load_t_@N@(vt, v + j0 * lv, nk, dv, lv);
+            const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
                 sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1);
@@ -335,9 +382,12 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
                         for (int j = 0; j < BK; j++) pr[j] = 0;
                         continue;
                     }
-                    for (int64_t j = 0; j < BK; j++)
-                        ok[j] = j < nk && (!causal || j0 + j <= row) && (!mk || mk[j0 + j]);
-                    sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    if (full) {
+                        sdpa_exp_row_all_@X@(pr, s + r * BK, L[i + r]);
+                    } else {
+                        sdpa_ok(ok, j0, nk, row, causal, mk);
+                        sdpa_exp_row_@X@(pr, s + r * BK, L[i + r], ok);
+                    }
                     const @A@ Di = D[i + r];
                     for (int j = 0; j < BK; j++) pr[j] = pr[j] * (dr[j] - Di);
                 }
@@ -347,7 +397,8 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
         for (int64_t i = 0; i < nq; i++)
             for (int64_t c = 0; c < d; c++)
                 DQ[sdpa_row(b, i0 + i, tq, hs) * d + c] = @ST@(dq[i * dp + c] * scale);
-        free(qs);
+    }
+    free(qs);
     }
 }
 
@@ -358,17 +409,20 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
     const @A@ scale = (@A@)scale_;
     const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    #pragma omp parallel num_threads(threads)
+    {  /* one set of tiles per thread, for all its tasks */
+    @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (d + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
+                                        3 * R_@X@ * BK));
+    @A@ *vs = ks + BKV * d, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
+    @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
+    @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+    #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
         const int64_t b = task / tiles, j0 = task % tiles * BKV;
         const int64_t nkv = tk - j0 < BKV ? tk - j0 : BKV;
         const @T@ *q = Q + sdpa_row(b, 0, tq, hs) * d, *dO = DO + sdpa_row(b, 0, tq, hs) * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (d + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
-                                            3 * R_@X@ * BK));
-        @A@ *vs = ks + BKV * d, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
-        @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
-        @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
+        memset(dk, 0, sizeof(@A@) * BKV * (dp + dvp));  /* dk and dvv */
         @A@ L[BK], D[BK];
         uint8_t ok[BK];
         sdpa_load_@N@(ks, d, K + sdpa_row(b, j0, tk, hs) * d, nkv, d, BKV, lk);
@@ -379,11 +433,15 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
             sdpa_load_@N@(qs, dp, q + i0 * lk, nq, d, BK, lk);
             sdpa_load_t_@N@(dot, dO + i0 * lv, nq, dv, lv);
             sdpa_load_@N@(dos, dvp, dO + i0 * lv, nq, dv, BK, lv);
+            int seen = 0;  /* query rows of the tile that see some key */
             for (int64_t i = 0; i < BK; i++) {
                 const int64_t row = sdpa_row(b, i0 + i, tq, hs);
                 L[i] = i < nq ? LSE[row] : -INFINITY;
                 D[i] = i < nq ? DELTA[row] : 0;
+                seen += L[i] != -INFINITY;
             }
+            /* every query of the tile sees every key row of the task */
+            const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
             for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
                 sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale);
                 sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1);
@@ -394,9 +452,14 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                         for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
                         continue;
                     }
-                    for (int64_t i = 0; i < BK; i++)
-                        ok[i] = (!causal || key <= i0 + i) && L[i] != -INFINITY;
-                    sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    if (full) {
+                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
+                    } else {
+                        const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
+                        for (int64_t i = 0; i < BK; i++)
+                            ok[i] = (i >= first) & (L[i] != -INFINITY);
+                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    }
                     for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
                 }
                 sdpa_acc_@X@(dvv + jj * dvp, dvp, p, dos, dvp, nq);
@@ -409,7 +472,8 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
             for (int64_t c = 0; c < dv; c++)
                 DV[sdpa_row(b, j0 + j, tk, hs) * dv + c] = @ST@(dvv[j * dvp + c]);
         }
-        free(ks);
+    }
+    free(ks);
     }
 }
 """
