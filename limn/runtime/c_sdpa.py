@@ -252,12 +252,16 @@ static inline int64_t sdpa_pad_@X@(int64_t n) {  /* n rounded up to two vectors 
 
 # one copy per storage type: @T@ storage, @N@ its name, @LD@/@ST@ the conversions
 KERNELS = r"""
-/* rows x cols of src (row stride ls) into dst column-major, BK wide, zero past rows */
+/* rows x cols of src (row stride ls) into dst column-major, BK wide, zero past rows. Row by
+   row: each source row is read once, in order (a column walk would touch every row's
+   cache lines once per column, and with heads packed, ls = heads * cols, those rows span
+   more than L1), while the scattered writes stay in the tile, d x BK, in L1. */
 static void sdpa_load_t_@N@(@A@ *dst, const @T@ *src, int64_t rows, int64_t cols,
                             int64_t ls) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t c = 0; c < cols; c++) dst[c * BK + j] = @LD@(src[j * ls + c]);
     for (int64_t c = 0; c < cols; c++)
-        for (int64_t j = 0; j < BK; j++)
-            dst[c * BK + j] = j < rows ? @LD@(src[j * ls + c]) : 0;
+        for (int64_t j = rows; j < BK; j++) dst[c * BK + j] = 0;
 }
 
 /* rows x cols of src (row stride ls) into dst with row stride ld >= cols, zero in the
