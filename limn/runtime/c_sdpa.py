@@ -3,12 +3,12 @@
 Three entry points per storage dtype (float32, float64, float16, bfloat16), each the C
 twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
 
-* ``limn_sdpa_fwd``: one task per (batch*head, 32-query tile). K and V stream past the
+* ``limn_sdpa_fwd``: one task per (batch*head, 64-query tile). K and V stream past the
   tile 64 keys at a time; each query row keeps a running max, denominator and weighted
   sum, and the task writes the answer and one logsumexp per row.
 * ``limn_sdpa_bwd_q``: one task per (batch*head, query tile); each row's dq is summed
   over keys by the one thread that owns the row.
-* ``limn_sdpa_bwd_kv``: one task per (batch*head, 32-key tile); each key row's dk and dv
+* ``limn_sdpa_bwd_kv``: one task per (batch*head, 64-key tile); each key row's dk and dv
   are summed over queries by the one thread that owns it, from the same recomputed
   probabilities.
 
@@ -50,9 +50,9 @@ HELPERS = r"""
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#define BQ 32   /* query rows per forward / dq task */
+#define BQ 64   /* query rows per forward / dq task */
 #define BK 64   /* keys (or queries, in the dk/dv pass) per inner tile */
-#define BKV 32  /* key rows per dk/dv task */
+#define BKV 64  /* key rows per dk/dv task */
 #define VBYTES 64
 
 static inline float sdpa_bf2f(uint16_t b) {
