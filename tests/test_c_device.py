@@ -195,8 +195,27 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(c, monkeypatch
     text = limn.ir(y, stage="c")
     want = np.sqrt(np.exp(a.numpy() @ a.numpy().T).sum(1) / 3.0)
     np.testing.assert_allclose(c.realize([y.node])[0].data, want, rtol=1e-5)
-    assert len(handed) == 1 and text == handed[0]
+    assert text == "\n".join(handed)
     assert "void k0(" in text and "#pragma omp" in text
+
+
+def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
+    """A kernel of a few iterations costs its compile, not its run: its unit is marked and
+    cc builds it at -O0; the large kernel beside it stays at -O3. Both compute the same."""
+    from ir.c.render import QUICK, SMALL_WORK, units
+    from ir.kernel.schedule import schedule
+
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal(SMALL_WORK * 4).astype(np.float32)
+    tiny = big[:100].copy()
+    f = lambda t: ((t * 3.0).exp() + 1.0).sqrt()  # noqa: E731
+    outs = [f(Tensor(big, device="c")), f(Tensor(tiny, device="c"))]
+    parts = units(schedule([o.node for o in outs]).graph)
+    assert [src.startswith(QUICK) for _, src in parts] == [False, True]
+    quick = c.toolchain.flags_for(parts[1][1])
+    assert "-O0" in quick and "-O3" not in quick and "-O3" in c.toolchain.flags_for(parts[0][1])
+    got_big, got_tiny = (b.data for b in c.realize([o.node for o in outs]))
+    assert got_tiny.tobytes() == got_big[:100].tobytes()
 
 
 def test_a_kernel_repeated_over_other_buffers_is_compiled_once(c):

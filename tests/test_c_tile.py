@@ -47,6 +47,10 @@ def test_packed_blocks_and_their_tails_are_the_printed_nest_bit_for_bit(devices,
     monkeypatch.setattr(tile, "MC", 12)  # 14 rows: a whole row block and a tail
     monkeypatch.setattr(tile, "NC", 64)  # 70 columns: a whole column block and a tail
     _check_layouts(np.float32, (14, 4, 70), (CDevice(), CDevice(openmp=False)))
+    # x @ W.T's column panels are transposes: packed whole once, not once per row block
+    a, bt = np.ones((14, 4), np.float32), np.ones((70, 4), np.float32)
+    assert "*wb = malloc" in limn.ir(Tensor(a) @ Tensor(bt).T, stage="c")
+    assert "*wb = malloc" not in limn.ir(Tensor(a) @ Tensor(bt.T.copy()), stage="c")
 
 
 def _check_layouts(dtype, shape, devices):

@@ -48,6 +48,7 @@ from ir.loop.nest import (
     Const,
     DefAcc,
     Load,
+    Loop,
     LoopNest,
     Mask,
     PairwiseFold,
@@ -485,6 +486,19 @@ def program(functions: list[tuple[str, set]]) -> str:
 
 MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
 
+# A kernel of at most this many loop iterations costs its compile, not its run: it goes in
+# a unit of its own that ``cc`` builds at -O0 (a quarter of -O3's time; the results are the
+# same, as no flag the c device uses lets the compiler change what a float operation
+# computes). The marker line, part of the source, is what the toolchain reads.
+SMALL_WORK = 1 << 12
+QUICK = "/* limn: small kernels, compiled at -O0 */\n"
+
+
+def work(nest: LoopNest) -> int:
+    """Loop iterations, bounded above: the product of every loop's trip count."""
+    loops = [ins for ins in nest.body if isinstance(ins, Loop)]
+    return math.prod(max(1, -(-(lp.stop - lp.start) // lp.step)) for lp in loops)
+
 
 def split_for_cores(funcs: list, cores: int) -> list[list]:
     """Cut a plan's kernels into up to ``cores`` translation units of similar size.
@@ -509,8 +523,9 @@ def units(
     """The C a plan compiles to, as (kernel indices, translation unit) pairs, in cc's order.
 
     Kernel ``i`` is the C function ``k<i>``; CUSTOM kernels have none. ``passes`` default to
-    the c device's (``c_passes()``). This is the one function that makes what the c device
-    hands to ``cc``, and what ``ir(x, stage="c")`` prints.
+    the c device's (``c_passes()``). Kernels of at most ``SMALL_WORK`` iterations go in
+    units of their own, marked ``QUICK``. This is the one function that makes what the c
+    device hands to ``cc``, and what ``ir(x, stage="c")`` prints.
     """
     for spec in graph.buffers:
         if spec.dtype not in CTYPE:
@@ -526,17 +541,19 @@ def units(
         if k.kind != "CUSTOM":
             j = first.setdefault(kernel_key(graph, k), i)
             copies.setdefault(j, []).append(i)
-    funcs = []
+    small, large = [], []
     for i, same in copies.items():
-        text, used = render(apply_passes(lower(graph, i), passes), f"k{i}", openmp)
+        nest = apply_passes(lower(graph, i), passes)
+        text, used = render(nest, f"k{i}", openmp)
         for j in same[1:]:  # the same nest over other buffers (the next layer's): one call
             text += f"\nvoid k{j}(void *const *args, int64_t *err) {{ k{i}(args, err); }}"
-        funcs.append((same, (text, used)))
-    parts = split_for_cores(funcs, cores or os.cpu_count() or 1)
-    return [
-        (sorted(i for same, _ in part for i in same), program([f for _, f in part]))
-        for part in parts
-    ]
+        (small if work(nest) <= SMALL_WORK else large).append((same, (text, used)))
+    out = []
+    for funcs, mark in ((large, ""), (small, QUICK)):
+        for part in split_for_cores(funcs, cores or os.cpu_count() or 1) if funcs else []:
+            kernels = sorted(i for same, _ in part for i in same)
+            out.append((kernels, mark + program([f for _, f in part])))
+    return out
 
 
 def kernel_key(graph: KernelGraph, k) -> tuple:

@@ -202,6 +202,7 @@ def render_tile(r, block: Block, depth: int) -> None:
 
 MC = 192  # rows of A packed together: a block that stays in L2 while its columns stream
 NC = 512  # columns one task covers; each A block is packed once per NC columns
+WHOLE_LIMIT = 1 << 22  # elements of a side packed whole, once (16 MiB of float32)
 
 
 def _side(name: str, body, kind) -> str | None:
@@ -325,11 +326,17 @@ def render_packed(r, block: Block, depth: int) -> None:
     a0, b0 = f"{ia.var}_0", f"{ib.var}_0"
     team = bool(dict((outer or [ia])[0].attrs).get("parallel")) and r.openmp
     # a side that no outer loop moves (a conv's weights, a weight gradient's output
-    # gradient) is packed whole once, by the team together, not once per outer cell
+    # gradient) is packed whole once, by the team together, not once per outer cell; so
+    # are the columns of x @ W.T, whose every panel is a transpose that each row block
+    # would otherwise repeat (a plain copy is cheaper to repeat than to fetch from L3)
     outer_vars = {lp.var for lp in outer}
     na_pad, nb_pad = -(-na // mr) * mr, -(-nb // nr) * nr
     whole_a = bool(outer) and not deps[a_val] & outer_vars and na_pad * k <= PANEL_LIMIT
-    whole_b = bool(outer) and not deps[b_val] & outer_vars and nb_pad * k <= PANEL_LIMIT
+    whole_b = (
+        not deps[b_val] & outer_vars
+        and nb_pad * k <= WHOLE_LIMIT
+        and (bool(outer) or na > mc and not unit_along(ib.var, "B"))
+    )
     d = depth
     if whole_a:
         put(d, f"{t_acc} *wa = malloc(sizeof({t_acc}) * {na_pad * k});")

@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ir.c.render import QUICK
+
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
 # case is a flipped, value-padded view of a matmul). The pad splitting pass does the
@@ -76,6 +78,12 @@ class Toolchain:
     def flags(self) -> tuple[str, ...]:
         return FLAGS + (("-fopenmp",) if self.openmp else ())
 
+    def flags_for(self, source: str) -> tuple[str, ...]:
+        """The flags, at -O0 for a unit the renderer marks as small kernels only."""
+        if source.startswith(QUICK):
+            return tuple("-O0" if f == "-O3" else f for f in self.flags)
+        return self.flags
+
     def library(self, source: str) -> ctypes.CDLL:
         """The shared library built from ``source``: from the disk cache, or compiled now."""
         return self.libraries([source])[0]
@@ -93,7 +101,7 @@ class Toolchain:
         return libs
 
     def _key(self, source: str) -> str:
-        text = "\0".join((self.version, " ".join(self.flags), source))
+        text = "\0".join((self.version, " ".join(self.flags_for(source)), source))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def _load_verified(self, so: Path) -> ctypes.CDLL | None:
@@ -124,7 +132,7 @@ class Toolchain:
         try:
             for source, so in jobs:
                 (work / f"{so.stem}.c").write_text(source)
-                cmd = [self.cc, *self.flags, "-o", so.name, f"{so.stem}.c", "-lm"]
+                cmd = [self.cc, *self.flags_for(source), "-o", so.name, f"{so.stem}.c", "-lm"]
                 # a session of its own, so an interrupted compile kills cc's whole tree
                 proc = subprocess.Popen(
                     cmd,
