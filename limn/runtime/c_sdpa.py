@@ -3,12 +3,12 @@
 Three entry points per storage dtype (float32, float64, float16, bfloat16), each the C
 twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
 
-* ``limn_sdpa_fwd``: one task per (batch*head, 32-query tile). K and V stream past the
+* ``limn_sdpa_fwd``: one task per (batch*head, 64-query tile). K and V stream past the
   tile 64 keys at a time; each query row keeps a running max, denominator and weighted
   sum, and the task writes the answer and one logsumexp per row.
 * ``limn_sdpa_bwd_q``: one task per (batch*head, query tile); each row's dq is summed
   over keys by the one thread that owns the row.
-* ``limn_sdpa_bwd_kv``: one task per (batch*head, 32-key tile); each key row's dk and dv
+* ``limn_sdpa_bwd_kv``: one task per (batch*head, 64-key tile); each key row's dk and dv
   are summed over queries by the one thread that owns it, from the same recomputed
   probabilities.
 
@@ -50,9 +50,9 @@ HELPERS = r"""
 #pragma GCC optimize("fp-contract=fast")
 #endif
 
-#define BQ 32   /* query rows per forward / dq task */
+#define BQ 64   /* query rows per forward / dq task */
 #define BK 64   /* keys (or queries, in the dk/dv pass) per inner tile */
-#define BKV 32  /* key rows per dk/dv task */
+#define BKV 64  /* key rows per dk/dv task */
 #define VBYTES 64
 
 static inline float sdpa_bf2f(uint16_t b) {
@@ -252,12 +252,16 @@ static inline int64_t sdpa_pad_@X@(int64_t n) {  /* n rounded up to two vectors 
 
 # one copy per storage type: @T@ storage, @N@ its name, @LD@/@ST@ the conversions
 KERNELS = r"""
-/* rows x cols of src (row stride ls) into dst column-major, BK wide, zero past rows */
+/* rows x cols of src (row stride ls) into dst column-major, BK wide, zero past rows. Row by
+   row: each source row is read once, in order (a column walk would touch every row's
+   cache lines once per column, and with heads packed, ls = heads * cols, those rows span
+   more than L1), while the scattered writes stay in the tile, d x BK, in L1. */
 static void sdpa_load_t_@N@(@A@ *dst, const @T@ *src, int64_t rows, int64_t cols,
                             int64_t ls) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t c = 0; c < cols; c++) dst[c * BK + j] = @LD@(src[j * ls + c]);
     for (int64_t c = 0; c < cols; c++)
-        for (int64_t j = 0; j < BK; j++)
-            dst[c * BK + j] = j < rows ? @LD@(src[j * ls + c]) : 0;
+        for (int64_t j = rows; j < BK; j++) dst[c * BK + j] = 0;
 }
 
 /* rows x cols of src (row stride ls) into dst with row stride ld >= cols, zero in the
