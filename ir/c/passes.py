@@ -556,7 +556,8 @@ def split_pad_masks(nest: LoopNest) -> LoopNest:
     becomes a plain load or a literal 0, a MASK becomes a constant, and nothing per element
     stops the compiler from vectorizing. Pieces run in increasing ``x``, so every
     iteration happens in its original order and the result is bit-identical. Bounds that
-    depend on outer loop variables become the loops' Index bounds.
+    depend on outer loop variables become the loops' Index bounds. An outer loop of
+    elementwise work is cut the same way at constant bounds (``_split_outer``).
     """
     return replace(nest, body=flatten(_split_items(to_tree(nest.body))))
 

@@ -226,6 +226,10 @@ def render_packed(r, block: Block, depth: int) -> None:
                     for r in order: acc[a][b] = fma(A[r][a], B[r][b], acc[a][b])
                     write back the cells that exist (through the nest's tail)
 
+    A side that no outer loop moves (a conv's weights) is packed whole once, by the team,
+    before the blocks; so are x @ W.T's transposed column panels. Where a fill of the
+    identity comes just before, each block starts from that constant (``r.tile_start``).
+
     Every cell still folds its reduce indices in the nest's order, one FMA each, so the
     answer is the printed nest's, bit for bit, for any thread count or block size. Rows
     and columns past the edge are packed as 0 and never written back. Each pack walks its
