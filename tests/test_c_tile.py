@@ -166,3 +166,26 @@ def test_the_fill_before_a_tiled_contraction_is_its_start_value(devices):
     want = run([build().node], passes=c_passes())[0]
     for dev in (threaded, serial):
         assert dev.realize([build().node])[0].data.tobytes() == want.tobytes()
+
+
+def test_a_single_panel_contraction_reads_its_rows_in_place_and_stays_the_printed_nest(devices):
+    """attention's p @ v has one 32-wide column panel a head: each row would be packed to be
+    read once, so whole slivers are read where they are (an edge sliver is still packed)."""
+    threaded, serial = devices
+    rng = np.random.default_rng(6)
+    p = rng.standard_normal((2, 3, 13, 40)).astype(np.float32)  # 13 rows: 2 slivers + 1 row
+    v = rng.standard_normal((2, 3, 40, 32)).astype(np.float32)
+    layouts = {
+        "p@v": lambda: Tensor(p) @ Tensor(v),
+        "p.T@g": lambda: (
+            Tensor(np.ascontiguousarray(p.swapaxes(-1, -2))).transpose(-2, -1) @ Tensor(v)
+        ),
+    }
+    for name, build in layouts.items():
+        c_text = limn.ir(build(), stage="c")
+        assert "limn_mk_float_6x32(40, &in0[" in c_text, name  # in place, the load's strides
+        want = run([build().node], passes=c_passes())[0]
+        for dev in (threaded, serial):
+            assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name
+    relu = limn.ir((Tensor(p).relu() @ Tensor(v)), stage="c")
+    assert "&in0[" not in relu  # a computed row factor is packed

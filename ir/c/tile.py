@@ -31,7 +31,7 @@ import math
 from ir.c.passes import contraction
 from ir.c.spell import ctype, index, literal
 from ir.graph.ops import Op
-from ir.loop.nest import Load
+from ir.loop.nest import Index, Load
 from ir.loop.rewrite import Block, defines, uses
 
 PANEL_LIMIT = 1 << 20  # elements per panel; a longer reduce keeps the plain rows
@@ -197,6 +197,7 @@ def render_tile(r, block: Block, depth: int) -> None:
 
 MC = 192  # rows of A packed together: a block that stays in L2 while its columns stream
 NC = 512  # columns one task covers; each A block is packed once per NC columns
+IN_PLACE = True  # a single-panel contraction reads its row factor in place
 WHOLE_LIMIT = 1 << 22  # elements of a side packed whole, once (16 MiB of float32)
 
 
@@ -356,8 +357,11 @@ def render_packed(r, block: Block, depth: int) -> None:
         put(d + 1, f"{t_acc} *restrict pw = wb + {b0}*{k};")
         pack(d + 1, "B", ib.var, b0, "blim", nr, "pw", b_val)
         put(d, "}")
+    direct = (
+        None if whole_a or not IN_PLACE else _in_place(body, a_val, ia, reds, outer, nb, nr, t_acc)
+    )
     if not whole_a:
-        put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {mc * k});")
+        put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {(mr if direct else mc) * k});")
     if not whole_b:
         put(d, f"{t_acc} *pb = malloc(sizeof({t_acc}) * {k * nr});")
     if team:
@@ -368,6 +372,8 @@ def render_packed(r, block: Block, depth: int) -> None:
     d += 2
     if whole_a:
         put(d, f"const {t_acc} *restrict pa = wa + {a0}b*{k};")
+    elif direct:
+        pass  # whole slivers read A in place; an edge sliver is packed where it is used
     else:
         put(d, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
         put(
@@ -399,7 +405,21 @@ def render_packed(r, block: Block, depth: int) -> None:
         close(dd + 2, 2)
     outside = r.at
     r.mark(fold)  # the source map: the micro-kernel's line is the ACCUM's
-    put(dd, f"limn_mk_{t_acc}_{mr}x{nr}({k}, pa + s*{k}, pb, acc);")
+    mk = f"limn_mk_{t_acc}_{mr}x{nr}"
+    if direct:
+        load, base, sq, sr = direct
+        at = {ia.var: Index.var(a0), reds[0].var: Index((), 0)}
+        put(dd, f"if (alim == {mr}) {{")
+        put(
+            dd + 1,
+            f"{mk}({k}, &{load.buf}[{index(base.substitute(at), r.values)}], {sq}, {sr}, pb, acc);",
+        )
+        put(dd, "} else {")
+        pack(dd + 1, "A", ia.var, a0, "alim", mr, "pa", a_val)
+        put(dd + 1, f"{mk}({k}, pa, {mr}, 1, pb, acc);")
+        put(dd, "}")
+    else:
+        put(dd, f"{mk}({k}, pa + s*{k}, {mr}, 1, pb, acc);")
     r.mark(outside)
     r.used.add(("gemm", f"{t_acc}:{mr}:{nr}"))
     put(dd, "for (int a = 0; a < alim; a++) {")
@@ -439,6 +459,20 @@ def _start(r, fold, init) -> tuple[str, str]:
     return ctype(r.bufs["out"]), f"out[{index(fold.index, r.values)}]"
 
 
+def _in_place(body, a_val: str, ia, reds, outer, nb: int, nr: int, t_acc: str):
+    """(load, index, reduce stride, row stride) when the row factor is a plain load that a
+    single column panel would use once (attention's ``p @ v``, 32 columns a head): packing
+    it would copy every element to read it once, so whole slivers read it where it is."""
+    if -(-nb // nr) != 1 or len(reds) != 1:
+        return None
+    load = next((x for x in body if defines(x) == a_val), None)
+    if not isinstance(load, Load) or load.guard or ctype(load.dtype) != t_acc:
+        return None
+    if not set(load.index.names) <= {lp.var for lp in (*outer, ia, *reds)}:
+        return None  # a data-dependent address
+    return load, load.index, load.index.coeff(reds[0].var), load.index.coeff(ia.var)
+
+
 def _needed(body, val: str) -> set[int]:
     """The instructions of ``body`` that ``val`` is computed from (ids), itself included."""
     want, out = {val}, set()
@@ -451,8 +485,9 @@ def _needed(body, val: str) -> set[int]:
 
 
 def micro_kernel(spec: str) -> str:
-    """C of ``limn_mk_<t>_<mr>x<nr>``: ``acc[a][b] = fma(sa[q][a], pb[q][b], acc[a][b])`` for
-    q = 0, 1, ... K-1 in order, the block held in registers.
+    """C of ``limn_mk_<t>_<mr>x<nr>``: ``acc[a][b] = fma(sa[q*sq + a*sr], pb[q][b], acc[a][b])``
+    for q = 0, 1, ... K-1 in order, the block held in registers. A packed sliver is
+    (sq, sr) = (MR, 1); a row factor read in place is its load's strides.
 
     With AVX-512 the MR x NR block is MR*NR/lanes vector registers, one broadcast of the
     row factor and NR/lanes loads of the column factor per reduce step; elsewhere the same
@@ -463,8 +498,8 @@ def micro_kernel(spec: str) -> str:
     name = f"limn_mk_{t}_{mr}x{nr}"
     fma = "fmaf" if t == "float" else "fma"
     head = (
-        f"static inline void {name}(int64_t K, const {t} *restrict sa, "
-        f"const {t} *restrict pb, {t} acc[{mr}][{nr}])"
+        f"static inline void {name}(int64_t K, const {t} *restrict sa, int64_t sq, "
+        f"int64_t sr, const {t} *restrict pb, {t} acc[{mr}][{nr}])"
     )
     lanes = 16 if t == "float" else 8
     suffix, vec = ("ps", "__m512") if t == "float" else ("pd", "__m512d")
@@ -479,7 +514,7 @@ def micro_kernel(spec: str) -> str:
         for j in range(nv):
             out.append(f"    const {vec} b{j} = _mm512_loadu_{suffix}(pb + q*{nr} + {j * lanes});")
         for a in range(mr):
-            out.append(f"    const {vec} a{a} = _mm512_set1_{suffix}(sa[q*{mr} + {a}]);")
+            out.append(f"    const {vec} a{a} = _mm512_set1_{suffix}(sa[q*sq + {a}*sr]);")
             for j in range(nv):
                 c = regs[a][j]
                 out.append(f"    {c} = _mm512_fmadd_{suffix}(a{a}, b{j}, {c});")
@@ -494,7 +529,7 @@ def micro_kernel(spec: str) -> str:
         head + " {",
         "  for (int64_t q = 0; q < K; q++)",
         f"    for (int a = 0; a < {mr}; a++) {{",
-        f"      const {t} av = sa[q*{mr} + a];",
+        "      const {t} av = sa[q*sq + a*sr];".replace("{t}", t),
         f"      for (int b = 0; b < {nr}; b++) acc[a][b] = {fma}(av, pb[q*{nr} + b], acc[a][b]);",
         "    }",
         "}",
