@@ -10,6 +10,7 @@ import os
 import pytest
 
 import limn
+from limn.tensor import _pending_writes
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +19,6 @@ def _default_device():
     limn.set_device(name)
     yield
     limn.set_device(name)
+    # a write a test made and never read is not the next test's (it would commit at the
+    # next test's first realize, on whatever device it named)
+    _pending_writes().clear()

@@ -145,3 +145,24 @@ def test_a_side_no_outer_loop_moves_is_packed_once_and_stays_the_printed_nest(de
             threaded.set_threads(n)
             assert threaded.realize([build().node])[0].data.tobytes() == want.tobytes()
         assert serial.realize([build().node])[0].data.tobytes() == want.tobytes()
+
+
+def test_the_fill_before_a_tiled_contraction_is_its_start_value(devices):
+    """The nest fills the output with the identity and then folds into it; the C starts
+    each register block from that constant instead of storing it and reading it back."""
+    threaded, serial = devices
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((20, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 40)).astype(np.float32)
+
+    def build():
+        return Tensor(a) @ Tensor(b)
+
+    nest = limn.ir(build(), passes=c_passes())
+    assert "STORE   out[" in nest and "ACCUM   out[" in nest  # the nest: fill, then fold
+    c_text = limn.ir(build(), stage="c")
+    assert "acc[a][b] = out[" not in c_text  # no cell is read back: the fill is the start
+    assert c_text.count("= ((float)0x0.0p+0);\n") <= 4  # no fill nest (the pack tails' zeros)
+    want = run([build().node], passes=c_passes())[0]
+    for dev in (threaded, serial):
+        assert dev.realize([build().node])[0].data.tobytes() == want.tobytes()

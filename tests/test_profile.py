@@ -92,3 +92,11 @@ def test_bench_train_quick_runs_every_row():
     for part in ("GPT", "softmax", "cross_entropy", "LayerNorm", "Conv2d", "MLP", "x.T@g", "exp"):
         assert part in names
     assert all(min(r.limn_ms) > 0 for r in rows)
+    text = bench_train.summary(rows)  # every row with a target is judged, met or not
+    judged = [r for r in rows if r.met() is not None]
+    assert text.startswith(f"targets: {sum(r.met() for r in judged)} of {len(judged)} met")
+    assert text.count("NOT met:") == sum(not r.met() for r in judged)
+    gpt = next(r for r in rows if r.name.startswith("GPT"))
+    assert gpt.met() is None or (gpt.met() == ("met" in gpt.line() and "NOT" not in gpt.line()))
+    assert bench_train.Row("x", [4.0], [], "", limit_ms=5.0).met() is True
+    assert bench_train.Row("x", [6.0], [], "", limit_ms=5.0).met() is False

@@ -73,23 +73,6 @@ for _name, _fn in {"pow": "pow", "hypot": "hypot", "atan2": "atan2", "fmod": "fm
         (),
         f"static inline double limn_{_name}_double(double a, double b) {{ return {_fn}(a, b); }}",
     )
-_c(
-    "fmod_float",
-    (),
-    "static inline float limn_fmod_float(float a, float b) { return fmodf(a, b); }",
-)
-_c(
-    "logaddexp_double",
-    (),
-    r"""
-static inline double limn_logaddexp_double(double a, double b) {
-  double m = a > b ? a : b;
-  double r = m + log1p(exp(-fabs(a - b)));
-  r = (a == b && fabs(a) == INFINITY) ? a : r;
-  return (a != a || b != b) ? a + b : r;
-}
-""",
-)
 for _t, _s in (("float", "f"), ("double", "")):
     _c(f"abs_{_t}", (), f"static inline {_t} limn_abs_{_t}({_t} x) {{ return fabs{_s}(x); }}")
     _c(f"div_{_t}", (), f"static inline {_t} limn_div_{_t}({_t} a, {_t} b) {{ return a / b; }}")

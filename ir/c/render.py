@@ -33,7 +33,7 @@ import math
 import os
 
 from ir.c.libm import NEAR, available, definitions
-from ir.c.passes import c_passes
+from ir.c.passes import c_passes, contraction
 from ir.c.spell import CTYPE, ctype, index, literal
 from ir.c.tile import micro_kernel, render_tile, tiled
 from ir.graph import dtypes
@@ -56,7 +56,7 @@ from ir.loop.nest import (
     Store,
 )
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import Block, to_tree, value_dtype
+from ir.loop.rewrite import Block, chain, to_tree, value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
 
@@ -259,6 +259,7 @@ class _Renderer:
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
         self.near = False  # rendering the first run, with the _near functions
+        self.tile_start = None  # the fill constant the tiled block being rendered starts from
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
 
@@ -289,8 +290,18 @@ class _Renderer:
         return "\n".join(self.lines), self.used
 
     def items(self, items, depth: int, collapse: int = 0) -> None:
-        for item in items:
+        skip = -1
+        for j, item in enumerate(items):
+            if j == skip:
+                continue
             if isinstance(item, Block):
+                nxt = items[j + 1] if j + 1 < len(items) else None
+                start = _fill_before_tile(item, nxt)
+                if start is not None:  # the fill becomes the tiled block's start value
+                    self.tile_start, skip = start, j + 1
+                    self.block(nxt, depth, collapse)
+                    self.tile_start = None
+                    continue
                 self.block(item, depth, collapse)
             else:
                 self.instr(item, depth)
@@ -470,6 +481,31 @@ def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], value
     if d.is_float:  # a tie (-0.0 and 0.0) takes the later value, as numpy and torch do
         return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
     return f"{dst} = {src} > {dst} ? {src} : {dst};"
+
+
+def _fill_before_tile(fill: Block, nxt) -> Const | None:
+    """The constant a fill nest stores into every cell that the tiled contraction after it
+    folds into (its identity), or None.
+
+    The contraction then starts each cell's register from that constant instead of
+    storing it and reading it back: the same values, one pass over the output fewer
+    (a C compiler forwarding a store to a load, done where it cannot see it).
+    """
+    if not isinstance(nxt, Block) or not tiled(nxt):
+        return None
+    loops, inner = chain(fill)
+    if len(inner) != 2 or not isinstance(inner[0], Const) or not isinstance(inner[1], Store):
+        return None
+    const, store = inner
+    found = contraction(nxt)
+    if found is None or store.src != const.out or found[6] is not None:
+        return None
+    outer, ia, _, ib, _, fold, _, _ = found
+    if (fold.dst, fold.index) != (store.buf, store.index) or fold.op not in (Op.ADD, Op.MAX):
+        return None
+    shape = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in loops}
+    cells = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in (*outer, ia, ib)}
+    return const if shape == cells and len(loops) == len(cells) else None
 
 
 def program(functions: list[tuple[str, set]]) -> str:

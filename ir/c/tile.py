@@ -86,12 +86,7 @@ def render_tile(r, block: Block, depth: int) -> None:
     if k * nr <= PANEL_LIMIT:
         panel = [ins for ins in body if kind[id(ins)] == "B" and defines(ins) in needed]
     paneled = {defines(ins) for ins in panel}
-    if init is None:
-        t_acc = ctype(r.bufs["out"])
-        start = f"out[{index(fold.index, r.values)}]"
-    else:
-        t_acc = ctype(init.dtype)
-        start = literal(init.value, init.dtype)
+    t_acc, start = _start(r, fold, init)
     na, nb = ia.stop, ib.stop
     p = "  " * depth
     lines = r.lines
@@ -252,12 +247,7 @@ def render_packed(r, block: Block, depth: int) -> None:
     mc = min(-(-na // mr) * mr, max(1, MC // mr) * mr)  # whole slivers only
     mc = max(mr, min(mc, PANEL_LIMIT // max(1, k) // mr * mr))
     nc = min(-(-nb // nr) * nr, max(1, NC // nr) * nr)
-    if init is None:
-        t_acc = ctype(r.bufs["out"])
-        start = f"out[{index(fold.index, r.values)}]"
-    else:
-        t_acc = ctype(init.dtype)
-        start = literal(init.value, init.dtype)
+    t_acc, start = _start(r, fold, init)
     zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
     lines = r.lines
 
@@ -393,14 +383,16 @@ def render_packed(r, block: Block, depth: int) -> None:
     put(dd, f"const int64_t {a0} = {a0}b + s;")
     put(dd, f"const int alim = {na} - {a0} < {mr} ? (int)({na} - {a0}) : {mr};")
     put(dd, f"{t_acc} acc[{mr}][{nr}];")
+    known = init is not None or r.tile_start is not None  # a literal, not the cell's value
     put(dd, f"for (int a = 0; a < {mr}; a++)")
-    put(dd + 1, f"for (int b = 0; b < {nr}; b++) acc[a][b] = {zero};")
-    put(dd, "for (int a = 0; a < alim; a++) {")
-    put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
-    put(dd + 1, "for (int b = 0; b < blim; b++) {")
-    put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
-    put(dd + 2, f"acc[a][b] = {start};")
-    close(dd + 2, 2)
+    put(dd + 1, f"for (int b = 0; b < {nr}; b++) acc[a][b] = {start if known else zero};")
+    if not known:  # each cell starts from what memory holds
+        put(dd, "for (int a = 0; a < alim; a++) {")
+        put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
+        put(dd + 1, "for (int b = 0; b < blim; b++) {")
+        put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
+        put(dd + 2, f"acc[a][b] = {start};")
+        close(dd + 2, 2)
     outside = r.at
     r.mark(fold)  # the source map: the micro-kernel's line is the ACCUM's
     put(dd, f"limn_mk_{t_acc}_{mr}x{nr}({k}, pa + s*{k}, pb, acc);")
@@ -431,6 +423,16 @@ def render_packed(r, block: Block, depth: int) -> None:
         put(depth, "free(wa);")
     if whole_b:
         put(depth, "free(wb);")
+
+
+def _start(r, fold, init) -> tuple[str, str]:
+    """The accumulator's C type and what each cell starts from: the register total's
+    identity, the fill constant the renderer folded in (``r.tile_start``), or the cell."""
+    if init is not None:
+        return ctype(init.dtype), literal(init.value, init.dtype)
+    if r.tile_start is not None:
+        return ctype(r.bufs["out"]), literal(r.tile_start.value, r.bufs["out"])
+    return ctype(r.bufs["out"]), f"out[{index(fold.index, r.values)}]"
 
 
 def _needed(body, val: str) -> set[int]:

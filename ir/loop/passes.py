@@ -228,6 +228,8 @@ def renumber(nest: LoopNest) -> LoopNest:
         kind = "acc" if isinstance(ins, DefAcc) else "v"
         mapping[out] = f"{kind}{counts[kind]}"
         counts[kind] += 1
+    if all(old == new for old, new in mapping.items()):
+        return nest  # already in order (a second renumber after passes that added nothing)
     return replace(nest, body=tuple(rename(ins, mapping) for ins in nest.body))
 
 

@@ -127,6 +127,7 @@ class NumpyDevice(Device):
         # its memory instead of faulting in fresh pages (what bounds a chain of big nodes)
         last = {id(s): i for i, node in enumerate(order) for s in node.srcs}
         keep = {id(r) for r in roots}
+        made: set[int] = set()  # the nodes computed here, each into an array of its own
         for i, node in enumerate(order):
             known = recall(node)
             if node.op == Op.BUFFER:
@@ -139,6 +140,7 @@ class NumpyDevice(Device):
                     values[id(node)] = run_custom(node, vals)
                 else:
                     values[id(node)] = evaluate(node, vals, self.kernels)
+                    made.add(id(node))
                 for src in node.srcs:
                     if last[id(src)] == i and id(src) not in keep:
                         values.pop(id(src), None)
@@ -150,7 +152,9 @@ class NumpyDevice(Device):
                 target = root.srcs[0].arg
                 out.append(target)
             else:
-                buf = recall(root) or Buffer(root.dtype, root.shape, np.array(v, copy=True))
+                # an array computed here that owns its bytes becomes the buffer as it is
+                own = id(root) in made and v.flags.owndata and v.flags.writeable
+                buf = recall(root) or Buffer(root.dtype, root.shape, np.array(v, copy=not own))
                 remember(root, buf)
                 out.append(buf)
         for root in roots:
