@@ -653,3 +653,13 @@ def test_two_processes_compiling_one_kernel_publish_the_same_bytes(tmp_path, mon
         (so,) = (tmp_path / sub / "c").glob("*.so")
         libs.append((so.name, so.read_bytes()))
     assert libs[0] == libs[1]
+
+
+def test_the_openmp_team_waits_passively_unless_the_user_chose(monkeypatch):
+    """Spinning idle threads take the core the main thread needs on a busy machine."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    dev = CDevice()
+    assert os.environ.get("OMP_WAIT_POLICY") == ("passive" if dev.openmp else None)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    CDevice()
+    assert os.environ["OMP_WAIT_POLICY"] == "active"
