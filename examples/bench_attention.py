@@ -1,12 +1,13 @@
 """Fused against composed attention, forward and backward, with torch's sdpa in the same run.
 
-    uv run python examples/bench_attention.py [--device c|numpy] [--T 256 1024 4096]
+    uv run python examples/bench_attention.py [--device c|numpy|cuda] [--T 256 1024 4096]
         [--reps 5] [--composed-max 1024]
 
 Causal attention over 6 heads of width 32, batch 1. For each T it prints the median time
 (min..max over the repeats) of the fused forward and of the fused forward + backward,
 the same for the composed form (matmul, masked softmax, matmul, and autograd's backward
-of those), and torch's CPU ``scaled_dot_product_attention`` on as many threads. Memory is
+of those), and torch's CPU ``scaled_dot_product_attention`` on as many threads (on
+``--device cuda``, torch's on the same GPU, when its build has cuda). Memory is
 the peak of the training step's intermediates as the plan allocates them: every buffer
 the kernels write, alive from the kernel that writes it to the last one that reads it
 (the inputs q, k, v and the incoming gradient are not counted). It comes from the
@@ -26,6 +27,7 @@ import argparse
 import contextlib
 import math
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -95,16 +97,19 @@ def bench_limn(arrays, fused: bool, reps: int):
     return timed(fwd, reps), timed(both, reps)
 
 
-def bench_torch(arrays, reps: int):
-    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in arrays[:3])
-    g = torch.tensor(arrays[3])
+def bench_torch(arrays, reps: int, device: str = "cpu"):
+    tq, tk, tv = (torch.tensor(a, requires_grad=True, device=device) for a in arrays[:3])
+    g = torch.tensor(arrays[3], device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def fwd():
         with torch.no_grad():
             F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+        sync()
 
     def both():
         F.scaled_dot_product_attention(tq, tk, tv, is_causal=True).backward(g)
+        sync()
 
     return timed(fwd, reps), timed(both, reps)
 
@@ -120,7 +125,7 @@ def fmt(t) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="c", choices=["c", "numpy"])
+    ap.add_argument("--device", default="c", choices=["c", "numpy", "cuda"])
     ap.add_argument("--T", type=int, nargs="+", default=[256, 1024, 4096])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--heads", type=int, default=6)
@@ -130,11 +135,20 @@ def main(argv=None) -> None:
         "--gpt", action="store_true", help="also time a GPT training step, fused vs composed"
     )
     args = ap.parse_args(argv)
-    limn.set_device(args.device)
+    try:
+        limn.set_device(args.device)
+    except (RuntimeError, OSError) as e:  # cuda without a driver or NVRTC says why
+        sys.exit(f"bench_attention: device {args.device!r} is not available: {e}")
     dev = get_device(args.device)
     threads = getattr(dev, "threads", 1)
-    if torch is not None:
-        torch.set_num_threads(threads)
+    # on cuda, torch's sdpa runs on the same GPU when its build has one, else it is skipped
+    torch_on = "cuda" if args.device == "cuda" else "cpu"
+    ref = torch
+    if ref is not None and torch_on == "cuda" and not ref.cuda.is_available():
+        print("this torch build has no cuda: its rows are skipped")
+        ref = None
+    if ref is not None:
+        ref.set_num_threads(threads)
     print(
         f"causal attention, batch 1, {args.heads} heads, d {args.d}, on {args.device} "
         f"({threads} threads); torch {torch.__version__ if torch else 'not installed'}"
@@ -160,8 +174,8 @@ def main(argv=None) -> None:
             else:
                 line += "   (not timed: above --composed-max)"
             print(line, flush=True)
-        if torch is not None:
-            tf, tb = bench_torch(arrays, args.reps)
+        if ref is not None:
+            tf, tb = bench_torch(arrays, args.reps, torch_on)
             rows["torch"] = tb[0]
             print(f"  torch sdpa{'':<24}   fwd {fmt(tf)}   fwd+bwd {fmt(tb)}")
         ratios = []

@@ -136,7 +136,7 @@ def generate(model: GPT, prompt: bytes, n: int, seed: int, temperature: float = 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="c", choices=["numpy", "c"])
+    ap.add_argument("--device", default="c", choices=["numpy", "c", "cuda"])
     ap.add_argument("--data", help="a local copy of the corpus (default: the shipped slice)")
     ap.add_argument("--full", action="store_true", help="the long run: larger model, more steps")
     for k, v in DEFAULT.items():

@@ -204,3 +204,29 @@ def test_half_width_cumsum_folds_in_float32_as_its_sum_and_torch_do(device, d):
     tt = torch.from_numpy(x).to(td)
     np.testing.assert_array_equal(got, tt.cumsum(0).float().numpy())
     assert got[4095] == t[:4096].sum().float().item() == 4096
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_mask_indexing_and_nonzero_at_the_edges_match_numpy(device):
+    """No True, all True, one True at either end, a 2-d mask over a 3-d array, a 0-d mask:
+    the running count gives the result length, the dropped slot 0 takes every False."""
+    if device == "c":
+        try:
+            limn.get_device("c")
+        except (ValueError, RuntimeError, OSError) as e:
+            pytest.skip(f"c device: {e}")
+    a = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) - 5
+    flat = a.reshape(-1)
+    masks = [np.zeros(24, bool), np.ones(24, bool), np.eye(1, 24, 0, dtype=bool)[0],
+             np.eye(1, 24, 23, dtype=bool)[0], flat % 5 == 0]  # fmt: skip
+    for m in masks:
+        x, k = xp.asarray(flat, device=xp.Device(device)), xp.asarray(m, device=xp.Device(device))
+        assert np.array_equal(np.asarray(x[k]), flat[m])
+        assert np.array_equal(np.asarray(xp.nonzero(k)[0]), np.nonzero(m)[0])
+    m2 = a[..., 0] > 0
+    x3 = xp.asarray(a, device=xp.Device(device))
+    assert np.array_equal(np.asarray(x3[xp.asarray(m2, device=xp.Device(device))]), a[m2])
+    got = [np.asarray(i) for i in xp.nonzero(xp.asarray(a > 3, device=xp.Device(device)))]
+    assert all(np.array_equal(g, w) for g, w in zip(got, np.nonzero(a > 3)))
+    t = xp.asarray(np.asarray(True), device=xp.Device(device))
+    assert np.array_equal(np.asarray(x3[t]), a[np.asarray(True)])
