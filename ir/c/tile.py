@@ -404,23 +404,25 @@ def render_packed(r, block: Block, depth: int) -> None:
         put(dd + 2, f"acc[a][b] = {start};")
         close(dd + 2, 2)
     outside = r.at
-    r.mark(fold)  # the source map: the micro-kernel's line is the ACCUM's
     mk = f"limn_mk_{t_acc}_{mr}x{nr}"
+
+    def call(dd: int, text: str) -> None:
+        r.mark(fold)  # the source map: a micro-kernel call's line is the ACCUM's
+        put(dd, text)
+        r.mark(outside)
+
     if direct:
         load, base, sq, sr = direct
         at = {ia.var: Index.var(a0), reds[0].var: Index((), 0)}
         put(dd, f"if (alim == {mr}) {{")
-        put(
-            dd + 1,
-            f"{mk}({k}, &{load.buf}[{index(base.substitute(at), r.values)}], {sq}, {sr}, pb, acc);",
-        )
+        src = f"&{load.buf}[{index(base.substitute(at), r.values)}]"
+        call(dd + 1, f"{mk}({k}, {src}, {sq}, {sr}, pb, acc);")
         put(dd, "} else {")
         pack(dd + 1, "A", ia.var, a0, "alim", mr, "pa", a_val)
-        put(dd + 1, f"{mk}({k}, pa, {mr}, 1, pb, acc);")
+        call(dd + 1, f"{mk}({k}, pa, {mr}, 1, pb, acc);")
         put(dd, "}")
     else:
-        put(dd, f"{mk}({k}, pa + s*{k}, {mr}, 1, pb, acc);")
-    r.mark(outside)
+        call(dd, f"{mk}({k}, pa + s*{k}, {mr}, 1, pb, acc);")
     r.used.add(("gemm", f"{t_acc}:{mr}:{nr}"))
     put(dd, "for (int a = 0; a < alim; a++) {")
     put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
