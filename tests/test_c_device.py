@@ -655,11 +655,18 @@ def test_two_processes_compiling_one_kernel_publish_the_same_bytes(tmp_path, mon
     assert libs[0] == libs[1]
 
 
-def test_the_openmp_team_waits_passively_unless_the_user_chose(monkeypatch):
-    """Spinning idle threads take the core the main thread needs on a busy machine."""
+def test_the_openmp_team_spins_only_briefly_unless_the_user_chose(monkeypatch):
+    """Idle threads spinning for ms take the core the main thread needs on a busy machine."""
+    from limn.runtime.c import short_spin
+
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     dev = CDevice()
-    assert os.environ.get("OMP_WAIT_POLICY") == ("passive" if dev.openmp else None)
+    if dev.openmp and "clang" not in dev.toolchain.version.lower():
+        assert os.environ.get("GOMP_SPINCOUNT") == "10000"
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    short_spin("clang version 17.0.6")
+    assert os.environ.get("OMP_WAIT_POLICY") == "passive" and "GOMP_SPINCOUNT" not in os.environ
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
-    CDevice()
-    assert os.environ["OMP_WAIT_POLICY"] == "active"
+    short_spin("cc (Debian 12.2.0-14+deb12u1) 12.2.0")
+    assert os.environ["OMP_WAIT_POLICY"] == "active" and "GOMP_SPINCOUNT" not in os.environ

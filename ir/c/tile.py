@@ -198,6 +198,7 @@ def render_tile(r, block: Block, depth: int) -> None:
 MC = 192  # rows of A packed together: a block that stays in L2 while its columns stream
 NC = 512  # columns one task covers; each A block is packed once per NC columns
 IN_PLACE = True  # a single-panel contraction reads its row factor in place
+BALANCE = True  # row blocks of equal height
 WHOLE_LIMIT = 1 << 22  # elements of a side packed whole, once (16 MiB of float32)
 
 
@@ -251,6 +252,10 @@ def render_packed(r, block: Block, depth: int) -> None:
     na, nb = ia.stop, ib.stop
     mc = min(-(-na // mr) * mr, max(1, MC // mr) * mr)  # whole slivers only
     mc = max(mr, min(mc, PANEL_LIMIT // max(1, k) // mr * mr))
+    if BALANCE:  # the same number of row blocks, of equal height: 256 rows are 132 + 124
+        blocks = -(-na // mc)  # for a team of two, not 192 + 64
+        height = -(-na // blocks)
+        mc = max(mr, -(-height // mr) * mr)
     nc = min(-(-nb // nr) * nr, max(1, NC // nr) * nr)
     t_acc, start = _start(r, fold, init)
     zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
