@@ -8,6 +8,7 @@ a busy machine slows both sides alike:
     OMP_NUM_THREADS=2 uv run python examples/bench_train.py --quick   # small sizes, a smoke test
     ... --only gpt,softmax                                            # some rows
     OMP_NUM_THREADS=1 uv run python examples/bench_train.py --cpu     # 1 thread, CPU time
+    uv run --extra cuda python examples/bench_train.py --device cuda  # on a GPU
 
 The reference is torch 2.13 CPU eager at the same thread count when torch is installed
 (torch is a test-only dependency; without it the torch rows are skipped), and numpy for
@@ -94,6 +95,7 @@ class Row:
 
 
 CLOCK = time.perf_counter  # --cpu: time.process_time, the CPU time this process used
+TORCH_GPT = "cpu"  # where torch's GPT step runs ("cuda" beside limn's cuda device), or None
 
 
 def interleave(limn_fn, ref_fn, reps: int, warm: int = 1) -> tuple[list[float], list[float]]:
@@ -181,7 +183,7 @@ def limn_gpt_step(cfg, fused=False):
     return step
 
 
-def torch_gpt_step(cfg, sdpa=False):
+def torch_gpt_step(cfg, sdpa=False, dev="cpu"):
     vocab, ctx, d, layers, heads, batch = cfg
     F = torch.nn.functional
     torch.manual_seed(0)
@@ -211,18 +213,18 @@ def torch_gpt_step(cfg, sdpa=False):
             self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(ctx, d)
             self.blocks = torch.nn.ModuleList(TBlock() for _ in range(layers))
             self.ln, self.head = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab)
-            self.mask = torch.triu(torch.full((ctx, ctx), float("-inf")), 1)
+            self.register_buffer("mask", torch.triu(torch.full((ctx, ctx), float("-inf")), 1))
 
         def forward(self, idx):
-            x = self.tok(idx) + self.pos(torch.arange(ctx))
+            x = self.tok(idx) + self.pos(torch.arange(ctx, device=idx.device))
             for blk in self.blocks:
                 x = blk(x, self.mask)
             return self.head(self.ln(x))
 
-    model = TGPT()
+    model = TGPT().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    idx = torch.from_numpy(rng(1).integers(0, vocab, (batch, ctx)))
-    tgt = torch.from_numpy(rng(2).integers(0, vocab, (batch * ctx,)))
+    idx = torch.from_numpy(rng(1).integers(0, vocab, (batch, ctx))).to(dev)
+    tgt = torch.from_numpy(rng(2).integers(0, vocab, (batch * ctx,))).to(dev)
 
     def step():
         opt.zero_grad()
@@ -237,11 +239,11 @@ def torch_gpt_step(cfg, sdpa=False):
 def gpt(cfg, reps) -> list[Row]:
     tokens = cfg[1] * cfg[5]
     name = f"GPT step (ctx {cfg[1]}, d {cfg[2]}, {cfg[3]} layers)"
-    ref = torch_gpt_step(cfg) if torch else None
+    ref = torch_gpt_step(cfg, dev=TORCH_GPT) if TORCH_GPT else None
     a, b = interleave(limn_gpt_step(cfg), ref, reps)
     rows = [Row(name + ", manual attn", a, b, "torch", tokens=tokens, target=0.5)]
-    if torch:
-        a2, b2 = interleave(lambda: None, torch_gpt_step(cfg, sdpa=True), reps)
+    if TORCH_GPT:
+        a2, b2 = interleave(lambda: None, torch_gpt_step(cfg, sdpa=True, dev=TORCH_GPT), reps)
         rows.append(Row("  torch eager with sdpa", b2, [], "", tokens=tokens))
     if hasattr(nn, "scaled_dot_product_attention"):
         a3, b3 = interleave(limn_gpt_step(cfg, fused=True), ref, reps)
@@ -465,11 +467,35 @@ def main(argv: list[str] | None = None) -> list[Row]:
         action="store_true",
         help="one thread each, timed by process CPU time: steadier on a shared machine",
     )
+    ap.add_argument(
+        "--device",
+        default="c",
+        choices=["c", "cuda"],
+        help="limn's device; on cuda the GPT rows compare torch on the same GPU (when its "
+        "build has cuda), the other torch rows are skipped and 'first' is c-only",
+    )
     args = ap.parse_args(argv)
+    global torch, TORCH_GPT
+    if args.device == "cuda":
+        try:
+            limn.set_device("cuda")
+        except (RuntimeError, OSError) as e:  # no driver or no NVRTC: say why
+            sys.exit(f"bench_train: device 'cuda' is not available: {e}")
+        TORCH_GPT = "cuda" if torch is not None and torch.cuda.is_available() else None
+        torch = None  # the other rows' torch references run on the host
+        return _run(ap, args)
+    TORCH_GPT = "cpu" if torch is not None else None
+    return _run(ap, args)
+
+
+def _run(ap, args) -> list[Row]:
     sizes = QUICK if args.quick else FULL
     reps = args.reps or (2 if args.quick else 7)
     only = [s for s in args.only.split(",") if s] or list(sizes)
-    limn.set_device("c")
+    if args.device == "cuda":
+        only = [s for s in only if s != "first"]  # the empty-cache step times cc
+    else:
+        limn.set_device("c")
     threads = 1 if args.cpu else int(THREADS)
     global CLOCK
     CLOCK = time.process_time if args.cpu else time.perf_counter
@@ -480,12 +506,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
             threadpool_limits(1)
         except ImportError:
             pass
-    limn.get_device("c").set_threads(threads)
+    if args.device == "c":
+        limn.get_device("c").set_threads(threads)
     if torch:
         torch.set_num_threads(threads)
+    where = f"c ({limn.get_device('c').toolchain.version})" if args.device == "c" else "cuda"
     print(
-        f"limn c ({limn.get_device('c').toolchain.version}) vs torch "
-        f"{torch.__version__ if torch else '(not installed)'} eager and numpy "
+        f"limn {where} vs torch "
+        f"{torch.__version__ if torch else TORCH_GPT or '(not installed)'} eager and numpy "
         f"{np.__version__}; {threads} threads; medians of {reps} interleaved runs"
         + (" (CPU time)" if args.cpu else "")
     )
