@@ -146,6 +146,39 @@ def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(o
     assert got_near.tobytes() == got_far[:-1].tobytes()
 
 
+def test_c_float32_tanh_and_log1p_hold_an_ulp_across_their_branches():
+    """c float32 tanh and log1p compute in float lanes with a branch point each (tanh:
+    the polynomial below |x| = 1, 1 - 2/(e**2|x| + 1) above, clamped at 9.5; log1p: the
+    rounding error of 1 + x taken one way below x = 1 and the other above): points on
+    both sides of each, out to the saturation and the ends of the range, within an ulp of
+    numpy at float64 (every float32 was measured: examples/fit_float32_libm.py)."""
+    _c_or_skip()
+    rng = np.random.default_rng(5)
+    edges = np.float32([1.0, 9.5, 9.0, 0.5493, 2.0**24, 2.0**-24, 1e-45])
+    close = np.r_[
+        np.nextafter(edges, np.float32(np.inf)), edges, np.nextafter(edges, np.float32(0))
+    ]
+    spread = np.float32(10.0 ** rng.uniform(-8, 1.2, 2000))
+    for op, x in (
+        (Op.TANH, np.r_[close, -close, spread, -spread]),
+        (
+            Op.LOG1P,
+            np.r_[
+                close,
+                spread,
+                np.float32(10.0 ** rng.uniform(1, 38, 500)),
+                -np.float32(rng.uniform(0, 1, 1000)),
+                np.float32(-1 + 2.0**-24),
+            ],
+        ),
+    ):
+        x = x.astype(np.float32)
+        src = limn.ir(Tensor(x, device="c").p_op(op), stage="c")
+        assert "double" not in src.split(f"limn_{op.value.lower()}_float(")[1].split("}")[0]
+        got = _apply(op, [x], "c")
+        assert not _mismatches(op, [x], got, _numpy_reference(op, [x]), 1.0)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda o: o.value)
 def test_the_decomposition_matches_the_direct_form(op, dtype):
