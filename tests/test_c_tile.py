@@ -212,23 +212,3 @@ def test_x_at_w_t_packs_its_transposed_panels_8_by_8_and_stays_the_printed_nest(
         want = run([build().node], passes=c_passes())[0]
         for dev in (threaded, serial):
             assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name
-
-
-def test_x_t_at_g_copies_whole_row_slivers_by_a_constant_bound_and_stays_the_printed_nest(
-    devices,
-):
-    """x.T @ g's row factor is unit-stride along the rows: a whole sliver's 6-element rows
-    are copied by a constant bound (vectors), an edge sliver by its own, same bits."""
-    threaded, serial = devices
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((40, 50)).astype(np.float32)  # 50 rows of x.T: 8 slivers + 2
-    g = rng.standard_normal((40, 70)).astype(np.float32)
-
-    def build():
-        return Tensor(x).T @ Tensor(g)
-
-    c_text = limn.ir(build(), stage="c")
-    assert "if (alim == 6) {" in c_text and "a < alim; a++) {" in c_text
-    want = run([build().node], passes=c_passes())[0]
-    for dev in (threaded, serial):
-        assert dev.realize([build().node])[0].data.tobytes() == want.tobytes()

@@ -309,28 +309,17 @@ def render_packed(r, block: Block, depth: int) -> None:
             put(d2, f"{dst}[({lin})*{n} + {e}] = {val};")
             close(d2, 1 + len(reds))
         else:  # walk the rows (columns) innermost
-
-            def rows(dd: int, bound: str) -> None:
-                d2 = opened(dd, reds)
-                for ins in body:
-                    if id(ins) in need and kind[id(ins)] == "":
-                        r.instr(ins, d2)
-                put(d2, f"for (int {e} = 0; {e} < {bound}; {e}++) {{")
-                put(d2 + 1, edge)
-                for ins in body:
-                    if id(ins) in need and kind[id(ins)] == side:
-                        r.instr(ins, d2 + 1)
-                put(d2 + 1, f"{dst}[({lin})*{n} + {e}] = {val};")
-                close(d2 + 1, 1 + len(reds))
-
-            if side == "A":  # a whole sliver's MR-element rows by a constant bound: the
-                put(dd, f"if ({lim} == {n}) {{")  # compiler copies them as vectors
-                rows(dd + 1, str(n))
-                put(dd, "} else {")
-                rows(dd + 1, lim)
-                put(dd, "}")
-            else:
-                rows(dd, lim)
+            d2 = opened(dd, reds)
+            for ins in body:
+                if id(ins) in need and kind[id(ins)] == "":
+                    r.instr(ins, d2)
+            put(d2, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
+            put(d2 + 1, edge)
+            for ins in body:
+                if id(ins) in need and kind[id(ins)] == side:
+                    r.instr(ins, d2 + 1)
+            put(d2 + 1, f"{dst}[({lin})*{n} + {e}] = {val};")
+            close(d2 + 1, 1 + len(reds))
         put(dd, f"for (int {e} = {lim}; {e} < {n}; {e}++)")
         put(dd + 1, f"for (int64_t q = 0; q < {k}; q++) {dst}[q*{n} + {e}] = {zero};")
 
