@@ -189,3 +189,26 @@ def test_a_single_panel_contraction_reads_its_rows_in_place_and_stays_the_printe
             assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name
     relu = limn.ir((Tensor(p).relu() @ Tensor(v)), stage="c")
     assert "&in0[" not in relu  # a computed row factor is packed
+
+
+def test_x_at_w_t_packs_its_transposed_panels_8_by_8_and_stays_the_printed_nest(devices):
+    """x @ W.T's column panels are transposes of W's rows: whole panels are copied by
+    8 x 8 register transposes (an edge panel, a reduce not a multiple of 8, a computed
+    factor or float64 take the scalar copy), and every layout keeps the nest's bits."""
+    threaded, serial = devices
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((200, 40)).astype(np.float32)
+    w = rng.standard_normal((70, 40)).astype(np.float32)  # panels of 32, 32 and an edge 6
+    cases = {
+        "x@W.T": (lambda: Tensor(x) @ Tensor(w).T, True),
+        "k=36": (lambda: Tensor(x[:, :36]) @ Tensor(np.ascontiguousarray(w[:, :36])).T, False),
+        "relu": (lambda: Tensor(x) @ Tensor(w).relu().T, False),
+        "f64": (lambda: Tensor(x.astype(np.float64)) @ Tensor(w.astype(np.float64)).T, False),
+    }
+    for name, (build, transposed) in cases.items():
+        c_text = limn.ir(build(), stage="c")
+        assert ("limn_t8_float(&in1[" in c_text) == transposed, name
+        assert "limn_mk_" in c_text, name  # still the packed contraction
+        want = run([build().node], passes=c_passes())[0]
+        for dev in (threaded, serial):
+            assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name

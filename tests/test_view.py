@@ -312,6 +312,50 @@ def test_windows_that_do_not_fit_are_refused():
 # ---- reshape: when a View can and cannot hold it ------------------------------------
 
 
+@SETTINGS
+@given(chains(), st.data())
+def test_reshape_that_only_adds_or_drops_size_1_dims_keeps_each_dims_stride_and_mask(chain, data):
+    """The short path (no grouping of dims) gives the View the grouping gives, and reads
+    what numpy reads; matmul takes it for (n, k) -> (n, 1, k) of a transposed operand."""
+    shape, moves = chain
+    base = np.arange(1, math.prod(shape) + 1, dtype=np.int64).reshape(shape)
+    ref, v = base, View.contiguous(shape)
+    for kind, arg in moves:
+        nv = move(v, kind, arg)
+        if nv is None:
+            base, nv = read(base, v), move(View.contiguous(v.shape), kind, arg)
+        ref, v = np_move(ref, kind, arg), nv
+    dims = [s for s in v.shape if s != 1]
+    new = []
+    for s in dims + [None]:
+        new += [1] * data.draw(st.integers(0, 2))
+        if s is not None:
+            new.append(s)
+    new = tuple(new)
+    r = v.reshape(new)
+    assert r is not None, f"{v}.reshape({new}) declined a size-1 change"
+    np.testing.assert_array_equal(read(base, r), ref.reshape(new), err_msg=f"{v} -> {r}")
+    if new != v.shape and math.prod(new) and not v.is_contiguous and not v.is_empty_mask:
+        stride = {}
+        it = iter(d for d, s in enumerate(v.shape) if s != 1)
+        for i, s in enumerate(new):
+            if s != 1:
+                d = next(it)
+                stride[i] = v.strides[d]
+                assert r.mask is None or r.mask[i] == (v.mask[d] if v.mask else (0, s))
+        assert all(r.strides[i] == st_ for i, st_ in stride.items())
+
+
+def test_a_size_1_reshape_of_a_transposed_view_does_not_group_dims(monkeypatch):
+    import ir.graph.view as view
+
+    v = View.contiguous((4, 6)).permute((1, 0)).shrink(((1, 5), (0, 4)))
+    want = v.reshape((4, 1, 4))
+    monkeypatch.setattr(view, "_merge", lambda dims: pytest.fail("grouped the dims"))
+    r = v.reshape((4, 1, 4))
+    assert r == want and r.strides == (1, 0, 6) and r.offset == 1
+
+
 def test_reshape_after_transpose_cannot_merge_the_swapped_dims():
     v = View.contiguous((2, 3)).permute((1, 0))
     assert v.reshape((6,)) is None

@@ -35,7 +35,7 @@ import os
 from ir.c.libm import NEAR, available, definitions
 from ir.c.passes import c_passes, contraction
 from ir.c.spell import CTYPE, ctype, index, literal
-from ir.c.tile import micro_kernel, render_tile, tiled
+from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, TABLE, Op
@@ -176,6 +176,8 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
     for kind, t in sorted(used):
         if kind == "gemm":
             out.append(micro_kernel(t))
+        elif kind == "t8":
+            out.append(TRANSPOSE_8)
         elif kind == "idiv":
             mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
             out.append(

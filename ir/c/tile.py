@@ -360,7 +360,21 @@ def render_packed(r, block: Block, depth: int) -> None:
         put(d, f"for (int64_t {b0} = 0; {b0} < {nb}; {b0} += {nr}) {{")
         put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
         put(d + 1, f"{t_acc} *restrict pw = wb + {b0}*{k};")
-        pack(d + 1, "B", ib.var, b0, "blim", nr, "pw", b_val)
+        t8 = _transposed(body, b_val, ib, reds, nr, k, t_acc)
+        if t8 is not None:  # whole panels by 8 x 8 register transposes, not a scalar each
+            load, ld = t8
+            at = {ib.var: Index.var(f"{b0}t"), reds[0].var: Index.var("q0")}
+            src = f"&{load.buf}[{index(load.index.substitute(at), r.values)}]"
+            put(d + 1, f"if (blim == {nr}) {{")
+            put(d + 2, f"for (int64_t q0 = 0; q0 < {k}; q0 += 8)")
+            put(d + 3, f"for (int64_t {b0}t = {b0}; {b0}t < {b0} + {nr}; {b0}t += 8)")
+            put(d + 4, f"limn_t8_float({src}, {ld}, pw + q0*{nr} + ({b0}t - {b0}), {nr});")
+            r.used.add(("t8", "float"))
+            put(d + 1, "} else {")
+            pack(d + 2, "B", ib.var, b0, "blim", nr, "pw", b_val)
+            put(d + 1, "}")
+        else:
+            pack(d + 1, "B", ib.var, b0, "blim", nr, "pw", b_val)
         put(d, "}")
     direct = (
         None if whole_a or not IN_PLACE else _in_place(body, a_val, ia, reds, outer, nb, nr, t_acc)
@@ -478,6 +492,58 @@ def _in_place(body, a_val: str, ia, reds, outer, nb: int, nr: int, t_acc: str):
     if not set(load.index.names) <= {lp.var for lp in (*outer, ia, *reds)}:
         return None  # a data-dependent address
     return load, load.index, load.index.coeff(reds[0].var), load.index.coeff(ia.var)
+
+
+def _transposed(body, b_val: str, ib, reds, nr: int, k: int, t_acc: str):
+    """(load, column stride) when the column factor is a plain float load that runs along
+    the reduce and strides along the columns (``x @ W.T``'s W): its panels are transposes,
+    copied 8 x 8 through registers (``limn_t8_float``) instead of one scalar store each."""
+    if t_acc != "float" or len(reds) != 1 or nr % 8 or k % 8:
+        return None
+    load = next((x for x in body if defines(x) == b_val), None)
+    if not isinstance(load, Load) or load.guard or ctype(load.dtype) != t_acc:
+        return None
+    if not set(load.index.names) <= {ib.var, reds[0].var}:
+        return None  # an outer index, or a data-dependent address
+    ld = load.index.coeff(ib.var)
+    if load.index.coeff(reds[0].var) != 1 or ld <= 1:
+        return None
+    return load, ld
+
+
+TRANSPOSE_8 = """#if defined(__AVX__)
+#include <immintrin.h>
+static inline void limn_t8_float(const float *restrict s, int64_t ls, float *restrict d,
+                                 int64_t ld) {
+  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls);
+  __m256 r2 = _mm256_loadu_ps(s + 2*ls), r3 = _mm256_loadu_ps(s + 3*ls);
+  __m256 r4 = _mm256_loadu_ps(s + 4*ls), r5 = _mm256_loadu_ps(s + 5*ls);
+  __m256 r6 = _mm256_loadu_ps(s + 6*ls), r7 = _mm256_loadu_ps(s + 7*ls);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2*ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3*ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4*ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5*ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6*ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7*ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#else
+static inline void limn_t8_float(const float *restrict s, int64_t ls, float *restrict d,
+                                 int64_t ld) {
+  for (int q = 0; q < 8; q++)
+    for (int b = 0; b < 8; b++) d[q*ld + b] = s[b*ls + q];
+}
+#endif"""
+"""``d[q][b] = s[b][q]`` for an 8 x 8 block of floats: s's rows ``ls`` apart, d's ``ld``."""
 
 
 def _needed(body, val: str) -> set[int]:

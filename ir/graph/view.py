@@ -190,6 +190,18 @@ class View:
             if not shape:  # a 0-d View has no dim to carry the empty mask on
                 return None
             return View(shape, contiguous_strides(shape), 0, tuple((0, 0) for _ in shape))
+        # only size-1 dims added or dropped (matmul's (n, k) -> (n, 1, k) of a transposed
+        # operand): every other dim keeps its stride and mask, as the grouping below gives
+        kept = [d for d, s in enumerate(self.shape) if s != 1]
+        if [self.shape[d] for d in kept] == [s for s in shape if s != 1]:
+            full = self._full_mask()
+            it = iter(kept)
+            picks = [None if s == 1 else next(it) for s in shape]
+            strides = [0 if d is None else self.strides[d] for d in picks]
+            mask = None
+            if self.mask is not None:
+                mask = [(0, 1) if d is None else full[d] for d in picks]
+            return self._with(shape, strides, self.offset, mask)
         # drop size-1 dims, then match groups of old dims to groups of new dims
         old = [
             (s, st, m) for s, st, m in zip(self.shape, self.strides, self._full_mask()) if s != 1
