@@ -53,6 +53,28 @@ def _deps(inner, loop_vars: set[str]) -> dict[str, set[str]]:
     return deps
 
 
+def _writer(lines: list[str]):
+    """Three ways to append C to ``lines``: a line at an indent depth, loops opened (the
+    depth inside them returned) and loops closed (the depth outside them returned)."""
+
+    def put(dd: int, text: str) -> None:
+        lines.append("  " * dd + text)
+
+    def opened(dd: int, lps) -> int:
+        for lp in lps:
+            put(dd, f"for (int64_t {lp.var} = 0; {lp.var} < {lp.stop}; {lp.var}++) {{")
+            dd += 1
+        return dd
+
+    def close(dd: int, n: int) -> int:
+        for _ in range(n):
+            dd -= 1
+            put(dd, "}")
+        return dd
+
+    return put, opened, close
+
+
 def tiled(b: Block) -> bool:
     """Whether the perfect loop chain starting at ``b`` is a tiled contraction."""
     while True:
@@ -101,20 +123,7 @@ def render_tile(r, block: Block, depth: int) -> None:
         lines.append(f"{p}  #pragma omp for collapse({len(outer) + 1}) schedule(static)")
     d = depth + 1
 
-    def put(dd: int, text: str) -> None:
-        lines.append("  " * dd + text)
-
-    def opened(dd: int, lps) -> int:
-        for lp in lps:
-            put(dd, f"for (int64_t {lp.var} = 0; {lp.var} < {lp.stop}; {lp.var}++) {{")
-            dd += 1
-        return dd
-
-    def close(dd: int, n: int) -> int:
-        for _ in range(n):
-            dd -= 1
-            put(dd, "}")
-        return dd
+    put, opened, close = _writer(lines)
 
     lin = "0"
     for lp in reds:
@@ -261,20 +270,7 @@ def render_packed(r, block: Block, depth: int) -> None:
     zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
     lines = r.lines
 
-    def put(dd: int, text: str) -> None:
-        lines.append("  " * dd + text)
-
-    def opened(dd: int, lps) -> int:
-        for lp in lps:
-            put(dd, f"for (int64_t {lp.var} = 0; {lp.var} < {lp.stop}; {lp.var}++) {{")
-            dd += 1
-        return dd
-
-    def close(dd: int, n: int) -> int:
-        for _ in range(n):
-            dd -= 1
-            put(dd, "}")
-        return dd
+    put, opened, close = _writer(lines)
 
     def unit_along(var: str, side: str) -> bool:
         """Whether the side's loads are unit-stride along ``var`` (then it goes innermost)."""
