@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir.c.passes import c_passes
-from ir.c.render import renders, units
+from ir.c.render import generic_unit, plan_units, renders
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph
@@ -94,6 +94,7 @@ class CDevice(CompiledDevice):
             short_spin(self.toolchain.version)
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
+        self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -111,18 +112,29 @@ class CDevice(CompiledDevice):
         return [lib for p in self.plans.values() for lib in p.libs]
 
     def build(self, graph: KernelGraph) -> Plan:
-        parts = units(graph, self.passes, self.openmp)
-        libs = self.toolchain.libraries([src for _, src in parts])
-        where = {i: lib for (kernels, _), lib in zip(parts, libs) for i in kernels}
+        u = plan_units(graph, self.passes, self.openmp)
+        # a generic kernel compiled for an earlier plan is called from that plan's library;
+        # the ones this process has not compiled yet go in one unit with this plan's others
+        missing = {name: f for name, f in u.generic.items() if name not in self.generic}
+        sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
+        libs = self.toolchain.libraries(sources)
+        where = {i: lib for (kernels, _), lib in zip(u.units, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
+        if missing:
+            for name in missing:
+                self.generic[name] = libs[-1]
         calls = []
         for i, k in enumerate(graph.kernels):
             if k.kind == "CUSTOM":
                 calls.append(self._custom_call(k))
+            elif i in u.calls:
+                name, sizes = u.calls[i]
+                calls.append(_c_call(getattr(self.generic[name], name), k, sizes))
             else:
                 calls.append(_c_call(getattr(where[i], f"k{i}"), k))
-        return Plan(graph, calls, libs=libs)
+        used = {id(self.generic[name]): self.generic[name] for name, _ in u.calls.values()}
+        return Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
 
     def _custom_call(self, k):
         name, out_index, params = k.result.arg
@@ -142,15 +154,22 @@ class CDevice(CompiledDevice):
         return call
 
 
-def _c_call(fn, kernel):
+def _c_call(fn, kernel, sizes: tuple[int, ...] | None = None):
+    """The call of one compiled kernel; a size-generic one is passed ``sizes`` as well."""
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     n = len(kernel.inputs) + 1
+    if sizes is None:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        extra = ()
+    else:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        # a ctypes array owns its memory, and the closure keeps it (an address would not)
+        extra = ((ctypes.c_int64 * max(1, len(sizes)))(*sizes),)
 
     def call(arrays, memo):
         ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
         err = np.zeros(5, np.int64)
-        fn(ptrs, err.ctypes.data)
+        fn(ptrs, err.ctypes.data, *extra)
         if err[0] == 2:
             raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
         if err[0]:

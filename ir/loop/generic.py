@@ -1,0 +1,113 @@
+"""Size-generic lowering: one loop nest per kernel structure, its sizes given at run time.
+
+A program that makes many shapes once each (a property-based test suite draws thousands)
+pays a compile per shape when every nest writes its sizes as numbers. ``lower_generic``
+lowers a kernel the way ``ir/loop/lower.py`` does, except that every number that comes
+from a shape is a name instead: each loop's stop, each stride and offset of an address,
+each bound of a pad. The names are ``s0, s1, ...`` in the order the lowering meets them,
+so two kernels that differ only in their sizes (and strides, offsets, pads) lower to the
+same nest, and the runtime passes this kernel's values, which ``lower_generic`` returns
+beside it.
+
+A generic nest decides nothing from a size: it keeps every pad predicate (the specialized
+lowering settles the ones that always hold or always fail), keeps loops of one iteration,
+and multiplies a stride of 0 (a broadcast) like any other. None of that changes a number:
+every cell is the same function of the same elements, folded in the same order.
+
+What it lowers (``GENERIC_ROWS``): MAP, SUM, MAX and SCAN kernels whose rows are buffers,
+constants, elementwise ops, and views whose source is a buffer or a constant. A view over
+a fused computation (its index arithmetic depends on the sizes, ``kernel.reindex``), a
+gather and a scatter keep the specialized lowering. Which kernels a device makes generic
+is the device's rule (the c device's: ``ir/c/render.generic``).
+"""
+
+from __future__ import annotations
+
+from ir.graph.ops import ELEMENTWISE, Op
+from ir.kernel.kernel import Kernel, KernelGraph
+from ir.loop.lower import _Lowering
+from ir.loop.nest import Index, Loop, LoopNest, Range
+from ir.loop.passes import Pass, drop_dead_values, reduce_placement, renumber
+
+GENERIC_KINDS = ("MAP", "SUM", "MAX", "SCAN")
+
+# the passes a generic nest runs: none of them reads a size
+GENERIC_PASSES: list[Pass] = [reduce_placement, drop_dead_values, renumber]
+
+
+def lowers_generic(kernel: Kernel) -> bool:
+    """Whether ``lower_generic`` can lower ``kernel`` (its kind and every row)."""
+    if kernel.kind not in GENERIC_KINDS:
+        return False
+    rows = kernel.rows
+    for j, row in enumerate(rows):
+        if j == len(rows) - 1 and kernel.kind != "MAP":
+            continue  # the reduce or scan itself
+        if row.op == Op.VIEW:
+            if rows[row.srcs[0]].op not in (Op.BUFFER, Op.CONST):
+                return False
+        elif row.op not in (Op.BUFFER, Op.CONST) and row.op not in ELEMENTWISE:
+            return False
+    return True
+
+
+def lower_generic(graph: KernelGraph, i: int) -> tuple[LoopNest, tuple[int, ...]]:
+    """The size-generic nest of kernel ``i`` and the values of its sizes for this kernel."""
+    k = graph.kernels[i]
+    if not lowers_generic(k):
+        raise ValueError(
+            f"lower_generic: k{i} ({k.kind}) has a row only a specialized nest can hold"
+        )
+    low = _Generic(k)
+    if k.kind == "MAP":
+        low.map_kernel()
+    elif k.kind == "SCAN":
+        low.scan_kernel()
+    else:
+        low.reduce_kernel()
+    inputs = tuple(graph.buffers[b] for b in k.inputs)
+    names = tuple(f"s{j}" for j in range(len(low.sizes)))
+    nest = LoopNest(
+        f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], tuple(low.body), names
+    )
+    return nest, tuple(low.sizes)
+
+
+class _Generic(_Lowering):
+    """The lowering with every size a name: loops, addresses and pads ask ``size``."""
+
+    def __init__(self, kernel: Kernel):
+        super().__init__(kernel)
+        self.sizes: list[int] = []
+        self.extent: dict[str, str] = {}  # loop variable -> the size that is its stop
+
+    def size(self, value: int) -> str:
+        """A fresh name for a number that comes from a shape; its value is remembered."""
+        self.sizes.append(int(value))
+        return f"s{len(self.sizes) - 1}"
+
+    def open(self, names: list[str], extents: list[int]) -> tuple[Index, ...]:
+        self.memo = {}
+        for name, n in zip(names, extents):  # a loop variable names one dim: one size
+            if name not in self.extent:
+                self.extent[name] = self.size(n)
+            self.emit(Loop(name, self.extent[name]))
+        return tuple(Index.var(n) for n in names)
+
+    def flat(
+        self, idx: tuple[Index, ...], strides: tuple[int, ...], offset: int | None = None
+    ) -> Index:
+        """As the specialized lowering's, with each stride a size; a view's offset (given,
+        even when 0) is a size too, a contiguous buffer's (not given) is none."""
+        scaled = []
+        for e, st in zip(idx, strides):
+            if e.const or e.scaled or len(e.terms) != 1 or e.terms[0][1] != 1:
+                raise ValueError(f"lower_generic: the address term {e} is not a loop variable")
+            scaled.append((e.terms[0][0], self.size(st)))
+        terms = ((self.size(offset), 1),) if offset is not None else ()
+        return Index(terms, 0, tuple(sorted(scaled)))
+
+    def pad(self, v, idx: tuple[Index, ...]) -> list[Range]:
+        if v.mask is None:
+            return []
+        return [Range(idx[d], self.size(lo), self.size(hi)) for d, (lo, hi) in enumerate(v.mask)]
