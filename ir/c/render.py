@@ -614,7 +614,11 @@ def generic(graph: KernelGraph, k, passes) -> bool:
 
 
 def plan_units(
-    graph: KernelGraph, passes=None, openmp: bool = True, cores: int | None = None
+    graph: KernelGraph,
+    passes=None,
+    openmp: bool = True,
+    cores: int | None = None,
+    generic_kernels: bool = True,
 ) -> Units:
     """The C a plan compiles to. This is the one function that makes what the c device hands
     to ``cc``, and what ``ir(x, stage="c")`` prints.
@@ -622,7 +626,8 @@ def plan_units(
     Kernel ``i`` is the C function ``k<i>``, or for a generic kernel (``generic``) the
     function ``g_<hash>`` that every kernel of its structure shares; CUSTOM kernels have
     none. ``passes`` default to the c device's (``c_passes()``). Kernels of at most
-    ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``.
+    ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``. With
+    ``generic_kernels=False`` every kernel is specialized to its sizes.
     """
     for spec in graph.buffers:
         if spec.dtype not in CTYPE:
@@ -639,7 +644,7 @@ def plan_units(
     for i, k in enumerate(graph.kernels):
         if k.kind == "CUSTOM":
             continue
-        if generic(graph, k, passes):
+        if generic_kernels and generic(graph, k, passes):
             nest, sizes = lower_generic(graph, i)
             text, used = render(apply_passes(nest, GENERIC_PASSES), GENERIC_NAME, openmp)
             name = "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -667,11 +672,15 @@ GENERIC_NAME = "limn_generic_kernel"  # the name a generic kernel is rendered un
 
 
 def units(
-    graph: KernelGraph, passes=None, openmp: bool = True, cores: int | None = None
+    graph: KernelGraph,
+    passes=None,
+    openmp: bool = True,
+    cores: int | None = None,
+    generic_kernels: bool = True,
 ) -> list[tuple[list[int], str]]:
     """``plan_units`` as (kernel indices, translation unit) pairs, in cc's order; the
     generic kernels' unit (named by ``g_`` functions, not ``k<i>``) comes last."""
-    u = plan_units(graph, passes, openmp, cores)
+    u = plan_units(graph, passes, openmp, cores, generic_kernels)
     gen = [(sorted(u.calls), generic_unit(u.generic))] if u.generic else []
     return u.units + gen
 

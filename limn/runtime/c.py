@@ -8,6 +8,13 @@ lane-wise reductions and register-tiled contractions (``ir/c/passes.py``); none 
 changes the order in which any one output cell is folded, so threaded and serial runs
 agree bit for bit.
 
+Small kernels are size-generic (``ir/c/render.generic`` is the rule): lowered once per
+structure with their sizes, strides, offsets and pads as run-time arguments, so a program
+that makes many shapes once each (a property-based test suite) compiles once per
+structure, not once per shape. Each is a C function named by a hash of its text; the
+device keeps the library that holds each one it has compiled, and a later plan that
+needs it calls it there instead of compiling it again.
+
 Buffers are host numpy arrays shared with the numpy device, so tensors move between the
 two freely. Dtypes C cannot spell (complex) are refused by name.
 """
@@ -82,8 +89,14 @@ class CDevice(CompiledDevice):
         passes: Sequence[Pass] | None = None,
         openmp: bool | None = None,
         composites: bool = True,
+        generic: bool | None = None,
     ):
         super().__init__()
+        # small kernels lowered once per structure, sizes given at run time (ir/c/render
+        # ``generic`` says which); False (or LIMN_GENERIC=0) specializes every kernel
+        self.generic_kernels = (
+            os.environ.get("LIMN_GENERIC", "1") != "0" if generic is None else generic
+        )
         self.composites = composites  # False: render primitives only, as a new device would
         try:
             self.toolchain = find_toolchain()
@@ -112,7 +125,7 @@ class CDevice(CompiledDevice):
         return [lib for p in self.plans.values() for lib in p.libs]
 
     def build(self, graph: KernelGraph) -> Plan:
-        u = plan_units(graph, self.passes, self.openmp)
+        u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic}
