@@ -4,13 +4,14 @@ kernels specialized to their sizes, on many shapes."""
 import numpy as np
 import pytest
 
-from ir.c.render import generic, plan_units
 from ir.c.passes import c_passes
+from ir.c.render import generic, plan_units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.interp import interpret
 from ir.loop.passes import apply_passes
+from ir.printer import ir
 from limn import Tensor, where
 from limn.runtime.c import CDevice
 
@@ -145,6 +146,14 @@ def test_the_generic_nest_is_what_runs(devices):
         out = np.empty(graph.buffers[graph.kernels[0].output].shape, np.float32)
         interpret(nest, [a], out, sizes)
         assert np.array_equal(_bits(out.reshape(-1)), _bits(_realize(gen, [x])[0].reshape(-1)))
+        # the printed stages: the nest with this call's sizes, and the C function called
+        printed = ir(x, passes=c_passes())
+        assert nest.format(["buf0"], "buf1", sizes) in printed
+        ((name, _),) = plan_units(graph).calls.values()
+        assert f"void {name}(void *const *args, int64_t *err, const int64_t *sizes)" in ir(
+            x, stage="c"
+        )
+        assert name in gen.generic
 
 
 def test_which_kernels_stay_specialized():

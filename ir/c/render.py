@@ -646,9 +646,9 @@ def plan_units(
             continue
         if generic_kernels and generic(graph, k, passes):
             nest, sizes = lower_generic(graph, i)
-            text, used = render(apply_passes(nest, GENERIC_PASSES), GENERIC_NAME, openmp)
-            name = "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-            gen[name] = (text.replace(GENERIC_NAME, name, 1), used)
+            nest = apply_passes(nest, GENERIC_PASSES)
+            name = generic_name(nest, openmp)
+            gen[name] = render(nest, name, openmp)
             calls[i] = (name, sizes)
             continue
         j = first.setdefault(kernel_key(graph, k), i)
@@ -668,7 +668,11 @@ def plan_units(
     return Units(out, gen, calls)
 
 
-GENERIC_NAME = "limn_generic_kernel"  # the name a generic kernel is rendered under, then hashed
+def generic_name(nest: LoopNest, openmp: bool = True) -> str:
+    """The C name of a size-generic kernel: ``g_`` and a hash of its text, so every kernel
+    of one structure, in any plan, is the same function."""
+    text, _ = render(nest, "limn_generic_kernel", openmp)
+    return "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def units(

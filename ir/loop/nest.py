@@ -396,15 +396,19 @@ class LoopNest:
     def __post_init__(self):
         object.__setattr__(self, "body", tuple(self.body))  # a pass may hand back a list
 
-    def format(self, input_names=None, output_name=None) -> str:
-        """The nest as text; the names (``buf0`` ...) say which buffers the header binds."""
+    def format(self, input_names=None, output_name=None, size_values=None) -> str:
+        """The nest as text; the names (``buf0`` ...) say which buffers the header binds,
+        ``size_values`` the values a size-generic nest's sizes take in this call."""
         lines = [f"{self.name}  {self.kind}  loop{list(self.loop_shape)}"]
         for i, spec in enumerate(self.inputs):
             bound = f" = {input_names[i]}" if input_names else ""
             lines.append(f"    in{i}{bound}  {spec}")
         bound = f" = {output_name}" if output_name else ""
         lines.append(f"    out{bound}  {self.output}")
-        if self.sizes:
+        if self.sizes and size_values is not None:
+            bound = ", ".join(f"{n}={v}" for n, v in zip(self.sizes, size_values))
+            lines.append(f"    sizes  {bound}  (given at run time)")
+        elif self.sizes:
             lines.append(f"    sizes  {', '.join(self.sizes)}  (int64, given at run time)")
         lines += format_body(self.body)
         return "\n".join(lines)
