@@ -93,6 +93,14 @@ STRUCTURES = {
         ],
         [(3,), (17,), (1,), (40,)],
     ),
+    "constants_vary_with_the_shape": (
+        lambda s: [
+            Tensor(_data(s, np.float32, 17)) * (s[0] / 3.0) + [np.nan, -0.0, 1e30, 2.5][s[0] % 4],
+            Tensor(_data(s, np.int64, 18)) * (s[0] - 3) + 2**40,
+            Tensor(_data(s, np.uint8, 19)) < s[0] + 3,
+        ],
+        [(1, 2), (2, 3), (3, 1), (4, 4), (6, 2)],
+    ),
     "sin_near_and_far": (
         lambda s: [
             (Tensor(_data(s, np.float32, 15)) * 1e8).sin(),

@@ -78,6 +78,9 @@ PRELUDE = r"""
 
 static inline int64_t limn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t limn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline float limn_given_float(int64_t b) { uint32_t u = (uint32_t)b; float f;
+  memcpy(&f, &u, 4); return f; }
+static inline double limn_given_double(int64_t b) { double f; memcpy(&f, &b, 8); return f; }
 static inline float limn_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f;
   memcpy(&f, &u, 4); return f; }
 static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
@@ -390,6 +393,11 @@ class _Renderer:
             if ins.op == Op.ADD:
                 return f"{cell} = {cell} + {ins.src};"
             return f"{cell} = ({ins.src} > {cell} || {ins.src} != {ins.src}) ? {ins.src} : {cell};"
+        if isinstance(ins, Const) and ins.given is not None:  # its bits, given at run time
+            t = ctype(ins.dtype)
+            if ins.dtype.is_float:
+                return f"const {t} {ins.out} = limn_given_{t}({ins.given});"
+            return f"const {t} {ins.out} = ({t}){ins.given};"
         if isinstance(ins, Const | DefAcc):
             kw = "" if isinstance(ins, DefAcc) else "const "
             return f"{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"

@@ -4,10 +4,11 @@ A program that makes many shapes once each (a property-based test suite draws th
 pays a compile per shape when every nest writes its sizes as numbers. ``lower_generic``
 lowers a kernel the way ``ir/loop/lower.py`` does, except that every number that comes
 from a shape is a name instead: each loop's stop, each stride and offset of an address,
-each bound of a pad. The names are ``s0, s1, ...`` in the order the lowering meets them,
-so two kernels that differ only in their sizes (and strides, offsets, pads) lower to the
-same nest, and the runtime passes this kernel's values, which ``lower_generic`` returns
-beside it.
+each bound of a pad; and so is each constant of the program (``x + 2.5``: the bits of
+2.5, so a test drawing scalars compiles once, not once per scalar). The names are
+``s0, s1, ...`` in the order the lowering meets them, so two kernels that differ only in
+their sizes (strides, offsets, pads, constants) lower to the same nest, and the runtime
+passes this kernel's values, which ``lower_generic`` returns beside it.
 
 A generic nest decides nothing from a size: it keeps every pad predicate (the specialized
 lowering settles the ones that always hold or always fail), keeps loops of one iteration,
@@ -23,6 +24,12 @@ is the device's rule (the c device's: ``ir/c/render.generic``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
+
+from ir.graph import dtypes
+from ir.graph.dtypes import DType, to_numpy
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.kernel.kernel import Kernel, KernelGraph
 from ir.loop.lower import _Lowering
@@ -73,6 +80,28 @@ def lower_generic(graph: KernelGraph, i: int) -> tuple[LoopNest, tuple[int, ...]
     return nest, tuple(low.sizes)
 
 
+def const_bits(value, d: DType) -> int:
+    """The int64 that carries constant ``value`` of dtype ``d``: a float's bits (a nan as
+    C's NAN, as the literal would be), an integer or bool as itself (uint64 wrapped)."""
+    if d.is_float:
+        if np.isnan(value):
+            value = float("nan")
+        raw = np.array(value, to_numpy(d))
+        return int(raw.view(f"i{raw.itemsize}"))
+    if d == dtypes.uint64:
+        return int(np.array(int(value), np.uint64).view(np.int64))
+    return int(value)
+
+
+def bits_const(bits: int, d: DType) -> np.ndarray:
+    """The constant of dtype ``d`` that ``const_bits`` carried as ``bits``."""
+    if d.is_float:
+        return np.array(bits, f"i{np.dtype(to_numpy(d)).itemsize}").view(to_numpy(d))
+    if d == dtypes.uint64:
+        return np.array(bits, np.int64).view(np.uint64)
+    return np.asarray(bits).astype(to_numpy(d))
+
+
 class _Generic(_Lowering):
     """The lowering with every size a name: loops, addresses and pads ask ``size``."""
 
@@ -106,6 +135,14 @@ class _Generic(_Lowering):
             scaled.append((e.terms[0][0], self.size(st)))
         terms = ((self.size(offset), 1),) if offset is not None else ()
         return Index(terms, 0, tuple(sorted(scaled)))
+
+    def constant(self, value, d) -> str:
+        """The program's constant is given at run time, as the bits of its compute dtype."""
+        out = self.const(value, d)
+        lit = self.body[-1]
+        if not lit.dtype.is_float or lit.dtype in (dtypes.float32, dtypes.float64):
+            self.body[-1] = replace(lit, given=self.size(const_bits(lit.value, lit.dtype)))
+        return out
 
     def pad(self, v, idx: tuple[Index, ...]) -> list[Range]:
         if v.mask is None:

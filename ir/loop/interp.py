@@ -27,6 +27,7 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph
 from ir.kernel.schedule import schedule
+from ir.loop.generic import bits_const
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -202,7 +203,9 @@ def interpret(
             else:
                 pc += 1
             continue
-        if t is Const:
+        if t is Const and ins.given is not None:  # a size-generic nest's constant
+            env[ins.out] = bits_const(int(env[ins.given]), ins.dtype)
+        elif t is Const:
             env[ins.out] = np.asarray(ins.value, to_numpy(ins.dtype))
         elif t is DefAcc:
             env[ins.out] = np.full(ins.shape, ins.value, to_numpy(ins.dtype))

@@ -144,6 +144,10 @@ class _Lowering:
             value = float(np.array(value, to_numpy(d)).astype(np.float32))
         return self.emit(Const(self.fresh(), value, cd))
 
+    def constant(self, value, d: DType) -> str:
+        """A CONST row of the kernel (the program's own constant, not the lowering's)."""
+        return self.const(value, d)
+
     def zero(self, d: DType) -> str:
         return self.const(python_type(d)(0), d)
 
@@ -238,7 +242,7 @@ class _Lowering:
                 row.arg, row.dtype, self.flat(idx, contiguous_strides(row.shape)), guard
             )
         if row.op == Op.CONST:
-            return self.const(row.arg, row.dtype)
+            return self.constant(row.arg, row.dtype)
         if row.op == Op.VIEW:
             return (yield from self.view(row, idx, guard))
         if row.op == Op.GATHER:

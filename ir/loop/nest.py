@@ -26,7 +26,8 @@ on an Index.
 
 A size-generic nest (``ir/loop/generic.py``) names its sizes instead of writing them: the
 header lists ``sizes s0, s1, ...``, int64 values the caller passes at run time, and a
-loop's stop, a predicate's bounds and a CHECK's size may be one of those names. Its
+loop's stop, a predicate's bounds and a CHECK's size may be one of those names, as may a
+CONST's value (``given``: its bits, as an int64). Its
 addresses multiply a loop variable by a size name (``i0*s3``: a stride known at run time),
 the Index's ``scaled`` terms, and may add a size name (an offset) as a plain term.
 
@@ -236,11 +237,17 @@ class EndLoop(Instruction):
 
 @dataclass(frozen=True)
 class Const(Instruction):
+    """A literal; in a size-generic nest, ``given`` names the run-time value holding its
+    bits instead (a constant of the user's program, so one compile serves every value)."""
+
     out: str
     value: object
     dtype: DType
+    given: str | None = None
 
     def text(self) -> str:
+        if self.given is not None:
+            return f"{self.out} = {self.given} : {self.dtype}  (given)"
         return f"{self.out} = {self.value!r} : {self.dtype}"
 
 
