@@ -39,6 +39,11 @@ def _data(shape, dtype, seed):
     return rng.integers(-1000, 1000, shape).astype(dtype)
 
 
+def _index(shape, n, seed):
+    """Indices in 0..n-1, repeats included (so a scatter's adds collide)."""
+    return np.random.default_rng(seed).integers(0, n, shape).astype(np.int64)
+
+
 # each structure builds its outputs from numpy arrays of the shape it is given
 STRUCTURES = {
     "broadcast_add": (
@@ -101,6 +106,15 @@ STRUCTURES = {
         ],
         [(1, 2), (2, 3), (3, 1), (4, 4), (6, 2)],
     ),
+    "gather_and_scatter_add": (
+        lambda s: [
+            Tensor(_data(s, np.float32, 21)).gather(1, Tensor(_index(s, s[1], 22))) * 2.0,
+            Tensor(_data(s, np.float32, 23)).scatter_add(
+                1, Tensor(_index(s, s[1], 24)), Tensor(_data(s, np.float32, 25))
+            ),
+        ],
+        [(2, 3), (4, 1), (3, 7), (1, 5)],
+    ),
     "sin_near_and_far": (
         lambda s: [
             (Tensor(_data(s, np.float32, 15)) * 1e8).sin(),
@@ -162,6 +176,17 @@ def test_the_generic_nest_is_what_runs(devices):
             x, stage="c"
         )
         assert name in gen.generic
+
+
+def test_an_out_of_range_index_fails_in_a_generic_kernel(devices):
+    gen, _ = devices
+    for bad in (3, -1):
+        index = np.array([[0, bad], [1, 2]], np.int64)
+        x = Tensor(np.ones((2, 3), np.float32)).gather(1, Tensor(index))
+        graph = schedule([x.node]).graph
+        assert plan_units(graph).calls, "the gather went generic"
+        with pytest.raises(IndexError, match="out of range for axis 1 of size 3"):
+            gen.realize([x.node])
 
 
 def test_which_kernels_stay_specialized():

@@ -15,10 +15,13 @@ lowering settles the ones that always hold or always fail), keeps loops of one i
 and multiplies a stride of 0 (a broadcast) like any other. None of that changes a number:
 every cell is the same function of the same elements, folded in the same order.
 
-What it lowers (``GENERIC_ROWS``): MAP, SUM, MAX and SCAN kernels whose rows are buffers,
-constants, elementwise ops, and views whose source is a buffer or a constant. A view over
-a fused computation (its index arithmetic depends on the sizes, ``kernel.reindex``), a
-gather and a scatter keep the specialized lowering. Which kernels a device makes generic
+What it lowers (``lowers_generic``): MAP, SUM, MAX, SCAN and SCATTER kernels whose rows
+are buffers, constants, elementwise ops, gathers, and views whose source is a buffer or a
+constant. A view over a fused computation (its index arithmetic depends on the sizes,
+``kernel.reindex``) keeps the specialized lowering. A CHECK's size is a name too; where
+several gathered indices are out of range, the one the error names is the first in the
+generic nest's loop order, which may differ from the specialized nest's (the passes
+there may reorder loops); in-range results are the same bits. Which kernels a device makes generic
 is the device's rule (the c device's: ``ir/c/render.generic``).
 """
 
@@ -36,7 +39,7 @@ from ir.loop.lower import _Lowering
 from ir.loop.nest import Index, Loop, LoopNest, Range
 from ir.loop.passes import Pass, drop_dead_values, reduce_placement, renumber
 
-GENERIC_KINDS = ("MAP", "SUM", "MAX", "SCAN")
+GENERIC_KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER")
 
 # the passes a generic nest runs: none of them reads a size
 GENERIC_PASSES: list[Pass] = [reduce_placement, drop_dead_values, renumber]
@@ -49,11 +52,11 @@ def lowers_generic(kernel: Kernel) -> bool:
     rows = kernel.rows
     for j, row in enumerate(rows):
         if j == len(rows) - 1 and kernel.kind != "MAP":
-            continue  # the reduce or scan itself
+            continue  # the reduce, scan or scatter itself
         if row.op == Op.VIEW:
             if rows[row.srcs[0]].op not in (Op.BUFFER, Op.CONST):
                 return False
-        elif row.op not in (Op.BUFFER, Op.CONST) and row.op not in ELEMENTWISE:
+        elif row.op not in (Op.BUFFER, Op.CONST, Op.GATHER) and row.op not in ELEMENTWISE:
             return False
     return True
 
@@ -70,6 +73,8 @@ def lower_generic(graph: KernelGraph, i: int) -> tuple[LoopNest, tuple[int, ...]
         low.map_kernel()
     elif k.kind == "SCAN":
         low.scan_kernel()
+    elif k.kind == "SCATTER":
+        low.scatter_kernel()
     else:
         low.reduce_kernel()
     inputs = tuple(graph.buffers[b] for b in k.inputs)
@@ -135,6 +140,15 @@ class _Generic(_Lowering):
             scaled.append((e.terms[0][0], self.size(st)))
         terms = ((self.size(offset), 1),) if offset is not None else ()
         return Index(terms, 0, tuple(sorted(scaled)))
+
+    def bound(self, n: int) -> str:
+        return self.size(n)
+
+    def known_in(self, name: str, size: int) -> None:
+        pass  # nothing is settled from a range in a generic nest
+
+    def next_nest(self) -> None:
+        self.extent = {}  # the same loop variable, another extent
 
     def constant(self, value, d) -> str:
         """The program's constant is given at run time, as the bits of its compute dtype."""

@@ -186,6 +186,13 @@ class _Lowering:
         """The address of ``idx`` in memory laid out by ``strides`` from ``offset``."""
         return _flat(idx, strides, offset)
 
+    def bound(self, n: int) -> int:
+        """A CHECK's size (the extent a gathered or scattered index must stay below)."""
+        return n
+
+    def next_nest(self) -> None:
+        """A kernel's second nest starts, over other loops (a scatter's index loops)."""
+
     def pad(self, v, idx: tuple[Index, ...]) -> list[Range] | None:
         """The predicates of ``v``'s mask that are not settled at ``idx``; None where the
         view reads only pad (its value is 0 everywhere)."""
@@ -286,7 +293,7 @@ class _Lowering:
         axis = row.arg
         iv = yield (idx_i, idx, guard)
         n = self.rows[src_i].shape[axis]
-        self.emit(Check(iv, n, "gather", axis, guard))
+        self.emit(Check(iv, self.bound(n), "gather", axis, guard))
         self.known_in(iv, n)
         sidx = list(idx)
         sidx[axis] = Index.var(iv)
@@ -380,16 +387,17 @@ class _Lowering:
         strides = contiguous_strides(shape)
         names = [f"i{j}" for j in range(len(shape))]
         idx = self.open(names, list(shape))
-        self.emit(Store("out", _flat(idx, strides), self.cast(self.value(base_i, idx, ()), d)))
+        self.emit(Store("out", self.flat(idx, strides), self.cast(self.value(base_i, idx, ()), d)))
         self.close(names)
+        self.next_nest()
         ishape = self.rows[idx_i].shape
         names = [f"i{j}" for j in range(len(ishape))]
         idx = self.open(names, list(ishape))
         iv = self.value(idx_i, idx, ())
-        self.emit(Check(iv, shape[axis], "scatter", axis))
+        self.emit(Check(iv, self.bound(shape[axis]), "scatter", axis))
         self.known_in(iv, shape[axis])
         sv = self.cast(self.value(src_i, idx, ()), d)
         at = list(idx)
         at[axis] = Index.var(iv)
-        self.emit(Accum(Op.ADD, "out", sv, _flat(tuple(at), strides)))
+        self.emit(Accum(Op.ADD, "out", sv, self.flat(tuple(at), strides)))
         self.close(names)
