@@ -106,6 +106,14 @@ STRUCTURES = {
         ],
         [(1, 2), (2, 3), (3, 1), (4, 4), (6, 2)],
     ),
+    "views_of_fused_computations": (
+        lambda s: [
+            (Tensor(_data(s, np.float32, 26)) * 2.0 + 1.0).T[::2].flip(1)
+            + Tensor(_data(s[::-1], np.float32, 27))[::2],
+            (Tensor(_data(s, np.float32, 28)).exp() + 0.5).pad(((1, 0), (0, 2))).sum(axis=0),
+        ],
+        [(2, 3), (4, 4), (3, 7), (5, 2)],
+    ),
     "gather_and_scatter_add": (
         lambda s: [
             Tensor(_data(s, np.float32, 21)).gather(1, Tensor(_index(s, s[1], 22))) * 2.0,

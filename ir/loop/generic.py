@@ -3,26 +3,32 @@
 A program that makes many shapes once each (a property-based test suite draws thousands)
 pays a compile per shape when every nest writes its sizes as numbers. ``lower_generic``
 lowers a kernel the way ``ir/loop/lower.py`` does, except that every number that comes
-from a shape is a name instead: each loop's stop, each stride and offset of an address,
-each bound of a pad; and so is each constant of the program (``x + 2.5``: the bits of
-2.5, so a test drawing scalars compiles once, not once per scalar). The names are
-``s0, s1, ...`` in the order the lowering meets them, so two kernels that differ only in
-their sizes (strides, offsets, pads, constants) lower to the same nest, and the runtime
-passes this kernel's values, which ``lower_generic`` returns beside it.
+from a shape is a name instead: each loop's stop, each coefficient and constant of an
+address or of a pad predicate, each bound of a pad and each CHECK's size; and so is each
+constant of the program (``x + 2.5``: the bits of 2.5, so a test drawing scalars compiles
+once, not once per scalar). The names are ``s0, s1, ...`` in the order the lowering meets
+them, and ``lower_generic`` returns their values for this kernel beside the nest.
 
-A generic nest decides nothing from a size: it keeps every pad predicate (the specialized
-lowering settles the ones that always hold or always fail), keeps loops of one iteration,
-and multiplies a stride of 0 (a broadcast) like any other. None of that changes a number:
-every cell is the same function of the same elements, folded in the same order.
+The index arithmetic between a loop variable and memory (views of views, a view over a
+fused computation followed back by ``kernel.reindex``, a gathered index) runs here at this
+kernel's sizes, exactly as in the specialized lowering; only its results reach the nest,
+as an address ``s7 + i0*s8 + i1*s9`` over every loop variable in scope. So the nest's text
+depends on the kernel's structure, not on its sizes, in all but degenerate cases (where a
+size makes two reads of one row coincide, say), and those only cost sharing, never
+correctness: the runtime shares a compiled nest between kernels whose *texts* are equal,
+and each kernel's text, run on its own sizes, is that kernel.
 
-What it lowers (``lowers_generic``): MAP, SUM, MAX, SCAN and SCATTER kernels whose rows
-are buffers, constants, elementwise ops, gathers, and views whose source is a buffer or a
-constant. A view over a fused computation (its index arithmetic depends on the sizes,
-``kernel.reindex``) keeps the specialized lowering. A CHECK's size is a name too; where
-several gathered indices are out of range, the one the error names is the first in the
-generic nest's loop order, which may differ from the specialized nest's (the passes
-there may reorder loops); in-range results are the same bits. Which kernels a device makes generic
-is the device's rule (the c device's: ``ir/c/render.generic``).
+A generic nest settles nothing from a size: it keeps every pad predicate (the specialized
+lowering drops the ones that always hold or always fail), keeps loops of one iteration,
+and multiplies a coefficient of 0 (a broadcast) like any other. None of that changes a
+number: every cell is the same function of the same elements, folded in the same order
+(the kernel's dim order, which the specialized passes keep too).
+
+It lowers MAP, SUM, MAX, SCAN and SCATTER kernels (``lowers_generic``). Where several
+gathered indices are out of range, the one the error names is the first in the generic
+nest's loop order, which may differ from the specialized nest's (its passes may reorder
+loops); in-range results are the same bits. Which kernels a device makes generic is the
+device's rule (the c device's: ``ir/c/render.generic``).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from ir.graph import dtypes
 from ir.graph.dtypes import DType, to_numpy
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.kernel.kernel import Kernel, KernelGraph
-from ir.loop.lower import _Lowering
+from ir.loop.lower import _flat, _Lowering
 from ir.loop.nest import Index, Loop, LoopNest, Range
 from ir.loop.passes import Pass, drop_dead_values, reduce_placement, renumber
 
@@ -53,10 +59,7 @@ def lowers_generic(kernel: Kernel) -> bool:
     for j, row in enumerate(rows):
         if j == len(rows) - 1 and kernel.kind != "MAP":
             continue  # the reduce, scan or scatter itself
-        if row.op == Op.VIEW:
-            if rows[row.srcs[0]].op not in (Op.BUFFER, Op.CONST):
-                return False
-        elif row.op not in (Op.BUFFER, Op.CONST, Op.GATHER) and row.op not in ELEMENTWISE:
+        if row.op not in (Op.BUFFER, Op.CONST, Op.VIEW, Op.GATHER) and row.op not in ELEMENTWISE:
             return False
     return True
 
@@ -114,6 +117,7 @@ class _Generic(_Lowering):
         super().__init__(kernel)
         self.sizes: list[int] = []
         self.extent: dict[str, str] = {}  # loop variable -> the size that is its stop
+        self.scope: list[str] = []  # the loop variables open where the lowering is
 
     def size(self, value: int) -> str:
         """A fresh name for a number that comes from a shape; its value is remembered."""
@@ -126,20 +130,35 @@ class _Generic(_Lowering):
             if name not in self.extent:
                 self.extent[name] = self.size(n)
             self.emit(Loop(name, self.extent[name]))
+            self.scope.append(name)
         return tuple(Index.var(n) for n in names)
 
-    def flat(
-        self, idx: tuple[Index, ...], strides: tuple[int, ...], offset: int | None = None
-    ) -> Index:
-        """As the specialized lowering's, with each stride a size; a view's offset (given,
-        even when 0) is a size too, a contiguous buffer's (not given) is none."""
-        scaled = []
-        for e, st in zip(idx, strides):
-            if e.const or e.scaled or len(e.terms) != 1 or e.terms[0][1] != 1:
-                raise ValueError(f"lower_generic: the address term {e} is not a loop variable")
-            scaled.append((e.terms[0][0], self.size(st)))
-        terms = ((self.size(offset), 1),) if offset is not None else ()
-        return Index(terms, 0, tuple(sorted(scaled)))
+    def close(self, names: list[str]) -> None:
+        super().close(names)
+        self.scope = [n for n in self.scope if n not in names]
+
+    def names_of(self, idx: tuple[Index, ...]) -> list[str]:
+        """The loop variables open here, then every other name ``idx`` uses (a gathered
+        index): an address over them keeps its shape when a coefficient is 0 at one size."""
+        out = list(self.scope)
+        for e in idx:
+            out += [n for n, _ in e.terms if n not in out]
+        return out
+
+    def generalize(self, at: Index, names: list[str]) -> Index:
+        """``at``, an Index at this kernel's sizes, with every coefficient of ``names`` and
+        the constant given at run time instead."""
+        coeff = dict(at.terms)
+        if set(coeff) - set(names) or at.scaled:
+            raise ValueError(f"lower_generic: {at} uses a name outside {names}")
+        scaled = tuple(sorted((n, self.size(coeff.get(n, 0))) for n in names))
+        return Index(((self.size(at.const), 1),), 0, scaled)
+
+    def flat(self, idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
+        """The specialized address, generalized: the view arithmetic above a buffer (strides
+        of views of views, ``kernel.reindex``) is done here at this kernel's sizes, and
+        only the resulting coefficients reach the nest, as sizes."""
+        return self.generalize(_flat(idx, strides, offset), self.names_of(idx))
 
     def bound(self, n: int) -> str:
         return self.size(n)
@@ -159,6 +178,12 @@ class _Generic(_Lowering):
         return out
 
     def pad(self, v, idx: tuple[Index, ...]) -> list[Range]:
+        """Every dim of a masked view is a predicate; none is settled (that is a size's
+        decision), so a pad that holds everywhere at one size is still checked."""
         if v.mask is None:
             return []
-        return [Range(idx[d], self.size(lo), self.size(hi)) for d, (lo, hi) in enumerate(v.mask)]
+        names = self.names_of(idx)
+        return [
+            Range(self.generalize(idx[d], names), self.size(lo), self.size(hi))
+            for d, (lo, hi) in enumerate(v.mask)
+        ]
