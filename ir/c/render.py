@@ -594,19 +594,22 @@ def generic_unit(functions: dict[str, tuple[str, set]]) -> str:
     return QUICK + program([functions[name] for name in sorted(functions)])
 
 
+GENERIC_WORK = SMALL_WORK  # the most loop iterations a size-generic kernel does
+
+
 def generic(graph: KernelGraph, k, passes) -> bool:
     """The c device's rule for a size-generic kernel: lowered with its sizes as run-time
     arguments (``ir/loop/generic.py``), so one compile serves every shape of its structure.
 
     A kernel goes generic when ``lower_generic`` can lower it (MAP, SUM, MAX, SCAN over
     buffers, constants, elementwise ops and views of a buffer or a constant), it runs the
-    c device's default passes, its loops do at most ``SMALL_WORK`` iterations, and no pass
+    c device's default passes, its loops do at most ``GENERIC_WORK`` iterations, and no pass
     of the specialized path would change its numbers at its size: a float reduce folds
     fewer elements per cell than two lanes' worth (``lane_reduce``'s regrouping), and a
     float SUM does not fold a product (a tiled contraction's FMA). Everything else
     specializes, as before: threads, tiles, lanes and pad splitting decide by the sizes.
     """
-    if passes != C_PASS_LIST or not lowers_generic(k) or math.prod(k.loop_shape) > SMALL_WORK:
+    if passes != C_PASS_LIST or not lowers_generic(k) or math.prod(k.loop_shape) > GENERIC_WORK:
         return False
     if k.kind in ("SUM", "MAX"):
         r = k.result
