@@ -142,26 +142,38 @@ class CDevice(CompiledDevice):
         return call
 
 
+_BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
+_ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
+
+
 def _c_call(fn, kernel):
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    n = len(kernel.inputs) + 1
+    pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
+    address, view = ctypes.addressof, _BYTES.from_buffer
 
     def call(arrays, memo):
-        ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
-        err = np.zeros(5, np.int64)
-        fn(ptrs, err.ctypes.data)
-        if err[0] == 2:
-            raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+        try:  # a writable C-contiguous array (every buffer the runtime makes)
+            ptrs = pointers(*[address(view(a)) for a in arrays])
+        except (TypeError, ValueError):  # read-only, or a dtype without a buffer format
+            # (bfloat16): numpy's own, slower, route to the address
+            ptrs = pointers(*[a.ctypes.data for a in arrays])
+        err = _ERR()
+        fn(ptrs, err)
         if err[0]:
-            v, axis, size, kind = (int(e) for e in err[1:])
-            what = ("gather", "scatter")[kind]
-            raise IndexError(
-                f"{what}: index {v} is out of range for axis {axis} of size {size}; "
-                f"accepted: 0..{size - 1}"
-            )
+            _raise(err)
 
     return call
+
+
+def _raise(err) -> None:
+    if err[0] == 2:
+        raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+    v, axis, size, kind = (int(e) for e in err[1:])
+    what = ("gather", "scatter")[kind]
+    raise IndexError(
+        f"{what}: index {v} is out of range for axis {axis} of size {size}; accepted: 0..{size - 1}"
+    )
 
 
 __all__ = ["CDevice", "dtypes"]
