@@ -536,10 +536,10 @@ def realize(*tensors: Tensor) -> None:
 
 
 def _realize(*tensors: Tensor) -> None:
-    todo = [t for t in tensors if t.node.op != Op.BUFFER]
     by_device: dict[str, list[Tensor]] = {}
-    for t in todo:
-        by_device.setdefault(t.device, []).append(t)
+    for t in tensors:
+        if t.node.op != Op.BUFFER:
+            by_device.setdefault(t.device, []).append(t)
     for name, ts in by_device.items():
         for see in observers:
             see(name, [t.node for t in ts])

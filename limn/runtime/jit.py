@@ -39,15 +39,24 @@ from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
+    """The structure key of the graph under ``roots`` and its inputs in slot order
+    (``walk``, without the buffers)."""
+    key, inputs, _ = walk(roots)
+    return key, inputs
+
+
+def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
     """The structure key of the graph under ``roots`` and its inputs in slot order.
 
     Inputs are the nodes that already hold bytes; they are numbered in the order the
     schedule numbers them (depth first, sources in order: ``toposort``'s order), and two
     inputs that are the same Buffer share a number in the key, since aliasing changes what
-    a plan may do. One walk, asking each node once whether it holds bytes: a cached plan
-    is found by this key on every realize, so it is the per-call cost of a plan hit.
+    a plan may do. One walk, asking each node once whether it holds bytes (and keeping
+    the Buffer that says so): a cached plan is found by this key on every realize, so it
+    is the per-call cost of a plan hit.
     """
     inputs: list[Node] = []
+    bufs: list[Buffer] = []
     rows: list[tuple] = []
     index: dict[int, int] = {}  # id(node) -> its row
     buffer_ids: dict[int, int] = {}
@@ -60,7 +69,9 @@ def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
             if expanded:
                 index[id(n)] = len(rows)
                 op, arg = n.op, n.arg
-                if op == Op.CONST or op == Op.CUSTOM:
+                if op == Op.VIEW:  # its fields, which hash and compare in C, not the View
+                    arg = (arg.shape, arg.strides, arg.offset, arg.mask)
+                elif op == Op.CONST or op == Op.CUSTOM:
                     arg = arg_key(op, arg)
                 srcs = tuple([index[id(s)] for s in n.srcs])
                 rows.append((op, n.dtype.name, n.shape, srcs, arg))
@@ -76,8 +87,9 @@ def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
             index[id(n)] = len(rows)
             alias = buffer_ids.setdefault(id(buf), len(buffer_ids))
             inputs.append(n)
+            bufs.append(buf)
             rows.append(("in", n.dtype.name, n.shape, alias))
-    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs
+    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs
 
 
 def _work(roots: Sequence[Node]) -> int:
@@ -91,10 +103,6 @@ def _work(roots: Sequence[Node]) -> int:
         total += math.prod(n.shape)
         stack.extend(n.srcs)
     return total
-
-
-def buffer_of(n: Node) -> Buffer:
-    return n.arg if n.op == Op.BUFFER else recall(n)
 
 
 @dataclass
@@ -189,16 +197,22 @@ class CompiledDevice(Device):
         return False
 
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
-        key, inputs = plan_key(roots)
+        """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
+        the plan's slot order."""
+        key, inputs, _ = walk(roots)
+        plan = self._plan(key, roots, inputs)
+        return plan, [inputs[i] for i in plan.slots]
+
+    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node]) -> Plan:
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
-            return plan, [inputs[i] for i in plan.slots]
+            return plan
         with self._build_lock:
             plan = self.plans.get(key)
             if plan is not None:  # another thread built it while this one waited
                 self.stats["plan_hits"] += 1
-                return plan, [inputs[i] for i in plan.slots]
+                return plan
             t0 = time.perf_counter()
             realized = lambda n: recall(n) is not None  # noqa: E731
             spelled = decompose(roots, self.renders, lambda n: n.op != Op.ASSIGN and realized(n))
@@ -215,13 +229,14 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
-        return plan, [inputs[i] for i in plan.slots]
+        return plan
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
         if self.tiny and self.recorder is None and _work(roots) <= self.tiny:
             return get_device("numpy").realize(roots)
-        plan, inputs = self.plan_for(roots)
-        in_bufs = [buffer_of(n) for n in inputs]
+        key, inputs, bufs = walk(roots)
+        plan = self._plan(key, roots, inputs)
+        in_bufs = [bufs[i] for i in plan.slots]
         out = execute(plan, in_bufs, roots)
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
@@ -240,11 +255,12 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None)
         a = arrays[s.buffer]
         if s.buffer < g.n_inputs:  # a root that is (a reshape of) an input: give it its own bytes
             a = a.copy()
-        buf = Buffer(s.dtype, s.shape, a.reshape(s.shape))
+        buf = Buffer(s.dtype, s.shape, a if a.shape == s.shape else a.reshape(s.shape))
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
     for s in g.sinks:  # the transaction: every value exists before any target changes
         if s.source is not None:
-            np.copyto(in_bufs[s.buffer].data, arrays[s.source].reshape(in_bufs[s.buffer].shape))
+            target = in_bufs[s.buffer]
+            np.copyto(target.data, arrays[s.source].reshape(target.shape))
     return out
