@@ -209,13 +209,12 @@ class View:
         # operand): every other dim keeps its stride and mask, as the grouping below gives
         kept = [d for d, s in enumerate(self.shape) if s != 1]
         if [self.shape[d] for d in kept] == [s for s in shape if s != 1]:
-            full = self._full_mask()
             it = iter(kept)
-            picks = [None if s == 1 else next(it) for s in shape]
-            strides = [0 if d is None else self.strides[d] for d in picks]
-            mask = None
-            if self.mask is not None:
-                mask = [(0, 1) if d is None else full[d] for d in picks]
+            picks = [-1 if s == 1 else next(it) for s in shape]
+            strides = [0 if d < 0 else self.strides[d] for d in picks]
+            if self.mask is None:  # (and a size-1 dim's stride is already 0)
+                return View(shape, tuple(strides), self.offset, None)
+            mask = [(0, 1) if d < 0 else self.mask[d] for d in picks]
             return self._with(shape, strides, self.offset, mask)
         # drop size-1 dims, then match groups of old dims to groups of new dims
         old = [
