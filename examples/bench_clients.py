@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 os.environ.setdefault("SCIPY_ARRAY_API", "1")  # before scipy is imported anywhere
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 import numpy as np  # noqa: E402
+from test_clients import CLIENTS, YR, X, Y, _timed  # noqa: E402
 
 import limn  # noqa: E402
-from test_clients import CLIENTS, X, Y, YR, _timed  # noqa: E402
 
 
 def main(names: list[str]) -> None:
