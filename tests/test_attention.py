@@ -279,6 +279,45 @@ def test_the_forward_siblings_run_as_one_kernel_call(monkeypatch):
     assert len(calls) == 1
 
 
+def test_custom_results_become_the_buffers_without_a_copy(monkeypatch):
+    """On the c device a CUSTOM kernel's own result arrays stand as its output buffers (o
+    and L of one sdpa call): no copy of each output after the call."""
+    dev = _c()
+    limn.set_device("c")
+    monkeypatch.setattr(dev, "plans", {})  # a cached plan holds the kernel it was built with
+    made = []
+    real = dev.kernels["sdpa"]
+    monkeypatch.setitem(
+        dev.kernels, "sdpa", lambda vals, params: made.append(real(vals, params)) or made[-1]
+    )
+    q = Tensor(np.random.default_rng(10).standard_normal((1, 1, 5, 8)), requires_grad=True)
+    o = sdpa_fn(q, q, q)
+    lse = o._ctx.saved[0]
+    limn.realize(o, lse)
+    assert len(made) == 1
+    assert np.shares_memory(o.node.arg.data, made[0][0])
+    assert np.shares_memory(lse.node.arg.data, made[0][1])
+
+
+def test_a_custom_result_that_is_an_input_or_another_result_is_copied(monkeypatch):
+    """A kernel may hand back an input, or one array as two results: those are copied, so
+    no two buffers share bytes."""
+    from limn.attention import _custom
+
+    dev = _c()
+    limn.set_device("c")
+    monkeypatch.setattr(dev, "plans", {})
+    monkeypatch.setitem(dev.kernels, "echo", lambda vals, params: (vals[0], vals[0]))
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    limn.realize(x)
+    a, b = (Tensor._make(n, "c") for n in _custom("echo", [x], (), [(x.dtype, x.shape)] * 2))
+    limn.realize(a, b)
+    np.testing.assert_array_equal(a.numpy(), x.numpy())
+    np.testing.assert_array_equal(b.numpy(), x.numpy())
+    bufs = [t.node.arg.data for t in (x, a, b)]
+    assert not any(np.shares_memory(p, q) for i, p in enumerate(bufs) for q in bufs[i + 1 :])
+
+
 # ---- layers --------------------------------------------------------------------------
 
 

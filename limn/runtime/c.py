@@ -137,9 +137,29 @@ class CDevice(CompiledDevice):
             key = (name, k.inputs, repr(params))
             if key not in memo:  # siblings of one multi-output kernel share a single call
                 memo[key] = fn([arrays[i] for i in order], params)
-            np.copyto(arrays[-1], memo[key][out_index])
+            made, out = memo[key][out_index], arrays[-1]
+            if _adoptable(made, out, arrays, memo[key]):
+                return made  # the kernel's own array becomes the buffer: no copy
+            np.copyto(out, made)
+            return None
 
         return call
+
+
+def _adoptable(made, out, arrays, results) -> bool:
+    """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
+    fresh C-ordered array of the output's shape and dtype that is none of the kernel's
+    inputs and none of its other results (those are copied instead)."""
+    return (
+        isinstance(made, np.ndarray)
+        and made.shape == out.shape
+        and made.dtype == out.dtype
+        and made.flags.c_contiguous
+        and made.flags.owndata
+        and made.flags.writeable
+        and not any(made is a for a in arrays)
+        and sum(made is r for r in results) == 1
+    )
 
 
 def _c_call(fn, kernel):
