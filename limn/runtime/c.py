@@ -129,15 +129,18 @@ class CDevice(CompiledDevice):
         if name not in self.kernels:
             raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
         fn = self.kernels[name]
+        # a kernel that shares one call with siblings of another name (attention's dq and
+        # dk, dv) says so: (the shared call's name, its function, where its outputs start)
+        group, fn, start = getattr(fn, "joint", (name, fn, 0))
         # a kernel reads each buffer once; the kernel function wants its sources in order,
         # repeats included (attention over q, k, v with k and v one tensor)
         order = [k.rows[r].arg for r in k.result.srcs]
 
         def call(arrays, memo):
-            key = (name, k.inputs, repr(params))
+            key = (group, k.inputs, repr(params))
             if key not in memo:  # siblings of one multi-output kernel share a single call
                 memo[key] = fn([arrays[i] for i in order], params)
-            made, out = memo[key][out_index], arrays[-1]
+            made, out = memo[key][start + out_index], arrays[-1]
             if _adoptable(made, out, arrays, memo[key]):
                 return made  # the kernel's own array becomes the buffer: no copy
             np.copyto(out, made)

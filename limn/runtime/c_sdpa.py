@@ -11,6 +11,12 @@ twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
 * ``limn_sdpa_bwd_kv``: one task per (batch*head, 64-key tile); each key row's dk and dv
   are summed over queries by the one thread that owns it, from the same recomputed
   probabilities.
+* ``limn_sdpa_bwd``: dq, dk and dv together, one task per batch*head: the probabilities
+  and ds are computed once (by the dk/dv pass's order) and ds also goes into the head's
+  dq, in the dq pass's order: the same bits as the two kernels above with two of their
+  seven tile products and one of their two exps saved. A plan that holds both gradient
+  nodes runs this once for both (where there are at least two heads per thread; the two
+  kernels elsewhere, as they spread one head's tiles over the threads).
 
 Under a causal mask no task visits a tile that its rows cannot see, and on the diagonal
 tile each block of rows computes only the vectors of scores (and sums only the keys, or
@@ -529,6 +535,110 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
     free(ks);
     }
 }
+
+/* dq, dk and dv in one pass: one task per head, which owns all of that head's rows. Key
+   tiles in order, and for each the query tiles that see it, as in limn_sdpa_bwd_kv; the
+   tile of ds it computes there (key-major) is also turned query-major and added into the
+   head's dq, key by key in order, as limn_sdpa_bwd_q adds it. Every value is the same
+   sum in the same order as in those two kernels, so the results are the same bits; the
+   probabilities are computed once instead of twice. The head's dq (t_q x d) is the
+   largest buffer. */
+void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
+                      const @A@ *LSE, const @A@ *DELTA, const uint8_t *M, @T@ *DQ, @T@ *DK,
+                      @T@ *DV, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                      int64_t hs, double scale_, int causal, int threads) {
+    const @A@ scale = (@A@)scale_;
+    const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
+    const int64_t qrows = (tq + BK - 1) / BK * BK;
+    const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
+    #pragma omp parallel num_threads(threads)
+    {  /* one set of tiles per thread, for all its tasks */
+    @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (dp + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
+                                        2 * R_@X@ * BK + 2 * BK * BK + qrows * dp));
+    @A@ *vs = ks + BKV * dp, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
+    @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
+    @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dsk = p + R_@X@ * BK, *dsq = dsk + BK * BK;
+    @A@ *dq = dsq + BK * BK;
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < bh; b++) {
+        const @T@ *q = Q + sdpa_row(b, 0, tq, hs) * d, *dO = DO + sdpa_row(b, 0, tq, hs) * dv;
+        const uint8_t *mk = M ? M + b * tk : NULL;
+        memset(dq, 0, sizeof(@A@) * qrows * dp);
+        for (int64_t j0 = 0; j0 < tiles * BKV; j0 += BKV) {
+        const int64_t nkv = tk - j0 < BKV ? tk - j0 : BKV;
+        memset(dk, 0, sizeof(@A@) * BKV * (dp + dvp));  /* dk and dvv */
+        @A@ L[BK], D[BK];
+        uint8_t ok[BK];
+        sdpa_load_@N@(ks, dp, K + sdpa_row(b, j0, tk, hs) * d, nkv, d, BKV, lk);
+        sdpa_load_@N@(vs, dv, V + sdpa_row(b, j0, tk, hs) * dv, nkv, dv, BKV, lv);
+        for (int64_t i0 = causal ? j0 : 0; i0 < tq; i0 += BK) {
+            const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
+            sdpa_load_t_@N@(qt, q + i0 * lk, nq, d, lk);
+            sdpa_load_@N@(qs, dp, q + i0 * lk, nq, d, BK, lk);
+            sdpa_load_t_@N@(dot, dO + i0 * lv, nq, dv, lv);
+            sdpa_load_@N@(dos, dvp, dO + i0 * lv, nq, dv, BK, lv);
+            int seen = 0;  /* query rows of the tile that see some key */
+            for (int64_t i = 0; i < BK; i++) {
+                const int64_t row = sdpa_row(b, i0 + i, tq, hs);
+                L[i] = i < nq ? LSE[row] : -INFINITY;
+                D[i] = i < nq ? DELTA[row] : 0;
+                seen += L[i] != -INFINITY;
+            }
+            const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
+            const int u1 = sdpa_vecs_@X@(nq);
+            for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
+                const int64_t first = causal && j0 + jj > i0 ? j0 + jj - i0 : 0;
+                const int u0 = first < nq ? (int)(first / VL_@X@) : u1;
+                const int64_t lo = (int64_t)u0 * VL_@X@;
+                @A@ *dpr = dsk + jj * BK;  /* the block's rows of the ds tile */
+                sdpa_dots_@X@(s, ks + jj * dp, dp, qt, d, scale, u0, u1);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1, u0, u1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t key = j0 + jj + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
+                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
+                        continue;
+                    }
+                    if (full) {
+                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
+                    } else {
+                        const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
+                        for (int64_t i = 0; i < BK; i++)
+                            ok[i] = (i >= first) & (L[i] != -INFINITY);
+                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    }
+                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
+                    for (int64_t i = 0; i < lo; i++) dr[i] = 0;  /* not computed: hidden */
+                }
+                if (lo < nq) {
+                    sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dos + lo * dvp, dvp, nq - lo);
+                    sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qs + lo * dp, dp, nq - lo);
+                }
+            }
+            /* dq of the tile's query rows: ds turned query-major, keys in order */
+            const int64_t nkr = (nkv + R_@X@ - 1) / R_@X@ * R_@X@;
+            for (int64_t j = 0; j < nkr; j++)
+                for (int64_t i = 0; i < BK; i++) dsq[i * BK + j] = dsk[j * BK + i];
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                const int64_t nb = sdpa_seen(nkv, j0, i0 + i + R_@X@ - 1, causal);
+                if (nb > 0) sdpa_acc_@X@(dq + (i0 + i) * dp, dp, dsq + i * BK, ks, dp, nb);
+            }
+        }
+        for (int64_t j = 0; j < nkv; j++) {
+            for (int64_t c = 0; c < d; c++)
+                DK[sdpa_row(b, j0 + j, tk, hs) * d + c] = @ST@(dk[j * dp + c] * scale);
+            for (int64_t c = 0; c < dv; c++)
+                DV[sdpa_row(b, j0 + j, tk, hs) * dv + c] = @ST@(dvv[j * dvp + c]);
+        }
+        }
+        for (int64_t i = 0; i < tq; i++)
+            for (int64_t c = 0; c < d; c++)
+                DQ[sdpa_row(b, i, tq, hs) * d + c] = @ST@(dq[i * dp + c] * scale);
+    }
+    free(ks);
+    }
+}
 """
 
 COMPUTE = {  # suffix: (type, same-width int, rows per register block, exp, log)
@@ -647,9 +757,40 @@ class SdpaKernels:
         self._fn("bwd_kv", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
         return dk, dv
 
+    def sdpa_bwd(self, vals, params, joint: bool | None = None):
+        """dq, dk, dv of one step: the same bits as sdpa_bwd_q and sdpa_bwd_kv. With
+        ``joint`` (the default where there are at least two heads per thread) one pass
+        over each head computes the probabilities once for all three; else the two
+        kernels run."""
+        q, k, v, do, lse, delta, mask = self._bwd_args(vals)
+        dims = self._dims(q, k, v, *params)
+        if joint is None:
+            joint = dims[0].value >= 2 * self._threads().value
+        if not joint:
+            return self.sdpa_bwd_q(vals, params) + self.sdpa_bwd_kv(vals, params)
+        dq, dk, dv = (np.empty(a.shape, a.dtype) for a in (q, k, v))
+        ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq, dk, dv))
+        self._fn("bwd", q.dtype)(*ptrs, *dims, self._threads())
+        return dq, dk, dv
+
+
+class _Joint:
+    """A kernel whose outputs come from a call shared with a sibling kernel: ``joint`` is
+    (the shared call's name, its function, where this kernel's outputs start among its
+    results). The c device makes the shared call once per run for the siblings that read
+    the same sources with the same params."""
+
+    def __init__(self, alone, name: str, fn, start: int):
+        self.alone, self.joint = alone, (name, fn, start)
+
+    def __call__(self, vals, params):
+        return self.alone(vals, params)
+
 
 def register(device) -> None:
-    """Give ``device`` (a CDevice) the three fused attention kernels."""
+    """Give ``device`` (a CDevice) the three fused attention kernels; the two gradient
+    kernels share one call (``SdpaKernels.sdpa_bwd``) when a plan holds both."""
     ks = SdpaKernels(device)
-    for name in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"):
-        device.register_kernel(name, getattr(ks, name))
+    device.register_kernel("sdpa", ks.sdpa)
+    device.register_kernel("sdpa_bwd_q", _Joint(ks.sdpa_bwd_q, "sdpa_bwd", ks.sdpa_bwd, 0))
+    device.register_kernel("sdpa_bwd_kv", _Joint(ks.sdpa_bwd_kv, "sdpa_bwd", ks.sdpa_bwd, 1))
