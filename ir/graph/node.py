@@ -94,6 +94,8 @@ def format_arg(node: Node) -> str:
         return f"axis={a}"
     if node.op == Op.SCAN:
         return f"axis={a[0]} {a[1].value}"
+    if node.op == Op.ARGSORT:
+        return "descending" if a else "ascending"
     if node.op == Op.CUSTOM:
         name, out, params = a
         return f"{name}[{out}] {params}" if params else f"{name}[{out}]"

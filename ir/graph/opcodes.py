@@ -70,6 +70,8 @@ class Op(Enum):
     HYPOT = "HYPOT"
     ATAN2 = "ATAN2"
     LOGADDEXP = "LOGADDEXP"
+    # a composite that is not elementwise: a stable argsort along the last axis
+    ARGSORT = "ARGSORT"
 
     def __repr__(self) -> str:
         return self.value
