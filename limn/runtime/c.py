@@ -129,21 +129,44 @@ class CDevice(CompiledDevice):
         if name not in self.kernels:
             raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
         fn = self.kernels[name]
+        # a kernel that shares one call with siblings of another name (attention's dq and
+        # dk, dv) says so: (the shared call's name, its function, where its outputs start)
+        group, fn, start = getattr(fn, "joint", (name, fn, 0))
         # a kernel reads each buffer once; the kernel function wants its sources in order,
         # repeats included (attention over q, k, v with k and v one tensor)
         order = [k.rows[r].arg for r in k.result.srcs]
 
         def call(arrays, memo):
-            key = (name, k.inputs, repr(params))
+            key = (group, k.inputs, repr(params))
             if key not in memo:  # siblings of one multi-output kernel share a single call
                 memo[key] = fn([arrays[i] for i in order], params)
-            np.copyto(arrays[-1], memo[key][out_index])
+            made, out = memo[key][start + out_index], arrays[-1]
+            if _adoptable(made, out, arrays, memo[key]):
+                return made  # the kernel's own array becomes the buffer: no copy
+            np.copyto(out, made)
+            return None
 
         return call
 
 
 _BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
 _ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
+
+
+def _adoptable(made, out, arrays, results) -> bool:
+    """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
+    fresh C-ordered array of the output's shape and dtype that is none of the kernel's
+    inputs and none of its other results (those are copied instead)."""
+    return (
+        isinstance(made, np.ndarray)
+        and made.shape == out.shape
+        and made.dtype == out.dtype
+        and made.flags.c_contiguous
+        and made.flags.owndata
+        and made.flags.writeable
+        and not any(made is a for a in arrays)
+        and sum(made is r for r in results) == 1
+    )
 
 
 def _c_call(fn, kernel):

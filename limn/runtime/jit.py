@@ -110,7 +110,10 @@ class Plan:
     """A compiled kernel graph: one callable per kernel, and when each buffer dies."""
 
     graph: KernelGraph
-    calls: list[Callable]  # calls[i](arrays, memo) runs kernel i (memo: one run's shared state)
+    # calls[i](arrays, memo) runs kernel i (memo: one run's shared state); it writes its
+    # result into arrays[-1], or returns an array of the output's shape and dtype that it
+    # made itself (a CUSTOM kernel's own result), which then is that buffer
+    calls: list[Callable]
     last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
     libs: list = field(default_factory=list)  # what the calls live in (compiled libraries)
     sites: tuple = ()  # the user's line behind each kernel, if profiled when built
@@ -151,13 +154,15 @@ class Plan:
             args = [bufs[b] for b in ins]
             args.append(bufs[out])
             if prof is None:
-                call(args, memo)
+                made = call(args, memo)
             else:
                 t = time.perf_counter()
-                call(args, memo)
+                made = call(args, memo)
                 stat = self._stats[1][i]
                 stat.seconds += time.perf_counter() - t
                 stat.calls += 1
+            if made is not None:  # the call made its result itself: it becomes the buffer
+                bufs[out] = made
             for b in dead:
                 bufs[b] = None  # an intermediate dies with its last reader
         return bufs
