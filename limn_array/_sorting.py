@@ -1,12 +1,12 @@
-"""Sorting: ``sort`` and ``argsort``, stable, by a bitonic sorting network.
+"""Sorting: ``sort`` and ``argsort``, stable: one ARGSORT node along the last axis.
 
-The network (``_order.sort_last``) is a fixed pattern of views and WHEREs, so it
-is lazy, runs on any device and fuses like the rest of the graph. It costs
-O(n log^2 n) work and log2(N)(log2(N)+1)/2 rounds for an axis padded to N = 2**k, against
-O(n log n) for a comparison sort on one core; in exchange there is no data-dependent
-control flow and every round is one parallel pass. Values are moved, never combined, so
--0.0 and nan payloads survive. nans sort last (numpy's order), in both directions; equal
-keys keep their original order, also when descending.
+The permutation is one graph node (``_order.sort_last``); the sorted values gather
+through it, so they move bit for bit and -0.0 and nan payloads survive. The numpy device
+evaluates it with numpy's stable argsort, the c device as a merge sort per row (one
+kernel, O(n log n), rows across threads), and a device that renders only primitives as a
+bitonic sorting network (``ir/graph/sorting.py``: O(n log^2 n) work in
+log2(N)(log2(N)+1)/2 stored rounds). nans sort last (numpy's order), in both directions;
+equal keys keep their original order, also when descending.
 """
 
 from __future__ import annotations

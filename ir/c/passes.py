@@ -37,6 +37,7 @@ from ir.loop.nest import (
     Mask,
     PairwiseFold,
     Range,
+    Sort,
     Store,
 )
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
@@ -68,7 +69,7 @@ def _writes(items):
     return [
         ins
         for ins in instructions(items)
-        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index
+        if isinstance(ins, Store | Sort) or isinstance(ins, Accum) and ins.index
     ]
 
 
@@ -96,11 +97,13 @@ def _extent(loop: Loop) -> int:
 
 
 def _work(items) -> int:
-    """Roughly how many innermost iterations a tree runs."""
+    """Roughly how many innermost iterations a tree runs (a SORT of n: n log2(n))."""
     total = 0
     for item in items:
         if isinstance(item, Block):
             total += _extent(item.loop) * max(1, _work(item.body))
+        elif isinstance(item, Sort):
+            total += item.n * max(1, item.n.bit_length())
     return total
 
 

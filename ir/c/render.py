@@ -34,6 +34,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from ir.c import sort
 from ir.c.libm import NEAR, available, definitions
 from ir.c.passes import c_passes, contraction
 from ir.c.spell import CTYPE, ctype, index, literal
@@ -56,6 +57,7 @@ from ir.loop.nest import (
     Mask,
     PairwiseFold,
     Range,
+    Sort,
     Store,
 )
 from ir.loop.passes import apply_passes
@@ -174,6 +176,8 @@ def _arith(ins: Arith, src_dtypes: list[DType]) -> str:
 
 def renders(op: Op, d: DType) -> bool:
     """Whether C renders the composite ``op`` at compute dtype ``d`` (else it decomposes)."""
+    if op == Op.ARGSORT:  # a merge sort per row, at every key dtype (ir/c/sort.py)
+        return True
     return d in (dtypes.float32, dtypes.float64) and f"{op.value.lower()}_{ctype(d)}" in MATH
 
 
@@ -211,6 +215,8 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
                 f"if (b < 0 || b >= (int64_t)(8 * sizeof({t}))) return ({t}){fill}; "
                 f"return ({t})(a >> b); }}"
             )
+        elif kind == "argsort":
+            out.append(sort.definition(t))
         elif kind.startswith("bitcast:"):
             d = kind.split(":")[1]
             out.append(
@@ -444,6 +450,13 @@ class _Renderer:
             return _accum(ins, self.dtype_of, self.bufs, values)
         if isinstance(ins, Store):
             return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
+        if isinstance(ins, Sort):
+            keys = tuple(self.bufs[k] for k in ins.keys)
+            self.used.add(("argsort", sort.signature(keys, ins.descending)))
+            at = index(ins.index, values)
+            rows = ", ".join(f"{k} + {at}" for k in ins.keys)
+            fn = sort.name(keys, ins.descending)
+            return f"{fn}({rows}, {ins.n}, {ins.dst} + {at}, err);"
         raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
 
     def pairwise_fold(self, ins: PairwiseFold) -> str:
@@ -552,9 +565,11 @@ QUICK = "/* limn: small kernels, compiled at -O0 */\n"
 
 
 def work(nest: LoopNest) -> int:
-    """Loop iterations, bounded above: the product of every loop's trip count."""
+    """Loop iterations, bounded above: the product of every loop's trip count, a SORT of
+    n elements counting n log2(n)."""
     loops = [ins for ins in nest.body if isinstance(ins, Loop)]
-    return math.prod(max(1, -(-(lp.stop - lp.start) // lp.step)) for lp in loops)
+    sorts = [ins.n * max(1, ins.n.bit_length()) for ins in nest.body if isinstance(ins, Sort)]
+    return math.prod(max(1, -(-(lp.stop - lp.start) // lp.step)) for lp in loops) * math.prod(sorts)
 
 
 def split_for_cores(funcs: list, cores: int) -> list[list]:

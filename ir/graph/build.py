@@ -166,6 +166,20 @@ class Primitives:
         node = Node(Op.SCAN, self.dtype, self.shape, (self.node,), (axis, op))
         return self._wrap(node, Op.SCAN, (self,), (axis, op))
 
+    def p_argsort(self, *others, descending: bool = False):
+        """The int64 permutation sorting ``self`` (then ``others``, lexicographically)
+        along the last axis: one ARGSORT node (stable, nans last; ir/graph/ops.py)."""
+        keys = (self,) + others
+        for t in keys:
+            if t.dtype.is_complex or t.shape != self.shape or not self.shape:
+                raise TypeError(
+                    "argsort: needs real keys of one shape, at least 1-d, got "
+                    + ", ".join(f"{t.dtype}{list(t.shape)}" for t in keys)
+                )
+        desc = bool(descending)
+        node = Node(Op.ARGSORT, dtypes.int64, self.shape, tuple(t.node for t in keys), desc)
+        return self._wrap(node, Op.ARGSORT, keys, desc)
+
     def _view(self, kind: str, arg):
         node = self.node
         base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)

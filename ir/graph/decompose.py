@@ -30,7 +30,8 @@ def expand_composite(node: Node, srcs: Sequence[Node]) -> Node:
     args = [Spelled(s) for s in srcs]
     if d in dtypes.HALF:
         args = [a.p_cast(dtypes.float32) for a in args]
-    out = TABLE[node.op].decompose(*args)
+    rule = TABLE[node.op].decompose
+    out = rule(*args) if node.arg is None else rule(node.arg, *args)  # ARGSORT's direction
     return out.p_cast(d).node
 
 

@@ -11,6 +11,11 @@ from enum import Enum
 
 
 class Op(Enum):
+    # Members are singletons that compare by identity, so they hash by identity too: Enum's
+    # own __hash__ is a Python function (hash of the name), and the op table, the
+    # scheduler and the lowering look ops up in dicts and sets on every node they touch.
+    __hash__ = object.__hash__
+
     # primitives: the closed set a new device implements
     BUFFER = "BUFFER"
     CONST = "CONST"
@@ -70,6 +75,8 @@ class Op(Enum):
     HYPOT = "HYPOT"
     ATAN2 = "ATAN2"
     LOGADDEXP = "LOGADDEXP"
+    # a composite that is not elementwise: a stable argsort along the last axis
+    ARGSORT = "ARGSORT"
 
     def __repr__(self) -> str:
         return self.value

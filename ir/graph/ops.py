@@ -12,13 +12,16 @@ Primitives (``PRIMITIVE``, 29 rows) are the closed set a new device implements: 
 seed's nineteen, CUSTOM, SCAN (a prefix fold, linear where shifted adds are log2(n) passes
 of recomputation), and the eight the Array API added (IDIV, MOD, AND, OR, XOR, SHL,
 SHR, BITCAST; their reason is given at their rows). Everything a user calls is spelled
-in them (``ir/graph/compose.py``) or is one of the 28 composite rows.
+in them (``ir/graph/compose.py``) or is one of the 29 composite rows.
 
 Composites. Elementwise math (abs, division, rounding, fmod, trigonometry, hyperbolics, the
 exp/log family, pow, hypot, atan2, logaddexp) is one graph node each, so the numpy
 reference evaluates it with one numpy call and the c device with one inline C function.
 A device that renders only primitives gets each composite from its ``decompose`` rule,
-applied by the pass ``ir/graph/decompose.py`` just before scheduling.
+applied by the pass ``ir/graph/decompose.py`` just before scheduling. ARGSORT is the one
+composite that is not elementwise: a stable sort along the last axis, one node whose
+numpy evaluation is numpy's stable argsort, which the c device lowers as a kernel shape
+of its own (a merge sort per row) and every other device as a bitonic network.
 
 Op arguments (``Node.arg``):
 
@@ -32,6 +35,9 @@ Op arguments (``Node.arg``):
 * SCAN     (axis, combine): out[.., i, ..] = src[.., 0, ..] combine ... combine src[.., i, ..],
            combine one of ADD, MUL, MAX, folded left to right
 * CUSTOM   (kernel name, output index, params)
+* ARGSORT  descending, a bool: out[.., i] = the position along the last axis of the i-th
+           element of the stable lexicographic order of the sources (the keys, first key
+           first); elements with a nan key last, in their order; -0.0 equals 0.0
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ir.graph import elementary, grads, semantics
+from ir.graph import elementary, grads, semantics, sorting
 from ir.graph.dtypes import DType, compute_dtype, to_numpy
 from ir.graph.opcodes import Op
 
@@ -53,7 +59,7 @@ class OpRow:
     op: Op
     arity: int  # number of sources; -1 means any
     category: str  # source, movement, unary, binary, ternary, reduce, scan, indexed, ...
-    accepts: str = "any"  # operand dtypes: any, numeric, float, int, bits (int or bool)
+    accepts: str = "any"  # operand dtypes: any, numeric, float, int, bits (int or bool), real
     result: str = "same"  # result dtype: same (as the last source), bool, target (the node's)
     numpy: Callable | None = None  # elementwise: f(*arrays at compute dtype) -> array
     grad: object = None  # (ctx, out, g) -> a gradient per source; VIEW: a rule per movement
@@ -181,6 +187,11 @@ _ROWS = [
     _composite(Op.HYPOT, 2, np.hypot, grads.hypot, elementary.hypot),
     _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, elementary.atan2),
     _composite(Op.LOGADDEXP, 2, semantics.logaddexp, grads.logaddexp, elementary.logaddexp),
+    # a whole-row composite: the permutation that sorts its keys along the last axis.
+    # Lowered as its own kernel where a device renders it (a merge sort per row in C),
+    # decomposed into the bitonic network of ir/graph/sorting.py everywhere else.
+    OpRow(Op.ARGSORT, -1, "sort", accepts="real", result="target", numpy=semantics.argsort,
+          grad=grads.none, decompose=sorting.argsort),
 ]  # fmt: skip
 
 TABLE: dict[Op, OpRow] = {row.op: row for row in _ROWS}
@@ -227,3 +238,9 @@ def evaluate(op: Op, vals, out_dtype: DType, src_dtype: DType):
         # a new array is the result as it is; one that shares an operand's bytes is copied
         shared = any(np.may_share_memory(out, v) for v in vals)
         return out.astype(to_numpy(out_dtype), copy=shared)
+
+
+def argsort(vals, src_dtypes, descending: bool) -> np.ndarray:
+    """The ARGSORT row on numpy arrays (the keys, half widths compared in float32)."""
+    keys = [widen(np.asarray(v), d) for v, d in zip(vals, src_dtypes)]
+    return TABLE[Op.ARGSORT].numpy(keys, descending)

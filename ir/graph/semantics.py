@@ -70,3 +70,32 @@ def logaddexp(a, b):
     if a.dtype == np.float32:
         return np.logaddexp(a.astype(np.float64), b.astype(np.float64))
     return np.logaddexp(a, b)
+
+
+# ---- sorting ---------------------------------------------------------------------------
+
+
+def _reversed_order(k):
+    """A key whose ascending order is ``k``'s descending one, exactly: -x for floats (nan
+    stays nan, -0.0 still equals 0.0), ~x for integers (no overflow) and bools."""
+    return np.negative(k) if k.dtype.kind in "fc" else np.invert(k)
+
+
+def argsort(keys, descending: bool = False):
+    """ARGSORT: the int64 permutation that sorts ``keys`` (one or more arrays of one shape)
+    along the last axis, lexicographically, first key first.
+
+    Stable (equal keys keep their order, also when descending); an element with a nan in
+    any key sorts after every element without one, in both directions, and elements with
+    nans keep their order among themselves; -0.0 equals 0.0. numpy's stable sorts.
+    """
+    ks = [_reversed_order(k) if descending else k for k in keys]
+    if len(ks) == 1:  # numpy's own order already puts nans last, in index order
+        return np.argsort(ks[0], axis=-1, kind="stable").astype(np.int64, copy=False)
+    nan = np.zeros(ks[0].shape, np.bool_)
+    for k in ks:
+        if k.dtype.kind == "f":
+            nan |= np.isnan(k)
+    # an element with a nan ties every other one on the keys; only the flag orders it
+    ks = [np.where(nan, np.zeros((), k.dtype), k) if nan.any() else k for k in ks]
+    return np.lexsort((*reversed(ks), nan), axis=-1).astype(np.int64, copy=False)

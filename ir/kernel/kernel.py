@@ -28,7 +28,7 @@ from ir.graph.node import format_arg
 from ir.graph.ops import Op
 from ir.graph.view import View
 
-KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER", "CUSTOM")
+KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER", "ARGSORT", "CUSTOM")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Kernel:
-    """One loop nest: ``kind`` says what shape of nest (MAP, SUM, MAX, SCAN, SCATTER, CUSTOM)."""
+    """One loop nest: ``kind`` says what shape of nest (MAP, SUM, MAX, SCAN, SCATTER, ARGSORT,
+    CUSTOM)."""
 
     kind: str
     rows: tuple[Row, ...]

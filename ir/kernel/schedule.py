@@ -4,7 +4,8 @@ Elementwise work fuses into whatever consumes it; a value gets a buffer of its o
 "cut") only where it has to exist in memory:
 
 * a reduce (SUM, MAX), a SCAN, a SCATTER, a CONTIGUOUS copy, an ASSIGN, a CUSTOM kernel's output
-  and each of its inputs (a device kernel reads whole buffers);
+  and each of its inputs (a device kernel reads whole buffers), an ARGSORT (one the device
+  renders: the others were decomposed) and each of its keys (a sort reads whole rows);
 * a graph root, unless it is a buffer already, or a reshape of one (then its sink
   aliases that buffer: dropping a reduce's kept dim moves no data);
 * the source of a VIEW that index arithmetic cannot follow: a view over a fused
@@ -41,7 +42,7 @@ from ir.graph.node import Node, toposort
 from ir.graph.ops import ELEMENTWISE, REDUCE, TABLE, Op
 from ir.kernel.kernel import BufferSpec, Kernel, KernelGraph, Row, Sink, reindex
 
-CUT_OPS = REDUCE | {Op.SCAN, Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM}
+CUT_OPS = REDUCE | {Op.SCAN, Op.SCATTER, Op.CONTIGUOUS, Op.ASSIGN, Op.CUSTOM, Op.ARGSORT}
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             continue
         if n.op in CUT_OPS:
             keep(n)
-        if n.op == Op.CUSTOM:
+        if n.op in (Op.CUSTOM, Op.ARGSORT):
             for s in n.srcs:
                 keep(s)
         if n.op == Op.ASSIGN and not is_input(n.srcs[0]):
@@ -182,7 +183,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
 
 
 def _kind(n: Node) -> str:
-    if n.op in REDUCE or n.op in (Op.SCAN, Op.SCATTER, Op.CUSTOM):
+    if n.op in REDUCE or n.op in (Op.SCAN, Op.SCATTER, Op.ARGSORT, Op.CUSTOM):
         return n.op.value
     return "MAP"
 

@@ -42,6 +42,7 @@ from ir.loop.nest import (
     LoopNest,
     Mask,
     PairwiseFold,
+    Sort,
     Store,
 )
 from ir.loop.passes import Pass, apply_passes
@@ -258,6 +259,14 @@ def interpret(
             env[ins.acc] = tree_fold(ins.op, env[ins.acc], kinds[ins.acc])
         elif t is Store:
             mem[ins.buf][address(ins.buf, ins.index, env)] = _scalar(env[ins.src])
+        elif t is Sort:
+            if ins.n:
+                a = address(ins.dst, ins.index, env)
+                for b in (ins.dst, *ins.keys):
+                    address(b, ins.index + (ins.n - 1), env)
+                keys = [mem[k][a : a + ins.n] for k in ins.keys]
+                src_dtypes = [dtypes.as_dtype(k.dtype) for k in keys]
+                mem[ins.dst][a : a + ins.n] = ops.argsort(keys, src_dtypes, ins.descending)
         else:
             raise TypeError(f"interpret: {t.__name__} is not a loop-nest instruction")
         pc += 1

@@ -15,7 +15,8 @@ there and back) before its users see it, as the numpy reference rounds after eac
 the value is rounded to the buffer's dtype once more, a no-op then, before it is stored.
 
 A SCAN keeps its running value in a register accumulator of the output's dtype, the scan
-axis innermost, and stores it every step.
+axis innermost, and stores it every step. An ARGSORT is one loop over the rows of its
+keys (contiguous buffers: the schedule stores them), each row one SORT.
 
 The nest comes out in the kernel's own dim order, which the passes then improve. A reduce
 whose running total has the output's dtype is written as "fill the output with the
@@ -26,6 +27,7 @@ loops innermost, since rounding into the buffer at every step would change the a
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -47,6 +49,7 @@ from ir.loop.nest import (
     LoopNest,
     Mask,
     Range,
+    Sort,
     Store,
 )
 from ir.loop.rewrite import defines, value_dtype
@@ -69,6 +72,8 @@ def lower(graph: KernelGraph, i: int) -> LoopNest:
         low.scan_kernel()
     elif k.kind == "SCATTER":
         low.scatter_kernel()
+    elif k.kind == "ARGSORT":
+        low.sort_kernel()
     else:
         raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
     inputs = tuple(graph.buffers[b] for b in k.inputs)
@@ -401,3 +406,17 @@ class _Lowering:
         at[axis] = Index.var(iv)
         self.emit(Accum(Op.ADD, "out", sv, self.flat(tuple(at), strides)))
         self.close(names)
+
+    def sort_kernel(self) -> None:
+        """One loop over the rows (every dim but the last, as one), each row one SORT."""
+        r = self.kernel.result
+        n = r.shape[-1]
+        keys = []
+        for s in r.srcs:
+            src = self.rows[s]
+            if src.op != Op.BUFFER:
+                raise ValueError(f"lower: an ARGSORT key must be a stored buffer, got {src.op}")
+            keys.append(f"in{src.arg}")
+        (row,) = self.open(["i0"], [math.prod(r.shape[:-1])])
+        self.emit(Sort("out", tuple(keys), row * n, n, bool(r.arg)))
+        self.close(["i0"])

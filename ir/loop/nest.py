@@ -1,6 +1,6 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of eleven opcodes:
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of twelve opcodes:
 
     LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
@@ -16,6 +16,8 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of el
              dst = FMA dst, a, b   fold the product a*b, rounded once (a fused multiply-add)
     FOLD     acc = OP pairwise over [shape]   fold an array accumulator into acc[0]
     STORE    buf[index] = v        write memory
+    SORT     out[index : +n] = argsort in0[index : +n], ...   the stable permutation of
+                                   one row of n elements of each key buffer (ARGSORT)
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
 visible from its definition to the ENDLOOP of the loop it was defined in. Loop variables
@@ -45,7 +47,9 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 * ACCUM FMA is ``dst + a*b`` computed exactly and rounded once to the target's float dtype
   (C's ``fma``): a pass writes it where the c device folds a product, and prints it;
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
-  nothing may read or write memory through the bad index.
+  nothing may read or write memory through the bad index;
+* SORT writes ``ir/graph/ops.argsort`` of the keys' n elements from ``index`` on (int64
+  positions 0..n-1 within the row) to ``out`` from ``index`` on.
 """
 
 from __future__ import annotations
@@ -368,7 +372,38 @@ class Store(Instruction):
         return f"{self.buf}[{self.index}] = {self.src}"
 
 
-Instr = Loop | EndLoop | Const | Load | Arith | Mask | Check | DefAcc | Accum | PairwiseFold | Store
+@dataclass(frozen=True)
+class Sort(Instruction):
+    """One row of an ARGSORT: ``dst[index + j]`` for j < n is the position (0..n-1) of the
+    j-th element, in stable lexicographic order, of the rows ``key[index : index + n]``
+    of the ``keys`` buffers (nans last in both directions, -0.0 equal to 0.0)."""
+
+    dst: str
+    keys: tuple[str, ...]
+    index: Index
+    n: int
+    descending: bool = False
+
+    def text(self) -> str:
+        row = f"[{self.index} : +{self.n}]"
+        keys = ", ".join(k + row for k in self.keys)
+        return f"{self.dst}{row} = argsort {keys}" + ("  descending" if self.descending else "")
+
+
+Instr = (
+    Loop
+    | EndLoop
+    | Const
+    | Load
+    | Arith
+    | Mask
+    | Check
+    | DefAcc
+    | Accum
+    | PairwiseFold
+    | Store
+    | Sort
+)
 
 OPCODE = {
     Loop: "LOOP",
@@ -382,6 +417,7 @@ OPCODE = {
     Accum: "ACCUM",
     PairwiseFold: "FOLD",
     Store: "STORE",
+    Sort: "SORT",
 }
 
 
@@ -393,7 +429,7 @@ class LoopNest:
     """One kernel as instructions, with the header a reader and a backend need."""
 
     name: str  # "k0"
-    kind: str  # MAP, SUM, MAX, SCATTER
+    kind: str  # MAP, SUM, MAX, SCAN, SCATTER, ARGSORT
     loop_shape: tuple[int, ...]
     inputs: tuple[BufferSpec, ...]  # in0, in1, ...
     output: BufferSpec  # out

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mask, Store
+from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mask, Sort, Store
 from ir.loop.rewrite import (
     Block,
     accesses,
@@ -51,7 +51,7 @@ Pass = Callable[[LoopNest], LoopNest]
 def _written_vars(items) -> set[str]:
     out: set[str] = set()
     for ins in instructions(items):
-        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index is not None:
+        if isinstance(ins, Store | Sort) or isinstance(ins, Accum) and ins.index is not None:
             out.update(ins.index.names)
     return out
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ir.graph.dtypes import DType, bool_
+from ir.graph.dtypes import DType, bool_, int64
 from ir.graph.ops import TABLE, Op
 from ir.loop.nest import (
     OPCODE,
@@ -28,6 +28,7 @@ from ir.loop.nest import (
     Mask,
     PairwiseFold,
     Range,
+    Sort,
     Store,
 )
 
@@ -70,7 +71,7 @@ def uses(ins: Instr) -> tuple[str, ...]:
 def indices(ins: Instr) -> tuple[Index, ...]:
     """Every Index an instruction evaluates: its address, a lane, bounds, predicates."""
     out = []
-    if isinstance(ins, Load | Store) or isinstance(ins, Accum) and ins.index is not None:
+    if isinstance(ins, Load | Store | Sort) or isinstance(ins, Accum) and ins.index is not None:
         out.append(ins.index)
     if isinstance(ins, Accum) and ins.lane is not None:
         out.append(ins.lane)
@@ -87,6 +88,8 @@ def accesses(ins: Instr) -> tuple[tuple[str, Index], ...]:
         return ((ins.buf, ins.index),)
     if isinstance(ins, Accum) and ins.index is not None:
         return ((ins.dst, ins.index),)
+    if isinstance(ins, Sort):  # a row from index on, of every key and of the output
+        return ((ins.dst, ins.index), *((k, ins.index) for k in ins.keys))
     return ()
 
 
@@ -98,7 +101,7 @@ def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
 
     if isinstance(ins, Load):
         return replace(ins, index=ins.index.substitute(mapping), guard=sub_preds(ins.guard))
-    if isinstance(ins, Store):
+    if isinstance(ins, Store | Sort):
         return replace(ins, index=ins.index.substitute(mapping))
     if isinstance(ins, Accum) and (ins.index is not None or ins.lane is not None):
         return replace(
@@ -254,6 +257,8 @@ def verify(nest: LoopNest) -> None:
             continue
         if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
             fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Sort) and (bufs[ins.dst] != int64 or ins.dst in ins.keys):
+            fail(ins, f"SORT writes int64 positions into a buffer it does not read, not {ins.dst}")
         if isinstance(ins, Store) and dtypes[ins.src] != bufs[ins.buf]:
             fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {bufs[ins.buf]}")
         if isinstance(ins, Accum):

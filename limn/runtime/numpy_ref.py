@@ -86,6 +86,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         return np.max(x, axis=node.arg, keepdims=True)
     if op == Op.SCAN:
         return scan(vals[0], *node.arg, d)
+    if op == Op.ARGSORT:
+        return ops.argsort(vals, [s.dtype for s in node.srcs], node.arg)
     if op == Op.GATHER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
         return np.take_along_axis(vals[0], vals[1].astype(np.int64, copy=False), axis=node.arg)
