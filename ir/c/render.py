@@ -672,9 +672,8 @@ def plan_units(
             continue
         if generic_kernels and generic(graph, k, passes):
             nest, sizes = lower_generic(graph, i)
-            nest = apply_passes(nest, GENERIC_PASSES)
-            name = generic_name(nest, openmp)
-            gen[name] = render(nest, name, openmp)
+            name, text = generic_function(nest, openmp)
+            gen[name] = text
             calls[i] = (name, sizes)
             continue
         j = first.setdefault(kernel_key(graph, k), i)
@@ -692,6 +691,24 @@ def plan_units(
             kernels = sorted(i for same, _ in part for i in same)
             out.append((kernels, mark + program([f for _, f in part])))
     return Units(out, gen, calls)
+
+
+_GENERIC_SEEN: dict[tuple, tuple[str, tuple[str, set]]] = {}
+
+
+def generic_function(nest: LoopNest, openmp: bool = True) -> tuple[str, tuple[str, set]]:
+    """A lowered generic nest's C function: its name, and its text and helpers.
+
+    Remembered by what decides the text (the body, the buffers' dtypes, the sizes' names;
+    a nest's shapes are only its header), so another kernel of the same structure skips
+    the passes and the rendering."""
+    key = (nest.kind, nest.body, tuple(b.dtype for b in nest.inputs), nest.output.dtype)
+    key += (nest.sizes, openmp)
+    if key not in _GENERIC_SEEN:
+        nest = apply_passes(nest, GENERIC_PASSES)
+        name = generic_name(nest, openmp)
+        _GENERIC_SEEN[key] = (name, render(nest, name, openmp))
+    return _GENERIC_SEEN[key]
 
 
 def generic_name(nest: LoopNest, openmp: bool = True) -> str:
