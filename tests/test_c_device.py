@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import ir.c.passes as c_pass_module
 import limn
 from ir.c.passes import c_passes
+from ir.c.render import units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
-from ir.c.render import units
 from ir.printer import ir
 from limn import Tensor, where
 from limn.runtime import cc, get_device
