@@ -239,6 +239,80 @@ def test_c_kernels_match_the_numpy_kernels(dtype):
             np.testing.assert_allclose(a.astype(float), b.astype(float), atol=tol * scale)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_the_joint_c_backward_gives_the_bits_of_the_two_gradient_kernels(dtype):
+    """One pass per head for dq, dk, dv (sdpa_bwd) against sdpa_bwd_q and sdpa_bwd_kv,
+    bit for bit: ragged tails, t_q != t_k both ways, causal with t_q < t_k, a key mask,
+    d != dv, the packed layout, on one and two threads."""
+    import ml_dtypes
+
+    c = _c()
+    npd = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    joint = c.kernels["sdpa_bwd_q"].joint[1]
+    rng = np.random.default_rng(21)
+    cases = [
+        (3, 70, 45, 16, 16, True, False, 0),
+        (2, 33, 130, 80, 24, False, True),
+        (2, 100, 100, 32, 32, True, True),
+        (2, 130, 200, 64, 64, True, False),
+        (2, 63, 65, 24, 40, True, True),
+        (2, 150, 150, 32, 32, True, False, 3),  # (B, t, 3 * d) packed
+    ]
+    old = c.threads
+    try:
+        for bh, t_q, t_k, d, dv, causal, masked, *packed in cases:
+            heads = packed[0] if packed else 0
+            vals = _kernel_inputs(
+                rng, bh, t_q, t_k, d * max(heads, 1), dv * max(heads, 1), npd, masked
+            )
+            params = (1 / math.sqrt(d), causal, heads)
+            o, lse = c.kernels["sdpa"](vals, params)
+            do = rng.standard_normal(o.shape).astype(npd)
+            delta = do.astype(lse.dtype) * o.astype(lse.dtype)
+            delta = delta.reshape(*lse.shape, -1).sum(-1)
+            bwd = [*vals[:3], do, lse, delta, *vals[3:]]
+            want = c.kernels["sdpa_bwd_q"](bwd, params) + c.kernels["sdpa_bwd_kv"](bwd, params)
+            for threads in (1, 2):
+                c.set_threads(threads)
+                got = joint(bwd, params, joint=True)
+                assert [a.tobytes() for a in got] == [a.tobytes() for a in want]
+    finally:
+        c.set_threads(old)
+
+
+def test_a_step_makes_the_joint_backward_call_once(monkeypatch):
+    """A plan holding both gradient kernels makes one sdpa_bwd call for dq, dk and dv."""
+    from limn.runtime.c_sdpa import _Joint
+
+    dev = _c()
+    limn.set_device("c")
+    monkeypatch.setattr(dev, "plans", {})
+    calls = []
+    real = dev.kernels["sdpa_bwd_q"].joint[1]
+
+    def counted(name, fn):
+        return lambda vals, params: calls.append(name) or fn(vals, params)
+
+    for i, name in enumerate(("sdpa_bwd_q", "sdpa_bwd_kv")):
+        alone = counted(name, dev.kernels[name].alone)
+        monkeypatch.setitem(dev.kernels, name, _Joint(alone, "sdpa_bwd", counted("joint", real), i))
+    rng = np.random.default_rng(22)
+    q, k, v = (Tensor(rng.standard_normal((2, 3, 23, 8)), requires_grad=True) for _ in range(3))
+    (sdpa_fn(q, k, v, is_causal=True) ** 2).sum().backward()
+    limn.realize(q.grad, k.grad, v.grad)
+    assert calls == ["joint"]
+    limn.set_device("numpy")
+    want = [t.numpy() for t in _grads_on_numpy(q, k, v)]
+    for a, b in zip((q.grad, k.grad, v.grad), want):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-10, atol=1e-10)
+
+
+def _grads_on_numpy(q, k, v):
+    qs, ks, vs = (Tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
+    (sdpa_fn(qs, ks, vs, is_causal=True) ** 2).sum().backward()
+    return qs.grad, ks.grad, vs.grad
+
+
 def test_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
     c = _c()
     rng = np.random.default_rng(9)
@@ -277,6 +351,45 @@ def test_the_forward_siblings_run_as_one_kernel_call(monkeypatch):
     lse = o._ctx.saved[0]
     limn.realize(o, lse)
     assert len(calls) == 1
+
+
+def test_custom_results_become_the_buffers_without_a_copy(monkeypatch):
+    """On the c device a CUSTOM kernel's own result arrays stand as its output buffers (o
+    and L of one sdpa call): no copy of each output after the call."""
+    dev = _c()
+    limn.set_device("c")
+    monkeypatch.setattr(dev, "plans", {})  # a cached plan holds the kernel it was built with
+    made = []
+    real = dev.kernels["sdpa"]
+    monkeypatch.setitem(
+        dev.kernels, "sdpa", lambda vals, params: made.append(real(vals, params)) or made[-1]
+    )
+    q = Tensor(np.random.default_rng(10).standard_normal((1, 1, 5, 8)), requires_grad=True)
+    o = sdpa_fn(q, q, q)
+    lse = o._ctx.saved[0]
+    limn.realize(o, lse)
+    assert len(made) == 1
+    assert np.shares_memory(o.node.arg.data, made[0][0])
+    assert np.shares_memory(lse.node.arg.data, made[0][1])
+
+
+def test_a_custom_result_that_is_an_input_or_another_result_is_copied(monkeypatch):
+    """A kernel may hand back an input, or one array as two results: those are copied, so
+    no two buffers share bytes."""
+    from limn.attention import _custom
+
+    dev = _c()
+    limn.set_device("c")
+    monkeypatch.setattr(dev, "plans", {})
+    monkeypatch.setitem(dev.kernels, "echo", lambda vals, params: (vals[0], vals[0]))
+    x = Tensor(np.arange(6.0).reshape(2, 3))
+    limn.realize(x)
+    a, b = (Tensor._make(n, "c") for n in _custom("echo", [x], (), [(x.dtype, x.shape)] * 2))
+    limn.realize(a, b)
+    np.testing.assert_array_equal(a.numpy(), x.numpy())
+    np.testing.assert_array_equal(b.numpy(), x.numpy())
+    bufs = [t.node.arg.data for t in (x, a, b)]
+    assert not any(np.shares_memory(p, q) for i, p in enumerate(bufs) for q in bufs[i + 1 :])
 
 
 # ---- layers --------------------------------------------------------------------------

@@ -141,6 +141,56 @@ def test_a_training_step_compiles_once(c):
     assert c.stats["plans"] - before == 1  # the first step plans; the others hit the cache
 
 
+def test_a_realized_node_is_recalled_only_while_it_lives_and_only_for_itself():
+    import gc
+
+    from ir.graph.node import Node
+    from ir.graph.ops import Op
+    from limn.runtime import device
+
+    x = Tensor(np.arange(6, dtype=np.float32))
+    node = (x + 1).node
+    buf = device.Buffer(dtypes.float32, (6,), np.zeros(6, np.float32))
+    device.remember(node, buf)
+    assert device.recall(node) is buf and device.recall(x.node) is None
+    key = id(node)
+    del node
+    gc.collect()
+    assert key not in device._realized  # the entry went with its node
+    # an entry whose node is gone never answers for another node, whatever its id
+    other = Node(Op.NEG, dtypes.float32, (6,), (x.node,))
+    dead = Node(Op.NEG, dtypes.float32, (6,), (x.node,))
+    device._realized[id(other)] = (device.weakref.ref(dead), buf)
+    assert device.recall(other) is None
+    del device._realized[id(other)]
+
+
+def test_the_plan_key_numbers_inputs_in_toposort_order_and_shares_aliases(c):
+    from ir.graph.node import Node, toposort
+    from ir.graph.ops import Op
+    from limn.runtime.jit import plan_key
+
+    a = Tensor(np.ones((3, 4), np.float32))
+    b = Tensor(np.ones((4, 3), np.float32))
+    a2 = Tensor._make(Node(Op.BUFFER, a.dtype, a.shape, (), a.node.arg), "c")  # a's bytes
+    y = (a @ b).realize()  # a realized node is an input, its graph not walked
+    build = lambda u: (((a + b.T) * u).sum() + y.sum() + (y.T @ a2).sum()).node  # noqa: E731
+    key, inputs = plan_key([build(a)])
+    order = toposort([build(a)], lambda n: n.op == Op.BUFFER)
+    assert [n.shape for n in inputs] == [n.shape for n in order if n.op == Op.BUFFER]
+    rows, roots = key
+    assert len(rows) == len(order) and roots == (len(order) - 1,)
+    assert inputs[0] is a.node and inputs[-1] is a2.node and len(inputs) == 4
+    assert [r[3] for r in rows if r[0] == "in"] == [0, 1, 2, 0]  # a2 is a: one number
+    assert plan_key([build(a)])[0] == key  # the same structure, built again, finds its plan
+    assert plan_key([build(b.T)])[0] != key  # another structure under the same shapes
+    y2 = (a @ b).realize()  # another buffer in y's place: the same plan
+    other = (((a + b.T) * a).sum() + y2.sum() + (y2.T @ a2).sum()).node
+    assert plan_key([other])[0] == key and plan_key([other])[1][2] is y2.node
+    shared = (((a + b.T) * a).sum() + y.sum() + (y.T @ y).sum()).node  # y read twice
+    assert [r[3] for r in plan_key([shared])[0][0] if r[0] == "in"] == [0, 1, 2]
+
+
 def test_disk_cache_survives_a_second_process(tmp_path):
     code = (
         "import limn; from limn import Tensor; limn.set_device('c');"

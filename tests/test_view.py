@@ -333,6 +333,9 @@ def test_reshape_that_only_adds_or_drops_size_1_dims_keeps_each_dims_stride_and_
             new.append(s)
     new = tuple(new)
     r = v.reshape(new)
+    if v.is_empty_mask and not new:  # no dim of a 0-d View carries the empty mask: a copy
+        assert r is None
+        return
     assert r is not None, f"{v}.reshape({new}) declined a size-1 change"
     np.testing.assert_array_equal(read(base, r), ref.reshape(new), err_msg=f"{v} -> {r}")
     if new != v.shape and math.prod(new) and not v.is_contiguous and not v.is_empty_mask:

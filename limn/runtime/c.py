@@ -140,15 +140,22 @@ class CDevice(CompiledDevice):
         if name not in self.kernels:
             raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
         fn = self.kernels[name]
+        # a kernel that shares one call with siblings of another name (attention's dq and
+        # dk, dv) says so: (the shared call's name, its function, where its outputs start)
+        group, fn, start = getattr(fn, "joint", (name, fn, 0))
         # a kernel reads each buffer once; the kernel function wants its sources in order,
         # repeats included (attention over q, k, v with k and v one tensor)
         order = [k.rows[r].arg for r in k.result.srcs]
 
         def call(arrays, memo):
-            key = (name, k.inputs, repr(params))
+            key = (group, k.inputs, repr(params))
             if key not in memo:  # siblings of one multi-output kernel share a single call
                 memo[key] = fn([arrays[i] for i in order], params)
-            np.copyto(arrays[-1], memo[key][out_index])
+            made, out = memo[key][start + out_index], arrays[-1]
+            if _adoptable(made, out, arrays, memo[key]):
+                return made  # the kernel's own array becomes the buffer: no copy
+            np.copyto(out, made)
+            return None
 
         return call
 
@@ -162,26 +169,54 @@ def _host_call(value: np.ndarray):
     return call
 
 
+_BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
+_ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
+
+
+def _adoptable(made, out, arrays, results) -> bool:
+    """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
+    fresh C-ordered array of the output's shape and dtype that is none of the kernel's
+    inputs and none of its other results (those are copied instead)."""
+    return (
+        isinstance(made, np.ndarray)
+        and made.shape == out.shape
+        and made.dtype == out.dtype
+        and made.flags.c_contiguous
+        and made.flags.owndata
+        and made.flags.writeable
+        and not any(made is a for a in arrays)
+        and sum(made is r for r in results) == 1
+    )
+
+
 def _c_call(fn, kernel):
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    n = len(kernel.inputs) + 1
+    pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
+    address, view = ctypes.addressof, _BYTES.from_buffer
 
     def call(arrays, memo):
-        ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
-        err = np.zeros(5, np.int64)
-        fn(ptrs, err.ctypes.data)
-        if err[0] == 2:
-            raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+        try:  # a writable C-contiguous array (every buffer the runtime makes)
+            ptrs = pointers(*[address(view(a)) for a in arrays])
+        except (TypeError, ValueError):  # read-only, or a dtype without a buffer format
+            # (bfloat16): numpy's own, slower, route to the address
+            ptrs = pointers(*[a.ctypes.data for a in arrays])
+        err = _ERR()
+        fn(ptrs, err)
         if err[0]:
-            v, axis, size, kind = (int(e) for e in err[1:])
-            what = ("gather", "scatter")[kind]
-            raise IndexError(
-                f"{what}: index {v} is out of range for axis {axis} of size {size}; "
-                f"accepted: 0..{size - 1}"
-            )
+            _raise(err)
 
     return call
+
+
+def _raise(err) -> None:
+    if err[0] == 2:
+        raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+    v, axis, size, kind = (int(e) for e in err[1:])
+    what = ("gather", "scatter")[kind]
+    raise IndexError(
+        f"{what}: index {v} is out of range for axis {axis} of size {size}; accepted: 0..{size - 1}"
+    )
 
 
 __all__ = ["CDevice", "dtypes"]

@@ -11,6 +11,19 @@ twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
 * ``limn_sdpa_bwd_kv``: one task per (batch*head, 64-key tile); each key row's dk and dv
   are summed over queries by the one thread that owns it, from the same recomputed
   probabilities.
+* ``limn_sdpa_bwd``: dq, dk and dv together, one task per batch*head: the probabilities
+  and ds are computed once (by the dk/dv pass's order) and ds also goes into the head's
+  dq, in the dq pass's order: the same bits as the two kernels above with two of their
+  seven tile products and one of their two exps saved. A plan that holds both gradient
+  nodes runs this once for both (where there are at least two heads per thread; the two
+  kernels elsewhere, as they spread one head's tiles over the threads).
+
+Under a causal mask no task visits a tile that its rows cannot see, and on the diagonal
+tile each block of rows computes only the vectors of scores (and sums only the keys, or
+queries) that some row of the block sees: about half the work of the unmasked shape. A
+skipped term is one whose weight is exactly 0, so the results are the same bits as summing
+it (for finite inputs). The forward and dq passes hand out a head's last query tiles (the
+heaviest) first.
 
 No task writes another task's rows and every sum runs in one fixed order (a dot product
 or a weighted sum of rows term by term; a tile's max or sum lane-wise, then across the
@@ -116,6 +129,14 @@ static inline int sdpa_ok(uint8_t *restrict ok, int64_t j0, int64_t nk, int64_t 
     return any;
 }
 
+/* of a tile of nk keys from j0, how many a query row ``row`` can see at most: the first
+   row - j0 + 1 under a causal mask (0 if none), all nk without */
+static inline int64_t sdpa_seen(int64_t nk, int64_t j0, int64_t row, int causal) {
+    if (!causal) return nk;
+    const int64_t n = row - j0 + 1;
+    return n < 0 ? 0 : n < nk ? n : nk;
+}
+
 static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
     bytes = (bytes + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, bytes ? bytes : 64);
@@ -134,25 +155,39 @@ typedef @I@ VI_@X@ __attribute__((vector_size(VBYTES)));
 #define NV_@X@ (BK / VL_@X@)
 #define R_@X@ @R@
 
-/* s[r][j] = scale * dot(rows[r], cols[:, j]) for R rows (row stride ld) against a tile
-   stored column-major, cols[c*BK + j]: R x NV accumulators held in registers, the sum
-   over c in order */
-static inline void sdpa_dots_@X@(@A@ *restrict s, const @A@ *restrict rows, int64_t ld,
-                                 const @A@ *restrict cols, int64_t d, @A@ scale) {
+/* s[r][j] = scale * dot(rows[r], cols[:, j]) for R rows (row stride ld) against the nv
+   vectors of a tile stored column-major, cols[c*BK + j]: R x nv accumulators held in
+   registers, the sum over c in order. nv is a constant wherever this is inlined. */
+static inline __attribute__((always_inline)) void sdpa_dots_w_@X@(
+    @A@ *restrict s, const @A@ *restrict rows, int64_t ld, const @A@ *restrict cols,
+    int64_t d, @A@ scale, const int nv) {
     V_@X@ acc[R_@X@][NV_@X@];
     for (int r = 0; r < R_@X@; r++)
-        for (int u = 0; u < NV_@X@; u++) acc[r][u] = (V_@X@){0};
+        for (int u = 0; u < nv; u++) acc[r][u] = (V_@X@){0};
     for (int64_t c = 0; c < d; c++) {
         V_@X@ k[NV_@X@];
-        for (int u = 0; u < NV_@X@; u++) k[u] = *(const V_@X@ *)(cols + c * BK + u * VL_@X@);
+        for (int u = 0; u < nv; u++) k[u] = *(const V_@X@ *)(cols + c * BK + u * VL_@X@);
         for (int r = 0; r < R_@X@; r++) {
             const @A@ a = rows[r * ld + c];
-            for (int u = 0; u < NV_@X@; u++) acc[r][u] = a * k[u] + acc[r][u];
+            for (int u = 0; u < nv; u++) acc[r][u] = a * k[u] + acc[r][u];
         }
     }
     for (int r = 0; r < R_@X@; r++)
-        for (int u = 0; u < NV_@X@; u++)
-            *(V_@X@ *)(s + r * BK + u * VL_@X@) = acc[r][u] * scale;
+        for (int u = 0; u < nv; u++) *(V_@X@ *)(s + r * BK + u * VL_@X@) = acc[r][u] * scale;
+}
+
+/* the same for the tile's vectors u0 <= u < u1 only (the columns of s outside them keep
+   what they held): under a causal mask a block of rows on the diagonal needs only the
+   vectors holding the keys (or queries) it can see. Each computed value is the same sum
+   in the same order as over the whole tile. */
+static inline void sdpa_dots_@X@(@A@ *restrict s, const @A@ *restrict rows, int64_t ld,
+                                 const @A@ *restrict cols, int64_t d, @A@ scale, int u0,
+                                 int u1) {
+    s += u0 * VL_@X@, cols += u0 * VL_@X@;
+    switch (u1 - u0) {
+@CASES@
+    default: break;
+    }
 }
 
 /* out[r][:] += sum_j w[r][j] * x[j][:] for R rows: out rows of stride ldo, x rows of
@@ -245,6 +280,9 @@ static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
     }
 }
 
+/* how many of the tile's vectors hold its first n columns */
+static inline int sdpa_vecs_@X@(int64_t n) { return (int)((n + VL_@X@ - 1) / VL_@X@); }
+
 static inline int64_t sdpa_pad_@X@(int64_t n) {  /* n rounded up to two vectors */
     return (n + 2 * VL_@X@ - 1) / (2 * VL_@X@) * (2 * VL_@X@);
 }
@@ -287,7 +325,9 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
     @A@ *p = s + R_@X@ * BK;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
-        const int64_t b = task / tiles, i0 = task % tiles * BQ;
+        /* a head's last query tiles first: under a causal mask they see the most keys, so
+           the lightest tasks come last and the threads finish together */
+        const int64_t b = task / tiles, i0 = (tiles - 1 - task % tiles) * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
         const @T@ *k = K + sdpa_row(b, 0, tk, hs) * d, *v = V + sdpa_row(b, 0, tk, hs) * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
@@ -304,7 +344,10 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
             /* every key of the tile visible to every row of the task: no mask to build */
             const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
-                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
+                /* the keys of the tile the block's last row can see (causal): the rest are
+                   hidden from every row of the block, their weights 0 */
+                const int64_t nb = sdpa_seen(nk, j0, i0 + i + R_@X@ - 1, causal);
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale, 0, sdpa_vecs_@X@(nb));
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
                     const int any = full || sdpa_ok(ok[r], j0, nk, row, causal, mk);
@@ -327,7 +370,7 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
                     for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
                     m[i + r] = mnew;
                 }
-                sdpa_acc_@X@(acc + i * dvp, dvp, p, vs, dvp, nk);
+                sdpa_acc_@X@(acc + i * dvp, dvp, p, vs, dvp, nb);
             }
         }
         for (int64_t i = 0; i < nq; i++) {
@@ -356,7 +399,9 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
     @A@ *vt = ks + BK * dp, *s = vt + dv * BK, *p = s + R_@X@ * BK, *dpr = p + R_@X@ * BK;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
-        const int64_t b = task / tiles, i0 = task % tiles * BQ;
+        /* a head's last query tiles first: under a causal mask they see the most keys, so
+           the lightest tasks come last and the threads finish together */
+        const int64_t b = task / tiles, i0 = (tiles - 1 - task % tiles) * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
         const @T@ *k = K + sdpa_row(b, 0, tk, hs) * d, *v = V + sdpa_row(b, 0, tk, hs) * dv;
         @A@ L[BQ], D[BQ];
@@ -377,8 +422,10 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
             sdpa_load_t_@N@(vt, v + j0 * lv, nk, dv, lv);
             const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
-                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale);
-                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1);
+                const int64_t nb = sdpa_seen(nk, j0, i0 + i + R_@X@ - 1, causal);
+                const int nvb = sdpa_vecs_@X@(nb);
+                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale, 0, nvb);
+                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1, 0, nvb);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
                     @A@ *pr = p + r * BK, *dr = dpr + r * BK;
@@ -395,7 +442,7 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
                     const @A@ Di = D[i + r];
                     for (int j = 0; j < BK; j++) pr[j] = pr[j] * (dr[j] - Di);
                 }
-                sdpa_acc_@X@(dq + i * dp, dp, p, ks, dp, nk);
+                sdpa_acc_@X@(dq + i * dp, dp, p, ks, dp, nb);
             }
         }
         for (int64_t i = 0; i < nq; i++)
@@ -446,9 +493,15 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
             }
             /* every query of the tile sees every key row of the task */
             const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
+            const int u1 = sdpa_vecs_@X@(nq);
             for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
-                sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale);
-                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1);
+                /* the queries of the tile that can see the block's first key (causal) start
+                   in vector u0: the ones before it see no key of the block, weights 0 */
+                const int64_t first = causal && j0 + jj > i0 ? j0 + jj - i0 : 0;
+                const int u0 = first < nq ? (int)(first / VL_@X@) : u1;
+                const int64_t lo = (int64_t)u0 * VL_@X@;
+                sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale, u0, u1);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1, u0, u1);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t key = j0 + jj + r;
                     @A@ *pr = p + r * BK, *dr = dpr + r * BK;
@@ -466,8 +519,10 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                     }
                     for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
                 }
-                sdpa_acc_@X@(dvv + jj * dvp, dvp, p, dos, dvp, nq);
-                sdpa_acc_@X@(dk + jj * dp, dp, dpr, qs, dp, nq);
+                if (lo < nq) {
+                    sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dos + lo * dvp, dvp, nq - lo);
+                    sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qs + lo * dp, dp, nq - lo);
+                }
             }
         }
         for (int64_t j = 0; j < nkv; j++) {
@@ -480,12 +535,118 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
     free(ks);
     }
 }
+
+/* dq, dk and dv in one pass: one task per head, which owns all of that head's rows. Key
+   tiles in order, and for each the query tiles that see it, as in limn_sdpa_bwd_kv; the
+   tile of ds it computes there (key-major) is also turned query-major and added into the
+   head's dq, key by key in order, as limn_sdpa_bwd_q adds it. Every value is the same
+   sum in the same order as in those two kernels, so the results are the same bits; the
+   probabilities are computed once instead of twice. The head's dq (t_q x d) is the
+   largest buffer. */
+void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
+                      const @A@ *LSE, const @A@ *DELTA, const uint8_t *M, @T@ *DQ, @T@ *DK,
+                      @T@ *DV, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                      int64_t hs, double scale_, int causal, int threads) {
+    const @A@ scale = (@A@)scale_;
+    const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
+    const int64_t qrows = (tq + BK - 1) / BK * BK;
+    const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
+    #pragma omp parallel num_threads(threads)
+    {  /* one set of tiles per thread, for all its tasks */
+    @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (dp + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
+                                        2 * R_@X@ * BK + 2 * BK * BK + qrows * dp));
+    @A@ *vs = ks + BKV * dp, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
+    @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
+    @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dsk = p + R_@X@ * BK, *dsq = dsk + BK * BK;
+    @A@ *dq = dsq + BK * BK;
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < bh; b++) {
+        const @T@ *q = Q + sdpa_row(b, 0, tq, hs) * d, *dO = DO + sdpa_row(b, 0, tq, hs) * dv;
+        const uint8_t *mk = M ? M + b * tk : NULL;
+        memset(dq, 0, sizeof(@A@) * qrows * dp);
+        for (int64_t j0 = 0; j0 < tiles * BKV; j0 += BKV) {
+        const int64_t nkv = tk - j0 < BKV ? tk - j0 : BKV;
+        memset(dk, 0, sizeof(@A@) * BKV * (dp + dvp));  /* dk and dvv */
+        @A@ L[BK], D[BK];
+        uint8_t ok[BK];
+        sdpa_load_@N@(ks, dp, K + sdpa_row(b, j0, tk, hs) * d, nkv, d, BKV, lk);
+        sdpa_load_@N@(vs, dv, V + sdpa_row(b, j0, tk, hs) * dv, nkv, dv, BKV, lv);
+        for (int64_t i0 = causal ? j0 : 0; i0 < tq; i0 += BK) {
+            const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
+            sdpa_load_t_@N@(qt, q + i0 * lk, nq, d, lk);
+            sdpa_load_@N@(qs, dp, q + i0 * lk, nq, d, BK, lk);
+            sdpa_load_t_@N@(dot, dO + i0 * lv, nq, dv, lv);
+            sdpa_load_@N@(dos, dvp, dO + i0 * lv, nq, dv, BK, lv);
+            int seen = 0;  /* query rows of the tile that see some key */
+            for (int64_t i = 0; i < BK; i++) {
+                const int64_t row = sdpa_row(b, i0 + i, tq, hs);
+                L[i] = i < nq ? LSE[row] : -INFINITY;
+                D[i] = i < nq ? DELTA[row] : 0;
+                seen += L[i] != -INFINITY;
+            }
+            const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
+            const int u1 = sdpa_vecs_@X@(nq);
+            for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
+                const int64_t first = causal && j0 + jj > i0 ? j0 + jj - i0 : 0;
+                const int u0 = first < nq ? (int)(first / VL_@X@) : u1;
+                const int64_t lo = (int64_t)u0 * VL_@X@;
+                @A@ *dpr = dsk + jj * BK;  /* the block's rows of the ds tile */
+                sdpa_dots_@X@(s, ks + jj * dp, dp, qt, d, scale, u0, u1);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1, u0, u1);
+                for (int r = 0; r < R_@X@; r++) {
+                    const int64_t key = j0 + jj + r;
+                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
+                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
+                        continue;
+                    }
+                    if (full) {
+                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
+                    } else {
+                        const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
+                        for (int64_t i = 0; i < BK; i++)
+                            ok[i] = (i >= first) & (L[i] != -INFINITY);
+                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+                    }
+                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
+                    for (int64_t i = 0; i < lo; i++) dr[i] = 0;  /* not computed: hidden */
+                }
+                if (lo < nq) {
+                    sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dos + lo * dvp, dvp, nq - lo);
+                    sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qs + lo * dp, dp, nq - lo);
+                }
+            }
+            /* dq of the tile's query rows: ds turned query-major, keys in order */
+            const int64_t nkr = (nkv + R_@X@ - 1) / R_@X@ * R_@X@;
+            for (int64_t j = 0; j < nkr; j++)
+                for (int64_t i = 0; i < BK; i++) dsq[i * BK + j] = dsk[j * BK + i];
+            for (int64_t i = 0; i < nq; i += R_@X@) {
+                const int64_t nb = sdpa_seen(nkv, j0, i0 + i + R_@X@ - 1, causal);
+                if (nb > 0) sdpa_acc_@X@(dq + (i0 + i) * dp, dp, dsq + i * BK, ks, dp, nb);
+            }
+        }
+        for (int64_t j = 0; j < nkv; j++) {
+            for (int64_t c = 0; c < d; c++)
+                DK[sdpa_row(b, j0 + j, tk, hs) * d + c] = @ST@(dk[j * dp + c] * scale);
+            for (int64_t c = 0; c < dv; c++)
+                DV[sdpa_row(b, j0 + j, tk, hs) * dv + c] = @ST@(dvv[j * dvp + c]);
+        }
+        }
+        for (int64_t i = 0; i < tq; i++)
+            for (int64_t c = 0; c < d; c++)
+                DQ[sdpa_row(b, i, tq, hs) * d + c] = @ST@(dq[i * dp + c] * scale);
+    }
+    free(ks);
+    }
+}
 """
 
 COMPUTE = {  # suffix: (type, same-width int, rows per register block, exp, log)
     "f": ("float", "int32_t", "4", "sdpa_exp_f", "logf"),
     "d": ("double", "int64_t", "2", "sdpa_exp_d", "log"),
 }
+
+TILE_VECTORS = {"f": 4, "d": 8}  # NV: 64-byte vectors in a 64-wide tile row
 
 STORAGE = {  # dtype: (name, C type, compute suffix, load, store)
     dtypes.float32: ("float32", "float", "f", "", ""),
@@ -501,11 +662,22 @@ def _fill(text: str, subs: dict[str, str]) -> str:
     return text
 
 
+def _cases(x: str, nv: int) -> str:
+    """The switch arms of ``sdpa_dots``: one inlined copy per vector count, so each keeps
+    its accumulators in registers."""
+    return "\n".join(
+        f"    case {n}: sdpa_dots_w_{x}(s, rows, ld, cols, d, scale, {n}); break;"
+        for n in range(1, nv + 1)
+    )
+
+
 def source() -> str:
     """The whole translation unit: helpers, tile ops per compute type, kernels per dtype."""
     parts = [HELPERS]
     for x, (a, i, r, exp, _) in COMPUTE.items():
-        parts.append(_fill(TILE_OPS, {"A": a, "I": i, "X": x, "R": r, "EXP": exp}))
+        nv = TILE_VECTORS[x]
+        subs = {"A": a, "I": i, "X": x, "R": r, "EXP": exp, "CASES": _cases(x, nv)}
+        parts.append(_fill(TILE_OPS, subs))
     for name, t, x, ld, st in STORAGE.values():
         a, _, _, exp, log = COMPUTE[x]
         subs = {"N": name, "T": t, "A": a, "X": x, "EXP": exp, "LOG": log, "LD": ld, "ST": st}
@@ -585,9 +757,40 @@ class SdpaKernels:
         self._fn("bwd_kv", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
         return dk, dv
 
+    def sdpa_bwd(self, vals, params, joint: bool | None = None):
+        """dq, dk, dv of one step: the same bits as sdpa_bwd_q and sdpa_bwd_kv. With
+        ``joint`` (the default where there are at least two heads per thread) one pass
+        over each head computes the probabilities once for all three; else the two
+        kernels run."""
+        q, k, v, do, lse, delta, mask = self._bwd_args(vals)
+        dims = self._dims(q, k, v, *params)
+        if joint is None:
+            joint = dims[0].value >= 2 * self._threads().value
+        if not joint:
+            return self.sdpa_bwd_q(vals, params) + self.sdpa_bwd_kv(vals, params)
+        dq, dk, dv = (np.empty(a.shape, a.dtype) for a in (q, k, v))
+        ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq, dk, dv))
+        self._fn("bwd", q.dtype)(*ptrs, *dims, self._threads())
+        return dq, dk, dv
+
+
+class _Joint:
+    """A kernel whose outputs come from a call shared with a sibling kernel: ``joint`` is
+    (the shared call's name, its function, where this kernel's outputs start among its
+    results). The c device makes the shared call once per run for the siblings that read
+    the same sources with the same params."""
+
+    def __init__(self, alone, name: str, fn, start: int):
+        self.alone, self.joint = alone, (name, fn, start)
+
+    def __call__(self, vals, params):
+        return self.alone(vals, params)
+
 
 def register(device) -> None:
-    """Give ``device`` (a CDevice) the three fused attention kernels."""
+    """Give ``device`` (a CDevice) the three fused attention kernels; the two gradient
+    kernels share one call (``SdpaKernels.sdpa_bwd``) when a plan holds both."""
     ks = SdpaKernels(device)
-    for name in ("sdpa", "sdpa_bwd_q", "sdpa_bwd_kv"):
-        device.register_kernel(name, getattr(ks, name))
+    device.register_kernel("sdpa", ks.sdpa)
+    device.register_kernel("sdpa_bwd_q", _Joint(ks.sdpa_bwd_q, "sdpa_bwd", ks.sdpa_bwd, 0))
+    device.register_kernel("sdpa_bwd_kv", _Joint(ks.sdpa_bwd_kv, "sdpa_bwd", ks.sdpa_bwd, 1))
