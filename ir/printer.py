@@ -28,7 +28,13 @@ from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype
 from ir.graph.node import Node, format_graph
-from ir.kernel.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
+from ir.kernel.kernel import (
+    KernelGraph,
+    buffer_lines,
+    constant_kernels,
+    kernel_title,
+    sink_lines,
+)
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
@@ -58,12 +64,13 @@ def _roots(x) -> list[Node]:
 def format_loops(graph: KernelGraph, passes: Sequence[Pass] | None = None) -> str:
     """Every kernel of ``graph`` as its loop nest, then the sinks."""
     blocks = []
+    on_host = constant_kernels(graph)  # not compiled: shown as the specialized nest
     for i, k in enumerate(graph.kernels):
         if k.kind == "CUSTOM":
             blocks.append("\n".join([kernel_title(i, k), *buffer_lines(graph, k)]))
             continue
         sizes = None
-        if passes is not None and generic(graph, k, list(passes)):
+        if passes is not None and i not in on_host and generic(graph, k, list(passes)):
             # the c device's passes: a small kernel is the size-generic nest it runs
             nest, sizes = lower_generic(graph, i)
             nest = apply_passes(nest, GENERIC_PASSES)

@@ -42,7 +42,7 @@ from pathlib import Path
 from ir.c.render import generic, generic_name
 from ir.graph.node import Node, format_node, toposort
 from ir.graph.ops import Op
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
@@ -195,6 +195,7 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
     """Each kernel's pipeline per target: its nest after every pass, and the source."""
     targets = {name: make() for name, make in TARGETS.items()}
     data["targets"] = list(targets)
+    on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
         entry = data["kernels"][i]
         entry["stats"] = _stats(stats, graph, i)
@@ -202,13 +203,19 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
             continue
         lowered = lower(graph, i)
         for name, (passes, render) in targets.items():
-            if name == "c" and generic(graph, k, list(passes)):  # what the c device runs
+            if name == "c" and i not in on_host and generic(graph, k, list(passes)):
+                # a size-generic kernel: the nest and function the c device runs
                 nest, sizes = lower_generic(graph, i)
                 fn = generic_name(apply_passes(nest, GENERIC_PASSES))
                 pipe = _pipeline(nest, graph, i, GENERIC_PASSES, render, sizes, fn)
             else:
                 pipe = _pipeline(lowered, graph, i, passes, render)
             entry["pipelines"][name] = pipe
+        if i in on_host and "c" in entry["pipelines"]:
+            entry["pipelines"]["c"]["on_host"] = (
+                "not compiled: integers from constants alone, which the c device computes "
+                "once, on the host, when it builds the plan (the source shows what C would be)"
+            )
 
 
 def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=None) -> dict:

@@ -17,6 +17,7 @@ import ir.c.passes as c_pass_module
 import ir.c.render as c_render
 import limn
 from ir.c.passes import c_passes
+from ir.c.render import units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
@@ -268,6 +269,34 @@ def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
     assert "-O0" in quick and "-O3" not in quick and "-O3" in c.toolchain.flags_for(parts[0][1])
     got_big, got_tiny = (b.data for b in c.realize([o.node for o in outs]))
     assert got_tiny.tobytes() == got_big[:100].tobytes()
+
+
+def test_kernels_of_integers_from_constants_are_computed_when_the_plan_is_built(c):
+    """An arange whose reshape is cut (ten nested loops of 2: split_pad_masks made 28k
+    instructions of it in PCA) reads no buffer: the plan computes it once, on the host,
+    and compiles only what reads data. A float kernel on constants is still compiled."""
+    from ir.graph.compose import arange
+    from ir.kernel.kernel import constant_kernels
+
+    x = Tensor(np.arange(1000, dtype=np.int64) * 7, device="c")
+    pos = arange(x, 1000, dtypes.int64)
+    mask = pos.p_cmplt(pos.p_const(500))
+    y = x + pos
+    f = Tensor(np.zeros(3, np.float32), device="c").p_const(1.5, shape=(4,)).exp()
+    roots = [pos.node, mask.node, y.node, f.node]
+    graph = schedule(roots).graph
+    host = constant_kernels(graph)
+    # the (2, ..., 2) sum, its reshape to 1000 (the first root) and the mask
+    assert len(host) == 3 and all(graph.kernels[i].kind == "MAP" for i in host)
+    compiled = [i for kernels, _ in units(graph) for i in kernels]
+    assert sorted([*host, *compiled]) == list(range(len(graph.kernels)))
+    assert graph.kernels[-1].result.dtype == dtypes.float32 and len(graph.kernels) - 1 in compiled
+    got = [b.data for b in c.realize(roots)]
+    assert np.array_equal(got[0], np.arange(1000)) and np.array_equal(got[1], np.arange(1000) < 500)
+    assert np.array_equal(got[2], np.arange(1000) * 8)
+    assert np.array_equal(got[3], np.exp(np.full(4, 1.5, np.float32)))
+    again = [b.data for b in c.realize([(x + arange(x, 1000, dtypes.int64)).node])]
+    assert np.array_equal(again[0], np.arange(1000) * 8)
 
 
 def test_a_kernel_repeated_over_other_buffers_is_compiled_once(c):

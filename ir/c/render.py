@@ -42,7 +42,7 @@ from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType, acc_dtype
 from ir.graph.ops import COMPOSITE, TABLE, Op
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.generic import GENERIC_PASSES, lower_generic, lowers_generic
 from ir.loop.lower import lower
 from ir.loop.nest import (
@@ -651,7 +651,8 @@ def plan_units(
 
     Kernel ``i`` is the C function ``k<i>``, or for a generic kernel (``generic``) the
     function ``g_<hash>`` that every kernel of its structure shares; CUSTOM kernels have
-    none. ``passes`` default to the c device's (``c_passes()``). Kernels of at most
+    none, nor do the ``constant_kernels`` (the device computes those on the host).
+    ``passes`` default to the c device's (``c_passes()``). Kernels of at most
     ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``. With
     ``generic_kernels=False`` every kernel is specialized to its sizes.
     """
@@ -667,8 +668,9 @@ def plan_units(
     copies: dict[int, list[int]] = {}
     gen: dict[str, tuple[str, set]] = {}
     calls: dict[int, tuple[str, tuple[int, ...]]] = {}
+    on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
-        if k.kind == "CUSTOM":
+        if k.kind == "CUSTOM" or i in on_host:
             continue
         if generic_kernels and generic(graph, k, passes):
             nest, sizes = lower_generic(graph, i)

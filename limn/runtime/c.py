@@ -6,7 +6,10 @@ disk by the hash of its source (``limn/runtime/cc.py``) and in memory by graph s
 ones that make C fast: parallel loops over the output cells, pad-mask splitting,
 lane-wise reductions and register-tiled contractions (``ir/c/passes.py``); none of them
 changes the order in which any one output cell is folded, so threaded and serial runs
-agree bit for bit.
+agree bit for bit. Kernels that compute the same integers on every run (no buffer read
+but constants and each other's: positions, masks; ``ir/kernel/kernel.constant_kernels``)
+are not compiled: the plan computes them once, with the numpy reference's rules, when it
+is built, and copies the values out on each run.
 
 Small kernels are size-generic (``ir/c/render.generic`` is the rule): lowered once per
 structure with their sizes, strides, offsets and pads as run-time arguments, so a program
@@ -31,10 +34,11 @@ from ir.c.passes import c_passes
 from ir.c.render import generic_unit, plan_units, renders
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.passes import Pass
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
+from limn.runtime.numpy_ref import evaluate_kernel
 
 
 def physical_cores() -> int:
@@ -138,8 +142,15 @@ class CDevice(CompiledDevice):
             for name in missing:
                 self.generic[name] = libs[-1]
         calls = []
+        consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
+        on_host = constant_kernels(graph)
         for i, k in enumerate(graph.kernels):
-            if k.kind == "CUSTOM":
+            if i in on_host:
+                spec = graph.buffers[k.output]
+                value = evaluate_kernel(k, [consts[b] for b in k.inputs])
+                consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
+                calls.append(_host_call(consts[k.output].reshape(spec.shape)))
+            elif k.kind == "CUSTOM":
                 calls.append(self._custom_call(k))
             elif i in u.calls:
                 name, sizes = u.calls[i]
@@ -172,6 +183,15 @@ class CDevice(CompiledDevice):
             return None
 
         return call
+
+
+def _host_call(value: np.ndarray):
+    """A constant kernel: its value, computed when the plan was built, copied out."""
+
+    def call(arrays, memo):
+        np.copyto(arrays[-1], value)
+
+    return call
 
 
 _BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
