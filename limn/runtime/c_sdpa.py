@@ -141,9 +141,13 @@ static inline int64_t sdpa_seen(int64_t nk, int64_t j0, int64_t row, int causal)
     return n < 0 ? 0 : n < nk ? n : nk;
 }
 
-static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+static void *sdpa_alloc_raw(size_t bytes) {  /* 64-byte aligned */
     bytes = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+    void *p = sdpa_alloc_raw(bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }
@@ -334,8 +338,9 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
     const int64_t kr = (tk + BK - 1) / BK * BK;  /* a head's key rows, padded */
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
     /* every head's K transposed (column stride kr) and V by rows, loaded once for all the
-       query tiles that read them: twice the size of K and V */
-    @A@ *KT = sdpa_alloc(sizeof(@A@) * bh * kr * (d + dvp)), *VS = KT + bh * kr * d;
+       query tiles that read them (every element written, padding included, so not
+       zeroed first): the size of K and V again */
+    @A@ *KT = sdpa_alloc_raw(sizeof(@A@) * bh * kr * (d + dvp)), *VS = KT + bh * kr * d;
     #pragma omp parallel num_threads(threads)
     {  /* one set of tiles per thread, for all its tasks */
     #pragma omp for schedule(static)
