@@ -114,9 +114,12 @@ class Tensor(Primitives, TorchMethods):
         t = Tensor.__new__(Tensor)
         t.node, t.device, t.grad, t._ctx = node, device, None, None
         t.requires_grad = False
-        if rule is not None and autograd.grad_enabled() and any(p.requires_grad for p in parents):
-            t.requires_grad = True
-            t._ctx = autograd.Ctx(rule, tuple(parents), saved)
+        if rule is not None and parents and autograd.grad_enabled():
+            for p in parents:  # a loop, not any(): this runs for every op a program calls
+                if p.requires_grad:
+                    t.requires_grad = True
+                    t._ctx = autograd.Ctx(rule, tuple(parents), saved)
+                    break
         return t
 
     def _wrap(self, node: Node, rule=None, parents=(), saved=None) -> Tensor:
@@ -129,6 +132,14 @@ class Tensor(Primitives, TorchMethods):
         if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
             t._base, t._move = self, (kind, arg)
         return t
+
+    def _moved(self, moves) -> Tensor:
+        # composed only when nothing is recorded between the moves: a gradient needs each
+        # move's record, so a value that takes gradients makes the calls one by one. The
+        # composed value is an operand inside an op (matmul's), never a view to write into.
+        if self.requires_grad and autograd.grad_enabled():
+            return self._moved_one_by_one(moves)
+        return super()._moved(moves)
 
     def _view_root(self) -> tuple[Tensor, tuple]:
         """The tensor this one is a view of (itself if none) and the moves from it to us."""
@@ -533,10 +544,10 @@ def realize(*tensors: Tensor) -> None:
 
 
 def _realize(*tensors: Tensor) -> None:
-    todo = [t for t in tensors if t.node.op != Op.BUFFER]
     by_device: dict[str, list[Tensor]] = {}
-    for t in todo:
-        by_device.setdefault(t.device, []).append(t)
+    for t in tensors:
+        if t.node.op != Op.BUFFER:
+            by_device.setdefault(t.device, []).append(t)
     for name, ts in by_device.items():
         for see in observers:
             see(name, [t.node for t in ts])

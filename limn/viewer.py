@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ir.graph.node import Node, format_node, toposort
 from ir.graph.ops import Op
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.kernel.schedule import schedule
 from ir.loop.lower import lower
 from ir.loop.passes import apply_passes
@@ -193,6 +193,7 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
     """Each kernel's pipeline per target: its nest after every pass, and the source."""
     targets = {name: make() for name, make in TARGETS.items()}
     data["targets"] = list(targets)
+    on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
         entry = data["kernels"][i]
         entry["stats"] = _stats(stats, graph, i)
@@ -201,6 +202,11 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
         lowered = lower(graph, i)
         for name, (passes, render) in targets.items():
             entry["pipelines"][name] = _pipeline(lowered, graph, i, passes, render)
+        if i in on_host and "c" in entry["pipelines"]:
+            entry["pipelines"]["c"]["on_host"] = (
+                "not compiled: integers from constants alone, which the c device computes "
+                "once, on the host, when it builds the plan (the source shows what C would be)"
+            )
 
 
 def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import ir.c.passes as c_pass_module
 import limn
 from ir.c.passes import c_passes
+from ir.c.render import units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
@@ -140,6 +141,56 @@ def test_a_training_step_compiles_once(c):
     assert c.stats["plans"] - before == 1  # the first step plans; the others hit the cache
 
 
+def test_a_realized_node_is_recalled_only_while_it_lives_and_only_for_itself():
+    import gc
+
+    from ir.graph.node import Node
+    from ir.graph.ops import Op
+    from limn.runtime import device
+
+    x = Tensor(np.arange(6, dtype=np.float32))
+    node = (x + 1).node
+    buf = device.Buffer(dtypes.float32, (6,), np.zeros(6, np.float32))
+    device.remember(node, buf)
+    assert device.recall(node) is buf and device.recall(x.node) is None
+    key = id(node)
+    del node
+    gc.collect()
+    assert key not in device._realized  # the entry went with its node
+    # an entry whose node is gone never answers for another node, whatever its id
+    other = Node(Op.NEG, dtypes.float32, (6,), (x.node,))
+    dead = Node(Op.NEG, dtypes.float32, (6,), (x.node,))
+    device._realized[id(other)] = (device.weakref.ref(dead), buf)
+    assert device.recall(other) is None
+    del device._realized[id(other)]
+
+
+def test_the_plan_key_numbers_inputs_in_toposort_order_and_shares_aliases(c):
+    from ir.graph.node import Node, toposort
+    from ir.graph.ops import Op
+    from limn.runtime.jit import plan_key
+
+    a = Tensor(np.ones((3, 4), np.float32))
+    b = Tensor(np.ones((4, 3), np.float32))
+    a2 = Tensor._make(Node(Op.BUFFER, a.dtype, a.shape, (), a.node.arg), "c")  # a's bytes
+    y = (a @ b).realize()  # a realized node is an input, its graph not walked
+    build = lambda u: (((a + b.T) * u).sum() + y.sum() + (y.T @ a2).sum()).node  # noqa: E731
+    key, inputs = plan_key([build(a)])
+    order = toposort([build(a)], lambda n: n.op == Op.BUFFER)
+    assert [n.shape for n in inputs] == [n.shape for n in order if n.op == Op.BUFFER]
+    rows, roots = key
+    assert len(rows) == len(order) and roots == (len(order) - 1,)
+    assert inputs[0] is a.node and inputs[-1] is a2.node and len(inputs) == 4
+    assert [r[3] for r in rows if r[0] == "in"] == [0, 1, 2, 0]  # a2 is a: one number
+    assert plan_key([build(a)])[0] == key  # the same structure, built again, finds its plan
+    assert plan_key([build(b.T)])[0] != key  # another structure under the same shapes
+    y2 = (a @ b).realize()  # another buffer in y's place: the same plan
+    other = (((a + b.T) * a).sum() + y2.sum() + (y2.T @ a2).sum()).node
+    assert plan_key([other])[0] == key and plan_key([other])[1][2] is y2.node
+    shared = (((a + b.T) * a).sum() + y.sum() + (y.T @ y).sum()).node  # y read twice
+    assert [r[3] for r in plan_key([shared])[0][0] if r[0] == "in"] == [0, 1, 2]
+
+
 def test_disk_cache_survives_a_second_process(tmp_path):
     code = (
         "import limn; from limn import Tensor; limn.set_device('c');"
@@ -216,6 +267,34 @@ def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
     assert "-O0" in quick and "-O3" not in quick and "-O3" in c.toolchain.flags_for(parts[0][1])
     got_big, got_tiny = (b.data for b in c.realize([o.node for o in outs]))
     assert got_tiny.tobytes() == got_big[:100].tobytes()
+
+
+def test_kernels_of_integers_from_constants_are_computed_when_the_plan_is_built(c):
+    """An arange whose reshape is cut (ten nested loops of 2: split_pad_masks made 28k
+    instructions of it in PCA) reads no buffer: the plan computes it once, on the host,
+    and compiles only what reads data. A float kernel on constants is still compiled."""
+    from ir.graph.compose import arange
+    from ir.kernel.kernel import constant_kernels
+
+    x = Tensor(np.arange(1000, dtype=np.int64) * 7, device="c")
+    pos = arange(x, 1000, dtypes.int64)
+    mask = pos.p_cmplt(pos.p_const(500))
+    y = x + pos
+    f = Tensor(np.zeros(3, np.float32), device="c").p_const(1.5, shape=(4,)).exp()
+    roots = [pos.node, mask.node, y.node, f.node]
+    graph = schedule(roots).graph
+    host = constant_kernels(graph)
+    # the (2, ..., 2) sum, its reshape to 1000 (the first root) and the mask
+    assert len(host) == 3 and all(graph.kernels[i].kind == "MAP" for i in host)
+    compiled = [i for kernels, _ in units(graph) for i in kernels]
+    assert sorted([*host, *compiled]) == list(range(len(graph.kernels)))
+    assert graph.kernels[-1].result.dtype == dtypes.float32 and len(graph.kernels) - 1 in compiled
+    got = [b.data for b in c.realize(roots)]
+    assert np.array_equal(got[0], np.arange(1000)) and np.array_equal(got[1], np.arange(1000) < 500)
+    assert np.array_equal(got[2], np.arange(1000) * 8)
+    assert np.array_equal(got[3], np.exp(np.full(4, 1.5, np.float32)))
+    again = [b.data for b in c.realize([(x + arange(x, 1000, dtypes.int64)).node])]
+    assert np.array_equal(again[0], np.arange(1000) * 8)
 
 
 def test_a_kernel_repeated_over_other_buffers_is_compiled_once(c):

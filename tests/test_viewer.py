@@ -19,6 +19,7 @@ from ir.c.render import kernel_key, render, render_mapped
 from ir.cuda import render as cu
 from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph
+from ir.kernel.kernel import constant_kernels
 from ir.kernel.schedule import schedule
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store
@@ -68,6 +69,9 @@ def test_page_data_is_the_printed_stages(case):
         # a kernel equal to an earlier one over other buffers is compiled once: the copy's
         # function calls the first's, which is this same source under the first's name
         j = next(j for j, o in enumerate(graph.kernels) if kernel_key(graph, o) == keys[i])
+        if pipe.get("on_host"):  # a constant kernel: computed when the plan is built
+            assert f"void k{i}(" not in compiled and i in constant_kernels(graph)
+            continue
         assert source.replace(f"void k{i}(", f"void k{j}(", 1) in compiled
         if j != i:
             assert f"void k{i}(void *const *args, int64_t *err) {{ k{j}(args, err); }}" in compiled

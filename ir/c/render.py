@@ -40,7 +40,7 @@ from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, TABLE, Op
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -575,7 +575,8 @@ def units(
 ) -> list[tuple[list[int], str]]:
     """The C a plan compiles to, as (kernel indices, translation unit) pairs, in cc's order.
 
-    Kernel ``i`` is the C function ``k<i>``; CUSTOM kernels have none. ``passes`` default to
+    Kernel ``i`` is the C function ``k<i>``; CUSTOM kernels have none, nor do the
+    ``constant_kernels`` (the device computes those on the host). ``passes`` default to
     the c device's (``c_passes()``). Kernels of at most ``SMALL_WORK`` iterations go in
     units of their own, marked ``QUICK``. This is the one function that makes what the c
     device hands to ``cc``, and what ``ir(x, stage="c")`` prints.
@@ -590,8 +591,9 @@ def units(
     passes = c_passes() if passes is None else passes
     first: dict[tuple, int] = {}  # a kernel's structure -> the first kernel that has it
     copies: dict[int, list[int]] = {}
+    on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
-        if k.kind != "CUSTOM":
+        if k.kind != "CUSTOM" and i not in on_host:
             j = first.setdefault(kernel_key(graph, k), i)
             copies.setdefault(j, []).append(i)
     small, large = [], []

@@ -140,6 +140,14 @@ def expand_to(x, shape: tuple[int, ...]):
     return x.p_expand(tuple(shape))
 
 
+def _expand_moves(shape: tuple[int, ...], to: tuple[int, ...]) -> tuple:
+    """The moves ``expand_to`` makes from ``shape`` to ``to``, for ``_moved``."""
+    if shape == to:
+        return ()
+    lead = len(to) - len(shape)
+    return ((("reshape", (1,) * lead + shape),) if lead else ()) + (("expand", to),)
+
+
 def squeeze_axes(x, axes: tuple[int, ...]):
     return x.p_reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
@@ -569,24 +577,32 @@ def matmul(a, b):
     1-d operands follow numpy: a vector on the left is a row, on the right a column, and
     the added dim is dropped from the result.
     """
-    shown = f"shapes {tuple(a.shape)} and {tuple(b.shape)}"  # as the caller gave them
+    a_shape, b_shape = tuple(a.shape), tuple(b.shape)  # as the caller gave them
     squeeze = []
-    if len(a.shape) == 1:
-        a = a.p_reshape((1, a.shape[0]))
+    if len(a_shape) == 1:
+        a = a.p_reshape((1, a_shape[0]))
         squeeze.append(-2)
-    if len(b.shape) == 1:
-        b = b.p_reshape((b.shape[0], 1))
+    if len(b_shape) == 1:
+        b = b.p_reshape((b_shape[0], 1))
         squeeze.append(-1)
     n, k = a.shape[-2:]
     k2, m = b.shape[-2:]
     if k != k2:
-        raise ValueError(f"matmul: {shown} do not align: {k} != {k2}")
-    batch = broadcast_shapes(
-        tuple(a.shape[:-2]), tuple(b.shape[:-2]), op=f"matmul: batch dims of {shown}"
+        raise ValueError(f"matmul: shapes {a_shape} and {b_shape} do not align: {k} != {k2}")
+    a_batch, b_batch = tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    batch = a_batch
+    if a_batch != b_batch:
+        op = f"matmul: batch dims of shapes {a_shape} and {b_shape}"
+        batch = broadcast_shapes(a_batch, b_batch, op=op)
+    # each operand seen as (..., n, m, k), its moves composed in one step: (permute,)
+    # reshape to broadcastable, then expand_to's (leading 1s and) expand
+    full = batch + (n, m, k)
+    a = a._moved((("reshape", a_batch + (n, 1, k)),) + _expand_moves(a_batch + (n, 1, k), full))
+    nb = len(b_batch)
+    b = b._moved(
+        (("permute", tuple(range(nb)) + (nb + 1, nb)), ("reshape", b_batch + (1, m, k)))
+        + _expand_moves(b_batch + (1, m, k), full)
     )
-    a = expand_to(a.p_reshape(tuple(a.shape[:-1]) + (1, k)), batch + (n, m, k))
-    bt = b.p_permute(tuple(range(len(b.shape) - 2)) + (len(b.shape) - 1, len(b.shape) - 2))
-    b = expand_to(bt.p_reshape(tuple(bt.shape[:-2]) + (1, m, k)), batch + (n, m, k))
     out = a.p_mul(b).p_sum((len(batch) + 2,))
     shape = batch + (n, m)
     if -2 in squeeze:

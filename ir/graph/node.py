@@ -15,7 +15,7 @@ from ir.graph.dtypes import DType
 from ir.graph.ops import TABLE, Op
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Node:
     op: Op
     dtype: DType
@@ -24,17 +24,29 @@ class Node:
     arg: object = None
     _uid: int = field(default=0, repr=False, compare=False)
 
-    def __post_init__(self):
-        n = TABLE[self.op].arity
-        if n >= 0 and len(self.srcs) != n:
-            raise ValueError(f"{self.op.value}: takes {n} sources, got {len(self.srcs)}")
-        object.__setattr__(self, "_uid", next(_counter))
+    def __init__(
+        self, op: Op, dtype: DType, shape: tuple[int, ...], srcs: tuple = (), arg: object = None
+    ):
+        # written out (not the dataclass's __init__ + __post_init__): every op a program
+        # calls makes nodes, so this is on the path of every graph build
+        n = _ARITY[op]
+        if n >= 0 and len(srcs) != n:
+            raise ValueError(f"{op.value}: takes {n} sources, got {len(srcs)}")
+        put = object.__setattr__
+        put(self, "op", op)
+        put(self, "dtype", dtype)
+        put(self, "shape", shape)
+        put(self, "srcs", srcs)
+        put(self, "arg", arg)
+        put(self, "_uid", next(_counter))
         if _on_create is not None:
             _on_create(self)
 
     def __repr__(self) -> str:
         return f"<Node {self.op.value} {self.dtype}{list(self.shape)} #{self._uid}>"
 
+
+_ARITY = {op: row.arity for op, row in TABLE.items()}  # sources each op takes; -1: any
 
 # Node ids come from itertools.count: its next() is one C call under the GIL, so threads
 # building graphs at once each get a distinct id (a generator raises if two threads

@@ -11,6 +11,11 @@ from enum import Enum
 
 
 class Op(Enum):
+    # Members are singletons that compare by identity, so they hash by identity too: Enum's
+    # own __hash__ is a Python function (hash of the name), and the op table, the
+    # scheduler and the lowering look ops up in dicts and sets on every node they touch.
+    __hash__ = object.__hash__
+
     # primitives: the closed set a new device implements
     BUFFER = "BUFFER"
     CONST = "CONST"

@@ -13,18 +13,27 @@ then, and the frontend materialises a CONTIGUOUS copy first.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 Shape = tuple[int, ...]
 
 
+@functools.lru_cache(maxsize=4096)
 def contiguous_strides(shape: Shape) -> tuple[int, ...]:
+    """Row-major strides of ``shape`` (a tuple), 0 on size-1 dims. Remembered per shape:
+    every movement asks whether its result is contiguous, and a program has few shapes."""
     strides, acc = [], 1
     for s in reversed(shape):
-        strides.append(acc if s != 1 else 0)
+        strides.append(int(acc) if s != 1 else 0)
         acc *= s
     return tuple(reversed(strides))
+
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous(shape: Shape) -> View:
+    return View(shape, contiguous_strides(shape), 0, None)
 
 
 def prod(xs) -> int:
@@ -40,7 +49,7 @@ class View:
 
     @staticmethod
     def contiguous(shape: Shape) -> View:
-        return View(tuple(shape), contiguous_strides(tuple(shape)), 0, None)
+        return _contiguous(tuple(shape))  # one View per shape: Views never change
 
     def __repr__(self) -> str:
         m = "" if self.mask is None else f", mask={self.mask}"
@@ -91,6 +100,8 @@ class View:
 
     def _with(self, shape, strides, offset, mask) -> View:
         shape = tuple(shape)
+        if mask is None and 1 not in shape:
+            return View(shape, tuple(strides), offset, None)
         if mask is not None:
             mask = tuple((max(0, lo), min(s, hi)) for (lo, hi), s in zip(mask, shape))
             mask = tuple((lo, max(lo, hi)) for lo, hi in mask)
@@ -103,12 +114,16 @@ class View:
     # ---- movement ------------------------------------------------------------------
 
     def permute(self, order: tuple[int, ...]) -> View:
-        mask = None if self.mask is None else tuple(self.mask[o] for o in order)
-        return self._with(
-            (self.shape[o] for o in order), (self.strides[o] for o in order), self.offset, mask
-        )
+        shape, strides = self.shape, self.strides
+        mask = None if self.mask is None else [self.mask[o] for o in order]
+        return self._with([shape[o] for o in order], [strides[o] for o in order], self.offset, mask)
 
     def expand(self, shape: Shape) -> View:
+        if self.mask is None:  # a size-1 dim that grows reads its one element: stride 0
+            strides = [
+                st if old == new else 0 for old, new, st in zip(self.shape, shape, self.strides)
+            ]
+            return self._with(shape, strides, self.offset, None)
         strides, mask = [], []
         for old, new, st, (lo, hi) in zip(self.shape, shape, self.strides, self._full_mask()):
             if old == new:
@@ -194,13 +209,12 @@ class View:
         # operand): every other dim keeps its stride and mask, as the grouping below gives
         kept = [d for d, s in enumerate(self.shape) if s != 1]
         if [self.shape[d] for d in kept] == [s for s in shape if s != 1]:
-            full = self._full_mask()
             it = iter(kept)
-            picks = [None if s == 1 else next(it) for s in shape]
-            strides = [0 if d is None else self.strides[d] for d in picks]
-            mask = None
-            if self.mask is not None:
-                mask = [(0, 1) if d is None else full[d] for d in picks]
+            picks = [-1 if s == 1 else next(it) for s in shape]
+            strides = [0 if d < 0 else self.strides[d] for d in picks]
+            if self.mask is None:  # (and a size-1 dim's stride is already 0)
+                return View(shape, tuple(strides), self.offset, None)
+            mask = [(0, 1) if d < 0 else self.mask[d] for d in picks]
             return self._with(shape, strides, self.offset, mask)
         # drop size-1 dims, then match groups of old dims to groups of new dims
         old = [

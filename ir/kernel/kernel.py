@@ -14,7 +14,8 @@ what lets a runtime cache compiled programs by them.
 
 This module also owns the rules the later stages share: ``reindex``, which decides when a
 view over a fused computation can be followed by index arithmetic alone (the schedule cuts
-where it cannot, the lowering uses its answer), ``reduce_identity`` and ``scan_identity``.
+where it cannot, the lowering uses its answer), ``reduce_identity``, ``scan_identity``,
+and ``constant_kernels``, the kernels a device may compute once when it builds a plan.
 """
 
 from __future__ import annotations
@@ -207,6 +208,35 @@ def scan_identity(combine: Op, dtype: DType):
     if combine == Op.MAX:
         return dtypes.min_value(dtype)
     raise ValueError(f"scan_identity: {combine.value} is not a scan; accepted: ADD, MUL, MAX")
+
+
+CONSTANT_CELLS = 1 << 16  # the most elements a kernel computed at plan build may loop over
+
+
+def constant_kernels(graph: KernelGraph) -> frozenset[int]:
+    """The kernels whose output is the same on every run: integer work on constants.
+
+    A kernel qualifies when every buffer it reads was written by such a kernel (the first
+    ones read none: positions, direction masks, an ``arange`` whose reshape was cut), every
+    row is integer or bool (exact, so any evaluation gives the bits a compiled kernel
+    would), it indexes nothing by data (no GATHER or SCATTER: their range checks belong to
+    the run) and it loops over at most CONSTANT_CELLS elements. A device may compute these
+    once, on the host, when it builds the plan, instead of compiling them.
+    """
+    made: set[int] = set()
+    out = []
+    for i, k in enumerate(graph.kernels):
+        if k.kind == "CUSTOM" or not all(b in made for b in k.inputs):
+            continue
+        if any(r.dtype.is_float or r.dtype.is_complex for r in k.rows):
+            continue
+        if any(r.op in (Op.GATHER, Op.SCATTER) for r in k.rows):
+            continue
+        if math.prod(k.loop_shape) > CONSTANT_CELLS:
+            continue
+        made.add(k.output)
+        out.append(i)
+    return frozenset(out)
 
 
 # ---- text ---------------------------------------------------------------------------

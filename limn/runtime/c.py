@@ -6,7 +6,10 @@ disk by the hash of its source (``limn/runtime/cc.py``) and in memory by graph s
 ones that make C fast: parallel loops over the output cells, pad-mask splitting,
 lane-wise reductions and register-tiled contractions (``ir/c/passes.py``); none of them
 changes the order in which any one output cell is folded, so threaded and serial runs
-agree bit for bit.
+agree bit for bit. Kernels that compute the same integers on every run (no buffer read
+but constants and each other's: positions, masks; ``ir/kernel/kernel.constant_kernels``)
+are not compiled: the plan computes them once, with the numpy reference's rules, when it
+is built, and copies the values out on each run.
 
 Buffers are host numpy arrays shared with the numpy device, so tensors move between the
 two freely. Dtypes C cannot spell (complex) are refused by name.
@@ -24,10 +27,11 @@ from ir.c.passes import c_passes
 from ir.c.render import renders, units
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
-from ir.kernel.kernel import KernelGraph
+from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.passes import Pass
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
+from limn.runtime.numpy_ref import evaluate_kernel
 
 
 def physical_cores() -> int:
@@ -117,8 +121,15 @@ class CDevice(CompiledDevice):
         for lib in libs:
             lib.limn_set_threads(self.threads)
         calls = []
+        consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
+        on_host = constant_kernels(graph)
         for i, k in enumerate(graph.kernels):
-            if k.kind == "CUSTOM":
+            if i in on_host:
+                spec = graph.buffers[k.output]
+                value = evaluate_kernel(k, [consts[b] for b in k.inputs])
+                consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
+                calls.append(_host_call(consts[k.output].reshape(spec.shape)))
+            elif k.kind == "CUSTOM":
                 calls.append(self._custom_call(k))
             else:
                 calls.append(_c_call(getattr(where[i], f"k{i}"), k))
@@ -149,6 +160,19 @@ class CDevice(CompiledDevice):
         return call
 
 
+def _host_call(value: np.ndarray):
+    """A constant kernel: its value, computed when the plan was built, copied out."""
+
+    def call(arrays, memo):
+        np.copyto(arrays[-1], value)
+
+    return call
+
+
+_BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
+_ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
+
+
 def _adoptable(made, out, arrays, results) -> bool:
     """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
     fresh C-ordered array of the output's shape and dtype that is none of the kernel's
@@ -168,23 +192,31 @@ def _adoptable(made, out, arrays, results) -> bool:
 def _c_call(fn, kernel):
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    n = len(kernel.inputs) + 1
+    pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
+    address, view = ctypes.addressof, _BYTES.from_buffer
 
     def call(arrays, memo):
-        ptrs = (ctypes.c_void_p * n)(*[a.ctypes.data for a in arrays])
-        err = np.zeros(5, np.int64)
-        fn(ptrs, err.ctypes.data)
-        if err[0] == 2:
-            raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+        try:  # a writable C-contiguous array (every buffer the runtime makes)
+            ptrs = pointers(*[address(view(a)) for a in arrays])
+        except (TypeError, ValueError):  # read-only, or a dtype without a buffer format
+            # (bfloat16): numpy's own, slower, route to the address
+            ptrs = pointers(*[a.ctypes.data for a in arrays])
+        err = _ERR()
+        fn(ptrs, err)
         if err[0]:
-            v, axis, size, kind = (int(e) for e in err[1:])
-            what = ("gather", "scatter")[kind]
-            raise IndexError(
-                f"{what}: index {v} is out of range for axis {axis} of size {size}; "
-                f"accepted: 0..{size - 1}"
-            )
+            _raise(err)
 
     return call
+
+
+def _raise(err) -> None:
+    if err[0] == 2:
+        raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
+    v, axis, size, kind = (int(e) for e in err[1:])
+    what = ("gather", "scatter")[kind]
+    raise IndexError(
+        f"{what}: index {v} is out of range for axis {axis} of size {size}; accepted: 0..{size - 1}"
+    )
 
 
 __all__ = ["CDevice", "dtypes"]

@@ -13,7 +13,8 @@ contract:
 Host devices (numpy, c) keep Buffers as numpy arrays, so tensors move freely between them.
 
 Graphs may be built and realized from several threads at once: the shared maps here (the
-realized buffers, the devices) are guarded by locks, and each device guards its own caches.
+realized buffers, the devices) are written under locks (a read is one atomic dict lookup),
+and each device guards its own caches.
 """
 
 from __future__ import annotations
@@ -48,18 +49,36 @@ class Buffer:
         return f"Buffer({self.dtype}{list(self.shape)})"
 
 
-_realized: weakref.WeakKeyDictionary[Node, Buffer] = weakref.WeakKeyDictionary()
+# id(node) -> (a weak reference to the node, its Buffer). Keyed by id, not by the node
+# through a WeakKeyDictionary: every realize asks this of each node of its graph, and a
+# plain dict read by an int is several times cheaper than one that makes a weak reference
+# per lookup. The entry goes when the node dies (its weakref's callback, which runs before
+# the id can be reused); ``recall`` also checks the reference, so a stale entry never
+# answers for a new node that got the same id.
+_realized: dict[int, tuple[weakref.ref, Buffer]] = {}
 _realized_lock = threading.Lock()
 
 
+def _forget(ref: weakref.ref, key: int) -> None:
+    # no lock: a callback may run inside a locked region of this thread (a collection
+    # that frees a node), and one dict read and one removal are each atomic
+    entry = _realized.get(key)
+    if entry is not None and entry[0] is ref:
+        _realized.pop(key, None)
+
+
 def remember(node: Node, buf: Buffer) -> None:
+    key = id(node)
+    ref = weakref.ref(node, lambda r: _forget(r, key))
     with _realized_lock:
-        _realized[node] = buf
+        _realized[key] = (ref, buf)
 
 
 def recall(node: Node) -> Buffer | None:
-    with _realized_lock:
-        return _realized.get(node)
+    entry = _realized.get(id(node))  # one atomic read: no lock (writers take it)
+    if entry is None or entry[0]() is not node:
+        return None
+    return entry[1]
 
 
 class Device:

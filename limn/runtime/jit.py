@@ -30,7 +30,7 @@ import numpy as np
 
 from ir.graph import dtypes
 from ir.graph.decompose import decompose
-from ir.graph.node import Node, toposort
+from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
@@ -39,32 +39,57 @@ from limn.runtime.device import Buffer, Device, get_device, recall, remember
 
 
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
+    """The structure key of the graph under ``roots`` and its inputs in slot order
+    (``walk``, without the buffers)."""
+    key, inputs, _ = walk(roots)
+    return key, inputs
+
+
+def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
     """The structure key of the graph under ``roots`` and its inputs in slot order.
 
     Inputs are the nodes that already hold bytes; they are numbered in the order the
-    schedule numbers them (depth first, sources in order), and two inputs that are the
-    same Buffer share a number in the key, since aliasing changes what a plan may do.
+    schedule numbers them (depth first, sources in order: ``toposort``'s order), and two
+    inputs that are the same Buffer share a number in the key, since aliasing changes what
+    a plan may do. One walk, asking each node once whether it holds bytes (and keeping
+    the Buffer that says so): a cached plan is found by this key on every realize, so it
+    is the per-call cost of a plan hit.
     """
     inputs: list[Node] = []
+    bufs: list[Buffer] = []
     rows: list[tuple] = []
-    index: dict[int, int] = {}
+    index: dict[int, int] = {}  # id(node) -> its row
     buffer_ids: dict[int, int] = {}
-
-    def is_input(n: Node) -> bool:
-        return n.op == Op.BUFFER or (n.op != Op.ASSIGN and recall(n) is not None)
-
-    order = toposort(roots, is_input)
-    for n in order:
-        index[id(n)] = len(rows)
-        if is_input(n):
-            buf = buffer_of(n)
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if id(n) in index:
+                continue
+            if expanded:
+                index[id(n)] = len(rows)
+                op, arg = n.op, n.arg
+                if op == Op.VIEW:  # its fields, which hash and compare in C, not the View
+                    arg = (arg.shape, arg.strides, arg.offset, arg.mask)
+                elif op == Op.CONST or op == Op.CUSTOM:
+                    arg = arg_key(op, arg)
+                srcs = tuple([index[id(s)] for s in n.srcs])
+                rows.append((op, n.dtype.name, n.shape, srcs, arg))
+                continue
+            op = n.op
+            buf = n.arg if op == Op.BUFFER else None if op == Op.ASSIGN else recall(n)
+            if buf is None:  # computed here: its sources first, then it
+                stack.append((n, True))
+                for s in reversed(n.srcs):
+                    if id(s) not in index:
+                        stack.append((s, False))
+                continue
+            index[id(n)] = len(rows)
             alias = buffer_ids.setdefault(id(buf), len(buffer_ids))
             inputs.append(n)
+            bufs.append(buf)
             rows.append(("in", n.dtype.name, n.shape, alias))
-        else:
-            srcs = tuple(index[id(s)] for s in n.srcs)
-            rows.append((n.op, n.dtype.name, n.shape, srcs, arg_key(n.op, n.arg)))
-    return (tuple(rows), tuple(index[id(r)] for r in roots)), inputs
+    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs
 
 
 def _work(roots: Sequence[Node]) -> int:
@@ -78,10 +103,6 @@ def _work(roots: Sequence[Node]) -> int:
         total += math.prod(n.shape)
         stack.extend(n.srcs)
     return total
-
-
-def buffer_of(n: Node) -> Buffer:
-    return n.arg if n.op == Op.BUFFER else recall(n)
 
 
 @dataclass
@@ -100,32 +121,50 @@ class Plan:
     _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
 
+    _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
+
+    def _prepare(self) -> tuple:
+        """Per kernel: (its index, call, output buffer, shape, numpy dtype, input buffers,
+        the intermediates that die after it): what every run would otherwise look up."""
+        g = self.graph
+        keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
+        steps = []
+        for i, k in enumerate(g.kernels):
+            spec = g.buffers[k.output]
+            dead = tuple(
+                b
+                for b in dict.fromkeys(k.inputs)
+                if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep
+            )
+            np_dtype = dtypes.to_numpy(spec.dtype)
+            steps.append((i, self.calls[i], k.output, spec.shape, np_dtype, k.inputs, dead))
+        self._steps = tuple(steps)
+        return self._steps
+
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
         g = self.graph
         bufs: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
-        keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
         memo: dict = {}
         prof = profile.active()
         if prof is not None and (not self._stats or self._stats[0] is not prof):
             self._stats = (prof, prof.plan_keys(self, self.sites, self.passes))
-        for i, k in enumerate(g.kernels):
-            spec = g.buffers[k.output]
-            bufs[k.output] = np.empty(spec.shape, dtypes.to_numpy(spec.dtype))
-            args = [bufs[b] for b in k.inputs] + [bufs[k.output]]
+        for i, call, out, shape, np_dtype, ins, dead in self._steps or self._prepare():
+            bufs[out] = np.empty(shape, np_dtype)
+            args = [bufs[b] for b in ins]
+            args.append(bufs[out])
             if prof is None:
-                made = self.calls[i](args, memo)
+                made = call(args, memo)
             else:
                 t = time.perf_counter()
-                made = self.calls[i](args, memo)
+                made = call(args, memo)
                 stat = self._stats[1][i]
                 stat.seconds += time.perf_counter() - t
                 stat.calls += 1
             if made is not None:  # the call made its result itself: it becomes the buffer
-                bufs[k.output] = made
-            for b in k.inputs:
-                if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep:
-                    bufs[b] = None  # an intermediate dies with its last reader
+                bufs[out] = made
+            for b in dead:
+                bufs[b] = None  # an intermediate dies with its last reader
         return bufs
 
 
@@ -163,16 +202,22 @@ class CompiledDevice(Device):
         return False
 
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
-        key, inputs = plan_key(roots)
+        """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
+        the plan's slot order."""
+        key, inputs, _ = walk(roots)
+        plan = self._plan(key, roots, inputs)
+        return plan, [inputs[i] for i in plan.slots]
+
+    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node]) -> Plan:
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
-            return plan, [inputs[i] for i in plan.slots]
+            return plan
         with self._build_lock:
             plan = self.plans.get(key)
             if plan is not None:  # another thread built it while this one waited
                 self.stats["plan_hits"] += 1
-                return plan, [inputs[i] for i in plan.slots]
+                return plan
             t0 = time.perf_counter()
             realized = lambda n: recall(n) is not None  # noqa: E731
             spelled = decompose(roots, self.renders, lambda n: n.op != Op.ASSIGN and realized(n))
@@ -189,13 +234,14 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             self.stats["plans"] += 1
             self.stats["build_s"] += time.perf_counter() - t0
-        return plan, [inputs[i] for i in plan.slots]
+        return plan
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
         if self.tiny and self.recorder is None and _work(roots) <= self.tiny:
             return get_device("numpy").realize(roots)
-        plan, inputs = self.plan_for(roots)
-        in_bufs = [buffer_of(n) for n in inputs]
+        key, inputs, bufs = walk(roots)
+        plan = self._plan(key, roots, inputs)
+        in_bufs = [bufs[i] for i in plan.slots]
         out = execute(plan, in_bufs, roots)
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
@@ -214,11 +260,12 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None)
         a = arrays[s.buffer]
         if s.buffer < g.n_inputs:  # a root that is (a reshape of) an input: give it its own bytes
             a = a.copy()
-        buf = Buffer(s.dtype, s.shape, a.reshape(s.shape))
+        buf = Buffer(s.dtype, s.shape, a if a.shape == s.shape else a.reshape(s.shape))
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
     for s in g.sinks:  # the transaction: every value exists before any target changes
         if s.source is not None:
-            np.copyto(in_bufs[s.buffer].data, arrays[s.source].reshape(in_bufs[s.buffer].shape))
+            target = in_bufs[s.buffer]
+            np.copyto(target.data, arrays[s.source].reshape(target.shape))
     return out

@@ -102,6 +102,22 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     raise NotImplementedError(f"numpy device: no rule for {op.value}")
 
 
+def evaluate_kernel(kernel, inputs: list[np.ndarray]) -> np.ndarray:
+    """One kernel of a kernel graph, its rows evaluated as nodes (BUFFER rows read
+    ``inputs``, the kernel's in0, in1, ...): what a device computes on the host."""
+    vals: list[np.ndarray] = []
+    nodes: list[Node] = []
+    for r in kernel.rows:
+        srcs = tuple(nodes[s] for s in r.srcs)
+        node = Node(r.op, r.dtype, r.shape, srcs, r.arg)
+        if r.op == Op.BUFFER:
+            vals.append(np.asarray(inputs[r.arg]).reshape(r.shape))
+        else:
+            vals.append(evaluate(node, [vals[s] for s in r.srcs], {}))
+        nodes.append(node)
+    return vals[-1]
+
+
 class NumpyDevice(Device):
     name = "numpy"
 

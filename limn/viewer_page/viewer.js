@@ -416,7 +416,7 @@ function renderDetails() {
     tabs.append(h("button", { class: t === sel.target ? "on" : "", "data-target": t, onclick: () => { sel.target = t; sel.step = -1; sel.line = -1; render(); } }, t));
   }
   const src = pipe(k).source;
-  const srcCol = h("div", {}, tabs,
+  const srcCol = h("div", {}, tabs, ...(pipe(k).on_host ? [h("div", { class: "note" }, pipe(k).on_host)] : []),
     src ? codeBlock(src, sourceHighlight(), selectSourceLine, "source") : h("div", { class: "note" }, pipe(k).declined || "no source for this target"));
   box.append(section(`loop nest after each pass, and the source it renders to`, true, bar, h("div", { class: "pair" }, nestCol, srcCol)));
   for (const code of box.querySelectorAll(".nest, .source")) {
