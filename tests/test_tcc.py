@@ -77,13 +77,20 @@ CASES = dict(_cases())
 
 
 @pytest.fixture(scope="module")
-def devices():
-    """(tcc, gcc) c devices, each also with every kernel specialized."""
+def devices(tmp_path_factory):
+    """(tcc, gcc) c devices, each also with every kernel specialized; with a disk cache of
+    their own, so every unit is compiled here (by the compiler under test)."""
     assert find_tcc(True)[0] is not None, "tcc is installed but fails the c device's self-check"
-    return {
+    pairs = {
         "generic": (CDevice(tcc=True, generic=True), CDevice(tcc=False, generic=True)),
         "specialized": (CDevice(tcc=True, generic=False), CDevice(tcc=False, generic=False)),
     }
+    cache = tmp_path_factory.mktemp("tcc-cache")
+    cache.chmod(0o700)
+    for pair in pairs.values():
+        for dev in pair:
+            dev.toolchain.cache_dir = cache
+    return pairs
 
 
 @pytest.mark.parametrize("kind", ["generic", "specialized"])
