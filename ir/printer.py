@@ -6,7 +6,9 @@ or a list of them. ``stage`` picks the floor:
 * ``"graph"``: the op graph, one node per line (stage 1);
 * ``"kernel"``: the kernel graph, each kernel's fused rows and buffers (stage 2);
 * ``"loop"`` (default): every kernel's loop nest after the passes, then the sinks
-  (stage 3) -- the instruction stream the compiled devices render;
+  (stage 3) -- the instruction stream the compiled devices render; with the c device's
+  passes (``passes=c_passes()``), a small kernel prints as the size-generic nest that
+  device runs (``ir/loop/generic.py``: its sizes are names, given at run time);
 * ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
   the device itself calls (``ir.c.render.units``), with the c device's passes unless
   ``passes`` are given;
@@ -21,13 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir.c.render import renders, units
+from ir.c.render import generic, renders, units
 from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype
 from ir.graph.node import Node, format_graph
-from ir.kernel.kernel import KernelGraph, buffer_lines, kernel_title, sink_lines
+from ir.kernel.kernel import (
+    KernelGraph,
+    buffer_lines,
+    constant_kernels,
+    kernel_title,
+    sink_lines,
+)
 from ir.kernel.schedule import schedule
+from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
 
@@ -55,13 +64,20 @@ def _roots(x) -> list[Node]:
 def format_loops(graph: KernelGraph, passes: Sequence[Pass] | None = None) -> str:
     """Every kernel of ``graph`` as its loop nest, then the sinks."""
     blocks = []
+    on_host = constant_kernels(graph)  # not compiled: shown as the specialized nest
     for i, k in enumerate(graph.kernels):
         if k.kind == "CUSTOM":
             blocks.append("\n".join([kernel_title(i, k), *buffer_lines(graph, k)]))
             continue
-        nest = apply_passes(lower(graph, i), passes)
+        sizes = None
+        if passes is not None and i not in on_host and generic(graph, k, list(passes)):
+            # the c device's passes: a small kernel is the size-generic nest it runs
+            nest, sizes = lower_generic(graph, i)
+            nest = apply_passes(nest, GENERIC_PASSES)
+        else:
+            nest = apply_passes(lower(graph, i), passes)
         names = [f"buf{b}" for b in k.inputs]
-        blocks.append(nest.format(names, f"buf{k.output}"))
+        blocks.append(nest.format(names, f"buf{k.output}", sizes))
     return "\n\n".join([*blocks, "\n".join(sink_lines(graph))])
 
 

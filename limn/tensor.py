@@ -133,6 +133,14 @@ class Tensor(Primitives, TorchMethods):
             t._base, t._move = self, (kind, arg)
         return t
 
+    def _moved(self, moves) -> Tensor:
+        # composed only when nothing is recorded between the moves: a gradient needs each
+        # move's record, so a value that takes gradients makes the calls one by one. The
+        # composed value is an operand inside an op (matmul's), never a view to write into.
+        if self.requires_grad and autograd.grad_enabled():
+            return self._moved_one_by_one(moves)
+        return super()._moved(moves)
+
     def _view_root(self) -> tuple[Tensor, tuple]:
         """The tensor this one is a view of (itself if none) and the moves from it to us."""
         t, moves = self, []

@@ -39,10 +39,12 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from ir.c.render import generic, generic_name
 from ir.graph.node import Node, format_node, toposort
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.kernel.schedule import schedule
+from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import apply_passes
 from ir.printer import _roots
@@ -179,10 +181,10 @@ def graph_data(
     return data, graph
 
 
-def _nest_lines(nest, graph: KernelGraph, i: int) -> tuple[list[str], list[int], dict]:
+def _nest_lines(nest, graph: KernelGraph, i: int, sizes=None) -> tuple[list[str], list[int], dict]:
     """The nest's text, the kernel row of each line, and {line: rows a pass folded in}."""
     k = graph.kernels[i]
-    text = nest.format([f"buf{b}" for b in k.inputs], f"buf{k.output}").splitlines()
+    text = nest.format([f"buf{b}" for b in k.inputs], f"buf{k.output}", sizes).splitlines()
     header = len(text) - len(nest.body)
     rows = [-1] * header + [-1 if ins.row is None else ins.row for ins in nest.body]
     folded = {header + j: list(ins.folded) for j, ins in enumerate(nest.body) if ins.folded}
@@ -201,7 +203,14 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
             continue
         lowered = lower(graph, i)
         for name, (passes, render) in targets.items():
-            entry["pipelines"][name] = _pipeline(lowered, graph, i, passes, render)
+            if name == "c" and i not in on_host and generic(graph, k, list(passes)):
+                # a size-generic kernel: the nest and function the c device runs
+                nest, sizes = lower_generic(graph, i)
+                fn = generic_name(apply_passes(nest, GENERIC_PASSES))
+                pipe = _pipeline(nest, graph, i, GENERIC_PASSES, render, sizes, fn)
+            else:
+                pipe = _pipeline(lowered, graph, i, passes, render)
+            entry["pipelines"][name] = pipe
         if i in on_host and "c" in entry["pipelines"]:
             entry["pipelines"]["c"]["on_host"] = (
                 "not compiled: integers from constants alone, which the c device computes "
@@ -209,12 +218,15 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
             )
 
 
-def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
-    lines, rows, folded = _nest_lines(nest, graph, i)
-    steps = [{"pass": "lower", "lines": lines, "rows": rows}]
+def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=None) -> dict:
+    """The steps from the lowered nest through ``passes``, and the source. A size-generic
+    nest (``sizes`` its values here) starts from ``lower_generic`` and renders as ``fn``."""
+    lines, rows, folded = _nest_lines(nest, graph, i, sizes)
+    first = "lower" if sizes is None else "lower_generic"
+    steps = [{"pass": first, "lines": lines, "rows": rows}]
     for p in passes:
         nest = apply_passes(nest, [p])
-        new, rows, folded = _nest_lines(nest, graph, i)
+        new, rows, folded = _nest_lines(nest, graph, i, sizes)
         step = {"pass": getattr(p, "__name__", repr(p))}
         if new != lines:
             step.update(lines=new, rows=rows)
@@ -223,7 +235,7 @@ def _pipeline(nest, graph: KernelGraph, i: int, passes, render) -> dict:
         steps.append(step)
         lines = new
     try:
-        out = render(nest, f"k{i}")
+        out = render(nest, fn or f"k{i}")
     except (TypeError, NotImplementedError) as e:  # a dtype or kernel the target declines
         return {"steps": steps, "source": None, "declined": str(e)}
     pipe = {"steps": steps, "source": out[0].splitlines()}

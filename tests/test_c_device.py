@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ir.c.passes as c_pass_module
+import ir.c.render as c_render
 import limn
 from ir.c.passes import c_passes
 from ir.c.render import units
@@ -72,6 +73,7 @@ def test_threaded_nest_matches_serial_bit_for_bit(case, eager, serial, monkeypat
     # every corpus nest is small: thread any nest with work at all, so this compares a
     # threaded (and tiled) build with the serial one rather than the same C twice
     monkeypatch.setattr(c_pass_module, "MIN_PARALLEL_WORK", 1)
+    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)  # a generic kernel never threads
     text = ir([t.node for t in case.build()], passes=c_passes())
     FIRED[case.name] = {a for a in ("parallel=", "tile=") if a in text}
     threaded = [b.data for b in eager.realize([t.node for t in case.build()])]
@@ -395,8 +397,12 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
     assert "FOLD    acc0 = ADD pairwise over [4, 16]" in text
 
 
-def test_pad_split_changes_no_bit_and_cuts_the_loop():
+def test_pad_split_changes_no_bit_and_cuts_the_loop(monkeypatch):
     from ir.c.passes import c_passes, split_pad_masks
+
+    # pad splitting is a specialized nest's pass (a generic one keeps every predicate):
+    # these small images are specialized here so that the pass is what runs
+    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     split = CDevice()
@@ -417,10 +423,12 @@ def test_pad_split_changes_no_bit_and_cuts_the_loop():
     assert "LOOP    1 <= i3 < 13" in text and " if 1 <= i3" not in text
 
 
-def test_a_pad_along_an_outer_dim_cuts_that_loop_and_no_load_stays_guarded(c):
+def test_a_pad_along_an_outer_dim_cuts_that_loop_and_no_load_stays_guarded(c, monkeypatch):
     """A padded image's rows guard every load of the inner loop, which cannot settle them:
     the outer loop is cut instead (elementwise work only), so the inner loop vectorizes."""
     from ir.c.passes import c_passes, split_pad_masks
+
+    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)  # specialized, as above
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     x = np.random.default_rng(4).standard_normal((2, 3, 12, 12)).astype(np.float32)

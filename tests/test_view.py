@@ -483,3 +483,78 @@ def test_indexing_is_a_view_over_the_buffer(key):
     t = Tensor(base)[key]
     assert [n.op for n in toposort([t.node])] == [Op.BUFFER, Op.VIEW]
     np.testing.assert_array_equal(t.numpy(), base[key])
+
+
+# ---- composed moves: matmul's operands --------------------------------------------------
+
+
+def _operand(rng, shape, how):
+    """A float32 tensor of ``shape`` that is a plain buffer, a transpose, a slice or a pad."""
+    if how == "plain":
+        return Tensor(rng.standard_normal(shape).astype(np.float32))
+    if how == "T":
+        return Tensor(rng.standard_normal(shape[::-1]).astype(np.float32)).T
+    if how == "slice":
+        big = Tensor(rng.standard_normal(tuple(s + 2 for s in shape)).astype(np.float32))
+        return big[tuple(slice(1, 1 + s) for s in shape)]
+    x = Tensor(rng.standard_normal(shape).astype(np.float32))  # "pad": masked, then cut
+    return x.pad(tuple((1, 1) for _ in shape))[tuple(slice(1, 1 + s) for s in shape)]
+
+
+@pytest.mark.parametrize(
+    "a_shape,b_shape",
+    [((5, 3), (3, 4)), ((3,), (3, 4)), ((5, 3), (3,)), ((2, 5, 3), (3, 4)), ((5, 3), (2, 3, 4))]
+    + [((2, 1, 5, 3), (3, 3, 4)), ((1, 3), (3, 1)), ((4, 1), (1, 4))],
+)
+@pytest.mark.parametrize("how", ["plain", "T", "slice", "pad"])
+def test_matmul_operands_moved_in_one_step_are_the_graph_the_moves_one_by_one_make(
+    a_shape, b_shape, how, monkeypatch
+):
+    """``_moved`` composes the operands' Views without the nodes between: the graph (every
+    node, its View, which nodes are shared) and the values are those the calls make."""
+    from ir.graph.build import Primitives
+
+    rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
+    a, b = _operand(rng, a_shape, how), _operand(rng, b_shape, "plain" if how == "T" else how)
+    one = (a @ b).graph()
+    moved = []
+    real = Primitives._moved
+    monkeypatch.setattr(Primitives, "_moved", lambda x, m: moved.append(m) or real(x, m))
+    assert (a @ b).graph() == one
+    assert moved, "matmul composed no operand"
+    monkeypatch.setattr(Primitives, "_moved", lambda x, m: x._moved_one_by_one(m))
+    assert (a @ b).graph() == one  # the same text as the moves one by one, node for node
+    want = np.matmul(a.numpy(), b.numpy())
+    np.testing.assert_allclose((a @ b).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_matmul_operand_that_takes_gradients_records_each_move():
+    w = Tensor(np.ones((3, 4), np.float32), requires_grad=True)
+    x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = x @ w
+    kinds = []
+    t = y
+    while t._ctx is not None:  # down the w side: each movement has its own record
+        kinds.append(t._ctx.rule)
+        t = next((p for p in t._ctx.parents if p.requires_grad), None)
+        if t is None:
+            break
+    assert [k for k in kinds if isinstance(k, tuple)] == [
+        ("VIEW", "reshape"),
+        ("VIEW", "expand"),
+        ("VIEW", "reshape"),
+        ("VIEW", "permute"),
+    ]
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.repeat(x.numpy().sum(0)[:, None], 4, 1))
+
+
+def test_moves_that_leave_the_shape_are_no_moves_and_a_bad_reshape_is_refused():
+    x = Tensor(np.ones((2, 3), np.float32))
+    assert x._moved((("reshape", (2, 3)), ("permute", (0, 1)), ("expand", (2, 3)))) is x
+    with pytest.raises(ValueError, match=r"reshape: cannot view \(2, 3\) as \(4, 2\)"):
+        x._moved((("reshape", (4, 2)),))
+    # a reshape no View can express: the calls one by one, with their CONTIGUOUS copy
+    t = x.T._moved((("reshape", (6,)), ("expand", (6,))))
+    assert t.graph() == x.T.p_reshape((6,)).graph()
+    assert Op.CONTIGUOUS in [n.op for n in toposort([t.node])]

@@ -15,12 +15,13 @@ from corpus import CASES
 import limn
 from ir import ir
 from ir.c.passes import c_passes
-from ir.c.render import kernel_key, render, render_mapped
+from ir.c.render import generic, kernel_key, plan_units, render, render_mapped
 from ir.cuda import render as cu
 from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph
 from ir.kernel.kernel import constant_kernels
 from ir.kernel.schedule import schedule
+from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store
 from ir.loop.passes import apply_passes
@@ -58,6 +59,7 @@ def test_page_data_is_the_printed_stages(case):
     except TypeError:  # a kernel the cuda device declines (the page says so in its tab)
         cuda_program = None
     keys = [kernel_key(graph, k) for k in graph.kernels]
+    generic_calls = plan_units(graph).calls
     for i, k in enumerate(data["kernels"]):
         if k["kind"] == "CUSTOM":
             continue
@@ -65,16 +67,23 @@ def test_page_data_is_the_printed_stages(case):
         final = [s for s in pipe["steps"] if "lines" in s][-1]
         assert "\n".join(final["lines"]) == nests[i]
         source = "\n".join(pipe["source"])
-        assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
-        # a kernel equal to an earlier one over other buffers is compiled once: the copy's
-        # function calls the first's, which is this same source under the first's name
-        j = next(j for j, o in enumerate(graph.kernels) if kernel_key(graph, o) == keys[i])
         if pipe.get("on_host"):  # a constant kernel: computed when the plan is built
+            assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
             assert f"void k{i}(" not in compiled and i in constant_kernels(graph)
             continue
-        assert source.replace(f"void k{i}(", f"void k{j}(", 1) in compiled
-        if j != i:
-            assert f"void k{i}(void *const *args, int64_t *err) {{ k{j}(args, err); }}" in compiled
+        if i in generic_calls:  # a size-generic kernel: the shared function the device calls
+            nest = apply_passes(lower_generic(graph, i)[0], GENERIC_PASSES)
+            assert source == render(nest, generic_calls[i][0])[0]
+            assert source in compiled
+        else:
+            assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
+            # a kernel equal to an earlier one over other buffers is compiled once: the
+            # copy's function calls the first's, which is this same source under its name
+            j = next(j for j, o in enumerate(graph.kernels) if kernel_key(graph, o) == keys[i])
+            assert source.replace(f"void k{i}(", f"void k{j}(", 1) in compiled
+            if j != i:
+                call = f"void k{i}(void *const *args, int64_t *err) {{ k{j}(args, err); }}"
+                assert call in compiled
         cuda = k["pipelines"]["cuda"]
         if cuda["source"] is not None and cuda_program is not None:
             assert "\n".join(cuda["source"]) in cuda_program
@@ -90,13 +99,21 @@ def test_each_nest_step_is_that_pass_applied_to_the_one_before(case):
         if k["kind"] == "CUSTOM":
             continue
         steps = k["pipelines"]["c"]["steps"]
-        assert [s["pass"] for s in steps] == ["lower", *(p.__name__ for p in c_passes())]
-        nest = lower(graph, i)
+        passes, sizes = c_passes(), None
+        on_host = i in constant_kernels(graph)
+        if not on_host and generic(graph, graph.kernels[i], passes):  # what the c device runs
+            first, passes = "lower_generic", GENERIC_PASSES
+            nest, sizes = lower_generic(graph, i)
+        else:
+            first, nest = "lower", lower(graph, i)
+        assert [s["pass"] for s in steps] == [first, *(p.__name__ for p in passes)]
         shown = steps[0]["lines"]
-        for p, step in zip(c_passes(), steps[1:]):
+        for p, step in zip(passes, steps[1:]):
             nest = apply_passes(nest, [p])
             text = nest.format(
-                [f"buf{b}" for b in graph.kernels[i].inputs], f"buf{graph.kernels[i].output}"
+                [f"buf{b}" for b in graph.kernels[i].inputs],
+                f"buf{graph.kernels[i].output}",
+                sizes,
             )
             # a step without lines is a pass that changed nothing, and says so
             assert text.splitlines() == step.get("lines", shown)

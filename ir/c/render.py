@@ -29,8 +29,10 @@ order any one cell is folded in. With ``openmp=False`` the pragmas are left out.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+from dataclasses import dataclass
 
 from ir.c import sort
 from ir.c.libm import NEAR, available, definitions
@@ -38,9 +40,10 @@ from ir.c.passes import c_passes, contraction
 from ir.c.spell import CTYPE, ctype, index, literal
 from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
-from ir.graph.dtypes import DType
+from ir.graph.dtypes import DType, acc_dtype
 from ir.graph.ops import COMPOSITE, TABLE, Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
+from ir.loop.generic import GENERIC_PASSES, lower_generic, lowers_generic
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -61,6 +64,7 @@ from ir.loop.passes import apply_passes
 from ir.loop.rewrite import Block, chain, to_tree, value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
+C_PASS_LIST = c_passes()  # the passes a generic kernel stands in for
 
 UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
 UNSIGNED_OF["int64_t"] = "uint64_t"
@@ -76,6 +80,9 @@ PRELUDE = r"""
 
 static inline int64_t limn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t limn_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline float limn_given_float(int64_t b) { uint32_t u = (uint32_t)b; float f;
+  memcpy(&f, &u, 4); return f; }
+static inline double limn_given_double(int64_t b) { double f; memcpy(&f, &b, 8); return f; }
 static inline float limn_bf2f(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f;
   memcpy(&f, &u, 4); return f; }
 static inline uint16_t limn_f2bf(float f) { uint32_t u; memcpy(&u, &f, 4);
@@ -277,7 +284,14 @@ class _Renderer:
 
     def function(self, name: str) -> tuple[str, set]:
         nest = self.nest
-        self.lines.append(f"void {name}(void *const *args, int64_t *err) {{")
+        if nest.sizes:  # a size-generic kernel: its sizes come as a third argument
+            self.lines.append(
+                f"void {name}(void *const *args, int64_t *err, const int64_t *sizes) {{"
+            )
+            for j, size in enumerate(nest.sizes):
+                self.lines.append(f"  const int64_t {size} = sizes[{j}];")
+        else:
+            self.lines.append(f"void {name}(void *const *args, int64_t *err) {{")
         for i, spec in enumerate(nest.inputs):
             t = ctype(spec.dtype)
             self.lines.append(f"  const {t} *restrict in{i} = (const {t} *)args[{i}];")
@@ -385,6 +399,11 @@ class _Renderer:
             if ins.op == Op.ADD:
                 return f"{cell} = {cell} + {ins.src};"
             return f"{cell} = ({ins.src} > {cell} || {ins.src} != {ins.src}) ? {ins.src} : {cell};"
+        if isinstance(ins, Const) and ins.given is not None:  # its bits, given at run time
+            t = ctype(ins.dtype)
+            if ins.dtype.is_float:
+                return f"const {t} {ins.out} = limn_given_{t}({ins.given});"
+            return f"const {t} {ins.out} = ({t}){ins.given};"
         if isinstance(ins, Const | DefAcc):
             kw = "" if isinstance(ins, DefAcc) else "const "
             return f"{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
@@ -570,16 +589,72 @@ def split_for_cores(funcs: list, cores: int) -> list[list]:
     return [sorted(p, key=lambda f: f[0]) for p in parts if p]
 
 
-def units(
-    graph: KernelGraph, passes=None, openmp: bool = True, cores: int | None = None
-) -> list[tuple[list[int], str]]:
-    """The C a plan compiles to, as (kernel indices, translation unit) pairs, in cc's order.
+@dataclass
+class Units:
+    """What a plan compiles to: the specialized translation units, and the size-generic
+    kernels, each a C function named by a hash of its text, called with its sizes."""
 
-    Kernel ``i`` is the C function ``k<i>``; CUSTOM kernels have none, nor do the
-    ``constant_kernels`` (the device computes those on the host). ``passes`` default to
-    the c device's (``c_passes()``). Kernels of at most ``SMALL_WORK`` iterations go in
-    units of their own, marked ``QUICK``. This is the one function that makes what the c
-    device hands to ``cc``, and what ``ir(x, stage="c")`` prints.
+    units: list[tuple[list[int], str]]  # (kernel indices, translation unit), in cc's order
+    generic: dict[str, tuple[str, set]]  # function name -> (its text, the helpers it needs)
+    calls: dict[int, tuple[str, tuple[int, ...]]]  # generic kernel -> (function, its sizes)
+
+    def sources(self) -> list[str]:
+        """Every translation unit, the generic kernels' last (what ``ir(stage="c")`` prints)."""
+        gen = [generic_unit(self.generic)] if self.generic else []
+        return [src for _, src in self.units] + gen
+
+
+def generic_unit(functions: dict[str, tuple[str, set]]) -> str:
+    """One translation unit of size-generic kernels (small by the rule: built at -O0)."""
+    return QUICK + program([functions[name] for name in sorted(functions)])
+
+
+GENERIC_WORK = SMALL_WORK  # the most loop iterations a size-generic kernel does
+
+
+def generic(graph: KernelGraph, k, passes) -> bool:
+    """The c device's rule for a size-generic kernel: lowered with its sizes as run-time
+    arguments (``ir/loop/generic.py``), so one compile serves every shape of its structure.
+
+    A kernel goes generic when ``lower_generic`` can lower it (MAP, SUM, MAX, SCAN over
+    buffers, constants, elementwise ops and views of a buffer or a constant), it runs the
+    c device's default passes, its loops do at most ``GENERIC_WORK`` iterations, and no pass
+    of the specialized path would change its numbers at its size: a float reduce folds
+    fewer elements per cell than two lanes' worth (``lane_reduce``'s regrouping), and a
+    float SUM does not fold a product (a tiled contraction's FMA). Everything else
+    specializes, as before: threads, tiles, lanes and pad splitting decide by the sizes.
+    """
+    if passes != C_PASS_LIST or not lowers_generic(k) or math.prod(k.loop_shape) > GENERIC_WORK:
+        return False
+    if k.kind in ("SUM", "MAX"):
+        r = k.result
+        acc = acc_dtype(r.dtype) if k.kind == "SUM" else r.dtype
+        src = k.rows[r.srcs[0]]
+        if acc.is_float and acc.itemsize >= 4:
+            folded = math.prod(src.shape[a] for a in r.arg)
+            if folded >= 2 * (64 // acc.itemsize):
+                return False
+        if acc.is_float and k.kind == "SUM" and src.op == Op.MUL:
+            return False
+    return True
+
+
+def plan_units(
+    graph: KernelGraph,
+    passes=None,
+    openmp: bool = True,
+    cores: int | None = None,
+    generic_kernels: bool = True,
+) -> Units:
+    """The C a plan compiles to. This is the one function that makes what the c device hands
+    to ``cc``, and what ``ir(x, stage="c")`` prints.
+
+    Kernel ``i`` is the C function ``k<i>``, or for a generic kernel (``generic``) the
+    function ``g_<hash>`` that every kernel of its structure shares; CUSTOM kernels have
+    none, nor do the ``constant_kernels`` (the device computes those on the host).
+    ``passes`` default to the c device's (``c_passes()``). Kernels of at most
+    ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``. With
+    ``generic_kernels=False`` every kernel is specialized to its sizes.
     """
     for spec in graph.buffers:
         if spec.dtype not in CTYPE:
@@ -591,11 +666,20 @@ def units(
     passes = c_passes() if passes is None else passes
     first: dict[tuple, int] = {}  # a kernel's structure -> the first kernel that has it
     copies: dict[int, list[int]] = {}
+    gen: dict[str, tuple[str, set]] = {}
+    calls: dict[int, tuple[str, tuple[int, ...]]] = {}
     on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
-        if k.kind != "CUSTOM" and i not in on_host:
-            j = first.setdefault(kernel_key(graph, k), i)
-            copies.setdefault(j, []).append(i)
+        if k.kind == "CUSTOM" or i in on_host:
+            continue
+        if generic_kernels and generic(graph, k, passes):
+            nest, sizes = lower_generic(graph, i)
+            name, text = generic_function(nest, openmp)
+            gen[name] = text
+            calls[i] = (name, sizes)
+            continue
+        j = first.setdefault(kernel_key(graph, k), i)
+        copies.setdefault(j, []).append(i)
     small, large = [], []
     for i, same in copies.items():
         nest = apply_passes(lower(graph, i), passes)
@@ -608,7 +692,46 @@ def units(
         for part in split_for_cores(funcs, cores or os.cpu_count() or 1) if funcs else []:
             kernels = sorted(i for same, _ in part for i in same)
             out.append((kernels, mark + program([f for _, f in part])))
-    return out
+    return Units(out, gen, calls)
+
+
+_GENERIC_SEEN: dict[tuple, tuple[str, tuple[str, set]]] = {}
+
+
+def generic_function(nest: LoopNest, openmp: bool = True) -> tuple[str, tuple[str, set]]:
+    """A lowered generic nest's C function: its name, and its text and helpers.
+
+    Remembered by what decides the text (the body, the buffers' dtypes, the sizes' names;
+    a nest's shapes are only its header), so another kernel of the same structure skips
+    the passes and the rendering."""
+    key = (nest.kind, nest.body, tuple(b.dtype for b in nest.inputs), nest.output.dtype)
+    key += (nest.sizes, openmp)
+    if key not in _GENERIC_SEEN:
+        nest = apply_passes(nest, GENERIC_PASSES)
+        name = generic_name(nest, openmp)
+        _GENERIC_SEEN[key] = (name, render(nest, name, openmp))
+    return _GENERIC_SEEN[key]
+
+
+def generic_name(nest: LoopNest, openmp: bool = True) -> str:
+    """The C name of a size-generic kernel: ``g_`` and a hash of its text, so every kernel
+    of one structure, in any plan, is the same function."""
+    text, _ = render(nest, "limn_generic_kernel", openmp)
+    return "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def units(
+    graph: KernelGraph,
+    passes=None,
+    openmp: bool = True,
+    cores: int | None = None,
+    generic_kernels: bool = True,
+) -> list[tuple[list[int], str]]:
+    """``plan_units`` as (kernel indices, translation unit) pairs, in cc's order; the
+    generic kernels' unit (named by ``g_`` functions, not ``k<i>``) comes last."""
+    u = plan_units(graph, passes, openmp, cores, generic_kernels)
+    gen = [(sorted(u.calls), generic_unit(u.generic))] if u.generic else []
+    return u.units + gen
 
 
 def kernel_key(graph: KernelGraph, k) -> tuple:

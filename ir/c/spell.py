@@ -68,6 +68,8 @@ def index(idx: Index, values: dict[str, str] | None = None) -> str:
     for name, c in idx.terms:
         term = (values or {}).get(name, name)
         parts.append(term if c == 1 else f"{term}*{c}")
+    for name, size in idx.scaled:  # a stride given at run time
+        parts.append(f"{(values or {}).get(name, name)}*{size}")
     if idx.const or not parts:
         parts.append(str(idx.const))
     return " + ".join(parts).replace("+ -", "- ")

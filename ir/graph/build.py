@@ -193,6 +193,42 @@ class Primitives:
             out = Node(Op.VIEW, node.dtype, v.shape, (base,), v)
         return self._wrap(out, ("VIEW", kind), (self,), arg)
 
+    def _moved(self, moves):
+        """``p_reshape``, ``p_permute`` and ``p_expand`` applied in turn, ``moves`` a tuple
+        of ("reshape" | "permute" | "expand", arg), as one step: the Views compose without
+        a node or a value for each move between, and the result is the node the calls one
+        after another end at (a VIEW of the same source, or the source itself). A value
+        with nothing to record between the moves takes this (``compose.matmul``'s operands
+        are three moves each); if the moves do not stay one View, the calls are made.
+        """
+        node = self.node
+        base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)
+        v = v if v is not None else View.contiguous(base.shape)
+        moved = False
+        for kind, arg in moves:
+            if kind == "permute":
+                if arg == tuple(range(len(v.shape))):
+                    continue
+            elif arg == v.shape:  # reshape, expand: to the shape it has is no move
+                continue
+            elif kind == "reshape" and math.prod(arg) != math.prod(v.shape):
+                raise ValueError(f"reshape: cannot view {v.shape} as {arg}: sizes differ")
+            v = _move(v, kind, arg)
+            if v is None:  # a reshape no View can express: the calls, with their copy
+                return self._moved_one_by_one(moves)
+            moved = True
+        if not moved:
+            return self
+        if v.is_contiguous and v.shape == base.shape:
+            return self._wrap(base)
+        return self._wrap(Node(Op.VIEW, node.dtype, v.shape, (base,), v))
+
+    def _moved_one_by_one(self, moves):
+        x = self
+        for kind, arg in moves:
+            x = getattr(x, f"p_{kind}")(arg)
+        return x
+
     def p_reshape(self, shape):
         shape = tuple(shape)
         if math.prod(shape) != math.prod(self.shape):

@@ -140,6 +140,14 @@ def expand_to(x, shape: tuple[int, ...]):
     return x.p_expand(tuple(shape))
 
 
+def _expand_moves(shape: tuple[int, ...], to: tuple[int, ...]) -> tuple:
+    """The moves ``expand_to`` makes from ``shape`` to ``to``, for ``_moved``."""
+    if shape == to:
+        return ()
+    lead = len(to) - len(shape)
+    return ((("reshape", (1,) * lead + shape),) if lead else ()) + (("expand", to),)
+
+
 def squeeze_axes(x, axes: tuple[int, ...]):
     return x.p_reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
@@ -586,10 +594,15 @@ def matmul(a, b):
     if a_batch != b_batch:
         op = f"matmul: batch dims of shapes {a_shape} and {b_shape}"
         batch = broadcast_shapes(a_batch, b_batch, op=op)
-    a = expand_to(a.p_reshape(a_batch + (n, 1, k)), batch + (n, m, k))
+    # each operand seen as (..., n, m, k), its moves composed in one step: (permute,)
+    # reshape to broadcastable, then expand_to's (leading 1s and) expand
+    full = batch + (n, m, k)
+    a = a._moved((("reshape", a_batch + (n, 1, k)),) + _expand_moves(a_batch + (n, 1, k), full))
     nb = len(b_batch)
-    bt = b.p_permute(tuple(range(nb)) + (nb + 1, nb))
-    b = expand_to(bt.p_reshape(b_batch + (1, m, k)), batch + (n, m, k))
+    b = b._moved(
+        (("permute", tuple(range(nb)) + (nb + 1, nb)), ("reshape", b_batch + (1, m, k)))
+        + _expand_moves(b_batch + (1, m, k), full)
+    )
     out = a.p_mul(b).p_sum((len(batch) + 2,))
     shape = batch + (n, m)
     if -2 in squeeze:

@@ -27,6 +27,7 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph
 from ir.kernel.schedule import schedule
+from ir.loop.generic import bits_const
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -97,12 +98,18 @@ def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
 
 
 def _at(idx: Index, env: dict) -> int:
-    return idx.const + sum(c * int(env[n]) for n, c in idx.terms)
+    at = idx.const + sum(c * int(env[n]) for n, c in idx.terms)
+    return at + sum(int(env[n]) * int(env[s]) for n, s in idx.scaled)
+
+
+def _size(x, env: dict) -> int:
+    """A size written in the nest, or the value of a run-time size name."""
+    return x if isinstance(x, int) else int(env[x])
 
 
 def _bounds(loop: Loop, env: dict) -> tuple[int, int]:
     start = max([loop.start, *(_at(b, env) for b in loop.lo)])
-    stop = min([loop.stop, *(_at(b, env) for b in loop.hi)])
+    stop = min([_size(loop.stop, env), *(_at(b, env) for b in loop.hi)])
     return start, stop
 
 
@@ -132,15 +139,20 @@ def _pairwise(op: Op, a: np.ndarray, d: DType) -> None:
 
 
 def _holds(preds, env) -> bool:
-    return all(p.lo <= _at(p.index, env) < p.hi for p in preds)
+    return all(_size(p.lo, env) <= _at(p.index, env) < _size(p.hi, env) for p in preds)
 
 
-def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
-    """Execute ``nest`` reading ``inputs`` (in0, in1, ...) and writing ``out`` in place."""
+def interpret(
+    nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray, sizes: Sequence[int] = ()
+) -> None:
+    """Execute ``nest`` reading ``inputs`` (in0, in1, ...) and writing ``out`` in place;
+    ``sizes`` are the values of a size-generic nest's run-time sizes, in order."""
     if len(inputs) != len(nest.inputs):
         raise ValueError(
             f"interpret: {nest.name} reads {len(nest.inputs)} inputs, got {len(inputs)}"
         )
+    if len(sizes) != len(nest.sizes):
+        raise ValueError(f"interpret: {nest.name} takes {len(nest.sizes)} sizes, got {len(sizes)}")
     mem = {f"in{i}": np.asarray(a).reshape(-1) for i, a in enumerate(inputs)}
     mem["out"] = out.reshape(-1)
     if not np.shares_memory(mem["out"], out) and out.size:
@@ -168,7 +180,7 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
             )
         return a
 
-    env: dict[str, object] = {}
+    env: dict[str, object] = dict(zip(nest.sizes, (int(v) for v in sizes)))
     ends: dict[str, int] = {}  # each open loop's stop, narrowed by its Index bounds
     pc = 0
     while pc < len(body):
@@ -192,7 +204,9 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
             else:
                 pc += 1
             continue
-        if t is Const:
+        if t is Const and ins.given is not None:  # a size-generic nest's constant
+            env[ins.out] = bits_const(int(env[ins.given]), ins.dtype)
+        elif t is Const:
             env[ins.out] = np.asarray(ins.value, to_numpy(ins.dtype))
         elif t is DefAcc:
             env[ins.out] = np.full(ins.shape, ins.value, to_numpy(ins.dtype))
@@ -208,10 +222,11 @@ def interpret(nest: LoopNest, inputs: Sequence[np.ndarray], out: np.ndarray) -> 
             env[ins.out] = np.asarray(_holds(ins.preds, env))
         elif t is Check:
             v = int(env[ins.value])
-            if _holds(ins.guard, env) and not 0 <= v < ins.size:
+            size = _size(ins.size, env)
+            if _holds(ins.guard, env) and not 0 <= v < size:
                 raise IndexError(
                     f"{ins.what}: index {v} is out of range for axis {ins.axis} of size "
-                    f"{ins.size}; accepted: 0..{ins.size - 1}"
+                    f"{size}; accepted: 0..{size - 1}"
                 )
         elif t is Accum and ins.mul is not None:
             at = mem[ins.dst] if ins.index is not None else None

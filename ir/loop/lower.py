@@ -149,6 +149,10 @@ class _Lowering:
             value = float(np.array(value, to_numpy(d)).astype(np.float32))
         return self.emit(Const(self.fresh(), value, cd))
 
+    def constant(self, value, d: DType) -> str:
+        """A CONST row of the kernel (the program's own constant, not the lowering's)."""
+        return self.const(value, d)
+
     def zero(self, d: DType) -> str:
         return self.const(python_type(d)(0), d)
 
@@ -180,6 +184,35 @@ class _Lowering:
         if b[1] < p.lo or b[0] >= p.hi:
             return False
         return Range(p.index, max(p.lo, b[0]), min(p.hi, b[1] + 1))
+
+    # ---- addresses and pads (where the sizes enter) --------------------------------
+
+    def flat(self, idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
+        """The address of ``idx`` in memory laid out by ``strides`` from ``offset``."""
+        return _flat(idx, strides, offset)
+
+    def bound(self, n: int) -> int:
+        """A CHECK's size (the extent a gathered or scattered index must stay below)."""
+        return n
+
+    def next_nest(self) -> None:
+        """A kernel's second nest starts, over other loops (a scatter's index loops)."""
+
+    def pad(self, v, idx: tuple[Index, ...]) -> list[Range] | None:
+        """The predicates of ``v``'s mask that are not settled at ``idx``; None where the
+        view reads only pad (its value is 0 everywhere)."""
+        if v.is_empty_mask:
+            return None
+        preds = []
+        for d, (lo, hi) in enumerate(v.mask or ()):
+            if (lo, hi) == (0, v.shape[d]):
+                continue
+            p = self.settle(Range(idx[d], lo, hi))
+            if p is False:
+                return None
+            if p is not True:
+                preds.append(p)
+        return preds
 
     # ---- values -------------------------------------------------------------------
 
@@ -217,9 +250,11 @@ class _Lowering:
     def rule(self, ri: int, idx: tuple[Index, ...], guard: tuple[Range, ...]):
         row = self.rows[ri]
         if row.op == Op.BUFFER:
-            return self.load(row.arg, row.dtype, _flat(idx, contiguous_strides(row.shape)), guard)
+            return self.load(
+                row.arg, row.dtype, self.flat(idx, contiguous_strides(row.shape)), guard
+            )
         if row.op == Op.CONST:
-            return self.const(row.arg, row.dtype)
+            return self.constant(row.arg, row.dtype)
         if row.op == Op.VIEW:
             return (yield from self.view(row, idx, guard))
         if row.op == Op.GATHER:
@@ -238,20 +273,12 @@ class _Lowering:
     def view(self, row, idx, guard):
         v, si = row.arg, row.srcs[0]
         src = self.rows[si]
-        if v.is_empty_mask:
+        preds = self.pad(v, idx)
+        if preds is None:
             return self.zero(row.dtype)
-        preds = []
-        for d, (lo, hi) in enumerate(v.mask or ()):
-            if (lo, hi) == (0, v.shape[d]):
-                continue
-            p = self.settle(Range(idx[d], lo, hi))
-            if p is False:
-                return self.zero(row.dtype)
-            if p is not True:
-                preds.append(p)
         inner = guard + tuple(preds)
         if src.op == Op.BUFFER:  # a masked load is already 0 in the pad
-            return self.load(src.arg, src.dtype, _flat(idx, v.strides, v.offset), inner)
+            return self.load(src.arg, src.dtype, self.flat(idx, v.strides, v.offset), inner)
         if src.op == Op.CONST:
             val = yield (si, (), inner)
         else:
@@ -271,7 +298,7 @@ class _Lowering:
         axis = row.arg
         iv = yield (idx_i, idx, guard)
         n = self.rows[src_i].shape[axis]
-        self.emit(Check(iv, n, "gather", axis, guard))
+        self.emit(Check(iv, self.bound(n), "gather", axis, guard))
         self.known_in(iv, n)
         sidx = list(idx)
         sidx[axis] = Index.var(iv)
@@ -298,7 +325,7 @@ class _Lowering:
         names = [f"i{d}" for d in range(len(r.shape))]
         idx = self.open(names, list(r.shape))
         v = self.cast(self.value(len(self.rows) - 1, idx, ()), r.dtype)
-        self.emit(Store("out", _flat(idx, contiguous_strides(r.shape)), v))
+        self.emit(Store("out", self.flat(idx, contiguous_strides(r.shape)), v))
         self.close(names)
 
     def reduce_kernel(self) -> None:
@@ -310,7 +337,8 @@ class _Lowering:
         kept = [j for j in range(len(shape)) if j not in axes]
         folded = list(axes)
         out_strides = contiguous_strides(r.shape)
-        out_at = _flat(tuple(Index.var(n) for n in names), out_strides)
+        # the reduced dims have size 1 in the output: only the kept ones address it
+        out_at = self.flat(tuple(Index.var(names[j]) for j in kept), [out_strides[j] for j in kept])
         acc_d = acc_dtype(d) if op == Op.SUM else d  # a max is exact in its own dtype
         step = Op.ADD if op == Op.SUM else Op.MAX
         if acc_d == d:
@@ -353,7 +381,7 @@ class _Lowering:
         idx = tuple(Index.var(n) for n in names)
         v = self.cast(self.value(r.srcs[0], idx, ()), d)
         self.emit(Accum(combine, acc, v))
-        self.emit(Store("out", _flat(idx, contiguous_strides(shape)), acc))
+        self.emit(Store("out", self.flat(idx, contiguous_strides(shape)), acc))
         self.close([names[axis]])
         self.close([names[j] for j in kept])
 
@@ -364,18 +392,19 @@ class _Lowering:
         strides = contiguous_strides(shape)
         names = [f"i{j}" for j in range(len(shape))]
         idx = self.open(names, list(shape))
-        self.emit(Store("out", _flat(idx, strides), self.cast(self.value(base_i, idx, ()), d)))
+        self.emit(Store("out", self.flat(idx, strides), self.cast(self.value(base_i, idx, ()), d)))
         self.close(names)
+        self.next_nest()
         ishape = self.rows[idx_i].shape
         names = [f"i{j}" for j in range(len(ishape))]
         idx = self.open(names, list(ishape))
         iv = self.value(idx_i, idx, ())
-        self.emit(Check(iv, shape[axis], "scatter", axis))
+        self.emit(Check(iv, self.bound(shape[axis]), "scatter", axis))
         self.known_in(iv, shape[axis])
         sv = self.cast(self.value(src_i, idx, ()), d)
         at = list(idx)
         at[axis] = Index.var(iv)
-        self.emit(Accum(Op.ADD, "out", sv, _flat(tuple(at), strides)))
+        self.emit(Accum(Op.ADD, "out", sv, self.flat(tuple(at), strides)))
         self.close(names)
 
     def sort_kernel(self) -> None:

@@ -24,8 +24,17 @@ visible from its definition to the ENDLOOP of the loop it was defined in. Loop v
 are ``i<k>`` for an output dim and ``r<k>`` for a reduced one, numbered by the kernel's loop
 dim. Every address is an ``Index``: a sum of name*coefficient terms plus a constant, where a
 name is a loop variable or a loaded value (a gather's index). A pad is a ``Range`` predicate
-on an Index. A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they
-never change what the nest computes.
+on an Index.
+
+A size-generic nest (``ir/loop/generic.py``) names its sizes instead of writing them: the
+header lists ``sizes s0, s1, ...``, int64 values the caller passes at run time, and a
+loop's stop, a predicate's bounds and a CHECK's size may be one of those names, as may a
+CONST's value (``given``: its bits, as an int64). Its
+addresses multiply a loop variable by a size name (``i0*s3``: a stride known at run time),
+the Index's ``scaled`` terms, and may add a size name (an offset) as a plain term.
+
+A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they never
+change what the nest computes.
 
 What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` is the oracle):
 
@@ -46,7 +55,7 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
@@ -68,12 +77,17 @@ def _name_order(name: str):
     return (1, prefix, num)
 
 
+Size = int | str  # a size written in the nest, or the name of one given at run time
+
+
 @dataclass(frozen=True)
 class Index:
-    """``sum(coeff * name) + const``, kept canonical: terms sorted, no zero coefficient."""
+    """``sum(coeff * name) + sum(name * size) + const``, kept canonical: terms sorted, no zero
+    coefficient. ``scaled`` are the (name, size name) products of a size-generic nest."""
 
     terms: tuple[tuple[str, int], ...] = ()
     const: int = 0
+    scaled: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
     def of(terms, const: int = 0) -> Index:
@@ -89,8 +103,10 @@ class Index:
 
     def __add__(self, other: Index | int) -> Index:
         if isinstance(other, int):
-            return Index(self.terms, self.const + other)
-        return Index.of(self.terms + other.terms, self.const + other.const)
+            return Index(self.terms, self.const + other, self.scaled)
+        out = Index.of(self.terms + other.terms, self.const + other.const)
+        scaled = tuple(sorted(self.scaled + other.scaled))
+        return replace(out, scaled=scaled) if scaled else out
 
     __radd__ = __add__
 
@@ -98,20 +114,34 @@ class Index:
         return self + other * -1
 
     def __mul__(self, k: int) -> Index:
-        return Index.of(((n, c * k) for n, c in self.terms), self.const * k)
+        if self.scaled and k != 1:
+            raise ValueError(f"Index: {self} has run-time sizes; it cannot be scaled by {k}")
+        out = Index.of(((n, c * k) for n, c in self.terms), self.const * k)
+        return replace(out, scaled=self.scaled) if self.scaled else out
 
     def coeff(self, name: str) -> int:
         return dict(self.terms).get(name, 0)
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.terms)
+        return tuple(n for n, _ in self.terms) + tuple(x for pair in self.scaled for x in pair)
 
     def substitute(self, mapping: dict[str, Index]) -> Index:
         out = Index((), self.const)
         for n, c in self.terms:
             out = out + (mapping[n] * c if n in mapping else Index(((n, c),)))
-        return out
+        scaled = []
+        for pair in self.scaled:  # a product of two names can only be renamed
+            for x in pair:
+                m = mapping.get(x)
+                if m is not None and (
+                    m.const or m.scaled or len(m.terms) != 1 or m.terms[0][1] != 1
+                ):
+                    raise ValueError(
+                        f"Index: {x} in {self} is multiplied by a size; {m} is not a name"
+                    )
+            scaled.append(tuple(mapping[x].terms[0][0] if x in mapping else x for x in pair))
+        return replace(out, scaled=tuple(sorted(scaled))) if scaled else out
 
     def __str__(self) -> str:
         parts = []
@@ -121,6 +151,8 @@ class Index:
                 parts.append(mag if c > 0 else f"-{mag}")
             else:
                 parts.append(f"+ {mag}" if c > 0 else f"- {mag}")
+        for n, size in self.scaled:
+            parts.append(f"+ {n}*{size}" if parts else f"{n}*{size}")
         if self.const or not parts:
             if not parts:
                 parts.append(str(self.const))
@@ -134,8 +166,8 @@ class Range:
     """The predicate ``lo <= index < hi`` (a pad mask, one dim of it)."""
 
     index: Index
-    lo: int
-    hi: int
+    lo: Size
+    hi: Size
 
     def __str__(self) -> str:
         return f"{self.lo} <= {self.index} < {self.hi}"
@@ -174,7 +206,7 @@ class Loop(Instruction):
     """
 
     var: str
-    stop: int
+    stop: Size
     start: int = 0
     step: int = 1
     attrs: tuple[tuple[str, object], ...] = ()
@@ -209,11 +241,17 @@ class EndLoop(Instruction):
 
 @dataclass(frozen=True)
 class Const(Instruction):
+    """A literal; in a size-generic nest, ``given`` names the run-time value holding its
+    bits instead (a constant of the user's program, so one compile serves every value)."""
+
     out: str
     value: object
     dtype: DType
+    given: str | None = None
 
     def text(self) -> str:
+        if self.given is not None:
+            return f"{self.out} = {self.given} : {self.dtype}  (given)"
         return f"{self.out} = {self.value!r} : {self.dtype}"
 
 
@@ -255,7 +293,7 @@ class Check(Instruction):
     """``0 <= value < size`` must hold where ``guard`` does, or the kernel fails."""
 
     value: str
-    size: int
+    size: Size
     what: str  # the op that indexes, e.g. "gather"
     axis: int
     guard: tuple[Range, ...] = ()
@@ -396,18 +434,25 @@ class LoopNest:
     inputs: tuple[BufferSpec, ...]  # in0, in1, ...
     output: BufferSpec  # out
     body: tuple[Instr, ...]
+    sizes: tuple[str, ...] = ()  # a size-generic nest's run-time sizes: s0, s1, ...
 
     def __post_init__(self):
         object.__setattr__(self, "body", tuple(self.body))  # a pass may hand back a list
 
-    def format(self, input_names=None, output_name=None) -> str:
-        """The nest as text; the names (``buf0`` ...) say which buffers the header binds."""
+    def format(self, input_names=None, output_name=None, size_values=None) -> str:
+        """The nest as text; the names (``buf0`` ...) say which buffers the header binds,
+        ``size_values`` the values a size-generic nest's sizes take in this call."""
         lines = [f"{self.name}  {self.kind}  loop{list(self.loop_shape)}"]
         for i, spec in enumerate(self.inputs):
             bound = f" = {input_names[i]}" if input_names else ""
             lines.append(f"    in{i}{bound}  {spec}")
         bound = f" = {output_name}" if output_name else ""
         lines.append(f"    out{bound}  {self.output}")
+        if self.sizes and size_values is not None:
+            bound = ", ".join(f"{n}={v}" for n, v in zip(self.sizes, size_values))
+            lines.append(f"    sizes  {bound}  (given at run time)")
+        elif self.sizes:
+            lines.append(f"    sizes  {', '.join(self.sizes)}  (int64, given at run time)")
         lines += format_body(self.body)
         return "\n".join(lines)
 

@@ -224,7 +224,7 @@ def verify(nest: LoopNest) -> None:
     instruction it got wrong instead of a wrong number later.
     """
     bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
-    visible: set[str] = set()
+    visible: set[str] = set(nest.sizes)  # a size-generic nest's run-time sizes
     scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
     dtypes: dict[str, DType] = {}
     seen: set[str] = set()
@@ -239,6 +239,9 @@ def verify(nest: LoopNest) -> None:
         for buf, _ in accesses(ins):
             if buf not in bufs:
                 fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
+        for size in _size_names(ins):
+            if size not in nest.sizes:
+                fail(ins, f"{size} is not one of the nest's sizes {list(nest.sizes)}")
         if isinstance(ins, Loop):
             if ins.var in visible:
                 fail(ins, f"{ins.var} is already defined")
@@ -284,6 +287,16 @@ def verify(nest: LoopNest) -> None:
             dtypes[out] = value_dtype(ins)
     if scopes:
         raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
+
+
+def _size_names(ins: Instr) -> list[str]:
+    """The run-time sizes an instruction names outside its Indexes (a loop's stop, ...)."""
+    out = [ins.stop] if isinstance(ins, Loop) else []
+    if isinstance(ins, Check):
+        out.append(ins.size)
+    for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
+        out += [p.lo, p.hi]
+    return [x for x in out if isinstance(x, str)]
 
 
 def _arith_types(ins: Arith, srcs: list[DType]) -> str | None:

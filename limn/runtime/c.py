@@ -11,6 +11,13 @@ but constants and each other's: positions, masks; ``ir/kernel/kernel.constant_ke
 are not compiled: the plan computes them once, with the numpy reference's rules, when it
 is built, and copies the values out on each run.
 
+Small kernels are size-generic (``ir/c/render.generic`` is the rule): lowered once per
+structure with their sizes, strides, offsets and pads as run-time arguments, so a program
+that makes many shapes once each (a property-based test suite) compiles once per
+structure, not once per shape. Each is a C function named by a hash of its text; the
+device keeps the library that holds each one it has compiled, and a later plan that
+needs it calls it there instead of compiling it again.
+
 Buffers are host numpy arrays shared with the numpy device, so tensors move between the
 two freely. Dtypes C cannot spell (complex) are refused by name.
 """
@@ -24,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir.c.passes import c_passes
-from ir.c.render import renders, units
+from ir.c.render import generic_unit, plan_units, renders
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
@@ -86,8 +93,14 @@ class CDevice(CompiledDevice):
         passes: Sequence[Pass] | None = None,
         openmp: bool | None = None,
         composites: bool = True,
+        generic: bool | None = None,
     ):
         super().__init__()
+        # small kernels lowered once per structure, sizes given at run time (ir/c/render
+        # ``generic`` says which); False (or LIMN_GENERIC=0) specializes every kernel
+        self.generic_kernels = (
+            os.environ.get("LIMN_GENERIC", "1") != "0" if generic is None else generic
+        )
         self.composites = composites  # False: render primitives only, as a new device would
         try:
             self.toolchain = find_toolchain()
@@ -98,6 +111,7 @@ class CDevice(CompiledDevice):
             short_spin(self.toolchain.version)
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
+        self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -115,11 +129,18 @@ class CDevice(CompiledDevice):
         return [lib for p in self.plans.values() for lib in p.libs]
 
     def build(self, graph: KernelGraph) -> Plan:
-        parts = units(graph, self.passes, self.openmp)
-        libs = self.toolchain.libraries([src for _, src in parts])
-        where = {i: lib for (kernels, _), lib in zip(parts, libs) for i in kernels}
+        u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
+        # a generic kernel compiled for an earlier plan is called from that plan's library;
+        # the ones this process has not compiled yet go in one unit with this plan's others
+        missing = {name: f for name, f in u.generic.items() if name not in self.generic}
+        sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
+        libs = self.toolchain.libraries(sources)
+        where = {i: lib for (kernels, _), lib in zip(u.units, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
+        if missing:
+            for name in missing:
+                self.generic[name] = libs[-1]
         calls = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -131,9 +152,13 @@ class CDevice(CompiledDevice):
                 calls.append(_host_call(consts[k.output].reshape(spec.shape)))
             elif k.kind == "CUSTOM":
                 calls.append(self._custom_call(k))
+            elif i in u.calls:
+                name, sizes = u.calls[i]
+                calls.append(_c_call(getattr(self.generic[name], name), k, sizes))
             else:
                 calls.append(_c_call(getattr(where[i], f"k{i}"), k))
-        return Plan(graph, calls, libs=libs)
+        used = {id(self.generic[name]): self.generic[name] for name, _ in u.calls.values()}
+        return Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
 
     def _custom_call(self, k):
         name, out_index, params = k.result.arg
@@ -189,9 +214,16 @@ def _adoptable(made, out, arrays, results) -> bool:
     )
 
 
-def _c_call(fn, kernel):
+def _c_call(fn, kernel, sizes: tuple[int, ...] | None = None):
+    """The call of one compiled kernel; a size-generic one is passed ``sizes`` as well."""
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    if sizes is None:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        extra = ()
+    else:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        # a ctypes array owns its memory, and the closure keeps it (an address would not)
+        extra = ((ctypes.c_int64 * max(1, len(sizes)))(*sizes),)
     pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
     address, view = ctypes.addressof, _BYTES.from_buffer
 
@@ -202,7 +234,7 @@ def _c_call(fn, kernel):
             # (bfloat16): numpy's own, slower, route to the address
             ptrs = pointers(*[a.ctypes.data for a in arrays])
         err = _ERR()
-        fn(ptrs, err)
+        fn(ptrs, err, *extra)
         if err[0]:
             _raise(err)
 
