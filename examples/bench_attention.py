@@ -1,7 +1,7 @@
 """Fused against composed attention, forward and backward, with torch's sdpa in the same run.
 
     uv run python examples/bench_attention.py [--device c|numpy|cuda] [--T 256 1024 4096]
-        [--reps 5] [--composed-max 1024]
+        [--reps 5] [--composed-max 1024] [--threads N] [--gpt [--share]]
 
 Causal attention over 6 heads of width 32, batch 1. For each T it prints the median time
 (min..max over the repeats) of the fused forward and of the fused forward + backward,
@@ -17,8 +17,10 @@ schedule, so it is printed even where the composed form is too big to run
 The targets (issue 12) are checked and printed as met or MISSED: the fused step's
 intermediates at T = 4096 under 64 MB; fused forward+backward within 2x of torch's sdpa
 at T = 1024 and 4096; with ``--gpt``, the GPT step with fused attention at least 2x the
-same step with composed attention. Timings on a shared machine are noisy: the ratios are
-of medians over interleaved repeats.
+same step with composed attention (``--share`` also prints how much of each step is
+attention and the best ratio the rest of the step allows; ``--T`` with no sizes times the
+GPT step alone). Timings on a shared machine are noisy: the ratios are of medians over
+interleaved repeats.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def fmt(t) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="c", choices=["c", "numpy", "cuda"])
-    ap.add_argument("--T", type=int, nargs="+", default=[256, 1024, 4096])
+    ap.add_argument("--T", type=int, nargs="*", default=[256, 1024, 4096])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--heads", type=int, default=6)
     ap.add_argument("--d", type=int, default=32)
@@ -134,12 +136,22 @@ def main(argv=None) -> None:
     ap.add_argument(
         "--gpt", action="store_true", help="also time a GPT training step, fused vs composed"
     )
+    ap.add_argument(
+        "--share",
+        action="store_true",
+        help="with --gpt: profile every step and print attention's share and the bound it sets",
+    )
+    ap.add_argument(
+        "--threads", type=int, default=0, help="the c device's threads (0: its default)"
+    )
     args = ap.parse_args(argv)
     try:
         limn.set_device(args.device)
     except (RuntimeError, OSError) as e:  # cuda without a driver or NVRTC says why
         sys.exit(f"bench_attention: device {args.device!r} is not available: {e}")
     dev = get_device(args.device)
+    if args.threads and hasattr(dev, "set_threads"):
+        dev.set_threads(args.threads)
     threads = getattr(dev, "threads", 1)
     # on cuda, torch's sdpa runs on the same GPU when its build has one, else it is skipped
     torch_on = "cuda" if args.device == "cuda" else "cpu"
@@ -192,7 +204,7 @@ def main(argv=None) -> None:
             r = rows["fused"] / rows["torch"]
             print(verdict(r <= 2, f"fused fwd+bwd at T={T} within 2x of torch sdpa ({r:.2f}x)"))
     if args.gpt:
-        gpt_step(dev, args.reps)
+        gpt_step(dev, args.reps, share=args.share)
 
 
 @contextlib.contextmanager
@@ -205,10 +217,20 @@ def composed_attention(dev):
         dev.kernels.update(saved)
 
 
-def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8) -> None:
+def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8, share=False) -> None:
     """One AdamW step of a byte-level GPT (ReLU MLP, pre-norm), fused against composed
-    attention, the two interleaved so both see the same machine load."""
+    attention, the two interleaved so both see the same machine load.
+
+    With ``share`` every step runs under the kernel profiler, and each variant's
+    attention is the kernels that its step has and the other's has not (the CUSTOM nodes,
+    their delta and the projections' bias adds, against the t x t maps and reductions
+    and the head copies): the rest of each step (wall time less those) is common work.
+    Amdahl's bound for the target is the composed step over the fused step's rest: the
+    ratio fused attention would give if it cost nothing."""
+    from collections import Counter
+
     from limn import optim
+    from limn.runtime import profile
 
     rng = np.random.default_rng(1)
     x = Tensor(rng.integers(0, 256, (batch, ctx)).astype(np.int32))
@@ -236,14 +258,40 @@ def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8) -> None
             opt.step(loss)
 
         steps[name] = step
+
+    def run(name):
+        """(wall seconds, {kernel name: (calls, seconds)} or None) of one step"""
+        with contextlib.nullcontext() if name == "fused" else composed_attention(dev):
+            prof = profile.profile() if share else None
+            t = time.perf_counter()
+            steps[name]()
+            wall = time.perf_counter() - t
+            if prof is None:
+                return wall, None
+            profile.stop()
+        per = {}
+        for r in prof.stats():
+            c, sec = per.get(r["kernel"], (0, 0.0))
+            per[r["kernel"]] = (c + r["calls"], sec + r["total_s"])
+        return wall, per
+
+    own = {}
+    for name in steps:  # the first call of each compiles; it also finds each one's kernels
+        own[name] = run(name)[1]
+    if share:
+        calls = {n: Counter({k: c for k, (c, _) in own[n].items()}) for n in steps}
+        own = {"fused": calls["fused"] - calls["composed"]}
+        own["composed"] = calls["composed"] - calls["fused"]
     times = {"fused": [], "composed": []}
-    for i in range(reps + 1):
-        for name, step in steps.items():
-            with contextlib.nullcontext() if name == "fused" else composed_attention(dev):
-                t = time.perf_counter()
-                step()
-                if i:  # the first call of each compiles
-                    times[name].append(time.perf_counter() - t)
+    attn = {"fused": [], "composed": []}
+    for _ in range(reps):
+        for name in steps:
+            wall, per = run(name)
+            times[name].append(wall)
+            if share:  # the kernels only this variant has, pro rata where it has more calls
+                attn[name].append(
+                    sum(sec * min(1, own[name][k] / c) for k, (c, sec) in per.items())
+                )
     tok_n = batch * ctx
     f, c = (statistics.median(times[n]) for n in ("fused", "composed"))
     print(
@@ -253,6 +301,21 @@ def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8) -> None
         f"{min(times['fused']) * 1e3:.0f}..{max(times['fused']) * 1e3:.0f} ms, composed "
         f"{min(times['composed']) * 1e3:.0f}..{max(times['composed']) * 1e3:.0f} ms"
     )
+    if share:
+        rest = {n: [w - a for w, a in zip(times[n], attn[n])] for n in steps}
+        for n in steps:
+            a, r = statistics.median(attn[n]), statistics.median(rest[n])
+            print(
+                f"  {n:<9} attention {a * 1e3:6.1f} ms ({min(attn[n]) * 1e3:.0f}.."
+                f"{max(attn[n]) * 1e3:.0f}), {100 * a / statistics.median(times[n]):.0f}% of "
+                f"the step; the rest {r * 1e3:6.1f} ms ({min(rest[n]) * 1e3:.0f}.."
+                f"{max(rest[n]) * 1e3:.0f})"
+            )
+        bound = c / statistics.median(rest["fused"])
+        print(
+            f"  Amdahl: even free fused attention gives at most composed / fused rest = "
+            f"{bound:.2f}x"
+        )
     print(verdict(c / f >= 2, f"GPT step with fused attention >= 2x composed ({c / f:.2f}x)"))
 
 

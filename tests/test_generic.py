@@ -60,7 +60,7 @@ STRUCTURES = {
     ),
     "sum_rows": (
         lambda s: [Tensor(_data(s, np.float32, 4)).sum(axis=1)],
-        [(3, 4), (5, 7), (1, 15), (8, 1), (4, 0)],
+        [(3, 4), (5, 7), (1, 15), (8, 1), (4, 0), (2, 31)],  # 31: the most without lanes
     ),
     "sum_axis0_keepdim": (
         lambda s: [Tensor(_data(s, np.float64, 5)).sum(axis=0, keepdim=True)],

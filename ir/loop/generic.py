@@ -174,7 +174,8 @@ class _Generic(_Lowering):
         out = self.const(value, d)
         lit = self.body[-1]
         if not lit.dtype.is_float or lit.dtype in (dtypes.float32, dtypes.float64):
-            self.body[-1] = replace(lit, given=self.size(const_bits(lit.value, lit.dtype)))
+            bits = const_bits(lit.value, lit.dtype)  # the value lives in the sizes only
+            self.body[-1] = replace(lit, value=None, given=self.size(bits))
         return out
 
     def pad(self, v, idx: tuple[Index, ...]) -> list[Range]:

@@ -157,6 +157,8 @@ def _fill_then_fold(items, i: int, acc: str):
     if len(fill) != 2 or not isinstance(fill[0], Const) or not isinstance(fill[1], Store):
         return None
     const, store = fill
+    if const.given is not None:  # a value given at run time is no identity to start from
+        return None
     if store.src != const.out or i + used >= len(items) or not isinstance(items[i + used], Block):
         return None
     loops, inner = chain(items[i + used])

@@ -5,7 +5,9 @@ twin of a function in ``limn/sdpa.py`` (the reference they are diffed against):
 
 * ``limn_sdpa_fwd``: one task per (batch*head, 64-query tile). K and V stream past the
   tile 64 keys at a time; each query row keeps a running max, denominator and weighted
-  sum, and the task writes the answer and one logsumexp per row.
+  sum, and the task writes the answer and one logsumexp per row. Every head's K
+  (transposed) and V are laid out once, before the tasks, for all the tiles that read
+  them.
 * ``limn_sdpa_bwd_q``: one task per (batch*head, query tile); each row's dq is summed
   over keys by the one thread that owns the row.
 * ``limn_sdpa_bwd_kv``: one task per (batch*head, 64-key tile); each key row's dk and dv
@@ -28,7 +30,9 @@ heaviest) first.
 No task writes another task's rows and every sum runs in one fixed order (a dot product
 or a weighted sum of rows term by term; a tile's max or sum lane-wise, then across the
 lanes left to right), so results are the same bits on every run and at every thread
-count. The largest buffer is a tile: nothing is t_q x t_k. Rows are found by
+count. Nothing is t_q x t_k: the largest buffers are the forward's copy of K and V
+(laid out for the tiles, their size again) and, in the joint backward, one head's q, dO
+and dq per thread. Rows are found by
 ``sdpa_row``, so the same code reads the (..., t, d) layout and the packed (B, t, H * d)
 one (``heads`` in the params, ``limn/sdpa.py``): a tile load is a strided gather either
 way. The two inner products (a
@@ -137,9 +141,13 @@ static inline int64_t sdpa_seen(int64_t nk, int64_t j0, int64_t row, int causal)
     return n < 0 ? 0 : n < nk ? n : nk;
 }
 
-static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+static void *sdpa_alloc_raw(size_t bytes) {  /* 64-byte aligned */
     bytes = (bytes + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, bytes ? bytes : 64);
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+static void *sdpa_alloc(size_t bytes) {  /* 64-byte aligned, zeroed */
+    void *p = sdpa_alloc_raw(bytes);
     if (p) memset(p, 0, bytes);
     return p;
 }
@@ -156,17 +164,18 @@ typedef @I@ VI_@X@ __attribute__((vector_size(VBYTES)));
 #define R_@X@ @R@
 
 /* s[r][j] = scale * dot(rows[r], cols[:, j]) for R rows (row stride ld) against the nv
-   vectors of a tile stored column-major, cols[c*BK + j]: R x nv accumulators held in
-   registers, the sum over c in order. nv is a constant wherever this is inlined. */
+   vectors of a tile stored column-major, cols[c*lc + j] (lc a multiple of the vector):
+   R x nv accumulators held in registers, the sum over c in order. nv is a constant
+   wherever this is inlined. */
 static inline __attribute__((always_inline)) void sdpa_dots_w_@X@(
     @A@ *restrict s, const @A@ *restrict rows, int64_t ld, const @A@ *restrict cols,
-    int64_t d, @A@ scale, const int nv) {
+    int64_t lc, int64_t d, @A@ scale, const int nv) {
     V_@X@ acc[R_@X@][NV_@X@];
     for (int r = 0; r < R_@X@; r++)
         for (int u = 0; u < nv; u++) acc[r][u] = (V_@X@){0};
     for (int64_t c = 0; c < d; c++) {
         V_@X@ k[NV_@X@];
-        for (int u = 0; u < nv; u++) k[u] = *(const V_@X@ *)(cols + c * BK + u * VL_@X@);
+        for (int u = 0; u < nv; u++) k[u] = *(const V_@X@ *)(cols + c * lc + u * VL_@X@);
         for (int r = 0; r < R_@X@; r++) {
             const @A@ a = rows[r * ld + c];
             for (int u = 0; u < nv; u++) acc[r][u] = a * k[u] + acc[r][u];
@@ -180,9 +189,9 @@ static inline __attribute__((always_inline)) void sdpa_dots_w_@X@(
    what they held): under a causal mask a block of rows on the diagonal needs only the
    vectors holding the keys (or queries) it can see. Each computed value is the same sum
    in the same order as over the whole tile. */
-static inline void sdpa_dots_@X@(@A@ *restrict s, const @A@ *restrict rows, int64_t ld,
-                                 const @A@ *restrict cols, int64_t d, @A@ scale, int u0,
-                                 int u1) {
+static inline __attribute__((always_inline)) void sdpa_dots_@X@(
+    @A@ *restrict s, const @A@ *restrict rows, int64_t ld, const @A@ *restrict cols,
+    int64_t lc, int64_t d, @A@ scale, int u0, int u1) {
     s += u0 * VL_@X@, cols += u0 * VL_@X@;
     switch (u1 - u0) {
 @CASES@
@@ -302,6 +311,16 @@ static void sdpa_load_t_@N@(@A@ *dst, const @T@ *src, int64_t rows, int64_t cols
         for (int64_t j = rows; j < BK; j++) dst[c * BK + j] = 0;
 }
 
+/* the same into a transposed buffer of column stride lc >= rows, zero past rows (a head's
+   whole t x cols, read once for all its tiles) */
+static void sdpa_load_tw_@N@(@A@ *dst, int64_t lc, const @T@ *src, int64_t rows, int64_t cols,
+                             int64_t ls) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t c = 0; c < cols; c++) dst[c * lc + j] = @LD@(src[j * ls + c]);
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t j = rows; j < lc; j++) dst[c * lc + j] = 0;
+}
+
 /* rows x cols of src (row stride ls) into dst with row stride ld >= cols, zero in the
    padding */
 static void sdpa_load_@N@(@A@ *dst, int64_t ld, const @T@ *src, int64_t rows, int64_t cols,
@@ -316,12 +335,22 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
                       int64_t hs, double scale_, int causal, int threads) {
     const @A@ scale = (@A@)scale_;
     const int64_t tiles = (tq + BQ - 1) / BQ, dvp = sdpa_pad_@X@(dv);
+    const int64_t kr = (tk + BK - 1) / BK * BK;  /* a head's key rows, padded */
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
+    /* every head's K transposed (column stride kr) and V by rows, loaded once for all the
+       query tiles that read them (every element written, padding included, so not
+       zeroed first): the size of K and V again */
+    @A@ *KT = sdpa_alloc_raw(sizeof(@A@) * bh * kr * (d + dvp)), *VS = KT + bh * kr * d;
     #pragma omp parallel num_threads(threads)
     {  /* one set of tiles per thread, for all its tasks */
-    const int64_t floats = BQ * d + d * BK + BK * dvp + BQ * dvp + 2 * R_@X@ * BK;
+    #pragma omp for schedule(static)
+    for (int64_t b = 0; b < bh; b++) {
+        sdpa_load_tw_@N@(KT + b * kr * d, kr, K + sdpa_row(b, 0, tk, hs) * d, tk, d, lk);
+        sdpa_load_@N@(VS + b * kr * dvp, dvp, V + sdpa_row(b, 0, tk, hs) * dv, tk, dv, kr, lv);
+    }
+    const int64_t floats = BQ * d + BQ * dvp + 2 * R_@X@ * BK;
     @A@ *qs = sdpa_alloc(sizeof(@A@) * floats);
-    @A@ *kt = qs + BQ * d, *vs = kt + d * BK, *acc = vs + BK * dvp, *s = acc + BQ * dvp;
+    @A@ *acc = qs + BQ * d, *s = acc + BQ * dvp;
     @A@ *p = s + R_@X@ * BK;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < bh * tiles; task++) {
@@ -329,7 +358,6 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
            the lightest tasks come last and the threads finish together */
         const int64_t b = task / tiles, i0 = (tiles - 1 - task % tiles) * BQ;
         const int64_t nq = tq - i0 < BQ ? tq - i0 : BQ;
-        const @T@ *k = K + sdpa_row(b, 0, tk, hs) * d, *v = V + sdpa_row(b, 0, tk, hs) * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
         memset(acc, 0, sizeof(@A@) * BQ * dvp);
         @A@ m[BQ], l[BQ];
@@ -339,15 +367,15 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
         const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
         for (int64_t j0 = 0; j0 < kend; j0 += BK) {
             const int64_t nk = kend - j0 < BK ? kend - j0 : BK;
-            sdpa_load_t_@N@(kt, k + j0 * lk, nk, d, lk);
-            sdpa_load_@N@(vs, dvp, v + j0 * lv, nk, dv, BK, lv);
+            /* the tile's keys (columns past nk are other keys or zeros: never seen) */
+            const @A@ *kt = KT + b * kr * d + j0, *vs = VS + (b * kr + j0) * dvp;
             /* every key of the tile visible to every row of the task: no mask to build */
             const int full = nk == BK && !mk && (!causal || j0 + BK - 1 <= i0);
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 /* the keys of the tile the block's last row can see (causal): the rest are
                    hidden from every row of the block, their weights 0 */
                 const int64_t nb = sdpa_seen(nk, j0, i0 + i + R_@X@ - 1, causal);
-                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale, 0, sdpa_vecs_@X@(nb));
+                sdpa_dots_@X@(s, qs + i * d, d, kt, kr, d, scale, 0, sdpa_vecs_@X@(nb));
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
                     const int any = full || sdpa_ok(ok[r], j0, nk, row, causal, mk);
@@ -382,6 +410,7 @@ void limn_sdpa_fwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const uint8_t *
     }
     free(qs);
     }
+    free(KT);
 }
 
 void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
@@ -424,8 +453,8 @@ void limn_sdpa_bwd_q_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO
             for (int64_t i = 0; i < nq; i += R_@X@) {
                 const int64_t nb = sdpa_seen(nk, j0, i0 + i + R_@X@ - 1, causal);
                 const int nvb = sdpa_vecs_@X@(nb);
-                sdpa_dots_@X@(s, qs + i * d, d, kt, d, scale, 0, nvb);
-                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, dv, 1, 0, nvb);
+                sdpa_dots_@X@(s, qs + i * d, d, kt, BK, d, scale, 0, nvb);
+                sdpa_dots_@X@(dpr, dos + i * dv, dv, vt, BK, dv, 1, 0, nvb);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t row = i0 + i + r;
                     @A@ *pr = p + r * BK, *dr = dpr + r * BK;
@@ -500,8 +529,8 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                 const int64_t first = causal && j0 + jj > i0 ? j0 + jj - i0 : 0;
                 const int u0 = first < nq ? (int)(first / VL_@X@) : u1;
                 const int64_t lo = (int64_t)u0 * VL_@X@;
-                sdpa_dots_@X@(s, ks + jj * d, d, qt, d, scale, u0, u1);
-                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1, u0, u1);
+                sdpa_dots_@X@(s, ks + jj * d, d, qt, BK, d, scale, u0, u1);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, BK, dv, 1, u0, u1);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t key = j0 + jj + r;
                     @A@ *pr = p + r * BK, *dr = dpr + r * BK;
@@ -541,49 +570,52 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
    tile of ds it computes there (key-major) is also turned query-major and added into the
    head's dq, key by key in order, as limn_sdpa_bwd_q adds it. Every value is the same
    sum in the same order as in those two kernels, so the results are the same bits; the
-   probabilities are computed once instead of twice. The head's dq (t_q x d) is the
-   largest buffer. */
+   probabilities are computed once instead of twice. The head's q and dO are loaded once
+   (row-major and transposed) for all its key tiles: with its dq, five t_q x d buffers
+   per thread are the largest. */
 void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
                       const @A@ *LSE, const @A@ *DELTA, const uint8_t *M, @T@ *DQ, @T@ *DK,
                       @T@ *DV, int64_t bh, int64_t tq, int64_t tk, int64_t d, int64_t dv,
                       int64_t hs, double scale_, int causal, int threads) {
     const @A@ scale = (@A@)scale_;
     const int64_t tiles = (tk + BKV - 1) / BKV, dp = sdpa_pad_@X@(d), dvp = sdpa_pad_@X@(dv);
-    const int64_t qrows = (tq + BK - 1) / BK * BK;
+    const int64_t qr = (tq + BK - 1) / BK * BK;  /* the head's query rows, padded */
     const int64_t lk = hs * d, lv = hs * dv;  /* row strides */
     #pragma omp parallel num_threads(threads)
-    {  /* one set of tiles per thread, for all its tasks */
-    @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (dp + dv + dp + dvp) + BK * (d + dp + dv + dvp) +
-                                        2 * R_@X@ * BK + 2 * BK * BK + qrows * dp));
+    {  /* one set of buffers per thread, for all its tasks */
+    @A@ *ks = sdpa_alloc(sizeof(@A@) * (BKV * (dp + dv + dp + dvp) + 2 * R_@X@ * BK +
+                                        2 * BK * BK + qr * (d + dp + dv + dvp + dp + 2)));
     @A@ *vs = ks + BKV * dp, *dk = vs + BKV * dv, *dvv = dk + BKV * dp;
-    @A@ *qt = dvv + BKV * dvp, *qs = qt + d * BK, *dot = qs + BK * dp, *dos = dot + dv * BK;
-    @A@ *s = dos + BK * dvp, *p = s + R_@X@ * BK, *dsk = p + R_@X@ * BK, *dsq = dsk + BK * BK;
-    @A@ *dq = dsq + BK * BK;
+    @A@ *s = dvv + BKV * dvp, *p = s + R_@X@ * BK, *dsk = p + R_@X@ * BK, *dsq = dsk + BK * BK;
+    @A@ *qt = dsq + BK * BK, *qs = qt + d * qr, *dot = qs + qr * dp, *dos = dot + dv * qr;
+    @A@ *dq = dos + qr * dvp, *Lh = dq + qr * dp, *Dh = Lh + qr;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < bh; b++) {
         const @T@ *q = Q + sdpa_row(b, 0, tq, hs) * d, *dO = DO + sdpa_row(b, 0, tq, hs) * dv;
         const uint8_t *mk = M ? M + b * tk : NULL;
-        memset(dq, 0, sizeof(@A@) * qrows * dp);
+        memset(dq, 0, sizeof(@A@) * qr * dp);
+        /* the head's queries: transposed (column stride qr) and by rows, and L, delta */
+        sdpa_load_tw_@N@(qt, qr, q, tq, d, lk);
+        sdpa_load_@N@(qs, dp, q, tq, d, qr, lk);
+        sdpa_load_tw_@N@(dot, qr, dO, tq, dv, lv);
+        sdpa_load_@N@(dos, dvp, dO, tq, dv, qr, lv);
+        for (int64_t i = 0; i < qr; i++) {
+            const int64_t row = sdpa_row(b, i, tq, hs);
+            Lh[i] = i < tq ? LSE[row] : -INFINITY;
+            Dh[i] = i < tq ? DELTA[row] : 0;
+        }
         for (int64_t j0 = 0; j0 < tiles * BKV; j0 += BKV) {
         const int64_t nkv = tk - j0 < BKV ? tk - j0 : BKV;
         memset(dk, 0, sizeof(@A@) * BKV * (dp + dvp));  /* dk and dvv */
-        @A@ L[BK], D[BK];
         uint8_t ok[BK];
         sdpa_load_@N@(ks, dp, K + sdpa_row(b, j0, tk, hs) * d, nkv, d, BKV, lk);
         sdpa_load_@N@(vs, dv, V + sdpa_row(b, j0, tk, hs) * dv, nkv, dv, BKV, lv);
         for (int64_t i0 = causal ? j0 : 0; i0 < tq; i0 += BK) {
             const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
-            sdpa_load_t_@N@(qt, q + i0 * lk, nq, d, lk);
-            sdpa_load_@N@(qs, dp, q + i0 * lk, nq, d, BK, lk);
-            sdpa_load_t_@N@(dot, dO + i0 * lv, nq, dv, lv);
-            sdpa_load_@N@(dos, dvp, dO + i0 * lv, nq, dv, BK, lv);
+            const @A@ *L = Lh + i0, *D = Dh + i0, *qti = qt + i0, *doti = dot + i0;
+            const @A@ *qsi = qs + i0 * dp, *dosi = dos + i0 * dvp;
             int seen = 0;  /* query rows of the tile that see some key */
-            for (int64_t i = 0; i < BK; i++) {
-                const int64_t row = sdpa_row(b, i0 + i, tq, hs);
-                L[i] = i < nq ? LSE[row] : -INFINITY;
-                D[i] = i < nq ? DELTA[row] : 0;
-                seen += L[i] != -INFINITY;
-            }
+            for (int64_t i = 0; i < BK; i++) seen += L[i] != -INFINITY;
             const int full = seen == BK && (!causal || j0 + nkv - 1 <= i0);
             const int u1 = sdpa_vecs_@X@(nq);
             for (int64_t jj = 0; jj < nkv; jj += R_@X@) {
@@ -591,8 +623,8 @@ void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
                 const int u0 = first < nq ? (int)(first / VL_@X@) : u1;
                 const int64_t lo = (int64_t)u0 * VL_@X@;
                 @A@ *dpr = dsk + jj * BK;  /* the block's rows of the ds tile */
-                sdpa_dots_@X@(s, ks + jj * dp, dp, qt, d, scale, u0, u1);
-                sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, dv, 1, u0, u1);
+                sdpa_dots_@X@(s, ks + jj * dp, dp, qti, qr, d, scale, u0, u1);
+                sdpa_dots_@X@(dpr, vs + jj * dv, dv, doti, qr, dv, 1, u0, u1);
                 for (int r = 0; r < R_@X@; r++) {
                     const int64_t key = j0 + jj + r;
                     @A@ *pr = p + r * BK, *dr = dpr + r * BK;
@@ -612,8 +644,8 @@ void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
                     for (int64_t i = 0; i < lo; i++) dr[i] = 0;  /* not computed: hidden */
                 }
                 if (lo < nq) {
-                    sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dos + lo * dvp, dvp, nq - lo);
-                    sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qs + lo * dp, dp, nq - lo);
+                    sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dosi + lo * dvp, dvp, nq - lo);
+                    sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qsi + lo * dp, dp, nq - lo);
                 }
             }
             /* dq of the tile's query rows: ds turned query-major, keys in order */
@@ -666,7 +698,7 @@ def _cases(x: str, nv: int) -> str:
     """The switch arms of ``sdpa_dots``: one inlined copy per vector count, so each keeps
     its accumulators in registers."""
     return "\n".join(
-        f"    case {n}: sdpa_dots_w_{x}(s, rows, ld, cols, d, scale, {n}); break;"
+        f"    case {n}: sdpa_dots_w_{x}(s, rows, ld, cols, lc, d, scale, {n}); break;"
         for n in range(1, nv + 1)
     )
 
