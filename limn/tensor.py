@@ -135,17 +135,24 @@ class Tensor(Primitives, TorchMethods):
 
     def _moved(self, moves) -> Tensor:
         # composed only when nothing is recorded between the moves: a gradient needs each
-        # move's record, so a value that takes gradients makes the calls one by one. The
-        # composed value is an operand inside an op (matmul's), never a view to write into.
+        # move's record, so a value that takes gradients makes the calls one by one
         if self.requires_grad and autograd.grad_enabled():
             return self._moved_one_by_one(moves)
         return super()._moved(moves)
+
+    def _wrap_moved(self, node: Node, moves) -> Tensor:
+        t = self._wrap(node)
+        t._base, t._move = self, ("moves", moves)  # a view of self, as each move's would be
+        return t
 
     def _view_root(self) -> tuple[Tensor, tuple]:
         """The tensor this one is a view of (itself if none) and the moves from it to us."""
         t, moves = self, []
         while t._base is not None:
-            moves.append(t._move)
+            if t._move[0] == "moves":  # composed moves (``_moved``): each of them
+                moves.extend(reversed(t._move[1]))
+            else:
+                moves.append(t._move)
             t = t._base
         return t, tuple(reversed(moves))
 

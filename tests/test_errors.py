@@ -270,3 +270,31 @@ def test_a_failed_op_leaves_its_operands_usable():
         x + B
     (x * 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_broadcast_shapes_is_numpys_rule_and_names_the_leftmost_dim_that_differs():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ir.graph.compose import broadcast_shapes
+
+    shape = st.lists(st.sampled_from([1, 2, 3]), max_size=4).map(tuple)
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(shape, min_size=1, max_size=3))
+    def check(shapes):
+        try:
+            want = np.broadcast_shapes(*shapes)
+        except ValueError:
+            nd = max(len(s) for s in shapes)
+            bad = [
+                i - nd
+                for i in range(nd)
+                if len({s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0} - {1}) > 1
+            ]
+            with pytest.raises(ValueError, match=rf"op: shapes .* dim {bad[0]} has sizes"):
+                broadcast_shapes(*shapes, op="op")
+            return
+        assert broadcast_shapes(*shapes) == want
+
+    check()

@@ -252,3 +252,15 @@ def test_argsort_prints_as_one_graph_node():
     text = ir(xp.argsort(x, descending=True)._t, stage="graph")
     assert "ARGSORT" in text and "(descending)" in text
     assert sum(Op.ARGSORT.value in line for line in text.splitlines()) == 1
+
+
+def test_the_cuda_stage_prints_the_network_and_the_c_stage_one_sort():
+    """cuda renders no ARGSORT: its program is the decomposition's rounds, each a kernel."""
+    from ir import ir
+
+    x = xp.asarray(np.arange(10.0)[::-1].copy())
+    perm = xp.argsort(x)._t
+    cuda = ir(perm, stage="cuda")
+    assert "argsort" not in cuda and cuda.count("__global__") > 10  # 10 rounds at 16
+    c = ir(perm, stage="c")
+    assert c.count("limn_argsort_float64_a(") == 2  # its definition and the one call

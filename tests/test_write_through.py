@@ -267,3 +267,19 @@ def test_assign_is_not_differentiable_and_says_so():
     with limn.no_grad():
         w[0:2].assign(Tensor([5.0, 6.0])).realize()
     same(w, [5.0, 6.0, 3.0])
+
+
+def test_an_expand_composed_in_one_step_is_still_a_view_of_its_base():
+    """``expand`` (a reshape adding leading 1s, then the expand) builds one View in one step
+    (``_moved``); the result is a view of the tensor for writes, as each move's would be."""
+    x = Tensor(np.array([1, 2, 3], np.float32))
+    y = x.expand(1, 3)
+    assert y._view_root() == (x, (("reshape", (1, 3)), ("expand", (1, 3))))
+    y.assign(Tensor(np.array([[7, 8, 9]], np.float32)))
+    np.testing.assert_array_equal(x.numpy(), [7, 8, 9])
+    w = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w.T.expand(1, 3, 2).assign(Tensor(np.full((1, 3, 2), 5, np.float32)))
+    np.testing.assert_array_equal(w.numpy(), np.full((2, 3), 5))
+    z = Tensor(np.array([[1, 2, 3]], np.float32))
+    with pytest.raises(ValueError, match=r"reads some element of its base more than once"):
+        z.expand(2, 3).assign(Tensor(np.ones((2, 3), np.float32)))

@@ -198,8 +198,9 @@ class Primitives:
         of ("reshape" | "permute" | "expand", arg), as one step: the Views compose without
         a node or a value for each move between, and the result is the node the calls one
         after another end at (a VIEW of the same source, or the source itself). A value
-        with nothing to record between the moves takes this (``compose.matmul``'s operands
-        are three moves each); if the moves do not stay one View, the calls are made.
+        with nothing to record between the moves takes this (``compose.expand_to``'s two,
+        ``compose.matmul``'s operands' three); if the moves do not stay one View, the calls
+        are made.
         """
         node = self.node
         base, v = (node.srcs[0], node.arg) if node.op == Op.VIEW else (node, None)
@@ -220,8 +221,12 @@ class Primitives:
         if not moved:
             return self
         if v.is_contiguous and v.shape == base.shape:
-            return self._wrap(base)
-        return self._wrap(Node(Op.VIEW, node.dtype, v.shape, (base,), v))
+            return self._wrap_moved(base, moves)
+        return self._wrap_moved(Node(Op.VIEW, node.dtype, v.shape, (base,), v), moves)
+
+    def _wrap_moved(self, node: Node, moves):
+        """The value ``_moved`` ends at (a frontend may note the moves, as its views do)."""
+        return self._wrap(node)
 
     def _moved_one_by_one(self, moves):
         x = self

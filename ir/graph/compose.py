@@ -41,8 +41,23 @@ from ir.graph.view import View
 
 def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[int, ...]:
     """numpy's rule: align trailing dims; each pair must match or one must be 1."""
+    if shapes and all(s == shapes[0] for s in shapes):  # every elementwise op on equals
+        return tuple(shapes[0])
     nd = max((len(s) for s in shapes), default=0)
-    out = []
+    out = [1] * nd
+    for s in shapes:  # right-aligned: dim j of s is dim nd - len(s) + j of the result
+        at = nd - len(s)
+        for j, size in enumerate(s):
+            if size != 1:
+                have = out[at + j]
+                if have != 1 and have != size:
+                    _not_broadcast(shapes, nd, op)
+                out[at + j] = size
+    return tuple(out)
+
+
+def _not_broadcast(shapes, nd: int, op: str):
+    """Raise for the leftmost dim whose sizes (other than 1) differ."""
     for i in range(nd):
         sizes = {s[len(s) - nd + i] for s in shapes if len(s) - nd + i >= 0} - {1}
         if len(sizes) > 1:
@@ -51,8 +66,6 @@ def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast") -> tuple[i
                 f"{op}: shapes {shown} do not broadcast: dim {i - nd} has sizes "
                 f"{sorted(sizes)}; each dim must match or be 1"
             )
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)
 
 
 def resolve_shape(shape: tuple[int, ...], old: tuple[int, ...]) -> tuple[int, ...]:
@@ -131,13 +144,10 @@ def normalize_axes(axis, ndim: int, op: str = "op") -> tuple[int, ...]:
 
 
 def expand_to(x, shape: tuple[int, ...]):
-    """Broadcast ``x`` to ``shape`` (x's dims align to the right)."""
-    if tuple(x.shape) == tuple(shape):
-        return x
-    lead = len(shape) - len(x.shape)
-    if lead:
-        x = x.p_reshape((1,) * lead + tuple(x.shape))
-    return x.p_expand(tuple(shape))
+    """Broadcast ``x`` to ``shape`` (x's dims align to the right): a reshape that adds the
+    leading 1s, then the expand, composed in one step (``_moved``)."""
+    moves = _expand_moves(tuple(x.shape), tuple(shape))
+    return x._moved(moves) if moves else x
 
 
 def _expand_moves(shape: tuple[int, ...], to: tuple[int, ...]) -> tuple:
