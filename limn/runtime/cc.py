@@ -78,7 +78,11 @@ FLAGS = (
 # results (these round exactly; rint in the default mode). tcc negates a float as -0.0 - x,
 # which keeps a nan's sign where gcc (and IEEE negate) flips it: the renderer's LIMN_NEG
 # flips the bit here. glibc's NAN without GCC is 0.0f / 0.0f, which x86 makes -nan: here
-# it is the bits of gcc's quiet nan, 0x7fc00000.
+# it is the bits of gcc's quiet nan, 0x7fc00000. tcc folds an expression of float literals
+# in long double, which can round a double result 1 ulp off gcc's (about 1 in 3000 double
+# divisions; float results are safe): the templates' literal quotients (libm.c's
+# 1.0 / 3628800.0, ...) fold to the same bits, and rendered kernels keep every value in a
+# variable of its own, which tcc never folds; a new double constant is best one literal.
 TCC_BUILTINS = ("rint", "floor", "ceil", "trunc")
 TCC_PRELUDE = "".join(
     f"#define __builtin_{fn}{s} {fn}{s}\n" for fn in TCC_BUILTINS for s in ("f", "")
