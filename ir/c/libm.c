@@ -170,22 +170,22 @@ static inline double limn_cos_kernel_d(double r) {
 static inline float limn_sin_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
   double v = (n & 1) ? c : s;
-  v = (n & 2) ? -v : v;
+  v = (n & 2) ? LIMN_NEG(v) : v;
   float y = (float)v;
-  y = signbit(x) ? -y : y;
+  y = signbit(x) ? LIMN_NEG(y) : y;
   return (x - x != 0.0f) ? NAN : (fabsf(x) < 0x1p-12f ? x : y);
 }
 static inline float limn_cos_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
-  double v = (n & 1) ? -s : c;
-  v = (n & 2) ? -v : v;
+  double v = (n & 1) ? LIMN_NEG(s) : c;
+  v = (n & 2) ? LIMN_NEG(v) : v;
   return (x - x != 0.0f) ? NAN : (float)v;
 }
 static inline float limn_tan_of(float x, int64_t n, double r) {
   double s = limn_sin_kernel_d(r), c = limn_cos_kernel_d(r);
-  double v = (n & 1) ? -c / s : s / c;
+  double v = (n & 1) ? LIMN_NEG(c) / s : s / c;
   float y = (float)v;
-  y = signbit(x) ? -y : y;
+  y = signbit(x) ? LIMN_NEG(y) : y;
   return (x - x != 0.0f) ? NAN : (fabsf(x) < 0x1p-12f ? x : y);
 }
 
@@ -407,7 +407,7 @@ static inline float limn_hypot_float(float a, float b) {
 static inline float limn_logaddexp_float(float a, float b) {
   double da = (double)a, db = (double)b;
   double m = da > db ? da : db;
-  double d = limn_dmax(-fabs(da - db), -700.0);
+  double d = limn_dmax(LIMN_NEG(fabs(da - db)), -700.0);
   float r = (float)(m + limn_log1p_d(limn_exp_d(d)));
   r = (a == b && fabsf(a) == INFINITY) ? a : r;
   return (a != a || b != b) ? a + b : r;
@@ -428,7 +428,7 @@ static inline float limn_pow_float(float x, float y) {
   r = safe ? r : edge;
   int64_t is_int = floor(dy) == dy;
   int64_t odd = is_int & (floor(dy * 0.5) != dy * 0.5);
-  r = (odd & (signbit(x) != 0)) ? -r : r;
+  r = (odd & (signbit(x) != 0)) ? LIMN_NEG(r) : r;
   r = (x < 0.0f && x > -INFINITY && !is_int && fabs(dy) < INFINITY) ? NAN : r;
   r = (x != x || y != y) ? NAN : r;
   r = x == 1.0f ? 1.0 : r;
@@ -442,7 +442,7 @@ static inline float limn_fmod_float(float a, float b) { return fmodf(a, b); }
 // @limn logaddexp_double:
 static inline double limn_logaddexp_double(double a, double b) {
   double m = a > b ? a : b;
-  double r = m + log1p(exp(-fabs(a - b)));
+  double r = m + log1p(exp(LIMN_NEG(fabs(a - b))));
   r = (a == b && fabs(a) == INFINITY) ? a : r;
   return (a != a || b != b) ? a + b : r;
 }

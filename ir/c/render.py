@@ -77,6 +77,9 @@ PRELUDE = r"""
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifndef LIMN_NEG /* -x; a compiler whose -x keeps a nan's sign defines its own first */
+#define LIMN_NEG(x) (-(x))
+#endif
 
 static inline int64_t limn_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t limn_min64(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -67,6 +67,7 @@ typedef unsigned int uint32_t; typedef unsigned long long uint64_t;
 typedef unsigned short limn_half; /* float16 bits */
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
+#define LIMN_NEG(x) (-(x)) /* the op table's C spelling of NEG (ir/c/render.py says why) */
 static __device__ __forceinline__ float limn_h2f(limn_half h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 static __device__ __forceinline__ limn_half limn_f2h(float f) {

@@ -105,7 +105,7 @@ _ROWS = [
     OpRow(Op.CONST, 0, "source", result="target"),
     OpRow(Op.VIEW, 1, "movement", grad=grads.MOVEMENT),
     OpRow(Op.NEG, 1, "unary", "numeric", numpy=semantics.neg, grad=grads.neg,
-          c=_c("(({t})(-{0}))", bool="{0}")),
+          c=_c("(({t})LIMN_NEG({0}))", bool="{0}")),
     OpRow(Op.EXP, 1, "unary", "float", numpy=np.exp, grad=grads.exp,
           c=_c("exp({0})", float32="limn_expf({0})"), cost=2),
     OpRow(Op.LOG, 1, "unary", "float", numpy=np.log, grad=grads.log,

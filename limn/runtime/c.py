@@ -94,6 +94,7 @@ class CDevice(CompiledDevice):
         openmp: bool | None = None,
         composites: bool = True,
         generic: bool | None = None,
+        tcc: bool | None = None,
     ):
         super().__init__()
         # small kernels lowered once per structure, sizes given at run time (ir/c/render
@@ -103,7 +104,8 @@ class CDevice(CompiledDevice):
         )
         self.composites = composites  # False: render primitives only, as a new device would
         try:
-            self.toolchain = find_toolchain()
+            # tcc builds the QUICK units where installed (None: unless LIMN_TCC=0)
+            self.toolchain = find_toolchain(tcc)
         except CompilerError as e:
             raise RuntimeError(str(e)) from None
         self.openmp = self.toolchain.openmp if openmp is None else openmp

@@ -17,6 +17,19 @@ keep that cache safe:
 
 Within one process, compiling and publishing is serialized by a lock, so two threads that
 need the same new library build it once and neither sees the other's half-published pair.
+
+The quick tier: a unit of small kernels (marked ``QUICK`` by the renderer) costs its
+compile, not its run, and most of gcc's ~40 ms CPU on one is starting the compiler. Where
+the Tiny C Compiler is installed (``tcc``; ``LIMN_TCC=0`` turns it off) and passes a
+self-check (compile, load, call), those units are built by ``tcc -shared`` instead, in a
+few milliseconds. tcc computes the same bits: no flag the c device passes gcc lets it
+change what a float operation computes, tcc evaluates float and double in SSE registers at
+their own precision and never contracts a*b+c, and the GCC builtins the renderer emits are
+mapped (``TCC_PRELUDE``) to the C library functions with the same results (``rint`` is
+round-to-nearest-even in the default mode, as ``__builtin_rint`` is; ``fma`` is exactly
+fused). A unit tcc cannot take stays on gcc by rule (``tcc_can_build``): one with
+``_Float16`` (tcc has no half type), with an OpenMP pragma, or with a builtin the prelude
+does not map. The cache key names the compiler that built each library.
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -59,6 +73,42 @@ FLAGS = (
 )
 
 
+# What tcc needs to compute gcc's bits, put before a unit it builds. tcc has none of GCC's
+# math builtins: each one the renderer emits becomes the C library function with the same
+# results (these round exactly; rint in the default mode). tcc negates a float as -0.0 - x,
+# which keeps a nan's sign where gcc (and IEEE negate) flips it: the renderer's LIMN_NEG
+# flips the bit here. glibc's NAN without GCC is 0.0f / 0.0f, which x86 makes -nan: here
+# it is the bits of gcc's quiet nan, 0x7fc00000.
+TCC_BUILTINS = ("rint", "floor", "ceil", "trunc")
+TCC_PRELUDE = "".join(
+    f"#define __builtin_{fn}{s} {fn}{s}\n" for fn in TCC_BUILTINS for s in ("f", "")
+) + (
+    "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n"
+    "static inline float limn_tcc_negf(float x) { uint32_t u; memcpy(&u, &x, 4);\n"
+    "  u ^= 0x80000000u; memcpy(&x, &u, 4); return x; }\n"
+    "static inline double limn_tcc_neg(double x) { uint64_t u; memcpy(&u, &x, 8);\n"
+    "  u ^= 0x8000000000000000ull; memcpy(&x, &u, 8); return x; }\n"
+    "#define LIMN_NEG(x) _Generic((x), float: limn_tcc_negf(x), double: limn_tcc_neg(x), "
+    "default: -(x))\n"
+    "static const union { uint32_t u; float f; } limn_tcc_nan = {0x7fc00000u};\n"
+    "#undef NAN\n#define NAN (limn_tcc_nan.f)\n"
+)
+TCC_FLAGS = ("-shared",)
+_BUILTIN = re.compile(r"__builtin_(\w+)")
+_TCC_MAPPED = frozenset(f"{fn}{s}" for fn in TCC_BUILTINS for s in ("f", ""))
+
+
+def tcc_can_build(source: str) -> bool:
+    """Whether a unit goes to tcc: a QUICK unit with no half type, no OpenMP pragma and no
+    builtin that ``TCC_PRELUDE`` does not map (those stay on gcc)."""
+    return (
+        source.startswith(QUICK)
+        and "_Float16" not in source
+        and "#pragma omp" not in source
+        and set(_BUILTIN.findall(source)) <= _TCC_MAPPED
+    )
+
+
 class CompilerError(RuntimeError):
     pass
 
@@ -72,7 +122,11 @@ class Toolchain:
     version: str
     openmp: bool
     cache_dir: Path
-    stats: dict = field(default_factory=lambda: {"compiles": 0, "compile_s": 0.0, "loads": 0})
+    tcc: str | None = None  # the Tiny C Compiler for QUICK units, if found and checked
+    tcc_version: str = ""
+    stats: dict = field(
+        default_factory=lambda: {"compiles": 0, "tcc_compiles": 0, "compile_s": 0.0, "loads": 0}
+    )
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -83,6 +137,12 @@ class Toolchain:
         if source.startswith(QUICK):
             return tuple("-O0" if f == "-O3" else f for f in self.flags)
         return self.flags
+
+    def compiler_for(self, source: str) -> tuple[str, str, tuple[str, ...], str]:
+        """Who builds ``source``: (compiler, its version, flags, text put before the source)."""
+        if self.tcc is not None and tcc_can_build(source):
+            return self.tcc, self.tcc_version, TCC_FLAGS, TCC_PRELUDE
+        return self.cc, self.version, self.flags_for(source), ""
 
     def library(self, source: str) -> ctypes.CDLL:
         """The shared library built from ``source``: from the disk cache, or compiled now."""
@@ -101,7 +161,8 @@ class Toolchain:
         return libs
 
     def _key(self, source: str) -> str:
-        text = "\0".join((self.version, " ".join(self.flags_for(source)), source))
+        cc, version, flags, prelude = self.compiler_for(source)
+        text = "\0".join((cc, version, " ".join(flags), prelude + source))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def _load_verified(self, so: Path) -> ctypes.CDLL | None:
@@ -131,8 +192,10 @@ class Toolchain:
         running = []
         try:
             for source, so in jobs:
-                (work / f"{so.stem}.c").write_text(source)
-                cmd = [self.cc, *self.flags_for(source), "-o", so.name, f"{so.stem}.c", "-lm"]
+                cc, _, flags, prelude = self.compiler_for(source)
+                (work / f"{so.stem}.c").write_text(prelude + source)
+                cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
+                self.stats["tcc_compiles"] += cc == self.tcc
                 # a session of its own, so an interrupted compile kills cc's whole tree
                 proc = subprocess.Popen(
                     cmd,
@@ -237,8 +300,50 @@ def _probe(cc: str, flags: list[str], d: Path) -> bool:
     return r.returncode == 0
 
 
-def find_toolchain() -> Toolchain:
-    """The system's ``cc``, checked by compiling a tiny library; raises with the reason."""
+_TCC_CHECK = """
+#include <math.h>
+#include <stdint.h>
+double limn_fused(double x) { return fma(x, x, -(x * x)); }
+float limn_round(float x) { return __builtin_rintf(x) * (float)(int64_t)x; }
+uint32_t limn_nan(float x) { float y = LIMN_NEG(x * NAN); uint32_t u; memcpy(&u, &y, 4);
+  return u; }
+"""
+
+
+def find_tcc(tcc: bool | None = None) -> tuple[str | None, str]:
+    """The Tiny C Compiler on PATH, if it builds, loads and runs a library with the
+    prelude's builtins (fma fused, rint to even); ``(None, "")`` without it, or when
+    ``tcc`` is False (``None``: ``LIMN_TCC=0`` turns it off)."""
+    if tcc is None:
+        tcc = os.environ.get("LIMN_TCC", "1") != "0"
+    path = shutil.which("tcc") if tcc else None
+    if path is None:
+        return None, ""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "check.c", Path(tmp) / "check.so"
+        src.write_text(TCC_PRELUDE + _TCC_CHECK)
+        try:
+            cmd = [path, *TCC_FLAGS, "-o", str(out), str(src), "-lm"]
+            if subprocess.run(cmd, capture_output=True, timeout=30).returncode != 0:
+                return None, ""
+            lib = ctypes.CDLL(str(out))
+            lib.limn_fused.restype, lib.limn_fused.argtypes = ctypes.c_double, [ctypes.c_double]
+            lib.limn_round.restype, lib.limn_round.argtypes = ctypes.c_float, [ctypes.c_float]
+            lib.limn_nan.restype, lib.limn_nan.argtypes = ctypes.c_uint32, [ctypes.c_float]
+            # (1 + 2**-30)**2 = 1 + 2**-29 + 2**-60: only a fused multiply-add keeps the 2**-60
+            if lib.limn_fused(1.0 + 2.0**-30) != 2.0**-60 or lib.limn_round(-3.5) != 12.0:
+                return None, ""
+            if lib.limn_nan(2.0) != 0xFFC00000:  # NAN is +nan, LIMN_NEG flips its sign
+                return None, ""
+            version = subprocess.run([path, "-v"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError, AttributeError):
+            return None, ""
+    return path, (version.stdout.strip().splitlines() or ["tcc"])[0]
+
+
+def find_toolchain(tcc: bool | None = None) -> Toolchain:
+    """The system's ``cc``, checked by compiling a tiny library; raises with the reason.
+    With it, ``tcc`` for the QUICK units where one is found (``find_tcc``)."""
     cc = os.environ.get("CC", "cc")
     path = shutil.which(cc)
     if path is None:
@@ -259,4 +364,5 @@ def find_toolchain() -> Toolchain:
         ):
             raise CompilerError(f"set_device('c'): {path} cannot build a shared library")
         openmp = _probe(path, ["-shared", "-fPIC", "-fopenmp"], Path(tmp))
-    return Toolchain(path, version, openmp, cache)
+    tcc_path, tcc_version = find_tcc(tcc)
+    return Toolchain(path, version, openmp, cache, tcc_path, tcc_version)

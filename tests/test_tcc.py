@@ -1,0 +1,134 @@
+"""The tcc tier: the c device's small-kernel units built by the Tiny C Compiler give the
+same bits as the same units built by gcc, on a spread of kernels and special values."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from limn import Tensor, where
+from limn.runtime.c import CDevice
+from limn.runtime.cc import QUICK, TCC_PRELUDE, find_tcc, tcc_can_build
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tcc") is None,
+    reason="tcc (the Tiny C Compiler) is not installed: the c device builds every unit "
+    "with gcc, so there is no tcc tier to compare (apt-get install tcc)",
+)
+
+UNARY = """neg exp log sqrt rsqrt reciprocal exp2 log2 log10 expm1 log1p sin cos tan asin
+acos atan sinh cosh asinh acosh atanh square abs sign relu sigmoid tanh silu softplus erf
+floor ceil trunc round isnan isinf isfinite""".split()
+BINARY = "add sub mul div pow atan2 hypot logaddexp fmod maximum minimum".split()
+
+
+def _values(dtype, n=48, seed=0):
+    """Ordinary values and the ones that show a difference: nans of both signs, infinities,
+    signed zeros, subnormals, huge and tiny, ties for rounding, large arguments for trig."""
+    rng = np.random.default_rng(seed)
+    special = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0]
+    special += [-1.0, 1e-40, -1e-40, 1e30, -1e30, 88.7, -103.9, 1e6 + 0.5, 3.0e7, 0.9999]
+    x = np.concatenate([np.array(special), rng.standard_normal(n) * 4, rng.uniform(-1, 1, 8)])
+    return x.astype(dtype)
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8) if a.dtype.itemsize == 1 else a.view(f"u{a.dtype.itemsize}")
+
+
+def _cases():
+    for dt in (np.float32, np.float64):
+        for op in UNARY:
+            yield f"{op}-{dt.__name__}", lambda op=op, dt=dt: [getattr(Tensor(_values(dt)), op)()]
+        for op in BINARY:
+
+            def binary(op=op, dt=dt):
+                x, y = _values(dt), _values(dt, seed=1)[::-1].copy()
+                return [getattr(Tensor(x), op)(Tensor(y))]
+
+            yield f"{op}-{dt.__name__}", binary
+    yield (
+        "reduce-cumsum-where",
+        lambda: [
+            Tensor(_values(np.float32).reshape(6, 13)).sum(axis=1),
+            Tensor(_values(np.float64).reshape(6, 13)).max(axis=0),
+            Tensor(_values(np.float32).reshape(6, 13)).cumsum(1),
+            where(Tensor(_values(np.float32)) > 0.5, Tensor(_values(np.float32, seed=2)), -0.0),
+        ],
+    )
+    ints = np.array([-(2**63), 2**63 - 1, -7, 7, 0, 1, -1, 3, 2**31, -(2**31)], np.int64)
+    yield (
+        "ints-and-casts",
+        lambda: [
+            Tensor(ints).maximum(Tensor(ints[::-1].copy())) - Tensor(ints[::-1].copy()),
+            Tensor(ints) * 3 + (2**62),
+            -Tensor(ints),
+            Tensor(ints).cast("float32"),
+            Tensor(ints).cast("float64") * 0.1,
+            Tensor(_values(np.float64) * 1e3).cast("int32"),
+            Tensor(_values(np.float32)).cast("bfloat16").cast("float32"),
+            Tensor(_values(np.float64)).cast("float32"),
+        ],
+    )
+
+
+CASES = dict(_cases())
+
+
+@pytest.fixture(scope="module")
+def devices(tmp_path_factory):
+    """(tcc, gcc) c devices, each also with every kernel specialized; with a disk cache of
+    their own, so every unit is compiled here (by the compiler under test)."""
+    assert find_tcc(True)[0] is not None, "tcc is installed but fails the c device's self-check"
+    pairs = {
+        "generic": (CDevice(tcc=True, generic=True), CDevice(tcc=False, generic=True)),
+        "specialized": (CDevice(tcc=True, generic=False), CDevice(tcc=False, generic=False)),
+    }
+    cache = tmp_path_factory.mktemp("tcc-cache")
+    cache.chmod(0o700)
+    for pair in pairs.values():
+        for dev in pair:
+            dev.toolchain.cache_dir = cache
+    return pairs
+
+
+@pytest.mark.parametrize("kind", ["generic", "specialized"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_tcc_units_give_gcc_bits(name, kind, devices):
+    tcc, gcc = devices[kind]
+    assert tcc.toolchain.tcc is not None and gcc.toolchain.tcc is None
+    before = tcc.toolchain.stats["tcc_compiles"]
+    got = [b.data.copy() for b in tcc.realize([t.node for t in CASES[name]()])]
+    want = [b.data.copy() for b in gcc.realize([t.node for t in CASES[name]()])]
+    assert tcc.toolchain.stats["tcc_compiles"] > before, f"{name}: no unit went to tcc"
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        bad = np.flatnonzero(_bits(g).reshape(-1) != _bits(w).reshape(-1))
+        assert bad.size == 0, (
+            f"{name} ({kind}): tcc {g.reshape(-1)[bad]} vs gcc {w.reshape(-1)[bad]}"
+        )
+
+
+def test_which_units_go_to_tcc():
+    body = "void f(void *const *a, int64_t *e) { float x = 1.0f; (void)x; }\n"
+    assert tcc_can_build(QUICK + body)
+    assert not tcc_can_build(body)  # an -O3 unit: large or specialized kernels stay on gcc
+    assert not tcc_can_build(QUICK + "_Float16 h;\n" + body)  # tcc has no half type
+    assert not tcc_can_build(QUICK + "#pragma omp parallel for\n" + body)
+    assert not tcc_can_build(QUICK + "float y = __builtin_sqrtf(2.0f);\n" + body)
+    assert tcc_can_build(QUICK + "float y = __builtin_rintf(2.5f);\n" + body)
+    assert "#define __builtin_rintf rintf" in TCC_PRELUDE
+
+
+def test_the_switch_and_the_cache_key(monkeypatch):
+    monkeypatch.setenv("LIMN_TCC", "0")
+    off = CDevice()
+    assert off.toolchain.tcc is None
+    monkeypatch.delenv("LIMN_TCC")
+    on = CDevice()
+    assert on.toolchain.tcc is not None
+    src = QUICK + "int limn_f(int x) { return x + 1; }\n"
+    assert on.toolchain._key(src) != off.toolchain._key(src)  # the compiler is in the key
+    big = "int limn_f(int x) { return x + 1; }\n"
+    assert on.toolchain._key(big) == off.toolchain._key(big)  # gcc builds it either way
