@@ -147,6 +147,18 @@ def test_argsort_is_numpys_stable_order_on_every_device(device, name, shape, des
 SLOW = pytest.mark.slow
 
 
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_long_rows_merge_many_runs(device):
+    """Rows of thousands: the merges of runs of 16, nans set aside, ties by position."""
+    a = _values("float32", (2, 3001), 11)
+    b = _values("int16", (2, 3001), 12)
+    for descending in (False, True):
+        got = _run(lambda t, d=descending: t.p_argsort(descending=d), [a], device)
+        assert np.array_equal(got, _oracle([a], descending)), descending
+        got = _run(lambda t, u, d=descending: t.p_argsort(u, descending=d), [a, b], device)
+        assert np.array_equal(got, _oracle([a, b], descending)), descending
+
+
 @pytest.mark.parametrize(
     "name, shape",
     [("float64", (2, 33)), ("bfloat16", (7,)), ("uint64", (1,))]
