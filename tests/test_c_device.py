@@ -235,7 +235,10 @@ def test_set_device_c_without_a_compiler_says_why(tmp_path):
     assert "no C compiler" in r.stderr and "'cc' is not on PATH" in r.stderr
 
 
-def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(c, monkeypatch):
+def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(monkeypatch):
+    # a fresh device: the shared one may hold this graph's size-generic function from an
+    # earlier test, and then (rightly) hands the compiler only what it lacks
+    c = CDevice()
     if not c.openmp:
         pytest.skip("this cc has no OpenMP; ir(x, stage='c') prints the OpenMP build")
     handed: list[str] = []
