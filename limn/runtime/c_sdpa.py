@@ -289,6 +289,30 @@ static inline void sdpa_exp_cols_@X@(@A@ *restrict p, const @A@ *restrict s,
     }
 }
 
+/* R key rows (keys key0.., n of them left in the task) of a tile against its BK query
+   columns: the probabilities p and the score gradients ds = p * (dp - D), in dpr on
+   entry; a hidden key's rows are zero (it takes no gradient) */
+static inline void sdpa_probs_@X@(@A@ *p, @A@ *dpr, const @A@ *s, const @A@ *L,
+                                  const @A@ *D, uint8_t *ok, int64_t key0, int64_t n,
+                                  const uint8_t *mk, int causal, int64_t i0, int full) {
+    for (int r = 0; r < R_@X@; r++) {
+        const int64_t key = key0 + r;
+        @A@ *pr = p + r * BK, *dr = dpr + r * BK;
+        if (r >= n || (mk && !mk[key])) {
+            for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
+            continue;
+        }
+        if (full) {
+            sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
+        } else {
+            const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
+            for (int64_t i = 0; i < BK; i++) ok[i] = (i >= first) & (L[i] != -INFINITY);
+            sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
+        }
+        for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
+    }
+}
+
 /* how many of the tile's vectors hold its first n columns */
 static inline int sdpa_vecs_@X@(int64_t n) { return (int)((n + VL_@X@ - 1) / VL_@X@); }
 
@@ -531,23 +555,7 @@ void limn_sdpa_bwd_kv_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *D
                 const int64_t lo = (int64_t)u0 * VL_@X@;
                 sdpa_dots_@X@(s, ks + jj * d, d, qt, BK, d, scale, u0, u1);
                 sdpa_dots_@X@(dpr, vs + jj * dv, dv, dot, BK, dv, 1, u0, u1);
-                for (int r = 0; r < R_@X@; r++) {
-                    const int64_t key = j0 + jj + r;
-                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
-                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
-                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
-                        continue;
-                    }
-                    if (full) {
-                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
-                    } else {
-                        const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
-                        for (int64_t i = 0; i < BK; i++)
-                            ok[i] = (i >= first) & (L[i] != -INFINITY);
-                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
-                    }
-                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
-                }
+                sdpa_probs_@X@(p, dpr, s, L, D, ok, j0 + jj, nkv - jj, mk, causal, i0, full);
                 if (lo < nq) {
                     sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dos + lo * dvp, dvp, nq - lo);
                     sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qs + lo * dp, dp, nq - lo);
@@ -625,24 +633,9 @@ void limn_sdpa_bwd_@N@(const @T@ *Q, const @T@ *K, const @T@ *V, const @T@ *DO,
                 @A@ *dpr = dsk + jj * BK;  /* the block's rows of the ds tile */
                 sdpa_dots_@X@(s, ks + jj * dp, dp, qti, qr, d, scale, u0, u1);
                 sdpa_dots_@X@(dpr, vs + jj * dv, dv, doti, qr, dv, 1, u0, u1);
-                for (int r = 0; r < R_@X@; r++) {
-                    const int64_t key = j0 + jj + r;
-                    @A@ *pr = p + r * BK, *dr = dpr + r * BK;
-                    if (jj + r >= nkv || (mk && !mk[key])) {  /* a hidden key takes no gradient */
-                        for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
-                        continue;
-                    }
-                    if (full) {
-                        sdpa_exp_cols_all_@X@(pr, s + r * BK, L);
-                    } else {
-                        const int64_t first = causal ? key - i0 : 0;  /* first query to see it */
-                        for (int64_t i = 0; i < BK; i++)
-                            ok[i] = (i >= first) & (L[i] != -INFINITY);
-                        sdpa_exp_cols_@X@(pr, s + r * BK, L, ok);
-                    }
-                    for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
-                    for (int64_t i = 0; i < lo; i++) dr[i] = 0;  /* not computed: hidden */
-                }
+                sdpa_probs_@X@(p, dpr, s, L, D, ok, j0 + jj, nkv - jj, mk, causal, i0, full);
+                for (int r = 0; r < R_@X@; r++)  /* not computed: hidden */
+                    for (int64_t i = 0; i < lo; i++) dpr[r * BK + i] = 0;
                 if (lo < nq) {
                     sdpa_acc_@X@(dvv + jj * dvp, dvp, p + lo, dosi + lo * dvp, dvp, nq - lo);
                     sdpa_acc_@X@(dk + jj * dp, dp, dpr + lo, qsi + lo * dp, dp, nq - lo);
