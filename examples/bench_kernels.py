@@ -242,7 +242,7 @@ def math_functions(n: int, reps: int) -> None:
     import tempfile
 
     import limn_array as xp
-    from ir.c.render import units
+    from ir.c.units import units
     from ir.kernel.schedule import schedule
     from limn.runtime.device import install
 

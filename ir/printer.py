@@ -10,7 +10,7 @@ or a list of them. ``stage`` picks the floor:
   passes (``passes=c_passes()``), a small kernel prints as the size-generic nest that
   device runs (``ir/loop/generic.py``: its sizes are names, given at run time);
 * ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
-  the device itself calls (``ir.c.render.units``), with the c device's passes unless
+  the device itself calls (``ir.c.units.units``), with the c device's passes unless
   ``passes`` are given;
 * ``"cuda"``: the CUDA C program the cuda device hands NVRTC (``ir.cuda.render.source``),
   with the cuda device's passes unless ``passes`` are given.
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ir.c.render import generic, renders, units
+from ir.c.render import renders
+from ir.c.units import generic, units
 from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype

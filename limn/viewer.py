@@ -39,7 +39,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from ir.c.render import generic, generic_name
+from ir.c.units import generic, generic_name
 from ir.graph.node import Node, format_node, toposort
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels

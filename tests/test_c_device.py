@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ir.c.passes as c_pass_module
-import ir.c.render as c_render
+import ir.c.units as c_units
 import limn
 from ir.c.passes import c_passes
-from ir.c.render import units
+from ir.c.units import units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
@@ -73,7 +73,7 @@ def test_threaded_nest_matches_serial_bit_for_bit(case, eager, serial, monkeypat
     # every corpus nest is small: thread any nest with work at all, so this compares a
     # threaded (and tiled) build with the serial one rather than the same C twice
     monkeypatch.setattr(c_pass_module, "MIN_PARALLEL_WORK", 1)
-    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)  # a generic kernel never threads
+    monkeypatch.setattr(c_units, "GENERIC_WORK", 0)  # a generic kernel never threads
     text = ir([t.node for t in case.build()], passes=c_passes())
     FIRED[case.name] = {a for a in ("parallel=", "tile=") if a in text}
     threaded = [b.data for b in eager.realize([t.node for t in case.build()])]
@@ -258,7 +258,7 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(monkeypatch):
 def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
     """A kernel of a few iterations costs its compile, not its run: its unit is marked and
     cc builds it at -O0; the large kernel beside it stays at -O3. Both compute the same."""
-    from ir.c.render import QUICK, SMALL_WORK, units
+    from ir.c.units import QUICK, SMALL_WORK, units
     from ir.kernel.schedule import schedule
 
     rng = np.random.default_rng(3)
@@ -326,7 +326,7 @@ def test_gather_out_of_range_raises_on_the_c_device(c):
 
 
 def test_complex_is_refused_by_name(c):
-    from ir.c.render import units
+    from ir.c.units import units
     from ir.graph import dtypes
     from ir.kernel.kernel import BufferSpec, KernelGraph
 
@@ -405,7 +405,7 @@ def test_pad_split_changes_no_bit_and_cuts_the_loop(monkeypatch):
 
     # pad splitting is a specialized nest's pass (a generic one keeps every predicate):
     # these small images are specialized here so that the pass is what runs
-    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)
+    monkeypatch.setattr(c_units, "GENERIC_WORK", 0)
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     split = CDevice()
@@ -431,7 +431,7 @@ def test_a_pad_along_an_outer_dim_cuts_that_loop_and_no_load_stays_guarded(c, mo
     the outer loop is cut instead (elementwise work only), so the inner loop vectorizes."""
     from ir.c.passes import c_passes, split_pad_masks
 
-    monkeypatch.setattr(c_render, "GENERIC_WORK", 0)  # specialized, as above
+    monkeypatch.setattr(c_units, "GENERIC_WORK", 0)  # specialized, as above
 
     plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
     x = np.random.default_rng(4).standard_normal((2, 3, 12, 12)).astype(np.float32)

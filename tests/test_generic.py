@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ir.c.passes import c_passes
-from ir.c.render import generic, plan_units
+from ir.c.units import generic, plan_units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic

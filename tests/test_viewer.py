@@ -15,7 +15,8 @@ from corpus import CASES
 import limn
 from ir import ir
 from ir.c.passes import c_passes
-from ir.c.render import generic, kernel_key, plan_units, render, render_mapped
+from ir.c.render import render, render_mapped
+from ir.c.units import generic, kernel_key, plan_units
 from ir.cuda import render as cu
 from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph

@@ -28,7 +28,7 @@ It lowers MAP, SUM, MAX, SCAN and SCATTER kernels (``lowers_generic``). Where se
 gathered indices are out of range, the one the error names is the first in the generic
 nest's loop order, which may differ from the specialized nest's (its passes may reorder
 loops); in-range results are the same bits. Which kernels a device makes generic is the
-device's rule (the c device's: ``ir/c/render.generic``).
+device's rule (the c device's: ``ir/c/units.generic``).
 """
 
 from __future__ import annotations

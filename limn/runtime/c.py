@@ -11,7 +11,7 @@ but constants and each other's: positions, masks; ``ir/kernel/kernel.constant_ke
 are not compiled: the plan computes them once, with the numpy reference's rules, when it
 is built, and copies the values out on each run.
 
-Small kernels are size-generic (``ir/c/render.generic`` is the rule): lowered once per
+Small kernels are size-generic (``ir/c/units.generic`` is the rule): lowered once per
 structure with their sizes, strides, offsets and pads as run-time arguments, so a program
 that makes many shapes once each (a property-based test suite) compiles once per
 structure, not once per shape. Each is a C function named by a hash of its text; the
@@ -31,7 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ir.c.passes import c_passes
-from ir.c.render import generic_unit, plan_units, renders
+from ir.c.render import renders
+from ir.c.units import generic_unit, plan_units
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ir.c.render import QUICK
+from ir.c.units import QUICK
 
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
