@@ -7,7 +7,7 @@ runs the primitives. O(n log^2 n) work, no data-dependent control flow, exact (v
 only moved, never combined), and stable because ties compare by original index. An
 element with a nan key sorts last, in both directions; -0.0 equals 0.0. Each round is a
 stored pass (its values feed two selects of the next), so a sort costs that many kernels;
-the c device renders ARGSORT as one kernel instead (``ir/c/render.py``).
+the c device renders ARGSORT as one kernel instead (``ir/c/sort.py``).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class CDevice(CompiledDevice):
         tcc: bool | None = None,
     ):
         super().__init__()
-        # small kernels lowered once per structure, sizes given at run time (ir/c/render
+        # small kernels lowered once per structure, sizes given at run time (ir/c/units
         # ``generic`` says which); False (or LIMN_GENERIC=0) specializes every kernel
         self.generic_kernels = (
             os.environ.get("LIMN_GENERIC", "1") != "0" if generic is None else generic
