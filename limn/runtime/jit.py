@@ -123,9 +123,26 @@ class Plan:
 
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
 
+    def swap(self, calls: dict[int, Callable], lib=None) -> None:
+        """From the next run on, kernel ``i`` runs ``calls[i]`` (a tiered device's optimized
+        build, ``lib``, replacing its first one). A run already under way keeps the calls
+        it started with: it holds the steps it read when it began."""
+        with _swap_lock:
+            new = list(self.calls)
+            for i, call in calls.items():
+                new[i] = call
+            if lib is not None:
+                self.libs = [*self.libs, lib]
+            self.calls = new
+            self._steps = ()
+
     def _prepare(self) -> tuple:
         """Per kernel: (its index, call, output buffer, shape, numpy dtype, input buffers,
         the intermediates that die after it): what every run would otherwise look up."""
+        with _swap_lock:  # a swap from another thread lands before or after, never between
+            return self._prepare_steps()
+
+    def _prepare_steps(self) -> tuple:
         g = self.graph
         keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
         steps = []
@@ -166,6 +183,9 @@ class Plan:
             for b in dead:
                 bufs[b] = None  # an intermediate dies with its last reader
         return bufs
+
+
+_swap_lock = threading.Lock()  # Plan.swap against Plan._prepare
 
 
 def lifetimes(graph: KernelGraph) -> dict[int, int]:
