@@ -17,10 +17,12 @@ schedule, so it is printed even where the composed form is too big to run
 The targets (issue 12) are checked and printed as met or MISSED: the fused step's
 intermediates at T = 4096 under 64 MB; fused forward+backward within 2x of torch's sdpa
 at T = 1024 and 4096; with ``--gpt``, the GPT step with fused attention at least 2x the
-same step with composed attention (``--share`` also prints how much of each step is
-attention and the best ratio the rest of the step allows; ``--T`` with no sizes times the
-GPT step alone). Timings on a shared machine are noisy: the ratios are of medians over
-interleaved repeats.
+same step with composed attention, judged for the step called plainly and under
+``limn.capture``; torch's same GPT step with manual attention and with its sdpa runs
+beside them, so its own ratio for the same swap is printed too (``--share`` also prints
+how much of each step is attention and the best ratio the rest of the step allows;
+``--T`` with no sizes times the GPT step alone). Timings on a shared machine are noisy:
+the ratios are of medians over interleaved repeats.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def main(argv=None) -> None:
             r = rows["fused"] / rows["torch"]
             print(verdict(r <= 2, f"fused fwd+bwd at T={T} within 2x of torch sdpa ({r:.2f}x)"))
     if args.gpt:
-        gpt_step(dev, args.reps, share=args.share)
+        gpt_step(dev, args.reps, share=args.share, torch_on=torch_on if ref is not None else None)
 
 
 @contextlib.contextmanager
@@ -217,11 +219,16 @@ def composed_attention(dev):
         dev.kernels.update(saved)
 
 
-def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8, share=False) -> None:
+def gpt_step(
+    dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8, share=False, torch_on="cpu"
+) -> None:
     """One AdamW step of a byte-level GPT (ReLU MLP, pre-norm), fused against composed
-    attention, the two interleaved so both see the same machine load.
+    attention, each called plainly and under ``limn.capture`` (as train_stories runs it),
+    and torch's same GPT (``bench_train.torch_gpt_step``) with manual attention and with
+    its sdpa: all six interleaved, one of each per repeat, so all see the same load.
+    ``torch_on`` is where torch runs (None: not at all).
 
-    With ``share`` every step runs under the kernel profiler, and each variant's
+    With ``share`` every plain step runs under the kernel profiler, and each variant's
     attention is the kernels that its step has and the other's has not (the CUSTOM nodes,
     their delta and the projections' bias adds, against the t x t maps and reductions
     and the head copies): the rest of each step (wall time less those) is common work.
@@ -256,13 +263,19 @@ def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8, share=F
             loss = nn.cross_entropy(head(ln(h)).reshape(-1, 256), y)
             loss.backward()
             opt.step(loss)
+            return loss
 
         steps[name] = step
+        steps[name + " captured"] = limn.capture(step)
+    if torch is not None and torch_on is not None:
+        for name, fused in (("torch manual", False), ("torch sdpa", True)):
+            steps[name] = torch_gpt((256, ctx, d, layers, heads, batch), sdpa=fused, where=torch_on)
 
     def run(name):
         """(wall seconds, {kernel name: (calls, seconds)} or None) of one step"""
-        with contextlib.nullcontext() if name == "fused" else composed_attention(dev):
-            prof = profile.profile() if share else None
+        composing = name.startswith("composed")
+        with composed_attention(dev) if composing else contextlib.nullcontext():
+            prof = profile.profile() if share and name in ("fused", "composed") else None
             t = time.perf_counter()
             steps[name]()
             wall = time.perf_counter() - t
@@ -276,47 +289,79 @@ def gpt_step(dev, reps: int, ctx=256, d=192, layers=6, heads=6, batch=8, share=F
         return wall, per
 
     own = {}
-    for name in steps:  # the first call of each compiles; it also finds each one's kernels
-        own[name] = run(name)[1]
+    for name in steps:  # the first call compiles (records, for a captured step), the second
+        own[name] = run(name)[1]  # replays; the plain ones find each variant's kernels
+        run(name)
     if share:
-        calls = {n: Counter({k: c for k, (c, _) in own[n].items()}) for n in steps}
+        calls = {n: Counter({k: c for k, (c, _) in own[n].items()}) for n in ("fused", "composed")}
         own = {"fused": calls["fused"] - calls["composed"]}
         own["composed"] = calls["composed"] - calls["fused"]
-    times = {"fused": [], "composed": []}
+    times = {name: [] for name in steps}
     attn = {"fused": [], "composed": []}
     for _ in range(reps):
         for name in steps:
             wall, per = run(name)
             times[name].append(wall)
-            if share:  # the kernels only this variant has, pro rata where it has more calls
+            if per is not None:  # the kernels only this variant has, pro rata by calls
                 attn[name].append(
                     sum(sec * min(1, own[name][k] / c) for k, (c, sec) in per.items())
                 )
+    med = {n: statistics.median(t) for n, t in times.items()}
     tok_n = batch * ctx
-    f, c = (statistics.median(times[n]) for n in ("fused", "composed"))
     print(
-        f"\nGPT step (ctx {ctx}, d {d}, {layers} layers, {heads} heads, batch {batch}, AdamW): "
-        f"fused {f * 1e3:.0f} ms ({tok_n / f:.0f} tok/s), composed {c * 1e3:.0f} ms "
-        f"({tok_n / c:.0f} tok/s): fused is {c / f:.2f}x faster; min..max fused "
-        f"{min(times['fused']) * 1e3:.0f}..{max(times['fused']) * 1e3:.0f} ms, composed "
-        f"{min(times['composed']) * 1e3:.0f}..{max(times['composed']) * 1e3:.0f} ms"
+        f"\nGPT step (ctx {ctx}, d {d}, {layers} layers, {heads} heads, batch {batch}, AdamW), "
+        f"median (min..max) of {reps} interleaved repeats:"
     )
+    for n in steps:
+        print(
+            f"  {n:<18} {fmt((med[n], min(times[n]), max(times[n])))}  {tok_n / med[n]:7.0f} tok/s"
+        )
+    ratios = {
+        "plain": med["composed"] / med["fused"],
+        "captured": med["composed captured"] / med["fused captured"],
+    }
+    print(
+        f"  composed / fused: {ratios['plain']:.2f}x plain, {ratios['captured']:.2f}x captured; "
+        f"capture speeds the fused step {med['fused'] / med['fused captured']:.2f}x"
+    )
+    if "torch sdpa" in med:
+        print(
+            f"  torch manual / torch sdpa: {med['torch manual'] / med['torch sdpa']:.2f}x (the "
+            f"same swap in torch); torch sdpa / limn fused captured: "
+            f"{med['torch sdpa'] / med['fused captured']:.2f}x (above 1 limn is faster)"
+        )
     if share:
-        rest = {n: [w - a for w, a in zip(times[n], attn[n])] for n in steps}
-        for n in steps:
+        rest = {n: [w - a for w, a in zip(times[n], attn[n])] for n in attn}
+        for n in attn:
             a, r = statistics.median(attn[n]), statistics.median(rest[n])
             print(
                 f"  {n:<9} attention {a * 1e3:6.1f} ms ({min(attn[n]) * 1e3:.0f}.."
-                f"{max(attn[n]) * 1e3:.0f}), {100 * a / statistics.median(times[n]):.0f}% of "
-                f"the step; the rest {r * 1e3:6.1f} ms ({min(rest[n]) * 1e3:.0f}.."
-                f"{max(rest[n]) * 1e3:.0f})"
+                f"{max(attn[n]) * 1e3:.0f}), {100 * a / med[n]:.0f}% of the plain step; the "
+                f"rest {r * 1e3:6.1f} ms ({min(rest[n]) * 1e3:.0f}..{max(rest[n]) * 1e3:.0f})"
             )
-        bound = c / statistics.median(rest["fused"])
+        bound = med["composed"] / statistics.median(rest["fused"])
         print(
             f"  Amdahl: even free fused attention gives at most composed / fused rest = "
             f"{bound:.2f}x"
         )
-    print(verdict(c / f >= 2, f"GPT step with fused attention >= 2x composed ({c / f:.2f}x)"))
+    for mode, r in ratios.items():
+        print(verdict(r >= 2, f"GPT step with fused attention >= 2x composed, {mode} ({r:.2f}x)"))
+
+
+def torch_gpt(cfg, sdpa: bool, where: str):
+    """torch's GPT step of bench_train.py (the same model), on ``where``; timed by its
+    ``loss.item()``, which waits for the step."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "bench_train.py"
+    spec = importlib.util.spec_from_file_location("bench_train", path)
+    module = sys.modules.get("bench_train")
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["bench_train"] = module
+        spec.loader.exec_module(module)
+    return module.torch_gpt_step(cfg, sdpa=sdpa, dev=where)
 
 
 if __name__ == "__main__":

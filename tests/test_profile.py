@@ -49,6 +49,15 @@ def test_profile_counts_each_kernel_call_and_names_the_line_that_made_it(c):
     assert profile.active() is None  # the block ended it
 
 
+def test_the_profile_table_says_what_the_buffer_pool_held_and_served(c):
+    x = Tensor(np.full((256, 64), 0.01, np.float32))
+    with limn.profile() as prof:
+        for _ in range(3):  # the (256, 256) products die inside the plan: pooled
+            limn.realize((x @ x.T).exp().sum(axis=1))
+    (line,) = [s for s in prof.report().splitlines() if s.startswith("buffer pool:")]
+    assert "served again" in line and " 0 large buffers served again" not in line
+
+
 def test_profile_off_records_nothing_and_leaves_no_hook(c):
     from ir.graph import node as graph
 

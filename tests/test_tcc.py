@@ -57,6 +57,14 @@ def _cases():
             where(Tensor(_values(np.float32)) > 0.5, Tensor(_values(np.float32, seed=2)), -0.0),
         ],
     )
+    yield (
+        "lane-reductions",  # small units whose lanes carry an omp simd pragma
+        lambda: [
+            Tensor(_values(np.float64, n=1000)).sum(),
+            Tensor(_values(np.float32, n=1000)[:1030].reshape(2, 515)).sum(axis=1),
+            Tensor(_values(np.float32, n=1000)).max(),
+        ],
+    )
     ints = np.array([-(2**63), 2**63 - 1, -7, 7, 0, 1, -1, 3, 2**31, -(2**31)], np.int64)
     yield (
         "ints-and-casts",
@@ -78,16 +86,16 @@ CASES = dict(_cases())
 
 @pytest.fixture(scope="module")
 def devices(tmp_path_factory):
-    """(tcc, gcc) c devices, each also with every kernel specialized; with a disk cache of
-    their own, so every unit is compiled here (by the compiler under test)."""
+    """(tcc, gcc) c devices, each also with every kernel specialized; each pair with a disk
+    cache of its own, so every unit is compiled here (by the compiler under test)."""
     assert find_tcc(True)[0] is not None, "tcc is installed but fails the c device's self-check"
     pairs = {
         "generic": (CDevice(tcc=True, generic=True), CDevice(tcc=False, generic=True)),
         "specialized": (CDevice(tcc=True, generic=False), CDevice(tcc=False, generic=False)),
     }
-    cache = tmp_path_factory.mktemp("tcc-cache")
-    cache.chmod(0o700)
-    for pair in pairs.values():
+    for kind, pair in pairs.items():
+        cache = tmp_path_factory.mktemp(f"tcc-cache-{kind}")
+        cache.chmod(0o700)
         for dev in pair:
             dev.toolchain.cache_dir = cache
     return pairs
@@ -116,6 +124,7 @@ def test_which_units_go_to_tcc():
     assert not tcc_can_build(body)  # an -O3 unit: large or specialized kernels stay on gcc
     assert not tcc_can_build(QUICK + "_Float16 h;\n" + body)  # tcc has no half type
     assert not tcc_can_build(QUICK + "#pragma omp parallel for\n" + body)
+    assert tcc_can_build(QUICK + "#pragma omp simd reduction(|:limn_far)\n" + body)  # lanes
     assert not tcc_can_build(QUICK + "float y = __builtin_sqrtf(2.0f);\n" + body)
     assert tcc_can_build(QUICK + "float y = __builtin_rintf(2.5f);\n" + body)
     assert "#define __builtin_rintf rintf" in TCC_PRELUDE

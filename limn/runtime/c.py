@@ -18,14 +18,25 @@ structure, not once per shape. Each is a C function named by a hash of its text;
 device keeps the library that holds each one it has compiled, and a later plan that
 needs it calls it there instead of compiling it again.
 
+Tiered compilation: a unit of large kernels that tcc can build (``limn/runtime/cc.py``,
+``tcc_first``) is built by tcc at once, so its plan runs now, while gcc -O3 builds the same
+source in the background; when that build is ready the plan's calls into the unit are
+swapped for the optimized functions, between two runs of the plan, never during one. The
+two compute the same bits, so nothing a program sees changes but the speed.
+``LIMN_TIERED=0`` / ``CDevice(tiered=False)`` builds such units by gcc before the first run;
+``wait_compiles()`` waits for the background builds (for tests and benchmarks).
+
 Buffers are host numpy arrays shared with the numpy device, so tensors move between the
 two freely. Dtypes C cannot spell (complex) are refused by name.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
+import threading
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,7 +48,7 @@ from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.passes import Pass
-from limn.runtime.cc import CompilerError, find_toolchain
+from limn.runtime.cc import CompilerError, CompileStopped, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
 
@@ -96,6 +107,7 @@ class CDevice(CompiledDevice):
         composites: bool = True,
         generic: bool | None = None,
         tcc: bool | None = None,
+        tiered: bool | None = None,
     ):
         super().__init__()
         # small kernels lowered once per structure, sizes given at run time (ir/c/units
@@ -109,6 +121,13 @@ class CDevice(CompiledDevice):
             self.toolchain = find_toolchain(tcc)
         except CompilerError as e:
             raise RuntimeError(str(e)) from None
+        # large units tcc can take run its build first, gcc's once ready (None: unless
+        # LIMN_TIERED=0)
+        self.toolchain.tiered = (
+            os.environ.get("LIMN_TIERED", "1") != "0" if tiered is None else tiered
+        )
+        self.upgrades: list[_Upgrade] = []  # background builds whose plans await them
+        self.compile_errors: list[BaseException] = []  # background builds that failed
         self.openmp = self.toolchain.openmp if openmp is None else openmp
         if self.openmp:
             short_spin(self.toolchain.version)
@@ -137,7 +156,8 @@ class CDevice(CompiledDevice):
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        libs = self.toolchain.libraries(sources)
+        built = self.toolchain.tiered_libraries(sources)
+        libs = [lib for lib, _ in built]
         where = {i: lib for (kernels, _), lib in zip(u.units, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
@@ -162,7 +182,52 @@ class CDevice(CompiledDevice):
             else:
                 calls.append(_c_call(getattr(where[i], f"k{i}"), k))
         used = {id(self.generic[name]): self.generic[name] for name, _ in u.calls.values()}
-        return Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
+        plan = Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
+        self.upgrades = [up for up in self.upgrades if not up.done]
+        for (kernels, _), (_, later) in zip(u.units, built):
+            if later is not None:  # a tcc build for now: gcc's replaces it when ready
+                up = _Upgrade(plan, kernels, later)
+                self.upgrades.append(up)
+                later.add_done_callback(lambda _, up=up: self._upgrade(up))
+        return plan
+
+    def _upgrade(self, up: _Upgrade) -> None:
+        """Swap a plan's calls into a unit's tcc build for its gcc build (run by the worker
+        that finished it, or by ``wait_compiles``; once). A failed build keeps the tcc
+        build, which computes the same bits, and says why."""
+        with up.lock:  # held throughout: a second caller returns once the swap is made
+            if up.done:
+                return
+            up.done = True
+            err = up.later.exception()
+            if isinstance(err, CompileStopped):  # the process is exiting: nothing to say
+                return
+            if err is not None:
+                self.compile_errors.append(err)
+                warnings.warn(
+                    f"c device: the optimized build of {len(up.kernels)} kernel(s) failed; "
+                    f"they keep their tcc build (the same results, slower): {err}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                return
+            lib = up.later.result()
+            lib.limn_set_threads(self.threads)
+            kernels = up.plan.graph.kernels
+            calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
+            up.plan.swap(calls, lib)
+
+    def wait_compiles(self) -> None:
+        """Wait for every background build of this device's plans and swap each one in, so
+        that from here on every plan calls its final code; raises ``CompilerError`` with
+        the first background build that failed (its plans keep their tcc build)."""
+        concurrent.futures.wait([up.later for up in self.upgrades])
+        for up in self.upgrades:
+            self._upgrade(up)
+        self.upgrades = [up for up in self.upgrades if not up.done]
+        if self.compile_errors:
+            errors, self.compile_errors = self.compile_errors, []
+            raise CompilerError(f"c device: {len(errors)} background build(s) failed: {errors[0]}")
 
     def _custom_call(self, k):
         name, out_index, params = k.result.arg
@@ -187,6 +252,15 @@ class CDevice(CompiledDevice):
             return None
 
         return call
+
+
+class _Upgrade:
+    """A plan waiting for the gcc build of one of its units (``kernels`` live there)."""
+
+    def __init__(self, plan: Plan, kernels: list[int], later: concurrent.futures.Future):
+        self.plan, self.kernels, self.later = plan, kernels, later
+        self.lock = threading.Lock()
+        self.done = False
 
 
 def _host_call(value: np.ndarray):

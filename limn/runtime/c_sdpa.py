@@ -750,13 +750,18 @@ class SdpaKernels:
     def _threads(self):
         return ctypes.c_int(max(1, int(self.device.threads)))
 
+    def _empty(self, shape, dtype) -> np.ndarray:
+        """A result array from the device's buffer pool: a plan that adopts it as a buffer
+        gives it back there when it dies, and the next step's call gets it again."""
+        return self.device.pool.empty(tuple(shape), np.dtype(dtype))
+
     def sdpa(self, vals, params):
         q, k, v = (np.ascontiguousarray(a) for a in vals[:3])
         mask = np.ascontiguousarray(vals[3]) if len(vals) > 3 else None
         acc = np.float64 if q.dtype == np.float64 else np.float32
         heads = params[2]
-        o = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
-        lse = np.empty(q.shape[:-1] + ((heads,) if heads else ()), acc)
+        o = self._empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        lse = self._empty(q.shape[:-1] + ((heads,) if heads else ()), acc)
         fn = self._fn("fwd", q.dtype)
         fn(*map(_ptr, (q, k, v, mask, o, lse)), *self._dims(q, k, v, *params), self._threads())
         return o, lse
@@ -770,14 +775,14 @@ class SdpaKernels:
 
     def sdpa_bwd_q(self, vals, params):
         q, k, v, do, lse, delta, mask = self._bwd_args(vals)
-        dq = np.empty(q.shape, q.dtype)
+        dq = self._empty(q.shape, q.dtype)
         ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq))
         self._fn("bwd_q", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
         return (dq,)
 
     def sdpa_bwd_kv(self, vals, params):
         q, k, v, do, lse, delta, mask = self._bwd_args(vals)
-        dk, dv = np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
+        dk, dv = self._empty(k.shape, k.dtype), self._empty(v.shape, v.dtype)
         ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dk, dv))
         self._fn("bwd_kv", q.dtype)(*ptrs, *self._dims(q, k, v, *params), self._threads())
         return dk, dv
@@ -793,7 +798,7 @@ class SdpaKernels:
             joint = dims[0].value >= 2 * self._threads().value
         if not joint:
             return self.sdpa_bwd_q(vals, params) + self.sdpa_bwd_kv(vals, params)
-        dq, dk, dv = (np.empty(a.shape, a.dtype) for a in (q, k, v))
+        dq, dk, dv = (self._empty(a.shape, a.dtype) for a in (q, k, v))
         ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq, dk, dv))
         self._fn("bwd", q.dtype)(*ptrs, *dims, self._threads())
         return dq, dk, dv

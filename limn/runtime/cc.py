@@ -28,15 +28,33 @@ their own precision and never contracts a*b+c, and the GCC builtins the renderer
 mapped (``TCC_PRELUDE``) to the C library functions with the same results (``rint`` is
 round-to-nearest-even in the default mode, as ``__builtin_rint`` is; ``fma`` is exactly
 fused). A unit tcc cannot take stays on gcc by rule (``tcc_can_build``): one with
-``_Float16`` (tcc has no half type), with an OpenMP pragma, or with a builtin the prelude
-does not map. The cache key names the compiler that built each library.
+``_Float16`` (tcc has no half type), with an OpenMP pragma other than ``omp simd``, or
+with a builtin the prelude does not map. The cache key names the compiler that built each library.
+
+Tiered compilation (``LIMN_TIERED=0`` turns it off): a unit gcc would build at -O3 (large
+kernels) costs tens of milliseconds of gcc before its plan can run once. Where tcc can take
+it (``tcc_first``: the rule above, less the QUICK mark, and no branch on the target's
+vector extensions, such as a tiled contraction's micro-kernel, that tcc would not see),
+``tiered_libraries`` builds it with tcc at once and hands back, beside that library, a
+``Future`` of the gcc -O3 build of the same source, which a background thread compiles
+(the GIL is released while it waits on gcc) and publishes to the disk cache under the
+unit's ordinary key, so the next process loads the optimized library directly. The tcc
+build is never cached on disk. Both builds compute the same bits, up to which nan comes
+out of an operation on two nans (IEEE 754 leaves that open; gcc's -O0 and -O3 builds
+already differ there). A background compile that fails leaves its error on the future
+(the device keeps calling the tcc build); one still running when the process exits is
+killed with its whole process group and its work directory removed, so nothing
+half-written is left behind and exit does not wait for gcc.
 """
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures
 import ctypes
 import hashlib
 import os
+import queue
 import re
 import shutil
 import signal
@@ -45,6 +63,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,19 +121,40 @@ _BUILTIN = re.compile(r"__builtin_(\w+)")
 _TCC_MAPPED = frozenset(f"{fn}{s}" for fn in TCC_BUILTINS for s in ("f", ""))
 
 
-def tcc_can_build(source: str) -> bool:
-    """Whether a unit goes to tcc: a QUICK unit with no half type, no OpenMP pragma and no
-    builtin that ``TCC_PRELUDE`` does not map (those stay on gcc)."""
+_OMP_PRAGMA = re.compile(r"#pragma omp (?!simd\b)")  # a team or work-sharing pragma
+
+
+def tcc_takes(source: str) -> bool:
+    """Whether tcc can build ``source`` to gcc's bits: no half type, no OpenMP pragma but
+    ``omp simd`` (which marks independent lanes, and whose only clause the renderer writes,
+    an or-reduction of a flag, is exact in any order; tcc ignores it and runs the lanes in
+    order) and no builtin that ``TCC_PRELUDE`` does not map (those stay on gcc)."""
     return (
-        source.startswith(QUICK)
-        and "_Float16" not in source
-        and "#pragma omp" not in source
+        "_Float16" not in source
+        and not _OMP_PRAGMA.search(source)
         and set(_BUILTIN.findall(source)) <= _TCC_MAPPED
     )
 
 
+def tcc_can_build(source: str) -> bool:
+    """Whether a unit goes to tcc for good: a QUICK unit that ``tcc_takes``."""
+    return source.startswith(QUICK) and tcc_takes(source)
+
+
+def tcc_first(source: str) -> bool:
+    """Whether a unit gcc builds at -O3 runs a tcc build first, while gcc builds it in the
+    background: one that ``tcc_takes`` and has no branch on the target's vector extensions
+    (a tiled contraction's ``#if defined(__AVX512F__)`` micro-kernel, its 8 x 8 transpose),
+    where gcc and tcc would compile different C."""
+    return not source.startswith(QUICK) and "#if defined(__AVX" not in source and tcc_takes(source)
+
+
 class CompilerError(RuntimeError):
     pass
+
+
+class CompileStopped(CompilerError):
+    """A background build the process's exit stopped (nothing of it was published)."""
 
 
 _publish_lock = threading.Lock()  # one compile-and-publish at a time in this process
@@ -128,9 +168,20 @@ class Toolchain:
     cache_dir: Path
     tcc: str | None = None  # the Tiny C Compiler for QUICK units, if found and checked
     tcc_version: str = ""
+    # large units tcc can take: built by tcc now, by gcc -O3 in the background (the c device
+    # turns it on unless LIMN_TIERED=0; off, every unit is built by its final compiler)
+    tiered: bool = False
     stats: dict = field(
-        default_factory=lambda: {"compiles": 0, "tcc_compiles": 0, "compile_s": 0.0, "loads": 0}
+        default_factory=lambda: {
+            "compiles": 0,
+            "tcc_compiles": 0,
+            "compile_s": 0.0,
+            "loads": 0,
+            "background_compiles": 0,
+            "background_s": 0.0,
+        }
     )
+    _pending: dict = field(default_factory=dict, repr=False)  # library key -> its gcc Future
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -143,9 +194,10 @@ class Toolchain:
         return self.flags
 
     def compiler_for(self, source: str) -> tuple[str, str, tuple[str, ...], str]:
-        """Who builds ``source``: (compiler, its version, flags, text put before the source)."""
+        """Who builds ``source`` for good: (compiler, its version, flags, text put before
+        the source). The disk cache names a library by these and the source."""
         if self.tcc is not None and tcc_can_build(source):
-            return self.tcc, self.tcc_version, TCC_FLAGS, TCC_PRELUDE
+            return self.tcc_build()
         return self.cc, self.version, self.flags_for(source), ""
 
     def library(self, source: str) -> ctypes.CDLL:
@@ -153,16 +205,102 @@ class Toolchain:
         return self.libraries([source])[0]
 
     def libraries(self, sources: list[str]) -> list[ctypes.CDLL]:
-        """One library per source; the ones not in the cache are compiled side by side."""
+        """One library per source, each its final build; the ones not in the cache are
+        compiled side by side."""
+        return [lib for lib, _ in self._build(sources, tiered=False)]
+
+    def tiered_libraries(self, sources: list[str]) -> list[tuple[ctypes.CDLL, Future | None]]:
+        """One library per source to call now, each with the ``Future`` of its optimized
+        build, or None where the library is already the final one.
+
+        With ``tiered`` on and tcc found, a unit gcc builds at -O3 that ``tcc_first``
+        admits and the cache lacks is built by tcc now and by gcc in the background;
+        every other unit is loaded or compiled as ``libraries`` does."""
+        return self._build(sources, tiered=self.tiered and self.tcc is not None)
+
+    def wait(self) -> None:
+        """Wait until every background build this toolchain started has finished."""
+        concurrent.futures.wait(list(self._pending.values()))
+
+    def _build(self, sources: list[str], tiered: bool) -> list[tuple[ctypes.CDLL, Future | None]]:
         paths = [self.cache_dir / f"{self._key(src)}.so" for src in sources]
         libs = [self._load_verified(so) for so in paths]
-        if any(lib is None for lib in libs):
-            with _publish_lock:  # look again: another thread may have built them meanwhile
-                libs = [lib or self._load_verified(so) for so, lib in zip(paths, libs)]
-                todo = [(src, so) for src, so, lib in zip(sources, paths, libs) if lib is None]
-                built = iter(self._compile_many(todo) if todo else [])
-                libs = [lib if lib is not None else next(built) for lib in libs]
-        return libs
+        later: list[Future | None] = [None] * len(sources)
+        if all(lib is not None for lib in libs):
+            return list(zip(libs, later))
+        with _publish_lock:  # look again: another thread may have built them meanwhile
+            libs = [lib or self._load_verified(so) for so, lib in zip(paths, libs)]
+            todo = [i for i, lib in enumerate(libs) if lib is None]
+            first = {i for i in todo if tiered and tcc_first(sources[i])}
+            jobs = [(sources[i], paths[i], i in first) for i in todo]
+            for i, lib in zip(todo, self._compile_many(jobs) if jobs else []):
+                libs[i] = lib
+            # a unit tcc unexpectedly refused: built by gcc now, as without tiers
+            refused = [i for i in first if libs[i] is None]
+            for i, lib in zip(
+                refused,
+                self._compile_many([(sources[i], paths[i], False) for i in refused])
+                if refused
+                else [],
+            ):
+                libs[i] = lib
+            for i in first.difference(refused):
+                later[i] = self._optimize(sources[i], paths[i])
+        return list(zip(libs, later))
+
+    def _optimize(self, source: str, so: Path) -> Future:
+        """The Future of the gcc build of ``source``, published as ``so``: queued for a
+        background worker, once per library however many plans ask."""
+        fut = self._pending.get(so.stem)
+        if fut is None:
+            fut = self._pending[so.stem] = Future()
+            _start_workers()
+            _queue.put((self, source, so, fut))
+        return fut
+
+    def _optimize_now(self, source: str, so: Path) -> ctypes.CDLL:
+        """Compile ``source`` by gcc in a work directory of its own, load it, publish it
+        (a background worker's job; ``_compile_many`` says why the order is safe)."""
+        t0 = time.perf_counter()
+        if _closing.is_set():
+            raise CompileStopped("cc: background compile not started: the process is exiting")
+        cc, _, flags, prelude = self.compiler_for(source)
+        work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
+        try:
+            (work / f"{so.stem}.c").write_text(prelude + source)
+            cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
+            proc = subprocess.Popen(
+                cmd,
+                cwd=work,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+            with _background_lock:
+                _running.add(proc)
+            if _closing.is_set():  # exit began before the compiler was registered
+                _kill_group(proc)
+            try:
+                _, err = proc.communicate()  # the GIL is released while gcc runs
+            finally:
+                with _background_lock:
+                    _running.discard(proc)
+            if _closing.is_set():
+                raise CompileStopped("cc: background compile stopped: the process is exiting")
+            if proc.returncode != 0:
+                raise CompilerError(
+                    f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
+                )
+            lib = ctypes.CDLL(str(work / so.name))
+            with _publish_lock:
+                _publish(work / so.name, so)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        with _background_lock:
+            self.stats["background_compiles"] += 1
+            self.stats["background_s"] += time.perf_counter() - t0
+        return lib
 
     def _key(self, source: str) -> str:
         cc, version, flags, prelude = self.compiler_for(source)
@@ -181,22 +319,25 @@ class Toolchain:
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
-    def _compile_many(self, jobs: list[tuple[str, Path]]) -> list[ctypes.CDLL]:
-        """Run one ``cc`` per (source, library) at once, load each, then publish it.
+    def _compile_many(self, jobs: list[tuple[str, Path, bool]]) -> list[ctypes.CDLL | None]:
+        """Run one compiler per (source, library, first tier) at once, load each, then
+        publish it.
 
         Each compile runs in a work directory of this process's own, under the name the
         cache entry will have, so the same source gives the same bytes in every process.
         The library is loaded from those bytes, which no other process can touch, and only
         then published, so a second process compiling the same source at the same moment
-        can never make this one fail: at worst it publishes the same bytes again.
+        can never make this one fail: at worst it publishes the same bytes again. A
+        first-tier build (tcc standing in for gcc -O3) is loaded and never published, as
+        the entry's name is the gcc build's; where it fails, its place holds None.
         """
         t0 = time.perf_counter()
         sweep_stale_work_dirs(self.cache_dir)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
         try:
-            for source, so in jobs:
-                cc, _, flags, prelude = self.compiler_for(source)
+            for source, so, first in jobs:
+                cc, _, flags, prelude = self.tcc_build() if first else self.compiler_for(source)
                 (work / f"{so.stem}.c").write_text(prelude + source)
                 cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
                 self.stats["tcc_compiles"] += cc == self.tcc
@@ -209,24 +350,91 @@ class Toolchain:
                     text=True,
                     start_new_session=True,
                 )
-                running.append((proc, cmd, so))
-            libs = []
-            for proc, cmd, so in running:
+                running.append((proc, cmd, so, first))
+            libs: list[ctypes.CDLL | None] = []
+            for proc, cmd, so, first in running:
                 _, err = proc.communicate()
-                if proc.returncode != 0:
+                if proc.returncode != 0 and first:
+                    libs.append(None)
+                elif proc.returncode != 0:
                     raise CompilerError(
                         f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
                     )
-                libs.append(ctypes.CDLL(str(work / so.name)))
-                _publish(work / so.name, so)
+                else:
+                    libs.append(ctypes.CDLL(str(work / so.name)))
+                    if not first:
+                        _publish(work / so.name, so)
         finally:
-            for proc, _, _ in running:
+            for proc, *_ in running:
                 if proc.poll() is None:
                     _kill_group(proc)
             shutil.rmtree(work, ignore_errors=True)
         self.stats["compiles"] += len(jobs)
         self.stats["compile_s"] += time.perf_counter() - t0
         return libs
+
+    def tcc_build(self) -> tuple[str, str, tuple[str, ...], str]:
+        """tcc as ``compiler_for`` names it: (compiler, version, flags, prelude)."""
+        assert self.tcc is not None
+        return self.tcc, self.tcc_version, TCC_FLAGS, TCC_PRELUDE
+
+
+# The background workers, shared by every toolchain of the process: each takes a queued
+# (toolchain, source, library path, Future) and runs gcc on it. Daemon threads, so that
+# exiting never waits for them; at exit ``_stop_background`` kills the compilers running.
+_queue: queue.SimpleQueue = queue.SimpleQueue()
+_workers: list[threading.Thread] = []
+_running: set[subprocess.Popen] = set()  # background compilers now running
+_background_lock = threading.Lock()
+_closing = threading.Event()
+
+
+def background_workers() -> int:
+    """How many gcc builds run in the background at once: a core is left to the process's
+    own thread, which keeps running plans (and building their tcc tier) meanwhile."""
+    return max(1, min(8, (os.cpu_count() or 2) - 1))
+
+
+def _start_workers() -> None:
+    with _background_lock:
+        if _workers or _closing.is_set():
+            return
+        for n in range(background_workers()):
+            t = threading.Thread(target=_work, name=f"limn-cc-{n}", daemon=True)
+            t.start()
+            _workers.append(t)
+
+
+def _work() -> None:
+    while True:
+        job = _queue.get()
+        if job is None:
+            return
+        tc, source, so, fut = job
+        if not fut.set_running_or_notify_cancel():
+            continue
+        try:
+            lib = tc._load_verified(so) or tc._optimize_now(source, so)
+        except BaseException as e:  # noqa: BLE001 - the future carries it to the device
+            fut.set_exception(e)
+        else:
+            fut.set_result(lib)
+
+
+@atexit.register
+def _stop_background() -> None:
+    """At exit: kill each background compiler's process group and let its worker remove
+    its work directory; builds still queued end with an error, never a published file."""
+    _closing.set()
+    with _background_lock:
+        running = list(_running)
+    for proc in running:
+        _kill_group(proc)
+    for _ in _workers:
+        _queue.put(None)
+    deadline = time.monotonic() + 2.0
+    for t in _workers:
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 WORK_PREFIX = "work-"  # work-<pid>-<random>: one compiling process's temporary files

@@ -9,7 +9,8 @@
    (stage 3), render and compile (stage 4) -- once per structure, so a training loop at
    fixed shapes compiles on its first step only;
 3. run the plan on this call's buffers: allocate each intermediate just before the
-   kernel that writes it and drop it after the last kernel that reads it; then make the
+   kernel that writes it (from the device's buffer pool, ``limn/runtime/pool.py``, for
+   the large ones) and give it back after the last kernel that reads it; then make the
    sinks (a sink aliases its buffer, never copies, unless that buffer is one of the
    inputs); then commit the ASSIGNs, after every value of the batch exists.
 
@@ -37,6 +38,7 @@ from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
 from limn.runtime import profile
 from limn.runtime.device import Buffer, Device, get_device, recall, remember
+from limn.runtime.pool import BufferPool
 
 
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
@@ -121,14 +123,36 @@ class Plan:
     passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
     _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
+    pool: BufferPool | None = None  # where large intermediates come from and go back to
 
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
+    _spent: tuple = field(default=(), repr=False)  # ASSIGN sources, pooled after the commit
+
+    def swap(self, calls: dict[int, Callable], lib=None) -> None:
+        """From the next run on, kernel ``i`` runs ``calls[i]`` (a tiered device's optimized
+        build, ``lib``, replacing its first one). A run already under way keeps the calls
+        it started with: it holds the steps it read when it began."""
+        with _swap_lock:
+            new = list(self.calls)
+            for i, call in calls.items():
+                new[i] = call
+            if lib is not None:
+                self.libs = [*self.libs, lib]
+            self.calls = new
+            self._steps = ()
 
     def _prepare(self) -> tuple:
-        """Per kernel: (its index, call, output buffer, shape, numpy dtype, input buffers,
-        the intermediates that die after it): what every run would otherwise look up."""
+        """Per kernel: (its index, call, output buffer, shape, numpy dtype, whether its
+        output comes from the pool, input buffers, the intermediates that die after it, and
+        which of those go back to the pool): what every run would otherwise look up."""
+        with _swap_lock:  # a swap from another thread lands before or after, never between
+            return self._prepare_steps()
+
+    def _prepare_steps(self) -> tuple:
         g = self.graph
-        keep = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
+        values = {s.buffer for s in g.sinks if s.source is None}  # what becomes a Tensor
+        sources = {s.source for s in g.sinks if s.source is not None}  # what ASSIGNs copy
+        keep = {s.buffer for s in g.sinks} | sources
         steps = []
         for i, k in enumerate(g.kernels):
             spec = g.buffers[k.output]
@@ -138,9 +162,22 @@ class Plan:
                 if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep
             )
             np_dtype = dtypes.to_numpy(spec.dtype)
-            steps.append((i, self.calls[i], k.output, spec.shape, np_dtype, k.inputs, dead))
+            back = tuple(self._poolable(b) for b in dead)
+            ins, pooled = k.inputs, self._poolable(k.output)
+            steps.append(
+                (i, self.calls[i], k.output, spec.shape, np_dtype, pooled, ins, dead, back)
+            )
+        self._spent = tuple(
+            b for b in sorted(sources - values) if b >= g.n_inputs and self._poolable(b)
+        )
         self._steps = tuple(steps)
         return self._steps
+
+    def _poolable(self, b: int) -> bool:
+        if self.pool is None:
+            return False
+        spec = self.graph.buffers[b]
+        return math.prod(spec.shape) * spec.dtype.itemsize >= self.pool.smallest
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
@@ -150,8 +187,11 @@ class Plan:
         prof = profile.active()
         if prof is not None and (not self._stats or self._stats[0] is not prof):
             self._stats = (prof, prof.plan_keys(self, self.sites, self.passes))
-        for i, call, out, shape, np_dtype, ins, dead in self._steps or self._prepare():
-            bufs[out] = np.empty(shape, np_dtype)
+        pool = self.pool
+        for i, call, out, shape, np_dtype, pooled, ins, dead, back in (
+            self._steps or self._prepare()
+        ):
+            bufs[out] = pool.empty(shape, np_dtype) if pooled else np.empty(shape, np_dtype)
             args = [bufs[b] for b in ins]
             args.append(bufs[out])
             if prof is None:
@@ -163,10 +203,26 @@ class Plan:
                 stat.seconds += time.perf_counter() - t
                 stat.calls += 1
             if made is not None:  # the call made its result itself: it becomes the buffer
+                if pooled:
+                    pool.give(bufs[out])  # and the one made for it was never written
                 bufs[out] = made
-            for b in dead:
-                bufs[b] = None  # an intermediate dies with its last reader
+            for b, to_pool in zip(dead, back):
+                if to_pool:  # an intermediate dies with its last reader: no one else has it
+                    pool.give(bufs[b])
+                bufs[b] = None
         return bufs
+
+    def release(self, arrays: list[np.ndarray | None]) -> None:
+        """After ``execute`` has committed the ASSIGNs: their sources (no Tensor holds
+        them) go back to the pool."""
+        for b in self._spent:
+            pool, a = self.pool, arrays[b]
+            arrays[b] = None
+            if a is not None:
+                pool.give(a)
+
+
+_swap_lock = threading.Lock()  # Plan.swap against Plan._prepare
 
 
 def lifetimes(graph: KernelGraph) -> dict[int, int]:
@@ -198,6 +254,7 @@ class CompiledDevice(Device):
         self._build_lock = threading.Lock()
         self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
+        self.pool = BufferPool()  # the plans' large intermediates, kept between runs
         # graphs that compute at most this many elements run on the numpy reference instead
         # of compiling (LIMN_TINY): for code that makes many shapes once each, such as a
         # property-based test suite; 0, the default, compiles everything
@@ -243,6 +300,7 @@ class CompiledDevice(Device):
             plan = self.build(sched.graph)
             plan.slots = slots
             plan.last_use = lifetimes(sched.graph)
+            plan.pool = self.pool if self.pool.limit > 0 else None
             prof = profile.active()
             plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
             plan.passes = getattr(self, "passes", None)
@@ -286,4 +344,5 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None)
         if s.source is not None:
             target = in_bufs[s.buffer]
             np.copyto(target.data, arrays[s.source].reshape(target.shape))
+    plan.release(arrays)
     return out

@@ -16,6 +16,10 @@ row counts one flop per cell it computes, and the bytes are the kernel's input a
 buffers read or written once, so GFLOP/s and GB/s are lower bounds a reader can compare
 against the machine's peaks.
 
+The table ends with each buffer pool the plans drew from (``limn/runtime/pool.py``):
+what it holds, and how many large intermediates it served again or had to make while
+profiling.
+
 Timing a kernel adds two clock reads per launch; everything else (naming, the source
 lines) is computed once per plan, or when the table is printed.
 """
@@ -88,6 +92,7 @@ class Profiler:
         self.kernels: dict[tuple, KernelStat] = {}
         self.sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.blamed: list[str] = []  # the forward op's line while its gradient is built
+        self.pools: dict[int, tuple] = {}  # id -> (a plan's buffer pool, its stats then)
         self.started = time.perf_counter()
         self.stopped: float | None = None
 
@@ -122,6 +127,9 @@ class Profiler:
     def plan_keys(self, plan, sites, passes=None) -> list[KernelStat]:
         """One KernelStat per kernel of ``plan`` (made once per plan, shared by equal ones)."""
         g = plan.graph
+        pool = getattr(plan, "pool", None)
+        if pool is not None and id(pool) not in self.pools:
+            self.pools[id(pool)] = (pool, pool.stats())
         out = []
         for i, k in enumerate(g.kernels):
             site = sites[i] if sites else "?"
@@ -195,7 +203,18 @@ class Profiler:
             lines.append(
                 f"{rest * 1e3:>9.2f} {100 * rest / busy:>5.1f}  ... {len(rows) - top} more"
             )
+        lines += [self._pool_line(*entry) for entry in self.pools.values()]
         return "\n".join(lines)
+
+    @staticmethod
+    def _pool_line(pool, then: dict) -> str:
+        now = pool.stats()
+        hits, misses = now["hits"] - then["hits"], now["misses"] - then["misses"]
+        return (
+            f"buffer pool: {now['held'] / 2**20:.1f} MiB held in {now['arrays']} arrays "
+            f"(limit {now['limit'] / 2**20:.0f} MiB); {hits} large buffers served again, "
+            f"{misses} made, {now['dropped'] - then['dropped']} dropped while profiling"
+        )
 
     # ---- the context manager -----------------------------------------------------------
 
