@@ -147,7 +147,7 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
-        for lib in self.libraries.values():
+        for lib in list(self.libraries.values()):  # an upgrade may add one meanwhile
             lib.limn_set_threads(n)
 
     def build(self, graph: KernelGraph) -> Plan:
@@ -213,6 +213,7 @@ class CDevice(CompiledDevice):
                 return
             lib = up.later.result()
             lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = lib
             kernels = up.plan.graph.kernels
             calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
             up.plan.swap(calls, lib)
