@@ -134,6 +134,9 @@ class CDevice(CompiledDevice):
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
         self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
+        # every library loaded, by its dlopen handle (one per file, however often loaded):
+        # set_threads reaches them all, also those of plans the cache has dropped
+        self.libraries: dict[int, ctypes.CDLL] = {}
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -144,11 +147,8 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
-        for lib in self._libs():
+        for lib in list(self.libraries.values()):  # an upgrade may add one meanwhile
             lib.limn_set_threads(n)
-
-    def _libs(self):
-        return [lib for p in self.plans.values() for lib in p.libs]
 
     def build(self, graph: KernelGraph) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
@@ -161,6 +161,7 @@ class CDevice(CompiledDevice):
         where = {i: lib for (kernels, _), lib in zip(u.units, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = lib
         if missing:
             for name in missing:
                 self.generic[name] = libs[-1]
@@ -212,6 +213,7 @@ class CDevice(CompiledDevice):
                 return
             lib = up.later.result()
             lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = lib
             kernels = up.plan.graph.kernels
             calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
             up.plan.swap(calls, lib)
