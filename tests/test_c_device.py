@@ -143,6 +143,37 @@ def test_a_training_step_compiles_once(c):
     assert c.stats["plans"] - before == 1  # the first step plans; the others hit the cache
 
 
+def test_the_plan_cache_keeps_the_most_recently_used_plans(monkeypatch):
+    """At most ``max_plans`` plans stay (LIMN_PLANS); a hit makes a plan the most recent;
+    a dropped plan met again is built again, with the same bits and nothing compiled, and
+    its libraries still get ``set_threads``."""
+    monkeypatch.setenv("LIMN_PLANS", "2")
+    dev = CDevice()
+    assert dev.max_plans == 2
+    xs = {n: np.arange(n, dtype=np.float32) for n in (3, 4, 5)}
+
+    def run(n):
+        return dev.realize([(Tensor(xs[n]) * 2.0 + 1.0).node])[0].data.copy()
+
+    first = run(3)
+    libs = list(dev.libraries.values())
+    run(4)
+    run(3)  # a hit: 3 is now the most recent, 4 the least
+    run(5)  # drops 4
+    assert dev.stats["plans"] == 3 and len(dev.plans) == 2
+    assert sorted(p.graph.buffers[0].shape for p in dev.plans.values()) == [(3,), (5,)]
+    compiles, loads = dev.toolchain.stats["compiles"], dev.toolchain.stats["loads"]
+    run(4)  # built again (dropping 3), its kernels already compiled
+    assert sorted(p.graph.buffers[0].shape for p in dev.plans.values()) == [(4,), (5,)]
+    again = run(3)  # built again, the same bits
+    assert dev.stats["plans"] == 5 and dev.toolchain.stats["compiles"] == compiles
+    assert dev.toolchain.stats["loads"] == loads
+    assert np.array_equal(first.view(np.uint32), again.view(np.uint32))
+    assert np.array_equal(first, xs[3] * 2 + 1)
+    assert all(lib in dev.libraries.values() for lib in libs)
+    dev.set_threads(1)  # reaches every library it loaded, dropped plans' included
+
+
 def test_a_realized_node_is_recalled_only_while_it_lives_and_only_for_itself():
     import gc
 

@@ -6,7 +6,7 @@ import pytest
 from ir.graph import dtypes
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from ir.kernel.schedule import schedule
+from ir.kernel.schedule import READ_BUDGET, schedule
 from ir.loop.interp import run, run_graph
 from limn import Tensor
 
@@ -56,6 +56,34 @@ def test_value_with_several_users_is_recomputed_in_each_kernel():
     graph = schedule([e.sum(0).node, (e * 2).node]).graph
     assert [k.kind for k in graph.kernels] == ["SUM", "MAP"]
     assert all(any(r.op == Op.EXP for r in k.rows) for k in graph.kernels)
+
+
+def _stream(n: int) -> Tensor:
+    """A residual stream n buffers deep: each layer adds one more buffer to read."""
+    h = Tensor(np.ones((4, 3), np.float32))
+    for i in range(n - 1):
+        h = h + Tensor(np.full((4, 3), float(i), np.float32))
+    return h
+
+
+def test_a_shared_value_that_reads_many_buffers_is_stored_once():
+    h = _stream(READ_BUDGET)
+    graph = schedule([h.sum(1).node, (h * h).sum(1).node]).graph
+    assert [k.kind for k in graph.kernels] == ["MAP", "SUM", "SUM"]
+    assert [len(k.inputs) for k in graph.kernels] == [READ_BUDGET, 1, 1]
+    h = _stream(READ_BUDGET - 1)  # one buffer fewer: recomputed in each consumer
+    assert kinds(h.sum(1), (h * h).sum(1)) == ["SUM", "SUM"]
+    h = _stream(READ_BUDGET)  # one consumer: fused into it, however many it reads
+    assert kinds((h * h).sum(1)) == ["SUM"]
+
+
+def test_a_deep_stream_is_stored_every_few_layers_not_reread_in_full():
+    h = Tensor(np.ones((4, 3), np.float32))
+    for i in range(4 * READ_BUDGET):  # each layer reads the stream, and adds a buffer to it
+        h = h + Tensor(np.full((4, 3), float(i), np.float32)) * h.mean(1, keepdim=True)
+    g = schedule([h.sum(1).node]).graph
+    full = [sum(g.buffers[b].shape == (4, 3) for b in k.inputs) for k in g.kernels]
+    assert max(full) <= READ_BUDGET  # recomputed in full, the last would read 4 * READ_BUDGET + 1
 
 
 def test_reduce_read_through_a_broadcast_view_is_a_cut():

@@ -15,11 +15,19 @@ Elementwise work fuses into whatever consumes it; a value gets a buffer of its o
 A value with several consumers is recomputed inside each consumer's kernel, never stored
 for them: what fuses is elementwise work, loads and index arithmetic, which costs less to
 redo than a round trip through memory. Anything that contains a reduce was already cut at
-the reduce, so recomputation never repeats a reduction. The one exception is a costly
-value read through a broadcast: ``gelu(h) @ w`` would recompute gelu once per output
-column, so a value worth RECOMPUTE_BUDGET weighted ops or more (a transcendental or a
-gather weighs more than an add) that a VIEW reuses for MIN_FANOUT cells or more is stored
-once, and the broadcast reads the buffer. So is a value read through a pad under such a
+the reduce, so recomputation never repeats a reduction. Two exceptions. A value with
+several consumers whose fused computation reads READ_BUDGET full-size buffers or more is
+stored once: the residual stream of a deep network is a sum over every layer's outputs,
+and recomputed it would have each of its consumers (and each later layer's) read all of
+them again, a cost that grows with the square of the depth. The stored value has the
+bits the fused one had (every node is rounded to its dtype either way; the c device never
+contracts ``a*b+c``), but a reduce over it has a simpler body, which the c device may
+fold in lanes where it folded the fused body serially: another fixed grouping of the
+same sum, shown in the printed nest. And a costly value read through a broadcast:
+``gelu(h) @ w`` would recompute gelu once per output column, so a value worth
+RECOMPUTE_BUDGET weighted ops or more (a transcendental or a gather weighs more than an
+add) that a VIEW reuses for MIN_FANOUT cells or more is stored once, and the broadcast
+reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
 GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
@@ -61,6 +69,7 @@ class Schedule:
 
 
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
+READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
 
 
@@ -83,6 +92,25 @@ def _costly(node: Node, cut: set[int], is_input) -> bool:
             cost += TABLE[n.op].cost
             if cost >= RECOMPUTE_BUDGET:
                 return True
+        stack.extend(n.srcs)
+    return False
+
+
+def _wide(node: Node, cut: set[int], is_input) -> bool:
+    """Whether ``node``'s fused computation reads READ_BUDGET buffers of its own size or more."""
+    size = math.prod(node.shape)
+    seen: set[int] = set()
+    stack, reads = [node], 0
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if is_input(n) or (n is not node and id(n) in cut):
+            reads += math.prod(n.shape) >= size
+            if reads >= READ_BUDGET:
+                return True
+            continue
         stack.extend(n.srcs)
     return False
 
@@ -147,6 +175,20 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
                 _costly(src, cut, is_input) or _padded(src, cut, is_input)
             ):
                 keep(src)
+    users: dict[int, int] = {}
+    for n in order:
+        if not is_input(n):
+            for s in set(map(id, n.srcs)):
+                users[s] = users.get(s, 0) + 1
+    for n in order:  # in order, so a stored value shortens the reads of those after it
+        if (
+            n.op in ELEMENTWISE
+            and users.get(id(n), 0) > 1
+            and id(n) not in cut
+            and not is_input(n)
+            and _wide(n, cut, is_input)
+        ):
+            keep(n)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
         if not _is_reshape_of(r):
             keep(r)

@@ -224,7 +224,8 @@ def verify(nest: LoopNest) -> None:
     instruction it got wrong instead of a wrong number later.
     """
     bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
-    visible: set[str] = set(nest.sizes)  # a size-generic nest's run-time sizes
+    sizes = frozenset(nest.sizes)  # a size-generic nest's run-time sizes
+    visible: set[str] = set(sizes)
     scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
     dtypes: dict[str, DType] = {}
     seen: set[str] = set()
@@ -240,7 +241,7 @@ def verify(nest: LoopNest) -> None:
             if buf not in bufs:
                 fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
         for size in _size_names(ins):
-            if size not in nest.sizes:
+            if size not in sizes:
                 fail(ins, f"{size} is not one of the nest's sizes {list(nest.sizes)}")
         if isinstance(ins, Loop):
             if ins.var in visible:

@@ -142,6 +142,9 @@ class CDevice(CompiledDevice):
         self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
         self.generic_keys: dict[str, str] = {}  # size-generic kernel -> that library's cache key
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
+        # every library loaded, by its dlopen handle (one per file, however often loaded):
+        # set_threads reaches them all, also those of plans the cache has dropped
+        self.libraries: dict[int, ctypes.CDLL] = {}
         # plans kept on disk for the next process (limn/runtime/plan_cache.py): with the
         # default passes, unless LIMN_PLAN_CACHE=0
         self.keep_plans = self.passes == C_PASS_LIST and os.environ.get("LIMN_PLAN_CACHE") != "0"
@@ -155,11 +158,8 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
-        for lib in self._libs():
+        for lib in list(self.libraries.values()):  # an upgrade may add one meanwhile
             lib.limn_set_threads(n)
-
-    def _libs(self):
-        return [lib for p in self.plans.values() for lib in p.libs]
 
     def build(self, graph: KernelGraph) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
@@ -171,6 +171,7 @@ class CDevice(CompiledDevice):
         libs = [lib for lib, _ in built]
         for lib in libs:
             lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = lib
         # each kernel's recipe: what it calls, naming libraries by their cache keys (so the
         # plan cache can store it) and their libraries, this plan's and earlier plans'
         keys = [self.toolchain._key(src) for src in sources]
@@ -235,6 +236,7 @@ class CDevice(CompiledDevice):
             lib = self.toolchain.load(key)
             if lib is not None:
                 lib.limn_set_threads(self.threads)
+                self.libraries[lib._handle] = lib
                 self.by_key[key] = lib
         return lib
 
@@ -267,6 +269,7 @@ class CDevice(CompiledDevice):
                 return
             lib = up.later.result()
             lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = lib
             kernels = up.plan.graph.kernels
             calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
             up.plan.swap(calls, lib)
