@@ -6,7 +6,7 @@ import pytest
 
 import limn
 from limn import Tensor, nn, optim
-from limn.runtime.device import install
+from limn.runtime.device import get_device, install
 from limn.runtime.pool import BufferPool
 
 
@@ -14,6 +14,7 @@ def _device(**pool):
     try:
         from limn.runtime.c import CDevice
 
+        get_device("c")  # the default one exists before a test puts its own in its place
         dev = CDevice()
     except RuntimeError as e:
         pytest.skip(f"no c toolchain: {e}")
@@ -70,7 +71,7 @@ def test_an_output_a_user_holds_is_never_overwritten_by_a_later_run():
 def _gpt(dev, steps, captured):
     """Losses and final weights of a few AdamW steps of a small GPT (fused attention) on
     ``dev``, called plainly or through ``limn.capture``."""
-    old = install("c", dev)
+    old = install("c", dev)  # _device made the default c device first: old is never None
     limn.set_device("c")
     try:
         limn.set_seed(0)
@@ -92,8 +93,7 @@ def _gpt(dev, steps, captured):
         losses = [f() for _ in range(steps)]  # every returned loss is held to the end
         return [t.numpy().tobytes() for t in losses], [p.numpy().tobytes() for p in params]
     finally:
-        if old is not None:
-            install("c", old)
+        install("c", old)
         limn.set_device("numpy")
 
 
