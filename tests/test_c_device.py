@@ -270,6 +270,7 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(monkeypatch):
     # a fresh device: the shared one may hold this graph's size-generic function from an
     # earlier test, and then (rightly) hands the compiler only what it lacks
     c = CDevice()
+    c.keep_plans = False  # a plan stored by an earlier run would not go to the compiler
     if not c.openmp:
         pytest.skip("this cc has no OpenMP; ir(x, stage='c') prints the OpenMP build")
     handed: list[str] = []

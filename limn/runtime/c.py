@@ -26,6 +26,11 @@ two compute the same bits, so nothing a program sees changes but the speed.
 ``LIMN_TIERED=0`` / ``CDevice(tiered=False)`` builds such units by gcc before the first run;
 ``wait_compiles()`` waits for the background builds (for tests and benchmarks).
 
+A plan is built as a recipe, one step per kernel (a library function by the library's
+cache key, with a generic kernel's sizes; a constant kernel's values; a CUSTOM kernel), and
+the recipe is kept on disk (``limn/runtime/plan_cache.py``), so the next process that
+meets the same structure loads it instead of scheduling, lowering and rendering again.
+
 Buffers are host numpy arrays shared with the numpy device, so tensors move between the
 two freely. Dtypes C cannot spell (complex) are refused by name.
 """
@@ -43,11 +48,12 @@ import numpy as np
 
 from ir.c.passes import c_passes
 from ir.c.render import renders
-from ir.c.units import generic_unit, plan_units
+from ir.c.units import C_PASS_LIST, generic_unit, plan_units
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.passes import Pass
+from limn.runtime import plan_cache
 from limn.runtime.cc import CompilerError, CompileStopped, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
@@ -134,9 +140,14 @@ class CDevice(CompiledDevice):
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
         self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
+        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> that library's cache key
+        self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
         # every library loaded, by its dlopen handle (one per file, however often loaded):
         # set_threads reaches them all, also those of plans the cache has dropped
         self.libraries: dict[int, ctypes.CDLL] = {}
+        # plans kept on disk for the next process (limn/runtime/plan_cache.py): with the
+        # default passes, unless LIMN_PLAN_CACHE=0
+        self.keep_plans = self.passes == C_PASS_LIST and os.environ.get("LIMN_PLAN_CACHE") != "0"
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -158,14 +169,17 @@ class CDevice(CompiledDevice):
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
         built = self.toolchain.tiered_libraries(sources)
         libs = [lib for lib, _ in built]
-        where = {i: lib for (kernels, _), lib in zip(u.units, libs) for i in kernels}
         for lib in libs:
             lib.limn_set_threads(self.threads)
             self.libraries[lib._handle] = lib
-        if missing:
-            for name in missing:
-                self.generic[name] = libs[-1]
-        calls = []
+        # each kernel's recipe: what it calls, naming libraries by their cache keys (so the
+        # plan cache can store it) and their libraries, this plan's and earlier plans'
+        keys = [self.toolchain._key(src) for src in sources]
+        by_key = dict(zip(keys, libs))
+        unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
+        for name in missing:
+            self.generic[name], self.generic_keys[name] = libs[-1], keys[-1]
+        recipe: list[tuple] = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
         for i, k in enumerate(graph.kernels):
@@ -173,23 +187,65 @@ class CDevice(CompiledDevice):
                 spec = graph.buffers[k.output]
                 value = evaluate_kernel(k, [consts[b] for b in k.inputs])
                 consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
-                calls.append(_host_call(consts[k.output].reshape(spec.shape)))
+                recipe.append(("host", consts[k.output].reshape(spec.shape)))
             elif k.kind == "CUSTOM":
-                calls.append(self._custom_call(k))
+                recipe.append(("custom",))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                calls.append(_c_call(getattr(self.generic[name], name), k, sizes))
+                by_key.setdefault(self.generic_keys[name], self.generic[name])
+                recipe.append(("g", self.generic_keys[name], name, sizes))
             else:
-                calls.append(_c_call(getattr(where[i], f"k{i}"), k))
-        used = {id(self.generic[name]): self.generic[name] for name, _ in u.calls.values()}
+                recipe.append(("k", unit_key[i], f"k{i}"))
+        calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
+        first_tier = {key for key, (_, later) in zip(keys, built) if later is not None}
+        for key, lib in by_key.items():  # final builds only: a tcc build is this plan's
+            if key not in first_tier:
+                self.by_key.setdefault(key, lib)
+        used = {step[1]: by_key[step[1]] for step in recipe if step[0] in ("k", "g")}
         plan = Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
+        plan.recipe = recipe
         self.upgrades = [up for up in self.upgrades if not up.done]
-        for (kernels, _), (_, later) in zip(u.units, built):
+        for (kernels, _), key, (_, later) in zip(u.units, keys, built):
             if later is not None:  # a tcc build for now: gcc's replaces it when ready
-                up = _Upgrade(plan, kernels, later)
+                up = _Upgrade(plan, kernels, later, key)
                 self.upgrades.append(up)
                 later.add_done_callback(lambda _, up=up: self._upgrade(up))
         return plan
+
+    def call(self, graph: KernelGraph, i: int, step: tuple, libs: dict):
+        """Kernel ``i``'s call from its recipe ``step`` (``build`` says the forms; ``libs``:
+        library key -> the library)."""
+        k = graph.kernels[i]
+        if step[0] == "host":
+            return _host_call(step[1])
+        if step[0] == "custom":
+            return self._custom_call(k)
+        lib = libs[step[1]]
+        if step[0] == "g":
+            name, sizes = step[2], step[3]
+            self.generic.setdefault(name, lib)  # a later plan calls it there too
+            self.generic_keys.setdefault(name, step[1])
+            return _c_call(getattr(lib, name), k, sizes)
+        return _c_call(getattr(lib, step[2]), k)
+
+    def library_by_key(self, key: str) -> ctypes.CDLL | None:
+        """The library of cache key ``key``: one this device holds, or the published one
+        (the plan cache asks), or None."""
+        lib = self.by_key.get(key)
+        if lib is None:
+            lib = self.toolchain.load(key)
+            if lib is not None:
+                lib.limn_set_threads(self.threads)
+                self.libraries[lib._handle] = lib
+                self.by_key[key] = lib
+        return lib
+
+    def stored_plan(self, key: tuple) -> Plan | None:
+        return plan_cache.load(self, key) if self.keep_plans else None
+
+    def store_plan(self, key: tuple, plan: Plan) -> None:
+        if self.keep_plans and plan.recipe is not None:
+            plan_cache.save(self, key, plan, plan.recipe)
 
     def _upgrade(self, up: _Upgrade) -> None:
         """Swap a plan's calls into a unit's tcc build for its gcc build (run by the worker
@@ -217,6 +273,7 @@ class CDevice(CompiledDevice):
             kernels = up.plan.graph.kernels
             calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
             up.plan.swap(calls, lib)
+            self.by_key.setdefault(up.key, lib)
 
     def wait_compiles(self) -> None:
         """Wait for every background build of this device's plans and swap each one in, so
@@ -256,10 +313,11 @@ class CDevice(CompiledDevice):
 
 
 class _Upgrade:
-    """A plan waiting for the gcc build of one of its units (``kernels`` live there)."""
+    """A plan waiting for the gcc build of one of its units (``kernels`` live there; ``key``
+    is its cache key)."""
 
-    def __init__(self, plan: Plan, kernels: list[int], later: concurrent.futures.Future):
-        self.plan, self.kernels, self.later = plan, kernels, later
+    def __init__(self, plan: Plan, kernels: list[int], later: concurrent.futures.Future, key):
+        self.plan, self.kernels, self.later, self.key = plan, kernels, later, key
         self.lock = threading.Lock()
         self.done = False
 

@@ -302,6 +302,10 @@ class Toolchain:
             self.stats["background_s"] += time.perf_counter() - t0
         return lib
 
+    def load(self, key: str) -> ctypes.CDLL | None:
+        """The library published under cache key ``key`` (``_key``), if it verifies."""
+        return self._load_verified(self.cache_dir / f"{key}.so")
+
     def _key(self, source: str) -> str:
         cc, version, flags, prelude = self.compiler_for(source)
         text = "\0".join((cc, version, " ".join(flags), prelude + source))
@@ -419,6 +423,17 @@ def _work() -> None:
             fut.set_exception(e)
         else:
             fut.set_result(lib)
+
+
+def _forget_background_in_child() -> None:
+    """A forked child has none of its parent's worker threads: it starts its own."""
+    global _queue, _background_lock
+    _queue, _background_lock = queue.SimpleQueue(), threading.Lock()
+    _workers.clear()
+    _running.clear()
+
+
+os.register_at_fork(after_in_child=_forget_background_in_child)
 
 
 @atexit.register

@@ -123,6 +123,7 @@ class Plan:
     passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
     _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
+    recipe: list | None = None  # what each kernel calls, as a device can store it
     pool: BufferPool | None = None  # where large intermediates come from and go back to
 
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
@@ -252,7 +253,7 @@ class CompiledDevice(Device):
         # builds one plan at a time: threads that miss the cache together compile a new
         # structure once, and hits never wait (a dict read is atomic)
         self._build_lock = threading.Lock()
-        self.stats = {"plans": 0, "plan_hits": 0, "build_s": 0.0, "kernels": 0}
+        self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.pool = BufferPool()  # the plans' large intermediates, kept between runs
         # graphs that compute at most this many elements run on the numpy reference instead
@@ -262,6 +263,13 @@ class CompiledDevice(Device):
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
+
+    def stored_plan(self, key: tuple) -> Plan | None:
+        """A plan for ``key`` kept from an earlier process, if the device keeps them."""
+        return None
+
+    def store_plan(self, key: tuple, plan: Plan) -> None:
+        """Keep ``plan`` for a later process, if the device does."""
 
     def renders(self, node: Node) -> bool:
         """Whether this device computes the composite ``node`` itself; the others are
@@ -291,24 +299,29 @@ class CompiledDevice(Device):
                 self.stats["plan_hits"] += 1
                 return plan
             t0 = time.perf_counter()
-            realized = lambda n: recall(n) is not None  # noqa: E731
-            spelled = decompose(roots, self.renders, lambda n: n.op != Op.ASSIGN and realized(n))
-            sched = schedule(spelled, realized)
-            # a decomposition may meet its inputs in another order: the plan's slot order
-            where = {id(n): i for i, n in enumerate(inputs)}
-            slots = tuple(where[id(n)] for n in sched.inputs)
-            plan = self.build(sched.graph)
-            plan.slots = slots
-            plan.last_use = lifetimes(sched.graph)
-            plan.pool = self.pool if self.pool.limit > 0 else None
             prof = profile.active()
-            plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
+            plan = self.stored_plan(key) if prof is None else None
+            self.stats["plans_loaded"] += plan is not None
+            if plan is None:
+                realized = lambda n: recall(n) is not None  # noqa: E731
+                keep = lambda n: n.op != Op.ASSIGN and realized(n)  # noqa: E731
+                sched = schedule(decompose(roots, self.renders, keep), realized)
+                # a decomposition may meet its inputs in another order: the plan's slot order
+                where = {id(n): i for i, n in enumerate(inputs)}
+                slots = tuple(where[id(n)] for n in sched.inputs)
+                plan = self.build(sched.graph)
+                plan.slots = slots
+                plan.last_use = lifetimes(sched.graph)
+                plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
+                if prof is None:
+                    self.store_plan(key, plan)
+            plan.pool = self.pool if self.pool.limit > 0 else None
             plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan
             while len(self.plans) > self.max_plans:
                 self.plans.popitem(last=False)
             self.stats["plans"] += 1
-            self.stats["kernels"] += len(sched.graph.kernels)
+            self.stats["kernels"] += len(plan.graph.kernels)
             self.stats["build_s"] += time.perf_counter() - t0
         return plan
 

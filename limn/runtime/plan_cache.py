@@ -1,0 +1,133 @@
+"""The c device's plans on disk, so that a new process skips building them again.
+
+A plan's structure key (``jit.walk``) decides its kernel graph and its C, and the compiled
+libraries are already on disk (``limn/runtime/cc.py``). What a new process would redo for
+every structure it meets is the Python in between: decompose, schedule, lower, the passes,
+render, hash. On a warm disk cache that is nearly all of a short program's time on the c
+device. So each plan the device builds is also written here as its recipe: the kernel
+graph, the plan's slot order, and for each kernel what it calls (a function of a cached
+library by the library's key, with a generic kernel's sizes; a constant kernel's values;
+a CUSTOM kernel, found by name). A process that meets the same key loads the recipe and
+the libraries, and runs.
+
+The file name is a digest of everything that decides the plan: the key, the device's
+settings, the toolchain's identity, numpy's version and the source of ``ir/``, ``limn/``
+and ``limn_array/`` (a changed line of the compiler is a new entry, never a stale plan);
+the file holds the key and those settings too, and a load compares them, as the
+in-memory plan cache compares keys. A recipe is written under a temporary name and
+renamed, with the sha256 of its bytes in front, checked before it is unpickled; like the
+libraries beside it, it lives in the user's private cache directory (a pickle, like a
+shared library, is code: only this user can write there). A recipe whose libraries are not
+all on disk (a unit whose gcc build was still running when its process exited) is not
+used: the plan is built again. Plans built under the profiler or with other passes than
+the device's default are neither stored nor loaded (``LIMN_PLAN_CACHE=0``: never).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from limn.runtime.jit import Plan, lifetimes
+
+_SOURCE_DIGEST: str | None = None
+
+
+def source_digest() -> str:
+    """A digest of the Python that builds plans: every .py file of ir/, limn/, limn_array/."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        root = Path(__file__).resolve().parents[2]
+        h = hashlib.sha256()
+        for pkg in ("ir", "limn", "limn_array"):
+            for f in sorted((root / pkg).rglob("*.py")):
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+        _SOURCE_DIGEST = h.hexdigest()
+    return _SOURCE_DIGEST
+
+
+def _settings(device) -> tuple:
+    """What decides a plan besides its key: the device's settings, the compilers, the code."""
+    tc = device.toolchain
+    return (
+        device.name,
+        device.generic_kernels,
+        device.composites,
+        device.openmp,
+        tc.cc,
+        tc.version,
+        tc.flags,
+        tc.tcc,
+        tc.tcc_version,
+        np.__version__,
+        source_digest(),
+    )
+
+
+def plan_path(device, key: tuple, settings: tuple) -> Path:
+    """Where the recipe of ``key`` lives: named by a digest of its repr (pickle's bytes are
+    not canonical: they depend on which equal objects happen to be one object). A repr
+    that two keys share costs a miss, never a wrong plan: the file holds the key itself,
+    and ``load`` compares it."""
+    text = repr((settings, key)).encode()
+    return device.toolchain.cache_dir / "plans" / f"{hashlib.sha256(text).hexdigest()[:32]}.plan"
+
+
+def save(device, key: tuple, plan: Plan, recipe: list) -> None:
+    """Write ``plan``'s recipe (``recipe[i]`` says what kernel ``i`` calls) for ``key``."""
+    settings = _settings(device)
+    path = plan_path(device, key, settings)
+    try:
+        data = pickle.dumps((settings, key, plan.graph, plan.slots, recipe), protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return  # an argument that does not pickle: this plan is built again next time
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(data).digest() + data)
+        os.replace(tmp, path)  # whole or not at all
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def load(device, key: tuple) -> Plan | None:
+    """The plan stored for ``key`` with its libraries loaded; None where there is none, it
+    does not verify, it is another key's, or one of its libraries is not on disk."""
+    settings = _settings(device)
+    try:
+        blob = plan_path(device, key, settings).read_bytes()
+    except OSError:
+        return None
+    digest, data = blob[:32], blob[32:]
+    if hashlib.sha256(data).digest() != digest:
+        return None  # truncated or not ours: built again (and written again)
+    # unpickling makes thousands of small objects, and the collector would walk the
+    # whole heap (a big program's: scikit-learn's) for them: none of them is garbage
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        stored_settings, stored_key, graph, slots, recipe = pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
+    if stored_settings != settings or stored_key != key:
+        return None
+    libs = {}
+    for step in recipe:
+        if step[0] in ("k", "g") and step[1] not in libs:
+            lib = device.library_by_key(step[1])
+            if lib is None:
+                return None
+            libs[step[1]] = lib
+    calls = [device.call(graph, i, step, libs) for i, step in enumerate(recipe)]
+    plan = Plan(graph, calls, libs=list(libs.values()))
+    plan.slots = slots
+    plan.last_use = lifetimes(graph)
+    return plan
