@@ -15,7 +15,7 @@ from ir.graph import dtypes
 from ir.kernel.kernel import BufferSpec
 from ir.kernel.schedule import schedule
 from ir.loop.interp import interpret, run
-from ir.loop.lower import lower
+from ir.loop.lower import _flat, lower
 from ir.loop.nest import Accum, DefAcc, EndLoop, Index, Load, Loop, LoopNest, Store
 from ir.loop.passes import DEFAULT_PASSES, apply_passes, loop_order
 from ir.loop.rewrite import flatten, to_tree, verify
@@ -247,3 +247,31 @@ def test_custom_pass_example_runs_and_agrees_with_the_numpy_device():
     )
     assert out.returncode == 0, out.stderr
     assert "unroll=2" in out.stdout and "matches the numpy device" in out.stdout
+
+
+def test_an_address_summed_in_one_pass_is_the_index_added_dim_by_dim():
+    """``_flat`` sums every dim's terms at once; the Index, term order included, is the one
+    adding dim by dim gives, also where two loop variables share a dim number."""
+    import random
+
+    def added(idx, strides, offset):
+        out = Index((), offset)
+        for e, st in zip(idx, strides):
+            if st:
+                out = out + e * st
+        return out
+
+    rng = random.Random(0)
+    for names in (["i0", "r1", "i2", "v3", "v12"], ["i0", "i1", "r1", "r0", "v3"]):
+        for _ in range(20000):
+            idx = tuple(
+                Index.of(
+                    [(rng.choice(names), rng.randint(-3, 3)) for _ in range(rng.randint(0, 3))],
+                    rng.randint(-5, 5),
+                )
+                for _ in range(rng.randint(0, 4))
+            )
+            strides = tuple(rng.choice([0, 1, 2, -1, 7, 12]) for _ in idx)
+            offset = rng.randint(-9, 9)
+            want, got = added(idx, strides, offset), _flat(idx, strides, offset)
+            assert (got.terms, got.const, got.scaled) == (want.terms, want.const, want.scaled)

@@ -142,10 +142,16 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
     """Cut the graph under ``roots`` into kernels; see the module docstring for the rules."""
     roots = list(roots)
 
+    answers: dict[int, bool] = {}  # every rule below asks; each node is asked once
+
     def is_input(n: Node) -> bool:
-        if n.op == Op.BUFFER:
-            return True
-        return is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
+        known = answers.get(id(n))
+        if known is None:
+            known = n.op == Op.BUFFER or (
+                is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
+            )
+            answers[id(n)] = known
+        return known
 
     order = toposort(roots, is_input)
     cut: set[int] = set()

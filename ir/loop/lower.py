@@ -28,7 +28,6 @@ loops innermost, since rounding into the buffer at every step would change the a
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
@@ -81,6 +80,25 @@ def lower(graph: KernelGraph, i: int) -> LoopNest:
 
 
 def _flat(idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
+    """``offset + sum(e * stride)``, summed in one pass (the lowering's hottest arithmetic).
+
+    The same Index as adding the terms one dim at a time, term order included, unless two
+    loop variables share a dim number (``i1`` and ``r1``, which no kernel's nest has):
+    their order would then depend on the order of addition, so that case adds in turn."""
+    coeff: dict[str, int] = {}
+    const = offset
+    for e, st in zip(idx, strides):
+        if st:
+            if e.scaled:
+                coeff = {}
+                break
+            const += e.const * st
+            for name, c in e.terms:
+                coeff[name] = coeff.get(name, 0) + c * st
+    else:
+        dims = [n[1:] for n in coeff if n[0] in "ir"]
+        if len(set(dims)) == len(dims):
+            return Index.of(coeff.items(), const)
     out = Index((), offset)
     for e, st in zip(idx, strides):
         if st:
@@ -107,7 +125,10 @@ class _Lowering:
 
     def emit(self, ins) -> str | None:
         if self.row is not None and not isinstance(ins, Loop | EndLoop):
-            ins = replace(ins, row=self.row)
+            # ``ins`` was made for this call and nothing else holds it yet: its provenance
+            # is set in place (``replace`` would build it twice; row takes no part in
+            # equality or hashing)
+            object.__setattr__(ins, "row", self.row)
         self.body.append(ins)
         out = defines(ins)
         if out is not None:
