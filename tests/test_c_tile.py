@@ -53,6 +53,17 @@ def test_packed_blocks_and_their_tails_are_the_printed_nest_bit_for_bit(devices,
     assert "*wb = malloc" not in limn.ir(Tensor(a) @ Tensor(bt.T.copy()), stage="c")
 
 
+def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team(devices):
+    from ir.c import tile
+
+    # a weight's gradient, 192 x 192 over 2048 rows: one 192 x 192 block before
+    mc, nc = tile._enough_tasks(1, 192, 192, 192, 192, 6, 32)
+    assert -(-192 // mc) * -(-192 // nc) >= tile.MIN_TASKS
+    assert mc % 6 == 0 and nc % 32 == 0 and 192 % mc == 0 and 192 % nc == 0  # equal blocks
+    assert tile._enough_tasks(8, 256, 768, 192, 512, 6, 32) == (132, 384)  # many: kept
+    _check_layouts(np.float32, (30, 8, 64), devices)  # x.T @ g here: 5 slivers, 2 panels
+
+
 def _check_layouts(dtype, shape, devices):
     threaded, serial = devices
     m, k, n = shape

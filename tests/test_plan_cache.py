@@ -136,3 +136,15 @@ def test_plans_are_not_kept_with_other_passes_or_when_turned_off(cache, monkeypa
     assert not (cache / "plans").exists()
     monkeypatch.setenv("LIMN_PLAN_CACHE", "0")
     assert not _device(cache).keep_plans
+
+
+def test_a_plan_quicker_to_build_than_storing_it_is_not_stored(cache):
+    dev = _device(cache)
+    _run(dev)
+    (stored,) = (cache / "plans").glob("*.plan")
+    stored.unlink()
+    key, plan = next(iter(dev.plans.items()))
+    plan_cache.save(dev, key, plan, plan.recipe, build_s=plan_cache.MIN_BUILD_S / 2)
+    assert not list((cache / "plans").glob("*.plan"))
+    plan_cache.save(dev, key, plan, plan.recipe, build_s=plan_cache.MIN_BUILD_S)
+    assert len(list((cache / "plans").glob("*.plan"))) == 1

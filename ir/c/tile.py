@@ -211,6 +211,33 @@ BALANCE = True  # row blocks of equal height
 WHOLE_LIMIT = 1 << 22  # elements of a side packed whole, once (16 MiB of float32)
 
 
+MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 192 was one
+
+
+def _enough_tasks(cells: int, na: int, nb: int, mc: int, nc: int, mr: int, nr: int):
+    """Row and column block sizes that give the team at least MIN_TASKS blocks of equal
+    size where the output allows: a small output over a long reduce (``x.T @ g``, a
+    weight's gradient, 192 x 192 over 2048 rows) is otherwise one block on one thread.
+    Halves the larger block, in whole slivers and panels; blocks only group output cells,
+    so no cell's fold changes."""
+
+    def up(n: int, d: int) -> int:  # n / d rounded up
+        return -(-n // d)
+
+    def tasks(mc: int, nc: int) -> int:
+        return cells * up(na, mc) * up(nb, nc)
+
+    while tasks(mc, nc) < MIN_TASKS and (mc > mr or nc > nr):
+        if mc > mr and (mc >= nc or nc <= nr):
+            mc = max(mr, up(mc // 2, mr) * mr)
+        else:
+            nc = max(nr, up(nc // 2, nr) * nr)
+    # as many blocks, of equal height (width) in whole slivers (panels)
+    mc = max(mr, up(up(na, up(na, mc)), mr) * mr)
+    nc = max(nr, up(up(nb, up(nb, nc)), nr) * nr)
+    return mc, nc
+
+
 def _side(name: str, body, kind) -> str | None:
     ins = next((x for x in body if defines(x) == name), None)
     return None if ins is None else kind[id(ins)]
@@ -266,6 +293,7 @@ def render_packed(r, block: Block, depth: int) -> None:
         height = -(-na // blocks)
         mc = max(mr, -(-height // mr) * mr)
     nc = min(-(-nb // nr) * nr, max(1, NC // nr) * nr)
+    mc, nc = _enough_tasks(math.prod(lp.stop for lp in outer), na, nb, mc, nc, mr, nr)
     t_acc, start = _start(r, fold, init)
     zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
     lines = r.lines

@@ -243,9 +243,9 @@ class CDevice(CompiledDevice):
     def stored_plan(self, key: tuple) -> Plan | None:
         return plan_cache.load(self, key) if self.keep_plans else None
 
-    def store_plan(self, key: tuple, plan: Plan) -> None:
+    def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
         if self.keep_plans and plan.recipe is not None:
-            plan_cache.save(self, key, plan, plan.recipe)
+            plan_cache.save(self, key, plan, plan.recipe, build_s)
 
     def _upgrade(self, up: _Upgrade) -> None:
         """Swap a plan's calls into a unit's tcc build for its gcc build (run by the worker

@@ -268,8 +268,9 @@ class CompiledDevice(Device):
         """A plan for ``key`` kept from an earlier process, if the device keeps them."""
         return None
 
-    def store_plan(self, key: tuple, plan: Plan) -> None:
-        """Keep ``plan`` for a later process, if the device does."""
+    def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
+        """Keep ``plan`` (built in ``build_s`` seconds) for a later process, if the device
+        does."""
 
     def renders(self, node: Node) -> bool:
         """Whether this device computes the composite ``node`` itself; the others are
@@ -314,7 +315,7 @@ class CompiledDevice(Device):
                 plan.last_use = lifetimes(sched.graph)
                 plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
                 if prof is None:
-                    self.store_plan(key, plan)
+                    self.store_plan(key, plan, time.perf_counter() - t0)
             plan.pool = self.pool if self.pool.limit > 0 else None
             plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan

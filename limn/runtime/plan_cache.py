@@ -75,19 +75,40 @@ def plan_path(device, key: tuple, settings: tuple) -> Path:
     not canonical: they depend on which equal objects happen to be one object). A repr
     that two keys share costs a miss, never a wrong plan: the file holds the key itself,
     and ``load`` compares it."""
+    global _last
+    last = _last  # one read: another thread may name another key meanwhile
+    if last[0] is key and last[1] == settings:  # the miss ``save`` follows: one repr
+        return last[2]
     text = repr((settings, key)).encode()
-    return device.toolchain.cache_dir / "plans" / f"{hashlib.sha256(text).hexdigest()[:32]}.plan"
+    path = device.toolchain.cache_dir / "plans" / f"{hashlib.sha256(text).hexdigest()[:32]}.plan"
+    _last = (key, settings, path)
+    return path
 
 
-def save(device, key: tuple, plan: Plan, recipe: list) -> None:
-    """Write ``plan``'s recipe (``recipe[i]`` says what kernel ``i`` calls) for ``key``."""
+_last: tuple = (None, None, None)  # the last key plan_path named, its settings and path
+_made: set[Path] = set()  # plan directories made by this process
+
+# A plan quicker to build than this is not stored: writing a recipe costs about a
+# millisecond and loading one a third of that, and a program that makes many small
+# structures once each (a property-based test suite) would spend more on the store than
+# a later run saves.
+MIN_BUILD_S = 0.003
+
+
+def save(device, key: tuple, plan: Plan, recipe: list, build_s: float = 1.0) -> None:
+    """Write ``plan``'s recipe (``recipe[i]`` says what kernel ``i`` calls) for ``key``, if
+    it took ``MIN_BUILD_S`` or more to build."""
+    if build_s < MIN_BUILD_S:
+        return
     settings = _settings(device)
     path = plan_path(device, key, settings)
     try:
         data = pickle.dumps((settings, key, plan.graph, plan.slots, recipe), protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
-    path.parent.mkdir(mode=0o700, exist_ok=True)
+    if path.parent not in _made:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        _made.add(path.parent)
     fd, tmp = tempfile.mkstemp(prefix="tmp-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
