@@ -241,3 +241,53 @@ def test_exiting_during_a_background_build_neither_waits_nor_leaves_files(tmp_pa
             if Path(f"/proc/{child}").exists():
                 os.kill(child, 9)
                 pytest.fail("the background compiler's child outlived the process")
+
+
+_FORK = textwrap.dedent(
+    """
+    import os, signal, sys, traceback
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    from test_tiered import _GATE_CC, _large, _run, _same_bits
+    from limn.runtime import cc
+    from limn.runtime.c import CDevice
+    dev = CDevice(tiered=True)
+    gated = cc.Path(sys.argv[2]) / "gated-cc"
+    gated.write_text(_GATE_CC.format(cc=dev.toolchain.cc))
+    gated.chmod(0o755)
+    dev.toolchain.cc = str(gated)
+    dev.toolchain.cache_dir = cc.private_dir(cc.Path(sys.argv[2]) / "cache")
+    outs = lambda: _large(np.float32)[:4]
+    first = _run(dev, outs)
+    assert dev.upgrades  # gcc waits at the gate, in the parent's worker
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.alarm(60)  # a wait that never ends ends the child here
+            open(os.environ["LIMN_TEST_GATE"], "w").close()
+            dev.wait_compiles()
+            assert not dev.upgrades
+            _same_bits(_run(dev, outs), first, "the child's gcc build")
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    dev.wait_compiles()
+    assert not dev.upgrades
+    print("child", os.waitstatus_to_exitcode(status), flush=True)
+    """
+)
+
+
+def test_a_forked_child_finishes_the_background_builds_its_parent_had_started(tmp_path):
+    env = {**os.environ, "LIMN_TEST_GATE": str(tmp_path / "gate")}
+    r = subprocess.run(
+        [sys.executable, "-c", _FORK, str(ROOT / "tests"), str(tmp_path)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0 and "child 0" in r.stdout, r.stdout + r.stderr[-3000:]

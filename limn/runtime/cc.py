@@ -255,7 +255,9 @@ class Toolchain:
         if fut is None:
             fut = self._pending[so.stem] = Future()
             _start_workers()
-            _queue.put((self, source, so, fut))
+            with _background_lock:
+                _unfinished[fut] = (self, source, so, fut)
+            _queue.put(_unfinished[fut])
         return fut
 
     def _optimize_now(self, source: str, so: Path) -> ctypes.CDLL:
@@ -389,6 +391,7 @@ class Toolchain:
 _queue: queue.SimpleQueue = queue.SimpleQueue()
 _workers: list[threading.Thread] = []
 _running: set[subprocess.Popen] = set()  # background compilers now running
+_unfinished: dict[Future, tuple] = {}  # jobs queued or running, for a forked child to redo
 _background_lock = threading.Lock()
 _closing = threading.Event()
 
@@ -415,22 +418,38 @@ def _work() -> None:
         if job is None:
             return
         tc, source, so, fut = job
-        if not fut.set_running_or_notify_cancel():
+        # a job a forked child redoes may be running already: in its parent, at the fork
+        if not fut.running() and not fut.set_running_or_notify_cancel():
             continue
         try:
             lib = tc._load_verified(so) or tc._optimize_now(source, so)
         except BaseException as e:  # noqa: BLE001 - the future carries it to the device
+            _finish(fut)
             fut.set_exception(e)
         else:
+            _finish(fut)
             fut.set_result(lib)
 
 
+def _finish(fut: Future) -> None:
+    with _background_lock:
+        _unfinished.pop(fut, None)
+
+
 def _forget_background_in_child() -> None:
-    """A forked child has none of its parent's worker threads: it starts its own."""
-    global _queue, _background_lock
+    """A forked child has none of its parent's threads, and a lock one of them held at the
+    fork would stay held: it gets new locks and a queue, and its own workers redo the
+    builds its parent had not finished, so the child's waits end (a build the parent
+    publishes first is loaded instead)."""
+    global _queue, _background_lock, _publish_lock
     _queue, _background_lock = queue.SimpleQueue(), threading.Lock()
+    _publish_lock = threading.Lock()
     _workers.clear()
     _running.clear()
+    if _unfinished:
+        for job in _unfinished.values():
+            _queue.put(job)
+        _start_workers()
 
 
 os.register_at_fork(after_in_child=_forget_background_in_child)
