@@ -266,19 +266,9 @@ class Toolchain:
         t0 = time.perf_counter()
         if _closing.is_set():
             raise CompileStopped("cc: background compile not started: the process is exiting")
-        cc, _, flags, prelude = self.compiler_for(source)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         try:
-            (work / f"{so.stem}.c").write_text(prelude + source)
-            cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
-            proc = subprocess.Popen(
-                cmd,
-                cwd=work,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
+            proc, cmd = _spawn(self.compiler_for(source), source, so, work)
             with _background_lock:
                 _running.add(proc)
             if _closing.is_set():  # exit began before the compiler was registered
@@ -343,19 +333,9 @@ class Toolchain:
         running = []
         try:
             for source, so, first in jobs:
-                cc, _, flags, prelude = self.tcc_build() if first else self.compiler_for(source)
-                (work / f"{so.stem}.c").write_text(prelude + source)
-                cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
-                self.stats["tcc_compiles"] += cc == self.tcc
-                # a session of its own, so an interrupted compile kills cc's whole tree
-                proc = subprocess.Popen(
-                    cmd,
-                    cwd=work,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    start_new_session=True,
-                )
+                build = self.tcc_build() if first else self.compiler_for(source)
+                proc, cmd = _spawn(build, source, so, work)
+                self.stats["tcc_compiles"] += build[0] == self.tcc
                 running.append((proc, cmd, so, first))
             libs: list[ctypes.CDLL | None] = []
             for proc, cmd, so, first in running:
@@ -383,6 +363,24 @@ class Toolchain:
         """tcc as ``compiler_for`` names it: (compiler, version, flags, prelude)."""
         assert self.tcc is not None
         return self.tcc, self.tcc_version, TCC_FLAGS, TCC_PRELUDE
+
+
+def _spawn(build, source: str, so: Path, work: Path) -> tuple[subprocess.Popen, list[str]]:
+    """Write ``source`` into ``work`` and start ``build``'s compiler (``compiler_for``'s
+    tuple) on it, making ``so.name`` there: in a session of its own, so that killing it
+    (an interrupted compile, exit during a background one) reaches cc's whole tree."""
+    cc, _, flags, prelude = build
+    (work / f"{so.stem}.c").write_text(prelude + source)
+    cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    return proc, cmd
 
 
 # The background workers, shared by every toolchain of the process: each takes a queued
