@@ -125,3 +125,13 @@ def test_a_device_running_many_shapes_stays_within_its_pool_limit():
         dev.realize([(x @ x.T).exp().sum(axis=1).node])
         assert dev.pool.held <= dev.pool.limit
     assert dev.pool.stats()["dropped"] > 0
+
+
+@pytest.mark.parametrize("name", ["LIMN_POOL_MB", "LIMN_PLANS", "LIMN_TINY"])
+def test_a_setting_that_is_not_a_number_says_what_it_accepts(monkeypatch, name):
+    from limn.runtime.c import CDevice
+
+    for bad in ("lots", "-1"):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError, match=rf"{name}={bad!r}: expected"):
+            CDevice()

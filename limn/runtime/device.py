@@ -29,6 +29,21 @@ from ir.graph.dtypes import DType, to_numpy
 from ir.graph.node import Node
 
 
+def env_number(name: str, default: float, what: str, kind=int) -> float:
+    """The environment variable ``name`` read as a ``kind`` at least 0, else ``default``;
+    a value that is not one raises an error saying what the variable accepts."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = kind(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError(f"{name}={value!r}: expected {what}")
+    return number
+
+
 class Buffer:
     """Bytes of one dtype and shape; on host devices, a C-contiguous numpy array."""
 

@@ -21,7 +21,6 @@ the input buffers in slot order.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -37,7 +36,7 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
 from limn.runtime import profile
-from limn.runtime.device import Buffer, Device, get_device, recall, remember
+from limn.runtime.device import Buffer, Device, env_number, get_device, recall, remember
 from limn.runtime.pool import BufferPool
 
 
@@ -249,7 +248,7 @@ class CompiledDevice(Device):
         # objects, 48 s of a 250 s run). A plan dropped and met again is built again; what
         # it compiled stays in the device's and the disk's caches.
         self.plans: OrderedDict[tuple, Plan] = OrderedDict()
-        self.max_plans = int(os.environ.get("LIMN_PLANS", str(MAX_PLANS)))
+        self.max_plans = env_number("LIMN_PLANS", MAX_PLANS, "how many plans to keep (0: none)")
         # builds one plan at a time: threads that miss the cache together compile a new
         # structure once, and hits never wait (a dict read is atomic)
         self._build_lock = threading.Lock()
@@ -259,7 +258,7 @@ class CompiledDevice(Device):
         # graphs that compute at most this many elements run on the numpy reference instead
         # of compiling (LIMN_TINY): for code that makes many shapes once each, such as a
         # property-based test suite; 0, the default, compiles everything
-        self.tiny = int(os.environ.get("LIMN_TINY", "0"))
+        self.tiny = env_number("LIMN_TINY", 0, "a number of elements (0: off)")
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError

@@ -26,18 +26,19 @@ show that no kernel reads what it did not write.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
+
+from limn.runtime.device import env_number
 
 DEFAULT_LIMIT_MB = 512
 SMALLEST = 1 << 14  # bytes: below this the allocator is faster than the pool
 
 
 def limit_from_env() -> int:
-    value = os.environ.get("LIMN_POOL_MB", "").strip()
-    return int(float(value) * (1 << 20)) if value else DEFAULT_LIMIT_MB << 20
+    mib = env_number("LIMN_POOL_MB", DEFAULT_LIMIT_MB, "MiB the pool may hold (0: off)", float)
+    return int(mib * (1 << 20))
 
 
 class BufferPool:
