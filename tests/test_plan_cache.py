@@ -148,3 +148,18 @@ def test_a_plan_quicker_to_build_than_storing_it_is_not_stored(cache):
     assert not list((cache / "plans").glob("*.plan"))
     plan_cache.save(dev, key, plan, plan.recipe, build_s=plan_cache.MIN_BUILD_S)
     assert len(list((cache / "plans").glob("*.plan"))) == 1
+
+
+def test_a_plan_store_that_cannot_be_written_is_skipped_and_the_plan_still_runs(cache):
+    import shutil
+
+    from limn.runtime import plan_cache
+
+    dev = _device(cache)
+    want = _run(dev)
+    dev.wait_compiles()
+    (plan,) = dev.plans.values()
+    shutil.rmtree(cache / "plans")
+    (cache / "plans").write_text("not a directory")  # nor can one be made there
+    plan_cache.save(dev, ("another key",), plan, plan.recipe)  # no error
+    _same(_run(_device(cache)), want)  # a new device: no store, builds, same bytes

@@ -106,16 +106,19 @@ def save(device, key: tuple, plan: Plan, recipe: list, build_s: float = 1.0) -> 
         data = pickle.dumps((settings, key, plan.graph, plan.slots, recipe), protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
-    if path.parent not in _made:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        _made.add(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix="tmp-", dir=path.parent)
-    try:
+    tmp = None
+    try:  # the store is an optimization: a cache directory gone or full skips it
+        if path.parent not in _made:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            _made.add(path.parent)
+        fd, tmp = tempfile.mkstemp(prefix="tmp-", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(hashlib.sha256(data).digest() + data)
         os.replace(tmp, path)  # whole or not at all
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        _made.discard(path.parent)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def load(device, key: tuple) -> Plan | None:
