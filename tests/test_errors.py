@@ -241,7 +241,7 @@ CASES = {
     "unknown_device": (
         lambda: limn.set_device("tpu"),
         ValueError,
-        r"set_device: unknown device 'tpu'; known: \[.*'numpy'",
+        r"unknown device 'tpu'; known: \[.*'numpy'.* and 'cpu'",
     ),
 }
 
@@ -298,3 +298,15 @@ def test_broadcast_shapes_is_numpys_rule_and_names_the_leftmost_dim_that_differs
         assert broadcast_shapes(*shapes) == want
 
     check()
+
+
+def test_cpu_names_the_c_device_where_a_compiler_works_else_numpy():
+    from limn.runtime.device import get_device, resolve
+
+    try:
+        get_device("c")
+        want = "c"
+    except (RuntimeError, OSError):
+        want = "numpy"
+    assert resolve("cpu") == want
+    assert get_device("cpu") is get_device(want)

@@ -130,8 +130,20 @@ def register_device(name: str, factory) -> None:
     _factories[name] = factory
 
 
+def resolve(name: str) -> str:
+    """A device name as given to the registry: ``"cpu"`` (torch's name for the host) is the
+    c device where a C compiler works here, else the numpy reference."""
+    if name != "cpu":
+        return name
+    try:
+        get_device("c")
+        return "c"
+    except (RuntimeError, OSError):
+        return "numpy"
+
+
 def get_device(name: str | None = None) -> Device:
-    name = name or _current[0]
+    name = resolve(name or _current[0])
     dev = _devices.get(name)
     if dev is not None:
         return dev
@@ -139,7 +151,8 @@ def get_device(name: str | None = None) -> Device:
         if name not in _devices:
             if name not in _factories:
                 raise ValueError(
-                    f"set_device: unknown device {name!r}; known: {sorted(_factories)}"
+                    f"unknown device {name!r}; known: {sorted(_factories)} and 'cpu' (c where a "
+                    "C compiler works, else numpy)"
                 )
             _devices[name] = _factories[name]()
         return _devices[name]
@@ -160,7 +173,7 @@ def install(name: str, device: Device) -> Device | None:
 def set_device(name: str) -> Device:
     """Make ``name`` the default device; fails here, with the reason, if it cannot run."""
     dev = get_device(name)
-    _current[0] = name
+    _current[0] = resolve(name)
     return dev
 
 
