@@ -6,8 +6,13 @@ wraps each new node with the record autograd differentiates it by (``limn/autogr
 This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``item()``,
 ``tolist()``, ``realize()``), the surface rules (limn's dtype lattice,
 ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
-entry points, assignment and creation. The torch-like methods a user calls (math,
-reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``ir.graph.compose``.
+entry points, assignment and creation. The torch-like methods a user calls live in
+``limn/torch_methods.py`` (math, reductions) and ``limn/torch_movement.py`` (views,
+indexing), spelled in ``ir.graph.compose``; how a tensor prints, in ``limn/printing.py``.
+
+A device is named where a tensor is made (``device=``, checked there: an unknown name
+fails at once, naming the accepted ones) and stays with the tensor; ``"cpu"`` is the c
+device where a C compiler works, else the numpy reference (``limn.runtime.device.resolve``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
-from limn.runtime.device import Buffer, current_device, get_device, observers
-from limn.torch_methods import TorchMethods, _shape_arg
+from limn.printing import format_tensor
+from limn.runtime.device import Buffer, current_device, device_names, get_device, observers, resolve
+from limn.torch_methods import TorchMethods, torch_names
+from limn.torch_movement import TorchMovement, _shape_arg
 
 _rng = [np.random.default_rng(0)]
 
@@ -71,6 +78,34 @@ def _ragged_at(data, depth: int):
     return None
 
 
+def device_name(name=None, op: str = "device") -> str:
+    """The device a tensor made with ``device=name`` lives on (the default for None): a
+    registered name, ``"cpu"`` resolved, torch's ``"cuda:0"`` as ``"cuda"``; an unknown
+    name raises here, naming ``op`` and the accepted names."""
+    if name is None:
+        return current_device()
+    name = str(name).split(":")[0]
+    if name not in device_names() and name != "cpu":
+        raise ValueError(
+            f"{op}: unknown device {name!r}; accepted: {', '.join(device_names())} and "
+            "'cpu' (c where a C compiler works, else numpy)"
+        )
+    return resolve(name)
+
+
+class _Size(int):
+    """``t.size``: the element count (an int, as numpy's ``size``) that, called as torch's
+    ``t.size()`` or ``t.size(dim)``, gives the shape or one of its sizes."""
+
+    def __new__(cls, shape: tuple[int, ...]):
+        out = super().__new__(cls, math.prod(shape))
+        out.shape = shape
+        return out
+
+    def __call__(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+
 def _infer_dtype(data) -> DType:
     arr = _as_array(data)
     if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
@@ -80,7 +115,7 @@ def _infer_dtype(data) -> DType:
     return as_dtype(arr.dtype)
 
 
-class Tensor(Primitives, TorchMethods):
+class Tensor(Primitives, TorchMethods, TorchMovement):
     __array_priority__ = 100  # numpy defers to our operators
     # A view (the result of a movement op that stayed one View) remembers the tensor it was
     # moved from and how, so an assign into it can write through to that base's buffer.
@@ -94,7 +129,7 @@ class Tensor(Primitives, TorchMethods):
         with np.errstate(all="ignore"):
             arr = _as_array(data).astype(dtypes.to_numpy(d))
         self.node = _buffer_node(arr, d)
-        self.device = device or current_device()
+        self.device = device_name(device, "Tensor")
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
         self._ctx: autograd.Ctx | None = None
@@ -172,20 +207,29 @@ class Tensor(Primitives, TorchMethods):
 
     @property
     def size(self) -> int:
-        return math.prod(self.node.shape)
+        return _Size(self.node.shape)
 
     def numel(self) -> int:
-        return self.size
+        return math.prod(self.node.shape)
+
+    nelement = numel
+
+    def dim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len: a 0-d tensor has no length")
         return self.shape[0]
 
-    def __repr__(self) -> str:
-        state = "realized" if self.node.op == Op.BUFFER else f"lazy {self.node.op.value}"
-        g = ", requires_grad=True" if self.requires_grad else ""
-        return f"<Tensor {self.dtype}{list(self.shape)} on {self.device}, {state}{g}>"
+    __repr__ = format_tensor
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item() if self.ndim == 0 else repr(self), spec)
 
     def graph(self) -> str:
         """The op graph that realizing this tensor would run, one node per line."""
@@ -270,7 +314,38 @@ class Tensor(Primitives, TorchMethods):
     def cast(self, dtype) -> Tensor:
         return self.p_cast(as_dtype(dtype))
 
-    astype = to = cast
+    astype = type = cast
+
+    def to(self, *args, dtype=None, device=None, **_) -> Tensor:
+        """torch's forms: ``to(device)``, ``to(dtype)``, ``to(other)`` (its device and
+        dtype), ``to(device, dtype)``, and by keyword. Between host devices the graph moves
+        as it is (they share bytes); to another device the value is copied there."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, str) and (a.split(":")[0] in device_names() or a == "cpu"):
+                device = a
+            else:
+                try:
+                    dtype = as_dtype(a)
+                except TypeError:
+                    raise TypeError(
+                        f"to: {a!r} is neither a device (accepted: {', '.join(device_names())}, "
+                        "'cpu') nor a dtype"
+                    ) from None
+        t = self if dtype is None else self.cast(dtype)
+        name = device_name(device, "to") if device is not None else t.device
+        if name == t.device:
+            return t
+        if get_device(name).host and get_device(t.device).host:
+            return Tensor._make(t.node, name, Op.CONTIGUOUS, (t,))
+        return Tensor(t.numpy(), t.dtype, device=name)
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        return self.to("cuda")
 
     def float(self):
         return self.cast(dtypes.float32)
@@ -394,7 +469,7 @@ class Tensor(Primitives, TorchMethods):
                 f"{dtypes.min_value(d)}..{dtypes.max_value(d)}"
             )
         node = Node(Op.CONST, d, shape, (), value)
-        t = Tensor._make(node, device or current_device())
+        t = Tensor._make(node, device_name(device, "Tensor"))
         return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
 
     @staticmethod
@@ -424,7 +499,7 @@ class Tensor(Primitives, TorchMethods):
         n = max(0, math.ceil((stop - start) / step))
         is_int = all(isinstance(v, int) for v in (start, stop, step))
         d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
-        anchor = Tensor._make(Node(Op.CONST, d, (), (), 0), device or current_device())
+        anchor = Tensor._make(Node(Op.CONST, d, (), (), 0), device_name(device, "Tensor"))
         idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
         if step != 1:
             idx = idx * step
@@ -457,8 +532,11 @@ class Tensor(Primitives, TorchMethods):
         return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @staticmethod
-    def randint(low, high, shape, dtype=dtypes.int64, device=None) -> Tensor:
-        return Tensor(_rng[0].integers(low, high, _shape_arg((shape,))), dtype=dtype, device=device)
+    def randint(low, high=None, size=None, dtype=dtypes.int64, device=None) -> Tensor:
+        """Integers in [low, high); torch's ``randint(high, size)`` form too."""
+        if size is None:
+            low, high, size = 0, low, high
+        return Tensor(_rng[0].integers(low, high, _shape_arg((size,))), dtype=dtype, device=device)
 
     def one_hot(self, num_classes: int, dtype=dtypes.float32) -> Tensor:
         if not self.dtype.is_int:
@@ -480,6 +558,18 @@ class Tensor(Primitives, TorchMethods):
 # ---- free functions -----------------------------------------------------------------
 
 
+def multinomial(probs: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """Indices drawn by the weights along the last dim, by inverting the running total:
+    for u ~ U(0, total), the index is how many running totals are <= u. Draws are
+    independent (with replacement), so more than one needs ``replacement=True``."""
+    if num_samples > 1 and not replacement:
+        raise ValueError("multinomial: num_samples > 1 needs replacement=True in limn")
+    cdf = probs.float().cumsum(-1)
+    u = Tensor(_rng[0].random(probs.shape[:-1] + (num_samples,)), device=probs.device)
+    u = u * cdf[..., -1:]
+    return (cdf.unsqueeze(-2) <= u.unsqueeze(-1)).sum(-1).minimum(probs.shape[-1] - 1)
+
+
 def where(cond, a, b) -> Tensor:
     """a where cond is true, b elsewhere; a and b promote and all three broadcast."""
     if not isinstance(cond, Tensor):
@@ -499,6 +589,7 @@ def where(cond, a, b) -> Tensor:
     )
 
 
+@torch_names
 def cat(tensors, axis: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
@@ -516,6 +607,7 @@ def cat(tensors, axis: int = 0) -> Tensor:
     return compose.cat([t.p_cast(d) for t in ts], axis)
 
 
+@torch_names
 def stack(tensors, axis: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
