@@ -78,7 +78,7 @@ cuda = types.SimpleNamespace(is_available=_cuda_available)
 def __getattr__(name: str):
     """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function."""
     fn = inspect.getattr_static(Tensor, name, None)
-    if name.startswith("_") or not isinstance(fn, staticmethod) and not inspect.isfunction(fn):
+    if name.startswith("_") or not isinstance(fn, classmethod) and not inspect.isfunction(fn):
         raise AttributeError(f"module 'limn' has no attribute {name!r}")
     return getattr(Tensor, name)
 

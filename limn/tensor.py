@@ -28,69 +28,18 @@ from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
+from limn.creation import Creation, _as_array, _infer_dtype, device_name, multinomial, set_seed
 from limn.printing import format_tensor
-from limn.runtime.device import Buffer, current_device, device_names, get_device, observers, resolve
+from limn.runtime.device import Buffer, device_names, get_device, observers
 from limn.torch_methods import TorchMethods, torch_names
-from limn.torch_movement import TorchMovement, _shape_arg
+from limn.torch_movement import TorchMovement
 
-_rng = [np.random.default_rng(0)]
-
-
-def set_seed(seed: int) -> None:
-    """Seed the generator behind rand, randn, randint and dropout."""
-    _rng[0] = np.random.default_rng(seed)
+__all__ = ["Tensor", "cat", "multinomial", "realize", "set_seed", "stack", "where"]
 
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     buf = Buffer(dtype, data.shape, np.asarray(data, dtypes.to_numpy(dtype), order="C"))
     return Node(Op.BUFFER, dtype, buf.shape, (), buf)
-
-
-def _as_array(data) -> np.ndarray:
-    """np.asarray, with a Tensor-level message when nested lists do not form a box."""
-    try:
-        return np.asarray(data)
-    except ValueError:
-        where = _ragged_at(data, 0)
-        if where is None:
-            raise
-        depth, a, b = where
-        a, b = (f"length {n}" if n is not None else "a scalar" for n in (a, b))
-        raise ValueError(
-            f"Tensor: nested data is ragged: items at depth {depth} have {a} and {b}; "
-            "accepted: nested lists or tuples with equal lengths at every depth"
-        ) from None
-
-
-def _ragged_at(data, depth: int):
-    """(depth, length, length) of the first siblings whose lengths differ (None for a
-    scalar), or None if the data is a box."""
-    if not isinstance(data, list | tuple) or not data:
-        return None
-    lengths = [len(d) if isinstance(d, list | tuple) else None for d in data]
-    for n in lengths[1:]:
-        if n != lengths[0]:
-            return depth + 1, lengths[0], n
-    for d in data:
-        found = _ragged_at(d, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def device_name(name=None, op: str = "device") -> str:
-    """The device a tensor made with ``device=name`` lives on (the default for None): a
-    registered name, ``"cpu"`` resolved, torch's ``"cuda:0"`` as ``"cuda"``; an unknown
-    name raises here, naming ``op`` and the accepted names."""
-    if name is None:
-        return current_device()
-    name = str(name).split(":")[0]
-    if name not in device_names() and name != "cpu":
-        raise ValueError(
-            f"{op}: unknown device {name!r}; accepted: {', '.join(device_names())} and "
-            "'cpu' (c where a C compiler works, else numpy)"
-        )
-    return resolve(name)
 
 
 class _Size(int):
@@ -106,16 +55,7 @@ class _Size(int):
         return self.shape if dim is None else self.shape[dim]
 
 
-def _infer_dtype(data) -> DType:
-    arr = _as_array(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
-        return dtypes.float32  # Python floats become float32, as in torch
-    if arr.dtype.kind in "iu" and not isinstance(data, np.ndarray | np.generic):
-        return dtypes.int64
-    return as_dtype(arr.dtype)
-
-
-class Tensor(Primitives, TorchMethods, TorchMovement):
+class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     __array_priority__ = 100  # numpy defers to our operators
     # A view (the result of a movement op that stayed one View) remembers the tensor it was
     # moved from and how, so an assign into it can write through to that base's buffer.
@@ -456,118 +396,8 @@ class Tensor(Primitives, TorchMethods, TorchMovement):
         _pending_writes().append(target)
         return target
 
-    # ---- creation -------------------------------------------------------------------
-
-    @staticmethod
-    def full(shape, value, dtype=None, device=None, requires_grad=False) -> Tensor:
-        shape = _shape_arg((shape,))
-        d = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
-        value = dtypes.python_type(d)(value)
-        if d.is_int and not dtypes.min_value(d) <= value <= dtypes.max_value(d):
-            raise ValueError(
-                f"full: {value} is out of range for {d}; accepted: "
-                f"{dtypes.min_value(d)}..{dtypes.max_value(d)}"
-            )
-        node = Node(Op.CONST, d, shape, (), value)
-        t = Tensor._make(node, device_name(device, "Tensor"))
-        return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
-
-    @staticmethod
-    def zeros(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
-        """``zeros(2, 3)`` or ``zeros((2, 3))``, as in torch."""
-        return Tensor.full(_shape_arg(shape), 0, dtype, device, requires_grad)
-
-    @staticmethod
-    def ones(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
-        return Tensor.full(_shape_arg(shape), 1, dtype, device, requires_grad)
-
-    def zeros_like(self, dtype=None):
-        return Tensor.full(self.shape, 0, dtype or self.dtype, device=self.device)
-
-    def ones_like(self, dtype=None):
-        return Tensor.full(self.shape, 1, dtype or self.dtype, device=self.device)
-
-    def full_like(self, value, dtype=None):
-        return Tensor.full(self.shape, value, dtype or self.dtype, device=self.device)
-
-    @staticmethod
-    def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
-        if step == 0:
-            raise ValueError("arange: step must not be zero")
-        n = max(0, math.ceil((stop - start) / step))
-        is_int = all(isinstance(v, int) for v in (start, stop, step))
-        d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
-        anchor = Tensor._make(Node(Op.CONST, d, (), (), 0), device_name(device, "Tensor"))
-        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
-        if step != 1:
-            idx = idx * step
-        if start != 0:
-            idx = idx + start
-        return idx.p_cast(d)
-
-    @staticmethod
-    def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None) -> Tensor:
-        m = n if m is None else m
-        i = Tensor.arange(n, device=device).reshape(n, 1).expand(n, m)
-        j = Tensor.arange(m, device=device).reshape(1, m).expand(n, m)
-        return (i == j).cast(dtype)
-
-    @staticmethod
-    def rand(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].random(_shape_arg(shape))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def randn(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].standard_normal(_shape_arg(shape))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def uniform(
-        shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None
-    ) -> Tensor:
-        data = _rng[0].uniform(low, high, _shape_arg((shape,)))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def randint(low, high=None, size=None, dtype=dtypes.int64, device=None) -> Tensor:
-        """Integers in [low, high); torch's ``randint(high, size)`` form too."""
-        if size is None:
-            low, high, size = 0, low, high
-        return Tensor(_rng[0].integers(low, high, _shape_arg((size,))), dtype=dtype, device=device)
-
-    def one_hot(self, num_classes: int, dtype=dtypes.float32) -> Tensor:
-        if not self.dtype.is_int:
-            raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
-        return compose.one_hot(self, num_classes, as_dtype(dtype))
-
-    def dropout(self, p: float = 0.5, training: bool = True) -> Tensor:
-        """Zero each element with probability p and scale the rest by 1/(1-p)."""
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
-        if not training or p == 0:
-            return self
-        if p == 1:
-            return self * 0
-        keep = Tensor(_rng[0].random(self.shape) >= p, device=self.device)
-        return keep.where(self * (1 / (1 - p)), 0.0)
-
 
 # ---- free functions -----------------------------------------------------------------
-
-
-def multinomial(probs: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Indices drawn by the weights along the last dim, by inverting the running total:
-    for u ~ U(0, total), the index is how many running totals are <= u. Draws are
-    independent (with replacement), so more than one needs ``replacement=True``."""
-    if num_samples > 1 and not replacement:
-        raise ValueError("multinomial: num_samples > 1 needs replacement=True in limn")
-    cdf = probs.float().cumsum(-1)
-    u = Tensor(_rng[0].random(probs.shape[:-1] + (num_samples,)), device=probs.device)
-    u = u * cdf[..., -1:]
-    return (cdf.unsqueeze(-2) <= u.unsqueeze(-1)).sum(-1).minimum(probs.shape[-1] - 1)
 
 
 def where(cond, a, b) -> Tensor:

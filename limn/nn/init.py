@@ -37,7 +37,7 @@ def trunc_normal_(t: Tensor, mean=0.0, std=1.0, a=-2.0, b=2.0) -> Tensor:
     """N(mean, std) redrawn outside [a, b] (drawn on the host: a rejection loop)."""
     import numpy as np
 
-    from limn.tensor import _rng
+    from limn.creation import _rng
 
     x = _rng[0].normal(mean, std, t.shape)
     while (bad := (x < a) | (x > b)).any():
