@@ -206,7 +206,7 @@ def _pool(x: Tensor, kernel: tuple, stride, padding, reduce: str, fill: float) -
     padded = x.pad(pads, value=fill)
     if any(p for p, _ in pads):
         padded = padded.contiguous()  # a window cannot read through a pad's mask
-    cols = _unfold(padded.reshape(-1, 1, *x.shape[-n:]), kernel, stride, (1,) * n)
+    cols = _unfold(padded.reshape(-1, 1, *padded.shape[-n:]), kernel, stride, (1,) * n)
     axes = tuple(range(2 + n, 2 + 2 * n))
     out = cols.amax(axes) if reduce == "max" else cols.mean(axes)
     return out.reshape(*x.shape[:-n], *out.shape[2 : 2 + n])

@@ -26,7 +26,7 @@ conv1d = conv2d = conv
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return (x < 0).where(x * negative_slope, x)
+    return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
 
 
 def pad(x: Tensor, pad: tuple, mode: str = "constant", value: float = 0.0) -> Tensor:
