@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ir.c.units import QUICK
+from limn.runtime import progress
 
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
@@ -331,6 +332,8 @@ class Toolchain:
         sweep_stale_work_dirs(self.cache_dir)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
+        counts = [max(1, src.count("(void *const *args")) for src, _, _ in jobs]  # kernels
+        line = progress.start(sum(counts))  # a live line if this takes a while
         try:
             for source, so, first in jobs:
                 build = self.tcc_build() if first else self.compiler_for(source)
@@ -338,8 +341,9 @@ class Toolchain:
                 self.stats["tcc_compiles"] += build[0] == self.tcc
                 running.append((proc, cmd, so, first))
             libs: list[ctypes.CDLL | None] = []
-            for proc, cmd, so, first in running:
+            for (proc, cmd, so, first), n in zip(running, counts):
                 _, err = proc.communicate()
+                line.done += n
                 if proc.returncode != 0 and first:
                     libs.append(None)
                 elif proc.returncode != 0:
@@ -351,6 +355,7 @@ class Toolchain:
                     if not first:
                         _publish(work / so.name, so)
         finally:
+            progress.end(line)
             for proc, *_ in running:
                 if proc.poll() is None:
                     _kill_group(proc)
