@@ -749,16 +749,15 @@ def test_a_host_call_replays_between_the_recorded_kernels():
     try:
         held = Tensor(np.zeros(3, np.float32))  # a buffer that outlives the calls
         box = held.node.arg.data
-        seen = []
 
         def step(x):
             limn.realize(x * 2)
-            host_call(lambda: (np.add(box, 1, out=box), seen.append(box.copy())))
+            host_call(lambda: np.add(box, 1, out=box))
             return x + held
 
         f = limn.capture(step)
         outs = [f(Tensor(np.full(3, float(i), np.float32))).numpy() for i in range(3)]
-        assert [s[0] for s in seen] == [1, 2, 3]  # the host call ran on every replay
+        assert box[0] == 3 and f.records == 1  # the host call ran on every replay
         assert [o[0] for o in outs] == [1, 1 + 2, 2 + 3]
     finally:
         limn.set_device("numpy")
