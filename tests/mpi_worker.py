@@ -161,6 +161,8 @@ def main(scenario: str, device: str, outdir: Path) -> None:
         np.savez(outdir / f"{scenario}_rank{world.rank}_step{s}.npz", **params(model))
         if scenario == "train" and s == SAVE_AFTER:
             world.save({"model": model, "optim": opt}, outdir / "ckpt.safetensors")
+    if scenario == "capture":  # every step after the first replayed the recording
+        assert run.records == 1, run.records
     world.barrier()
 
 
