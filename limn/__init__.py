@@ -35,11 +35,12 @@ from ir.printer import ir
 from limn import nn, optim, serialize
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
+from limn.creation import device_name as device
+from limn.creation import multinomial, set_seed
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
-from limn.tensor import Tensor, cat, multinomial, realize, set_seed, stack, where
-from limn.tensor import device_name as device
+from limn.tensor import Tensor, cat, realize, stack, where
 from limn.torch_methods import einsum
 from limn.viewer import viz
 

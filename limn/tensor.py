@@ -28,13 +28,14 @@ from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
-from limn.creation import Creation, _as_array, _infer_dtype, device_name, multinomial, set_seed
+from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device, observers
 from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_movement import TorchMovement
 
-__all__ = ["Tensor", "cat", "multinomial", "realize", "set_seed", "stack", "where"]
+# _rng: limn.capture reads the generator here
+__all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
 
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
