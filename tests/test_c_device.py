@@ -274,9 +274,9 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(monkeypatch):
     if not c.openmp:
         pytest.skip("this cc has no OpenMP; ir(x, stage='c') prints the OpenMP build")
     handed: list[str] = []
-    compile_ = c.toolchain.tiered_libraries  # both tiers build the same source
+    compile_ = c.toolchain.libraries
     monkeypatch.setattr(
-        c.toolchain, "tiered_libraries", lambda srcs: handed.extend(srcs) or compile_(srcs)
+        c.toolchain, "libraries", lambda srcs: handed.extend(srcs) or compile_(srcs)
     )
     a = Tensor(np.random.default_rng(7).standard_normal((37, 11), dtype=np.float32))
     y = ((a @ a.T).exp().sum(1) / 3.0).sqrt()  # a contraction, a reduce, elementwise

@@ -128,27 +128,10 @@ class Plan:
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
     _spent: tuple = field(default=(), repr=False)  # ASSIGN sources, pooled after the commit
 
-    def swap(self, calls: dict[int, Callable], lib=None) -> None:
-        """From the next run on, kernel ``i`` runs ``calls[i]`` (a tiered device's optimized
-        build, ``lib``, replacing its first one). A run already under way keeps the calls
-        it started with: it holds the steps it read when it began."""
-        with _swap_lock:
-            new = list(self.calls)
-            for i, call in calls.items():
-                new[i] = call
-            if lib is not None:
-                self.libs = [*self.libs, lib]
-            self.calls = new
-            self._steps = ()
-
     def _prepare(self) -> tuple:
         """Per kernel: (its index, call, output buffer, shape, numpy dtype, whether its
         output comes from the pool, input buffers, the intermediates that die after it, and
         which of those go back to the pool): what every run would otherwise look up."""
-        with _swap_lock:  # a swap from another thread lands before or after, never between
-            return self._prepare_steps()
-
-    def _prepare_steps(self) -> tuple:
         g = self.graph
         values = {s.buffer for s in g.sinks if s.source is None}  # what becomes a Tensor
         sources = {s.source for s in g.sinks if s.source is not None}  # what ASSIGNs copy
@@ -220,9 +203,6 @@ class Plan:
             arrays[b] = None
             if a is not None:
                 pool.give(a)
-
-
-_swap_lock = threading.Lock()  # Plan.swap against Plan._prepare
 
 
 def lifetimes(graph: KernelGraph) -> dict[int, int]:
