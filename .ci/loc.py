@@ -29,7 +29,6 @@ LONG = {
     "ir/graph/compose.py",
     "ir/graph/elementary.py",
     "limn/runtime/c_sdpa.py",
-    "limn/runtime/cc.py",
     "limn/torch_methods.py",
 }
 CODE = {token.NAME, token.OP, token.NUMBER, token.STRING}
