@@ -505,15 +505,6 @@ def test_the_vectorizable_exp_and_log_stay_within_a_few_ulp(c):
     np.testing.assert_array_equal(c.realize([Tensor(edge).log().node])[0].data, want_log)
 
 
-def test_tiny_graphs_can_run_on_the_reference_instead_of_compiling(monkeypatch):
-    monkeypatch.setenv("LIMN_TINY", "64")
-    dev = CDevice()
-    small = dev.realize([(Tensor(np.arange(6.0, dtype=np.float32)) * 2).node])[0].data
-    assert small.tolist() == [0, 2, 4, 6, 8, 10] and dev.stats["plans"] == 0
-    big = dev.realize([(Tensor(np.ones(100, np.float32)) * 2).sum().node])[0].data
-    assert float(big) == 200 and dev.stats["plans"] == 1
-
-
 def test_custom_siblings_run_as_one_call_on_the_c_device():
     from ir.graph import dtypes
     from ir.graph.node import Node
@@ -792,3 +783,44 @@ def test_the_openmp_team_spins_only_briefly_unless_the_user_chose(monkeypatch):
     monkeypatch.setenv("OMP_WAIT_POLICY", "active")
     short_spin("cc (Debian 12.2.0-14+deb12u1) 12.2.0")
     assert os.environ["OMP_WAIT_POLICY"] == "active" and "GOMP_SPINCOUNT" not in os.environ
+
+
+def test_limn_device_picks_the_default_device():
+    code = "import limn; print(limn.get_device().name)"
+    for name in ("c", "numpy"):
+        env = {**os.environ, "LIMN_DEVICE": name}
+        cmd = [sys.executable, "-c", code]
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == name, out.stderr[-2000:]
+
+
+def test_the_cache_lives_in_limn_cache_dir_else_xdg_cache_home(monkeypatch, tmp_path):
+    import stat
+
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cc.cache_root() == tmp_path / "mine"
+    assert CDevice().toolchain.cache_dir == tmp_path / "mine" / "c"
+    assert stat.S_IMODE((tmp_path / "mine" / "c").stat().st_mode) == 0o700
+    monkeypatch.delenv("LIMN_CACHE_DIR")
+    assert cc.cache_root() == tmp_path / "xdg" / "limn"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cc.cache_root() == Path.home() / ".cache" / "limn"
+
+
+def test_set_device_c_with_cc_naming_no_compiler_says_why(monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(RuntimeError, match="no C compiler: 'no-such-cc' is not on PATH"):
+        CDevice()
+    found = shutil.which("cc")
+    monkeypatch.setenv("CC", found)
+    assert CDevice().toolchain.cc == found
+
+
+def test_omp_num_threads_sets_the_c_devices_thread_count(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert CDevice().threads == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert CDevice().threads == limn.runtime.c.physical_cores()

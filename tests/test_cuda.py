@@ -471,3 +471,20 @@ def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declar
         spec = graph.buffers[sink.buffer]
         got = drv.get(ptrs[sink.buffer], dtypes.to_numpy(spec.dtype), spec.shape)
         np.testing.assert_array_equal(got, w)
+
+
+def test_limn_nvrtc_and_cuda_home_say_where_nvrtc_is(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIMN_NVRTC", "/opt/nv/libnvrtc.so.13")
+    assert rt.find_nvrtc() == "/opt/nv/libnvrtc.so.13"  # taken as given
+    monkeypatch.delenv("LIMN_NVRTC")
+    monkeypatch.setattr(rt, "wheel_dirs", lambda: [])  # no cuda extra: a toolkit's
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libnvrtc.so.12").write_bytes(b"")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+        monkeypatch.setenv(var, str(tmp_path))
+        assert rt.find_nvrtc() == str(tmp_path / "lib64" / "libnvrtc.so.12")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    with pytest.raises(RuntimeError, match="NVRTC not found.*set LIMN_NVRTC"):
+        rt.find_nvrtc()

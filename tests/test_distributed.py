@@ -169,3 +169,11 @@ def test_a_one_rank_world_shards_nothing_and_trains_like_plain_limn():
     want = mpi_worker.reference(range(1, 4))[-1]
     for k, v in mpi_worker.params(model).items():
         np.testing.assert_array_equal(v, want[k])  # the slot holds grad / 1: the same bits
+
+
+def test_limn_dist_timeout_sets_the_default_timeout():
+    """The default of ``init(timeout=...)``; importing the module needs no MPI."""
+    code = "import limn.distributed as d; print(d.DEFAULT_TIMEOUT)"
+    env = {**os.environ, "LIMN_DIST_TIMEOUT": "7.5"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "7.5", out.stderr[-2000:]

@@ -263,3 +263,16 @@ def test_which_kernels_stay_specialized():
     w = Tensor(rng.standard_normal((8, 8)).astype(np.float32))
     assert not is_generic(Tensor(small) @ w)
     assert not is_generic(Tensor(small) + 1.0, passes=c_passes()[:-1])
+
+
+def test_limn_generic_0_specializes_every_kernel(monkeypatch):
+    x = Tensor(_data((4, 3), np.float32, 22)) * 2.5 + 1.0
+    steps = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv("LIMN_GENERIC", value)
+        dev = CDevice()
+        dev.keep_plans = False
+        assert dev.generic_kernels == (value == "1")
+        plan, _ = dev.plan_for([x.node])
+        steps[value] = {step[0] for step in plan.recipe}
+    assert steps == {"0": {"k"}, "1": {"g"}}

@@ -1,7 +1,9 @@
 """Stage 4 for C: a loop nest (stage 3) becomes the text of one C function. Pure.
 
-The rendering is literal: each instruction is one C statement, each value a ``const``
-local of the C type of its dtype, each Index the same sum of products. What the C
+The rendering is literal: each instruction is one C statement (``Statements``, which the
+cuda renderer shares), each value a ``const`` local of the C type of its dtype, each Index
+the same sum of products; a register-tiled contraction's block is the exception, written
+by ``ir/c/tile.py`` around the nest's instructions. What the C
 compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).

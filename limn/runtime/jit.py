@@ -36,7 +36,7 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
 from limn.runtime import profile
-from limn.runtime.device import Buffer, Device, env_number, get_device, recall, remember
+from limn.runtime.device import Buffer, Device, env_number, recall, remember
 from limn.runtime.pool import BufferPool
 
 
@@ -92,19 +92,6 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
             bufs.append(buf)
             rows.append(("in", n.dtype.name, n.shape, alias))
     return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs
-
-
-def _work(roots: Sequence[Node]) -> int:
-    """How many elements the graph computes, not looking behind nodes that hold bytes."""
-    total, seen, stack = 0, set(), list(roots)
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or n.op == Op.BUFFER or recall(n) is not None:
-            continue
-        seen.add(id(n))
-        total += math.prod(n.shape)
-        stack.extend(n.srcs)
-    return total
 
 
 @dataclass
@@ -235,10 +222,6 @@ class CompiledDevice(Device):
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.pool = BufferPool()  # the plans' large intermediates, kept between runs
-        # graphs that compute at most this many elements run on the numpy reference instead
-        # of compiling (LIMN_TINY): for code that makes many shapes once each, such as a
-        # property-based test suite; 0, the default, compiles everything
-        self.tiny = env_number("LIMN_TINY", 0, "a number of elements (0: off)")
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
@@ -306,8 +289,6 @@ class CompiledDevice(Device):
         return plan
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        if self.tiny and self.recorder is None and _work(roots) <= self.tiny:
-            return get_device("numpy").realize(roots)
         key, inputs, bufs = walk(roots)
         plan = self._plan(key, roots, inputs)
         in_bufs = [bufs[i] for i in plan.slots]
