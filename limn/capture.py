@@ -6,8 +6,7 @@ runs the first call normally while the device records every plan it executes and
 buffers each one read and wrote. Later calls run no Python graph code at all: each
 recorded plan runs again, with three kinds of input buffer told apart:
 
-* a buffer of a Tensor passed as an argument is replaced by the new argument's buffer
-  (same position, same dtype and shape, or the call is refused);
+* a buffer of a Tensor passed as an argument is replaced by the new argument's buffer;
 * a buffer an earlier recorded plan produced is replaced by what that plan produces now;
 * any other buffer (parameters, optimizer state, constants) is the same buffer: ASSIGNs
   write into it in place, so the next replay reads the updated values.
@@ -16,27 +15,60 @@ What the function returns is rebuilt the same way, as new Tensors over the new b
 Replaying gives the same bits as calling the function again, because it runs the same
 compiled kernels on the same buffers in the same order.
 
+A replay is only right while the Python the recording ran would build the same graph, so
+each call first looks at what that Python reads: the arguments (every plain value in them,
+and each Tensor's dtype and shape), and what the function reaches besides (its defaults,
+the variables it closes over, the globals its code names, the object of a bound method),
+walked through containers and objects' attributes: plain values, which Tensor each
+attribute holds, each Module's ``training``, an optimizer's hyperparameters. A call that
+finds something else than a recording saw records again (an ordinary call, recorded):
+``f(x, k=3.0)`` after ``f(x)``, ``model.eval()``, ``opt.weight_decay = 0``, a parameter
+rebound to a new Tensor. The last ``RECORDINGS`` recordings are kept, so alternating
+between train and eval replays both. Values that live on the device are read by the
+kernels themselves and need no new recording: ``opt.lr = ...`` (a learning-rate
+schedule) writes the optimizer's lr buffer, and a replay reads it.
+
+A step that draws from limn's host random numbers (``Tensor.rand``, ``randn``, dropout's
+mask) would replay the first call's draws, so it is never replayed: every call runs it
+(a ``RuntimeWarning`` says so once).
+
 Host work between the kernels, such as the all-reduce of a data-parallel step, joins the
 recording through ``host_call(fn)``: it runs ``fn`` now and a replay calls it again at the
 same point. ``fn`` must act on buffers that outlive the call (the gradient buckets of
 ``limn.distributed``), since a replay hands it nothing.
 
-What replay cannot see: Python control flow that depends on data, buffers created inside
-the function from host data (a fresh ``Tensor(np.array(...))`` or a dropout mask drawn on
-the host is replayed as the value it had on the first call), and ``.numpy()`` or
-``.item()`` calls inside the function. Keep those outside the captured step. On a device
-without compiled plans (numpy), capture simply calls the function every time.
+What replay cannot see: Python control flow that depends on data, the contents of a numpy
+array the step turns into a Tensor (``Tensor(np_array)`` inside the step is replayed as
+the value it had when recorded), state read by functions the step calls but does not name
+(another module's globals), objects without a ``__dict__``, containers of more than
+``MAX_ITEMS`` items (only their identity and length), and ``.numpy()`` or ``.item()``
+calls inside the function. Keep those outside the captured step, or pass them in as
+Tensors. On a device without compiled plans (numpy), capture simply calls the function
+every time.
 """
 
 from __future__ import annotations
 
+import enum
+import types
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 
+import numpy as np
+
+from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn import tensor
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
+
+RECORDINGS = 8  # recordings a capture keeps, the least recently replayed go first
+MAX_ITEMS = 1000  # a container or object with more is seen by identity and length alone
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic, DType, enum.Enum)
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ndarray)
 
 
 def _tensors(x) -> list[Tensor]:
@@ -67,31 +99,120 @@ def host_call(fn: Callable[[], object], device: str | None = None) -> None:
         dev.recorder.append(fn)
 
 
+def _walk(x, out: list, seen: set, arg: bool = False) -> None:
+    """Append to ``out`` what of ``x`` a recording depends on (the module docstring):
+    plain values, a Tensor argument's dtype and shape, any other Tensor's buffer."""
+    if isinstance(x, _PLAIN):
+        out.append(x)
+    elif isinstance(x, Tensor):
+        n = x.node
+        out.append((n.dtype, n.shape) if arg else id(n.arg) if n.op == Op.BUFFER else id(n))
+    elif isinstance(x, _OPAQUE) or id(x) in seen:
+        out.append(id(x))
+    else:
+        seen.add(id(x))
+        items = x if isinstance(x, list | tuple | dict) else getattr(x, "__dict__", None)
+        if items is None or len(items) > MAX_ITEMS:
+            out.append((id(x), None if items is None else len(items)))
+            return
+        out.append(len(items))
+        if isinstance(items, dict):
+            arg = arg and items is x  # an object's Tensors are its own, not arguments
+            for k, v in items.items():
+                _walk(k, out, seen)
+                _walk(v, out, seen, arg)
+        else:
+            for v in items:
+                _walk(v, out, seen, arg)
+
+
+def _global_names(fn) -> list[str]:
+    """The names ``fn``'s code, and the code nested in it, looks up (globals among them)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    names, todo = set(), [code] if code is not None else []
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return sorted(names)
+
+
+def _reached(fn, names: list[str]) -> list:
+    """What ``fn`` reads besides its arguments: a bound method's object, and a function's
+    defaults, closure and the globals among ``names``."""
+    f = getattr(fn, "__func__", fn)
+    if not hasattr(f, "__code__"):
+        return [fn]  # a callable object: its attributes
+    cells = []
+    for cell in f.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # a variable not bound yet
+            cells.append(None)
+    g = f.__globals__
+    return [getattr(fn, "__self__", None), f.__defaults__, f.__kwdefaults__, cells,
+            [(n, g[n]) for n in names if n in g]]  # fmt: skip
+
+
 class capture:
-    """Wrap ``fn``; the first call records, later calls replay (see the module docstring)."""
+    """Wrap ``fn``; a call records, or replays the recording made where the arguments and
+    what ``fn`` reaches were the same (see the module docstring)."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
-        self.device: CompiledDevice | None = None
-        self.steps: list = []  # (plan, input sources) per realize, (None, fn) per host call
-        self.arg_specs: list[tuple] = []
-        self.returned = None  # the first call's return value
-        self.out_sources: dict[int, tuple[int, int]] = {}  # id(returned tensor) -> (step, sink)
+        self.names = _global_names(fn)
+        self.recordings: OrderedDict[tuple, _Recording] = OrderedDict()
+        self.records = 0  # calls that recorded
+        self.draws = False  # fn draws host random numbers: every call runs it
 
     def __call__(self, *args, **kwargs):
         dev = get_device()
-        if not isinstance(dev, CompiledDevice):
+        if not isinstance(dev, CompiledDevice) or self.draws:
             return self.fn(*args, **kwargs)
         arg_tensors = _tensors((args, kwargs))
         realize(*arg_tensors)
-        if self.device is None:
-            return self._record(dev, arg_tensors, args, kwargs)
-        return self._replay(arg_tensors)
+        given: list = [id(dev)]
+        _walk((args, kwargs), given, set(), arg=True)
+        reached: list = []
+        _walk(_reached(self.fn, self.names), reached, set())
+        rec = self.recordings.get((*given, *reached))
+        if rec is not None:
+            self.recordings.move_to_end((*given, *reached))
+            return rec.replay(arg_tensors)
+        rng = tensor._rng[0], tensor._rng[0].bit_generator.state
+        rec, result = _Recording.make(dev, self.fn, arg_tensors, args, kwargs)
+        self.records += 1
+        if tensor._rng[0] is not rng[0] or rng[0].bit_generator.state != rng[1]:
+            self.draws = True
+            warnings.warn(
+                f"capture: {getattr(self.fn, '__name__', self.fn)!r} draws host random numbers "
+                "(Tensor.rand, randn, dropout), which a replay would repeat; every call runs it",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return result
+        after: list = []  # what the recorded call left: what the next call should find
+        _walk(_reached(self.fn, self.names), after, set())
+        self.recordings[(*given, *after)] = rec
+        if len(self.recordings) > RECORDINGS:
+            self.recordings.popitem(last=False)
+        return result
 
-    def _record(self, dev, arg_tensors, args, kwargs):
+
+class _Recording:
+    """One call's plans, where each plan's inputs come from, and what it returned."""
+
+    def __init__(self):
+        self.steps: list = []  # (plan, input sources) per realize, (None, fn) per host call
+        self.returned = None  # the recorded call's return value
+        self.out_sources: dict[int, tuple] = {}  # id(returned tensor) -> where its buffer is
+
+    @classmethod
+    def make(cls, dev, fn, arg_tensors, args, kwargs):
+        self = cls()
         dev.recorder = []
         try:
-            result = self.fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
             realize(*_tensors(result))
         finally:
             recorded, dev.recorder = dev.recorder, None
@@ -122,17 +243,10 @@ class capture:
                 self.out_sources[id(t)] = ("arg", arg_bufs[id(buf)])
             else:
                 self.out_sources[id(t)] = ("fixed", buf)
-        self.arg_specs = [(t.dtype, t.shape) for t in arg_tensors]
-        self.device, self.returned = dev, result
-        return result
+        self.returned = result
+        return self, result
 
-    def _replay(self, arg_tensors):
-        specs = [(t.dtype, t.shape) for t in arg_tensors]
-        if specs != self.arg_specs:
-            raise ValueError(
-                f"capture: recorded with arguments {self.arg_specs}, called with {specs}; "
-                "a captured step replays one set of shapes and dtypes"
-            )
+    def replay(self, arg_tensors):
         outs: list[list] = []
         for plan, sources in self.steps:
             if plan is None:

@@ -158,3 +158,45 @@ def test_a_plan_store_that_cannot_be_written_is_skipped_and_the_plan_still_runs(
     (cache / "plans").write_text("not a directory")  # nor can one be made there
     plan_cache.save(dev, ("another key",), plan, plan.recipe)  # no error
     _same(_run(_device(cache)), want)  # a new device: no store, builds, same bytes
+
+
+def _rewrite(path: Path, stored) -> None:
+    """``stored`` pickled under a digest that verifies: the file is well formed."""
+    import hashlib
+    import pickle
+
+    data = stored if isinstance(stored, bytes) else pickle.dumps(stored)
+    path.write_bytes(hashlib.sha256(data).digest() + data)
+
+
+def test_a_recipe_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
+    import pickle
+
+    first = _device(cache)
+    want = _run(first)
+    (plan_file,) = (cache / "plans").glob("*.plan")
+    settings, key, graph, slots, recipe = pickle.loads(plan_file.read_bytes()[32:])
+    host = next(i for i, step in enumerate(recipe) if step[0] == "host")
+    wrong_value = [*recipe]
+    wrong_value[host] = ("host", recipe[host][1][:1])  # would broadcast into the output
+    wrong = {
+        "not a pickle": b"\x80\x05 not a pickle",
+        "another tuple": (settings, key),
+        "another object": (settings, key, "graph", slots, recipe),
+        "a kernel's call missing": (settings, key, graph, slots, recipe[:-1]),
+        "a call into no function": (
+            settings,
+            key,
+            graph,
+            slots,
+            [(s[0], s[1], "no_such_kernel", *s[3:]) if s[0] in "kg" else s for s in recipe],
+        ),
+        "a constant of another shape": (settings, key, graph, slots, wrong_value),
+        "slots for other inputs": (settings, key, graph, slots[:-1], recipe),
+    }
+    for name, stored in wrong.items():
+        _rewrite(plan_file, stored)
+        dev = _device(cache)
+        assert plan_cache.load(dev, key) is None, name
+        _same(_run(dev), want)  # built again, and written again
+        assert dev.stats["plans_loaded"] == 0, name

@@ -91,6 +91,7 @@ def _gpt(dev, steps, captured):
 
         f = limn.capture(step) if captured else step
         losses = [f() for _ in range(steps)]  # every returned loss is held to the end
+        assert not captured or f.records == 1
         return [t.numpy().tobytes() for t in losses], [p.numpy().tobytes() for p in params]
     finally:
         install("c", old)
@@ -149,3 +150,17 @@ def test_limn_pool_mb_sets_the_pools_limit_and_0_turns_it_off(monkeypatch):
     for _ in range(2):
         assert _mlp(dev, *_weights(0)).tobytes() == want.tobytes()
     assert dev.pool.stats()["held"] == 0 and dev.pool.stats()["hits"] == 0
+
+
+def test_giving_past_the_limit_after_a_key_was_emptied_drops_the_oldest_array():
+    pool = BufferPool(limit=2 * 4096 * 4, smallest=1)
+    f32 = np.dtype(np.float32)
+    first, second = np.empty((4096,), f32), np.empty((2, 2048), f32)
+    pool.give(first)
+    pool.give(second)
+    assert pool.empty((4096,), f32) is first  # the oldest key now holds no array
+    pool.give(np.empty((4, 1024), f32))
+    pool.give(np.empty((8, 512), f32))  # past the limit: the oldest array goes
+    s = pool.stats()
+    assert (s["held"], s["arrays"], s["dropped"]) == (pool.limit, 2, 1)
+    assert pool.empty((2, 2048), f32) is not second

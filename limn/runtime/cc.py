@@ -245,7 +245,15 @@ def cache_root() -> Path:
 
 def private_dir(path: Path) -> Path:
     """Create ``path`` for this user alone, or refuse one that others could write."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"cannot write in {path}")
+    except OSError as e:
+        raise CompilerError(
+            f"cc: the cache directory {path} is not usable ({e}); set LIMN_CACHE_DIR to a "
+            "directory this user can write"
+        ) from e
     st = path.stat()
     if st.st_uid != os.getuid():
         raise CompilerError(f"cc: cache directory {path} belongs to another user; refusing it")
