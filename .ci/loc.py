@@ -26,7 +26,6 @@ LONG = {
     "ir/c/passes.py",
     "ir/c/tile.py",
     "ir/graph/compose.py",
-    "ir/graph/elementary.py",
     "limn/runtime/c_sdpa.py",
     "limn/torch_methods.py",
 }

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir.graph import elementary, grads, semantics, sorting
+from ir.graph import elementary, grads, semantics, sorting, trig
 from ir.graph.dtypes import DType, compute_dtype, to_numpy
 from ir.graph.opcodes import Op
 
@@ -135,12 +135,12 @@ _ROWS = [
     _composite(Op.TRUNC, 1, np.trunc, grads.zero, elementary.trunc, cost=2),
     _composite(Op.ROUND, 1, np.rint, grads.zero, elementary.rint, cost=2),
     _composite(Op.FMOD, 2, np.fmod, grads.fmod, elementary.fmod),
-    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), elementary.sin),
-    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), elementary.cos),
-    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), elementary.tan),
-    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), elementary.asin),
-    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), elementary.acos),
-    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), elementary.atan),
+    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), trig.sin),
+    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), trig.cos),
+    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), trig.tan),
+    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), trig.asin),
+    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), trig.acos),
+    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), trig.atan),
     _composite(Op.SINH, 1, np.sinh, grads.unary(Op.SINH), elementary.sinh),
     _composite(Op.COSH, 1, np.cosh, grads.unary(Op.COSH), elementary.cosh),
     _composite(Op.TANH, 1, np.tanh, grads.unary(Op.TANH), elementary.tanh),
@@ -154,7 +154,7 @@ _ROWS = [
     _composite(Op.LOG10, 1, np.log10, grads.unary(Op.LOG10), elementary.log10),
     _composite(Op.POW, 2, np.power, grads.pow_, elementary.pow),
     _composite(Op.HYPOT, 2, np.hypot, grads.hypot, elementary.hypot),
-    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, elementary.atan2),
+    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, trig.atan2),
     _composite(Op.LOGADDEXP, 2, semantics.logaddexp, grads.logaddexp, elementary.logaddexp),
     # a whole-row composite: the permutation that sorts its keys along the last axis.
     # Lowered as its own kernel where a device renders it (a merge sort per row in C),
