@@ -25,7 +25,6 @@ MAX_FILE = 600  # physical lines in any one file of them
 LONG = {
     "ir/c/passes.py",
     "ir/c/tile.py",
-    "ir/graph/compose.py",
     "limn/runtime/c_sdpa.py",
     "limn/torch_methods.py",
 }

@@ -94,21 +94,48 @@ def nextafter(a, b):
 # ---- rounding (signs of zero kept) ---------------------------------------------------------
 
 
+def _trunc(x):
+    """Round toward zero through an int64 cast; values past 2**52 are integers already."""
+    t = x.p_cast(dtypes.int64).p_cast(x.dtype)
+    big = x.p_const(2.0**52 if x.dtype == dtypes.float64 else 2.0**23)
+    return compose.abs_(x).p_cmplt(big).p_where(t, x)
+
+
+def _floor(x):
+    t = _trunc(x)
+    return x.p_cmplt(t).p_where(sub(t, t.p_const(1)), t)
+
+
+def _ceil(x):
+    t = _trunc(x)
+    return t.p_cmplt(x).p_where(t.p_add(t.p_const(1)), t)
+
+
+def _round_half_even(x):
+    f = _floor(x)
+    diff = sub(x, f)
+    half = x.p_const(0.5)
+    up = f.p_add(f.p_const(1))
+    f_even = compose.eq(_floor(f.p_mul(half)), f.p_mul(half))
+    tie = compose.eq(diff, half).p_where(f_even.p_where(f, up), f)
+    return half.p_cmplt(diff).p_where(up, tie)
+
+
 def trunc(x):
-    return copysign(compose.trunc(x), x)
+    return copysign(_trunc(x), x)
 
 
 def floor(x):
-    return copysign(compose.floor(x), x)
+    return copysign(_floor(x), x)
 
 
 def ceil(x):
-    return copysign(compose.ceil(x), x)
+    return copysign(_ceil(x), x)
 
 
 def rint(x):
     """Round half to even; -0.5 rounds to -0.0, as IEEE says."""
-    return copysign(compose.round_half_even(x), x)
+    return copysign(_round_half_even(x), x)
 
 
 def _rint_small(x):
@@ -330,7 +357,7 @@ def hypot(a, b):
 
 
 def _is_int(y):
-    return compose.eq(compose.floor(y), y)
+    return compose.eq(_floor(y), y)
 
 
 def _is_odd_int(y):
@@ -477,7 +504,7 @@ def _fmod64(a, b, steps: int):
         s = compose.clamp(sub(gap, gap.p_const(50)), gap.p_const(0), gap.p_const(2200))
         frame = eb.p_add(s)
         A = _scale(ax, frame.p_neg())
-        q = compose.trunc(A.p_mul(rb))
+        q = _trunc(A.p_mul(rb))
         p, e = two_prod(q, bm)
         hi = sub(A, p)  # exact; the remainder is hi - e, which may need 54 bits until fixed
         under, over = hi.p_cmplt(e), logical_not(sub(hi, bm).p_cmplt(e))

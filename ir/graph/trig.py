@@ -16,7 +16,17 @@ import math
 from ir.graph import compose, dtypes
 from ir.graph.compose import gt, isfinite, isinf, isnan, logical_and, logical_not, logical_or, sub
 from ir.graph.dtypes import DType
-from ir.graph.elementary import F64, _nan, _rint_small, copysign, divide, fabs, signbit
+from ir.graph.elementary import (
+    F64,
+    _floor,
+    _nan,
+    _rint_small,
+    _trunc,
+    copysign,
+    divide,
+    fabs,
+    signbit,
+)
 from ir.graph.exact import (
     const,
     fast_two_sum,
@@ -89,7 +99,7 @@ def _reduce_payne_hanek(ax):
     m, e = frexp(ax)
     big_m = m.p_mul(const(ax, 2.0**52))  # the integer mantissa, exact
     E = sub(e, e.p_const(52))
-    m_hi = compose.trunc(big_m.p_mul(const(ax, 2.0**-26)))
+    m_hi = _trunc(big_m.p_mul(const(ax, 2.0**-26)))
     m_lo = sub(big_m, m_hi.p_mul(const(ax, 2.0**26)))
     # first useful piece: j0 = floor((E - 2) / 24), clamped so the lookups stay in range
     j0 = sub(E, E.p_const(2)).p_add(E.p_const(24 * 64)).p_idiv(E.p_const(24))
@@ -108,7 +118,7 @@ def _reduce_payne_hanek(ax):
     reduced = []
     for p in pieces[:4]:
         four = const(p, 4.0)
-        reduced.append(sub(p, compose.floor(p.p_mul(const(p, 0.25))).p_mul(four)))
+        reduced.append(sub(p, _floor(p.p_mul(const(p, 0.25))).p_mul(four)))
     reduced += pieces[4:]
     s_hi, s_lo = reduced[-1], const(ax, 0.0)
     for p in reversed(reduced[:-1]):
@@ -136,7 +146,7 @@ def _reduce(x):
         select(neg, l2.p_neg(), l2),
     )
     k = select(small, k1, k2)
-    q = sub(k, compose.floor(k.p_mul(const(k, 0.25))).p_mul(const(k, 4.0)))
+    q = sub(k, _floor(k.p_mul(const(k, 0.25))).p_mul(const(k, 4.0)))
     return q, select(small, h1, h2), select(small, l1, l2)
 
 
