@@ -73,22 +73,8 @@ DRIVER_PROTOTYPES = {
     "cuMemcpyDtoH_v2": (c_int, [c_void_p, c_uint64, c_size_t]),
     "cuMemcpyDtoD_v2": (c_int, [c_uint64, c_uint64, c_size_t]),
     "cuMemsetD8_v2": (c_int, [c_uint64, c_ubyte, c_size_t]),
-    "cuLaunchKernel": (
-        c_int,
-        [
-            c_void_p,
-            c_uint,
-            c_uint,
-            c_uint,
-            c_uint,
-            c_uint,
-            c_uint,
-            c_uint,
-            c_void_p,
-            POINTER(c_void_p),
-            POINTER(c_void_p),
-        ],
-    ),
+    # f, grid x y z, block x y z, shared bytes, stream, kernel params, extra
+    "cuLaunchKernel": (c_int, [c_void_p, *[c_uint] * 7, c_void_p, *[POINTER(c_void_p)] * 2]),
     "cuGetErrorString": (c_int, [c_int, POINTER(c_char_p)]),
 }
 
