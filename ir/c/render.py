@@ -30,7 +30,7 @@ import math
 from ir.c import sort
 from ir.c.libm import available, definitions
 from ir.c.passes import contraction
-from ir.c.spell import HELPERS, OPS, ctype, helpers, index, literal, spell
+from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
 from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -211,18 +211,7 @@ class Statements:
         return literal(value, d)
 
     def cast(self, src: str, s: DType, d: DType) -> str:
-        """Convert a value of dtype ``s`` to ``d`` (bfloat16 goes through float bits)."""
-        if s == d:
-            return src
-        if s == dtypes.bfloat16:
-            src, s = f"limn_bf2f({src})", dtypes.float32
-            if d == s:
-                return src
-        if d == dtypes.bfloat16:
-            return f"limn_f2bf((float){self.cast(src, s, dtypes.float32)})"
-        if d == dtypes.bool_:
-            return f"(({src}) != 0)"
-        return f"(({self.ctype(d)}){src})"
+        return cast(src, s, d)
 
     def preds(self, preds: tuple[Range, ...]) -> str:
         return _preds(preds, self.values)

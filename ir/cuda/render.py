@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ir.c import spell as c
 from ir.c.render import Statements
-from ir.c.spell import CTYPE, OPS, helpers, index, literal
+from ir.c.spell import OPS, helpers, index, literal
 from ir.cuda.passes import cuda_passes, written_vars
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -84,13 +85,7 @@ static __device__ __forceinline__ void limn_fail(int64_t *err, int64_t v, int64_
 
 
 def ctype(d: DType) -> str:
-    if d == dtypes.float16:
-        return "limn_half"
-    if d not in CTYPE:
-        raise TypeError(
-            f"cuda device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
-    return CTYPE[d]
+    return "limn_half" if d == dtypes.float16 else c.ctype(d, "cuda")
 
 
 def cliteral(value, d: DType) -> str:
@@ -102,22 +97,11 @@ def cliteral(value, d: DType) -> str:
 
 
 def cast(src: str, s: DType, d: DType) -> str:
-    """A value of dtype ``s`` as dtype ``d``; the half widths convert through float32."""
-    if s == d:
-        return src
+    """A value of dtype ``s`` as dtype ``d``; both half widths are held as bits and convert
+    through float32, but float64 goes to float16 in one rounding, as numpy."""
     if s == dtypes.float64 and d == dtypes.float16:
-        return f"limn_d2h({src})"  # one rounding, as numpy
-    if s in dtypes.HALF:
-        src = f"limn_{'h' if s == dtypes.float16 else 'bf'}2f({src})"
-        s = dtypes.float32
-        if d == s:
-            return src
-    if d in dtypes.HALF:
-        f2 = f"limn_f2{'h' if d == dtypes.float16 else 'bf'}"
-        return f"{f2}((float){cast(src, s, dtypes.float32)})"
-    if d == dtypes.bool_:
-        return f"(({src}) != 0)"
-    return f"(({ctype(d)}){src})"
+        return f"limn_d2h({src})"
+    return c.cast(src, s, d, {dtypes.float16: "h", dtypes.bfloat16: "bf"})
 
 
 # C's spellings, but CUDA's math library for exp and log (C's are the c device's inline
