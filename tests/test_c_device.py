@@ -257,6 +257,25 @@ def test_corrupted_cache_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch):
     assert fresh.toolchain.stats["compiles"] == before + 1
 
 
+def test_a_library_pair_of_another_key_under_an_entrys_name_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    x = np.arange(6, dtype=np.float32)
+    dev = CDevice()
+    dev.keep_plans = False
+    dev.realize([(Tensor(x) * 2).node])
+    first = set((tmp_path / "c").glob("*.so"))
+    dev.realize([(Tensor(x) - 1).node])
+    (a,) = first
+    (b,) = set((tmp_path / "c").glob("*.so")) - first
+    for suffix in (".so", ".sha256"):  # the pair of ``x * 2``, whole, under ``x - 1``'s name
+        os.replace(a.with_suffix(suffix), b.with_suffix(suffix))
+    fresh = CDevice()
+    fresh.keep_plans = False
+    before = fresh.toolchain.stats["compiles"]
+    assert fresh.realize([(Tensor(x) - 1).node])[0].data.tolist() == (x - 1).tolist()
+    assert fresh.toolchain.stats["compiles"] == before + 1
+
+
 @pytest.mark.parametrize("how", ["under a file", "read-only"])
 def test_a_cache_directory_that_cannot_be_used_names_limn_cache_dir(tmp_path, monkeypatch, how):
     from limn.runtime import cc
