@@ -411,8 +411,8 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     piece folds element ``r`` into the lane, and block, the whole loop would). One choice
     still follows the layout: a reduce over several dims runs as one loop only where every
     access walks them as one (a contiguous array), and otherwise lanes its innermost dim
-    alone; the two agree when that dim's extent is a multiple of L and, past 4 blocks, of
-    the block's.
+    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
+    shorter than 4 blocks.
     """
     used = {defines(i) for i in nest.body if defines(i)} | {
         i.var for i in nest.body if isinstance(i, Loop)
