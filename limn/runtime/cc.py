@@ -12,8 +12,9 @@ keep that cache safe:
   compiling the same source at once both succeed (a reader that catches the pair
   mid-rename rebuilds); an interrupted compile kills cc's whole process group, and the
   work directory of a process that died is swept by the next process to compile there;
-* a library is loaded only if its bytes still hash to the digest recorded when this code
-  wrote it; a corrupted or foreign entry is rebuilt, never loaded.
+* a library is loaded only if its key and bytes still hash to the digest recorded when
+  this code wrote it; a corrupted or foreign entry (another key's pair under this name
+  too) is rebuilt, never loaded.
 
 Within one process, compiling and publishing is serialized by a lock, so two threads that
 need the same new library build it once and neither sees the other's half-published pair.
@@ -131,8 +132,8 @@ class Toolchain:
             data = so.read_bytes()
         except OSError:
             return None
-        if hashlib.sha256(data).hexdigest() != want:
-            return None  # corrupted, truncated, mid-publish by another process, or not ours
+        if hashlib.sha256(so.stem.encode() + data).hexdigest() != want:
+            return None  # corrupted, truncated, mid-publish, another key's, or not ours
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
@@ -190,7 +191,7 @@ def _publish(built: Path, so: Path) -> None:
     A reader that looks between the two renames (or while another process publishes the
     same entry) sees a pair that does not match, and rebuilds instead of loading.
     """
-    digest = hashlib.sha256(built.read_bytes()).hexdigest()
+    digest = hashlib.sha256(so.stem.encode() + built.read_bytes()).hexdigest()  # key and bytes
     os.replace(built, so)
     tmp_digest = built.with_suffix(".sha256")
     tmp_digest.write_text(digest)
