@@ -288,9 +288,10 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
     """
     missing = sorted(set(dests) - set(values))
     unexpected = sorted(set(values) - set(dests))
+    problems = []  # every one of them, so a user fixes a checkpoint in one go
     if strict and (missing or unexpected):
-        raise CheckpointError(
-            f"{source}: names do not match; missing from the source: {missing or 'none'}; "
+        problems.append(
+            f"names do not match; missing from the source: {missing or 'none'}; "
             f"not in the destination: {unexpected or 'none'}"
         )
     names = [k for k in dests if k in values]
@@ -300,7 +301,7 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
         if not isinstance(dst, Tensor):
             raise TypeError(f"{source}: destination {k!r} is a {type(dst).__name__}, not a Tensor")
         if id(dst) in seen:
-            raise CheckpointError(f"{source}: {seen[id(dst)]!r} and {k!r} are the same Tensor")
+            problems.append(f"{seen[id(dst)]!r} and {k!r} are the same Tensor")
         seen[id(dst)] = k
         vshape = tuple(v.shape) if isinstance(v, Tensor | np.ndarray) else None
         try:
@@ -309,9 +310,13 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
             vdtype = None
         if vshape != dst.shape or vdtype != dst.dtype:
             got = f"{vdtype}{list(vshape)}" if vshape is not None else type(v).__name__
-            raise CheckpointError(
-                f"{source}: tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
+            problems.append(
+                f"tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
             )
+    if len(problems) == 1:
+        raise CheckpointError(f"{source}: {problems[0]}")
+    if problems:
+        raise CheckpointError(f"{source}: {len(problems)} mismatches:\n  " + "\n  ".join(problems))
     writes = []
     for k in names:
         dst, v = dests[k], values[k]

@@ -396,3 +396,17 @@ def test_a_pickle_is_rejected_as_a_header_without_being_run(tmp_path):
     torch.save({"w": torch.ones(2)}, str(tmp_path / "model.pt"))
     with pytest.raises(CheckpointError, match="header"):
         serialize.load(tmp_path / "model.pt")
+
+
+def test_load_into_lists_every_mismatch_at_once(tmp_path):
+    small, big = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)), nn.Sequential(nn.Linear(5, 4))
+    path = tmp_path / "small.safetensors"
+    serialize.save(small, path)
+    before = big.state_dict()["0.weight"].numpy()
+    with pytest.raises(CheckpointError) as e:
+        serialize.load_into(big, path)
+    text = str(e.value)
+    assert "2 mismatches" in text and "not in the destination: ['1.bias', '1.weight']" in text
+    assert "'0.weight' is float32[4, 5] but the source holds float32[4, 3]" in text
+    assert "'0.bias'" not in text  # that one fits
+    np.testing.assert_array_equal(big.state_dict()["0.weight"].numpy(), before)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ir.c.units import QUICK
-from limn.runtime import tcc
+from limn.runtime import progress, tcc
 
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
@@ -152,6 +152,8 @@ class Toolchain:
         sweep_stale_work_dirs(self.cache_dir)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
+        counts = [max(1, src.count("(void *const *args")) for src, _ in jobs]  # kernels
+        line = progress.start(sum(counts))  # a live line if this takes a while
         try:
             for source, so in jobs:
                 cc, _, flags, prelude = self.compiler_for(source)
@@ -164,8 +166,9 @@ class Toolchain:
                 self.stats["tcc_compiles"] += cc == self.tcc
                 running.append((proc, cmd, so))
             libs = []
-            for proc, cmd, so in running:
+            for (proc, cmd, so), n in zip(running, counts):
                 _, err = proc.communicate()
+                line.done += n
                 if proc.returncode != 0:
                     raise CompilerError(
                         f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
@@ -173,6 +176,7 @@ class Toolchain:
                 libs.append(ctypes.CDLL(str(work / so.name)))
                 _publish(work / so.name, so)
         finally:
+            progress.end(line)
             for proc, *_ in running:
                 if proc.poll() is None:
                     _kill_group(proc)
