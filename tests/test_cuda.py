@@ -375,15 +375,13 @@ class _FakeDriver:
     kernels with its arguments bound by the names the CUDA signature declares."""
 
     def __init__(self, dims: tuple[int, int]):
-        from limn.runtime import cuda_sdpa
+        from ir.cuda import sdpa
 
         self.dims = dims  # (d, dv): what the compiled source has as constants
         self.mem: dict[int, np.ndarray] = {}
         self.sigs = {
             name: [p.split()[-1].lstrip("*") for p in params.split(",")]
-            for name, params in re.findall(
-                r"(limn_sdpa_\w+)\((.*?)\)\s*\{\{", cuda_sdpa._TEMPLATE, re.S
-            )
+            for name, params in re.findall(r"(limn_sdpa_\w+)\((.*?)\)\s*\{", sdpa.SOURCE, re.S)
         }
 
     def alloc(self, n: int) -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ir.cuda import sdpa
 from ir.cuda.render import kernels, program
 from ir.graph import dtypes
 from ir.kernel.kernel import KernelGraph
@@ -408,6 +409,7 @@ class CudaDevice(CompiledDevice):
                 memo[key] = outs
             drv.copy(ptrs[-1], memo[key][out_index], _nbytes(out.dtype, out.shape))
 
+        call.source = sdpa.kernel_source(k)  # (the launch, its program), for the profiler
         return call
 
 
