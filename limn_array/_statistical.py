@@ -95,21 +95,39 @@ def min(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:  # noqa: A0
     return wrap(compose.min_(x._t, axes, keepdims))
 
 
-def mean(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:
-    check_dtype(x, "floating-point", "mean")
+def _float_dtype(x: Array, dtype, op: str) -> Array:
+    """``x`` in the floating dtype ``dtype`` a client names (numpy's keyword, which cubed
+    passes to its chunks' mean); None keeps x's dtype, which must be floating."""
+    if dtype is not None:
+        d = standard_dtype(dtype, op)
+        if d.kind not in "fc":
+            raise TypeError(f"{op}: dtype must be a floating-point dtype, got {d}")
+        x = cast(x, d)
+    check_dtype(x, "floating-point", op)
+    return x
+
+
+def mean(x: Array, /, *, axis=None, keepdims: bool = False, dtype=None) -> Array:
+    x = _float_dtype(x, dtype, "mean")
     axes = _axes(x, axis, "mean")
     n = _count(x.shape, axes)
     total = sum(x, axis=axes, keepdims=keepdims)
     return lift(lambda t: functions.divide(t, t.p_const(n if n else float("nan"))), total)
 
 
-def var(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:
+def var(
+    x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False, dtype=None
+) -> Array:
+    x = _float_dtype(x, dtype, "var")
     check_dtype(x, "real floating-point", "var")
     axes = _axes(x, axis, "var")
     return wrap(compose.var(x._t, axes, keepdims, correction))
 
 
-def std(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:
+def std(
+    x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False, dtype=None
+) -> Array:
+    x = _float_dtype(x, dtype, "std")
     check_dtype(x, "real floating-point", "std")
     axes = _axes(x, axis, "std")
     return wrap(compose.std(x._t, axes, keepdims, correction))
