@@ -2,8 +2,9 @@
 
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
 ``mean``, ``var`` and ``std`` are ``ir/graph/compose.py``'s spellings (two-pass variance);
-``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
-cumulative functions are SCAN nodes, linear loops (a complex product, which mixes the
+``prod`` is the last element of a SCAN product (left to right, as numpy multiplies; a
+complex one halves the axis log2(n) times, ``_order.tree_reduce``); the cumulative functions
+are SCAN nodes, linear loops (a complex product, which mixes the
 parts, is the log-step ``_order.scan_pairs``). Complex arrays reduce part by part, except
 products, which combine (re, im) pairs with the complex product.
 """
@@ -65,7 +66,12 @@ def prod(x: Array, /, *, axis=None, dtype=None, keepdims: bool = False) -> Array
             (1.0, 0.0),
         )
         return wrap_complex(pr.p_reshape(out), pi.p_reshape(out))
-    (p,) = order.tree_reduce((gather_axes(x._t),), last, lambda a, b: (a[0].p_mul(b[0]),), (1,))
+    # left to right, as numpy multiplies: a halving tree meets inf * (tiny * tiny) = inf * 0
+    t = gather_axes(x._t)
+    n = flat[-1]
+    if n == 0:
+        return wrap(t.p_const(1, shape=out))
+    p = t.p_scan(last, "mul").p_shrink(tuple((0, s) for s in flat[:-1]) + ((n - 1, n),))
     return wrap(p.p_reshape(out))
 
 
