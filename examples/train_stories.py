@@ -62,11 +62,14 @@ class GPT(nn.Module):
         self.blocks = [nn.GPTBlock(d, heads, activation="relu") for _ in range(layers)]
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
 
-    def forward(self, idx: Tensor) -> Tensor:
+    def forward(self, idx: Tensor, cache: list | None = None) -> Tensor:
+        """Logits of every position of ``idx``; with ``cache`` (``limn.generate``), of its
+        one token at position ``cache[0].pos``."""
         t = idx.shape[1]
-        x = self.tok(idx) + self.pos(Tensor.arange(t, dtype="int32", device=idx.device))
-        for block in self.blocks:
-            x = block(x)
+        at = Tensor.arange(t, dtype="int32", device=idx.device) if cache is None else cache[0].pos
+        x = (self.tok(idx) + self.pos(at)).contiguous()
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache=None if cache is None else cache[i])
         return self.head(self.ln(x))
 
 

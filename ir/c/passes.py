@@ -183,7 +183,7 @@ def contraction(block: Block):
             return None
         if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
             return None
-        names = set(tail[-1].index.names)
+        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
         if not {loops[-1].var, loops[-2].var} <= names:
             return None
         return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
@@ -193,7 +193,7 @@ def contraction(block: Block):
     if not isinstance(fold, Accum) or fold.index is None:
         return None
     written = set(fold.index.names)
-    kinds = ["out" if lp.var in written else "red" for lp in loops]
+    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
     if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
         return None
     first_red = kinds.index("red")
@@ -256,6 +256,29 @@ def _outputs_first(block: Block) -> Block:
     return rebuild([*outs, *reds, loops[-1]], inner)
 
 
+def _one_row(block: Block) -> bool:
+    """One output loop folding products of a value it moves by one it does not: a matmul
+    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
+    loops, inner = chain(block)
+    if _folds_in_register(inner):
+        cols, body = loops, chain(inner[1])[1]
+    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
+        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
+    else:
+        return False
+    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
+        return False
+    moves, made = {}, {}
+    for x in body:
+        if defines(x):
+            made[defines(x)] = x
+            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
+    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
+    if not isinstance(mul, Arith) or mul.op != Op.MUL:
+        return False
+    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
+
+
 def _folds_in_register(inner) -> bool:
     """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
     return (
@@ -298,7 +321,7 @@ def _register_outputs(loops: list[Loop], inner) -> Block:
     return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
 
 
-def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
+def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
     """Whether a register block saves loads: the operands read along the reduce split into
     ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
 
@@ -312,12 +335,17 @@ def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
         names = set(ins.index.names)
         if a in names and b in names:
             return False
-        rows |= a in names
+        rows |= a in names or one_row and b not in names
         cols |= b in names
     return rows and cols
 
 
 def _tile_block(block: Block, nest: LoopNest) -> Block:
+    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
+        # folds as a matmul's rows do (FMAs in order), however many rows there are
+        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
+        if tiled is not None:
+            return tiled
     moved = _outputs_first(block)
     tiled = _tile(moved, nest)
     if tiled is not None:
@@ -345,16 +373,21 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
     if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
         return None  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(_extent(lp) for lp in reds)
-    if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
+    if _extent(ib) < 8 or k < 4:
         return None
-    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, _extent(ia) == 1):
         return None
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
     )
     loops, inner = chain(block)
     tagged = [
-        _attr(lp, tile=mr) if lp is ia else _attr(lp, tile=nr) if lp is ib else lp for lp in loops
+        _attr(lp, tile=1 if _extent(ia) == 1 else mr)
+        if lp is ia
+        else _attr(lp, tile=nr)
+        if lp is ib
+        else lp
+        for lp in loops
     ]
     cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
     if cells * k >= MIN_PARALLEL_WORK:
