@@ -26,7 +26,6 @@ LONG = {
     "ir/c/passes.py",
     "ir/c/tile.py",
     "limn/runtime/c_sdpa.py",
-    "limn/torch_methods.py",
 }
 CODE = {token.NAME, token.OP, token.NUMBER, token.STRING}
 QUIET = {token.NL, token.COMMENT}

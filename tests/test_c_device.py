@@ -22,7 +22,7 @@ from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
 from ir.printer import ir
-from limn import Tensor, where
+from limn import Tensor, cat, where
 from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
 
@@ -254,6 +254,25 @@ def test_corrupted_cache_entry_is_rebuilt_not_loaded(tmp_path, monkeypatch):
     fresh = CDevice()
     before = fresh.toolchain.stats["compiles"]
     assert fresh.realize([(Tensor(np.arange(6, dtype=np.float32)) * 2).node])[0].data[5] == 10
+    assert fresh.toolchain.stats["compiles"] == before + 1
+
+
+def test_a_library_pair_of_another_key_under_an_entrys_name_is_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    x = np.arange(6, dtype=np.float32)
+    dev = CDevice()
+    dev.keep_plans = False
+    dev.realize([(Tensor(x) * 2).node])
+    first = set((tmp_path / "c").glob("*.so"))
+    dev.realize([(Tensor(x) - 1).node])
+    (a,) = first
+    (b,) = set((tmp_path / "c").glob("*.so")) - first
+    for suffix in (".so", ".sha256"):  # the pair of ``x * 2``, whole, under ``x - 1``'s name
+        os.replace(a.with_suffix(suffix), b.with_suffix(suffix))
+    fresh = CDevice()
+    fresh.keep_plans = False
+    before = fresh.toolchain.stats["compiles"]
+    assert fresh.realize([(Tensor(x) - 1).node])[0].data.tolist() == (x - 1).tolist()
     assert fresh.toolchain.stats["compiles"] == before + 1
 
 
@@ -841,3 +860,42 @@ def test_omp_num_threads_sets_the_c_devices_thread_count(monkeypatch):
     assert CDevice().threads == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert CDevice().threads == limn.runtime.c.physical_cores()
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(7, 50), (64, 64), (3, 1000), (2, 70001)])
+def test_a_reduce_gives_the_same_bits_for_an_array_built_whole_or_from_slices(device, dtype, shape):
+    """SciPy's bootstrap concatenates batches and compares their std to one batch's, bit
+    for bit: the c device's order must depend on the values' logical order alone."""
+    import limn_array as xp
+
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype) * 10
+    a[0, 3] = -0.0
+    x = xp.asarray(a, device=xp.Device(device))
+    cuts = sorted({0, 5, 6, 17, 40, shape[1] // 2 + 1, shape[1]})
+    y = xp.concat([x[:, i:j] for i, j in zip(cuts, cuts[1:]) if i < j], axis=1)
+    rows = xp.concat([x[:1], x[1:]], axis=0)
+    for f in (xp.sum, xp.max, xp.mean, xp.std, xp.var):
+        for axis in (-1, 0):
+            want = np.asarray(f(x, axis=axis))
+            for other in (y, rows):
+                got = np.asarray(f(other, axis=axis))
+                assert got.tobytes() == want.tobytes(), (f.__name__, axis)
+
+
+def test_a_long_reduce_over_a_concatenation_folds_into_the_whole_arrays_blocks(monkeypatch):
+    from ir.c import passes
+    from ir.c.passes import c_passes
+    from ir.loop.interp import run
+
+    monkeypatch.setattr(passes, "BLOCK", 64)  # blocks of 64: long from 256 elements on
+    parts = [np.random.default_rng(i).standard_normal(n).astype(np.float32) for i, n in
+             enumerate((100, 3, 90, 131))]  # fmt: skip
+    whole = np.concatenate(parts)
+    dev = CDevice()
+    dev.keep_plans = False
+    want = dev.realize([Tensor(whole).sum().node])[0].data
+    pieced = [cat([Tensor(p) for p in parts]).sum().node]
+    assert dev.realize(pieced)[0].data.tobytes() == want.tobytes()
+    assert run(pieced, passes=c_passes())[0].tobytes() == want.tobytes()

@@ -179,12 +179,13 @@ def test_every_collective_refuses_ranks_that_disagree_on_every_rank_and_they_go_
     r = launch("disagree", "numpy", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     cases = ["lengths", "dtypes", "roots", "object roots", "shapes", "names", "extra"]
+    cases.append("collectives")
     for rank in (0, 1):
         for case in cases:
             assert f"rank {rank} refused {case}: " in r.stdout, (rank, case, r.stdout)
         assert f"rank {rank} still in step" in r.stdout
     assert "accepted" not in r.stdout
-    assert "ranks [1] hold other arrays (dtypes or shapes) than rank 0" in r.stdout
+    assert "ranks [1] call another collective or hold other tensors" in r.stdout
 
 
 @mpi

@@ -194,6 +194,9 @@ def test_a_recipe_that_verifies_but_holds_the_wrong_content_is_built_again(cache
         "a constant of another shape": (settings, key, graph, slots, wrong_value),
         "slots for other inputs": (settings, key, graph, slots[:-1], recipe),
     }
+    blob = plan_file.read_bytes()
+    plan_file.write_bytes(blob[:100] + bytes([blob[100] ^ 4]) + blob[101:])  # a flipped bit
+    assert plan_cache.load(_device(cache), key) is None
     for name, stored in wrong.items():
         _rewrite(plan_file, stored)
         dev = _device(cache)

@@ -223,19 +223,19 @@ def clamp(x, lo=None, hi=None):
 
 
 def logical_not(x):
-    return x.p_where(x.p_const(False, dtype=dtypes.bool_), x.p_const(True, dtype=dtypes.bool_))
+    return x.p_xor(x.p_const(True, dtype=dtypes.bool_))
 
 
 def logical_and(a, b):
-    return a.p_where(b, a.p_const(False, dtype=dtypes.bool_))
+    return a.p_and(b)
 
 
 def logical_or(a, b):
-    return a.p_where(a.p_const(True, dtype=dtypes.bool_), b)
+    return a.p_or(b)
 
 
 def logical_xor(a, b):
-    return a.p_where(logical_not(b), b)
+    return a.p_xor(b)
 
 
 def isnan(x):

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ir.c import sdpa
 from ir.c.passes import c_passes
 from ir.c.render import renders
 from ir.c.units import C_PASS_LIST, generic_unit, plan_units
@@ -240,6 +241,7 @@ class CDevice(CompiledDevice):
             np.copyto(out, made)
             return None
 
+        call.source = sdpa.kernel_source(k)  # (the C function, its unit), for the profiler
         return call
 
 

@@ -12,8 +12,9 @@ keep that cache safe:
   compiling the same source at once both succeed (a reader that catches the pair
   mid-rename rebuilds); an interrupted compile kills cc's whole process group, and the
   work directory of a process that died is swept by the next process to compile there;
-* a library is loaded only if its bytes still hash to the digest recorded when this code
-  wrote it; a corrupted or foreign entry is rebuilt, never loaded.
+* a library is loaded only if its key and bytes still hash to the digest recorded when
+  this code wrote it; a corrupted or foreign entry (another key's pair under this name
+  too) is rebuilt, never loaded.
 
 Within one process, compiling and publishing is serialized by a lock, so two threads that
 need the same new library build it once and neither sees the other's half-published pair.
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ir.c.units import QUICK
-from limn.runtime import tcc
+from limn.runtime import progress, tcc
 
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
@@ -131,8 +132,8 @@ class Toolchain:
             data = so.read_bytes()
         except OSError:
             return None
-        if hashlib.sha256(data).hexdigest() != want:
-            return None  # corrupted, truncated, mid-publish by another process, or not ours
+        if hashlib.sha256(so.stem.encode() + data).hexdigest() != want:
+            return None  # corrupted, truncated, mid-publish, another key's, or not ours
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
@@ -151,6 +152,8 @@ class Toolchain:
         sweep_stale_work_dirs(self.cache_dir)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
+        counts = [max(1, src.count("(void *const *args")) for src, _ in jobs]  # kernels
+        line = progress.start(sum(counts))  # a live line if this takes a while
         try:
             for source, so in jobs:
                 cc, _, flags, prelude = self.compiler_for(source)
@@ -163,8 +166,9 @@ class Toolchain:
                 self.stats["tcc_compiles"] += cc == self.tcc
                 running.append((proc, cmd, so))
             libs = []
-            for proc, cmd, so in running:
+            for (proc, cmd, so), n in zip(running, counts):
                 _, err = proc.communicate()
+                line.done += n
                 if proc.returncode != 0:
                     raise CompilerError(
                         f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"
@@ -172,6 +176,7 @@ class Toolchain:
                 libs.append(ctypes.CDLL(str(work / so.name)))
                 _publish(work / so.name, so)
         finally:
+            progress.end(line)
             for proc, *_ in running:
                 if proc.poll() is None:
                     _kill_group(proc)
@@ -190,7 +195,7 @@ def _publish(built: Path, so: Path) -> None:
     A reader that looks between the two renames (or while another process publishes the
     same entry) sees a pair that does not match, and rebuilds instead of loading.
     """
-    digest = hashlib.sha256(built.read_bytes()).hexdigest()
+    digest = hashlib.sha256(so.stem.encode() + built.read_bytes()).hexdigest()  # key and bytes
     os.replace(built, so)
     tmp_digest = built.with_suffix(".sha256")
     tmp_digest.write_text(digest)

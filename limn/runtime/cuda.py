@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ir.cuda import sdpa
 from ir.cuda.render import kernels, program
 from ir.graph import dtypes
 from ir.kernel.kernel import KernelGraph
@@ -280,11 +281,13 @@ def ptx_cache(source: str, arch: int, nvrtc: Nvrtc) -> bytes:
     key = hashlib.sha256(f"{nvrtc.version}|{arch}|{NVRTC_OPTIONS}|{source}".encode()).hexdigest()
     d = private_dir(cache_root() / "cuda")
     path = d / f"{key}.ptx"
-    if path.exists():
-        return path.read_bytes()
+    if path.exists():  # the sha256 of key and PTX in front: a flipped digit is built again
+        blob = path.read_bytes()
+        if hashlib.sha256(key.encode() + blob[32:]).digest() == blob[:32]:
+            return blob[32:]
     ptx = nvrtc.ptx(source, arch)
     tmp = Path(f"{path}.{os.getpid()}.tmp")
-    tmp.write_bytes(ptx)
+    tmp.write_bytes(hashlib.sha256(key.encode() + ptx).digest() + ptx)
     os.replace(tmp, path)
     return ptx
 
@@ -406,6 +409,7 @@ class CudaDevice(CompiledDevice):
                 memo[key] = outs
             drv.copy(ptrs[-1], memo[key][out_index], _nbytes(out.dtype, out.shape))
 
+        call.source = sdpa.kernel_source(k)  # (the launch, its program), for the profiler
         return call
 
 

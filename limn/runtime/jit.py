@@ -35,8 +35,8 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
-from limn.runtime import profile
-from limn.runtime.device import Buffer, Device, env_number, recall, remember
+from limn.runtime import profile, progress
+from limn.runtime.device import Buffer, Device, env_number, get_device, recall, remember
 from limn.runtime.pool import BufferPool
 
 
@@ -268,11 +268,12 @@ class CompiledDevice(Device):
             if plan is None:
                 realized = lambda n: recall(n) is not None  # noqa: E731
                 keep = lambda n: n.op != Op.ASSIGN and realized(n)  # noqa: E731
-                sched = schedule(decompose(roots, self.renders, keep), realized)
+                with progress.compiling():  # a live line on a terminal if this is slow
+                    sched = schedule(decompose(roots, self.renders, keep), realized)
+                    plan = self.build(sched.graph)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
                 slots = tuple(where[id(n)] for n in sched.inputs)
-                plan = self.build(sched.graph)
                 plan.slots = slots
                 plan.last_use = lifetimes(sched.graph)
                 plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
