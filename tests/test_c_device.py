@@ -601,7 +601,7 @@ assert [lib.f(1) for lib in tc.libraries(sources)] == [1 + k for k in range(6)]
 
 def test_processes_compiling_the_same_new_kernels_at_once_all_succeed(tmp_path):
     env = {**os.environ, "LIMN_CACHE_DIR": str(tmp_path)}
-    for round_ in range(3):
+    for round_ in range(2):
         start = time.time() + 1.0  # every process passes its imports, then all compile
         procs = [
             subprocess.Popen(

@@ -121,8 +121,7 @@ class CDevice(CompiledDevice):
             short_spin(self.toolchain.version)
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
-        self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
-        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> that library's cache key
+        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
         # every library loaded, by its dlopen handle (one per file, however often loaded):
         # set_threads reaches them all, also those of plans the cache has dropped
@@ -147,7 +146,7 @@ class CDevice(CompiledDevice):
         u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
-        missing = {name: f for name, f in u.generic.items() if name not in self.generic}
+        missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
         libs = self.toolchain.libraries(sources)
         for lib in libs:
@@ -159,7 +158,7 @@ class CDevice(CompiledDevice):
         by_key = dict(zip(keys, libs))
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         for name in missing:
-            self.generic[name], self.generic_keys[name] = libs[-1], keys[-1]
+            self.generic_keys[name] = keys[-1]
         recipe: list[tuple] = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -173,8 +172,9 @@ class CDevice(CompiledDevice):
                 recipe.append(("custom",))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                by_key.setdefault(self.generic_keys[name], self.generic[name])
-                recipe.append(("g", self.generic_keys[name], name, sizes))
+                key = self.generic_keys[name]
+                by_key.setdefault(key, self.by_key.get(key))
+                recipe.append(("g", key, name, sizes))
             else:
                 recipe.append(("k", unit_key[i], f"k{i}"))
         calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
@@ -196,8 +196,7 @@ class CDevice(CompiledDevice):
         lib = libs[step[1]]
         if step[0] == "g":
             name, sizes = step[2], step[3]
-            self.generic.setdefault(name, lib)  # a later plan calls it there too
-            self.generic_keys.setdefault(name, step[1])
+            self.generic_keys.setdefault(name, step[1])  # a later plan calls it there too
             return _c_call(getattr(lib, name), k, sizes)
         return _c_call(getattr(lib, step[2]), k)
 

@@ -35,9 +35,8 @@ from ir.c.units import QUICK
 # flips the bit here. glibc's NAN without GCC is 0.0f / 0.0f, which x86 makes -nan: here
 # it is the bits of gcc's quiet nan, 0x7fc00000. tcc folds an expression of float literals
 # in long double, which can round a double result 1 ulp off gcc's (about 1 in 3000 double
-# divisions; float results are safe): the templates' literal quotients (libm.c's
-# 1.0 / 3628800.0, ...) fold to the same bits, and rendered kernels keep every value in a
-# variable of its own, which tcc never folds; a new double constant is best one literal.
+# divisions; float results are safe): rendered kernels keep every value in a variable of
+# its own, which tcc never folds, so a new double constant is best one literal.
 BUILTINS = ("rint", "floor", "ceil", "trunc")
 PRELUDE = "".join(f"#define __builtin_{fn}{s} {fn}{s}\n" for fn in BUILTINS for s in ("f", "")) + (
     "#include <stdint.h>\n#include <string.h>\n#include <math.h>\n"
