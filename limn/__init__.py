@@ -25,6 +25,7 @@ from ir.graph.node import format_graph
 from ir.printer import ir
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
+from limn.export import export_c
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
@@ -56,6 +57,7 @@ __all__ = [
     "cat",
     "current_device",
     "enable_grad",
+    "export_c",
     "float16",
     "float32",
     "float64",

@@ -696,14 +696,18 @@ def _cases(x: str, nv: int) -> str:
     )
 
 
-def source() -> str:
-    """The whole translation unit: helpers, tile ops per compute type, kernels per dtype."""
+def source(storage=None) -> str:
+    """The whole translation unit: helpers, tile ops per compute type, kernels per dtype
+    (every dtype, or those in ``storage``, the source an exported model needs)."""
+    kinds = [STORAGE[d] for d in (storage or STORAGE)]
     parts = [HELPERS]
     for x, (a, i, r, exp, _) in COMPUTE.items():
+        if all(k[2] != x for k in kinds):
+            continue
         nv = TILE_VECTORS[x]
         subs = {"A": a, "I": i, "X": x, "R": r, "EXP": exp, "CASES": _cases(x, nv)}
         parts.append(_fill(TILE_OPS, subs))
-    for name, t, x, ld, st in STORAGE.values():
+    for name, t, x, ld, st in kinds:
         a, _, _, exp, log = COMPUTE[x]
         subs = {"N": name, "T": t, "A": a, "X": x, "EXP": exp, "LOG": log, "LD": ld, "ST": st}
         parts.append(_fill(KERNELS, subs))
