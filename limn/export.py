@@ -136,7 +136,7 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     used = sorted({g.buffers[k.output].dtype for k in g.kernels if k.kind == "CUSTOM"}, key=str)
     header = path.with_suffix(".h")
     parts = [
-        f"/* {path.name}: a limn plan exported by limn.export_c; {header.name} says how to call it */",
+        f"/* {path.name}: a limn plan (limn.export_c); {header.name} says how to call it */",
         PRELUDE + f'#include "{header.name}"',
         program(u.functions),
         c_sdpa.source(used) if used else "",
@@ -218,7 +218,7 @@ def _header(stem: str, name: str, info: dict) -> str:
         ]
 
     io = "\n".join(lines("in", info["inputs"]) + lines("out", info["outputs"]))
-    return f"""/* {stem}.h: a limn plan as C (limn.export_c). Row-major buffers, owned by the caller:
+    return f"""/* {stem}.h: a limn plan as C (limn.export_c); row-major buffers the caller owns:
 {io}
  * {stem}_load reads the weights file (0 on success, -1 if it is missing or the wrong size);
  * {stem}_run computes every output from the inputs: 0, or 1 (an index out of range), 2
