@@ -217,6 +217,9 @@ def _header(stem: str, name: str, info: dict) -> str:
             for j, (d, s) in enumerate(specs)
         ]
 
+    def nbytes(specs):
+        return [str(math.prod(s) * d.itemsize) for d, s in specs]
+
     io = "\n".join(lines("in", info["inputs"]) + lines("out", info["outputs"]))
     return f"""/* {stem}.h: a limn plan as C (limn.export_c); row-major buffers the caller owns:
 {io}
@@ -227,6 +230,8 @@ def _header(stem: str, name: str, info: dict) -> str:
 #define {stem.upper()}_H
 #define {stem.upper()}_INPUTS {len(info["inputs"])}
 #define {stem.upper()}_OUTPUTS {len(info["outputs"])}
+#define {stem.upper()}_IN_BYTES {{{", ".join(nbytes(info["inputs"]))}}}
+#define {stem.upper()}_OUT_BYTES {{{", ".join(nbytes(info["outputs"]))}}}
 int {stem}_load(const char *path);
 int {stem}_run(const void *const in[], void *const out[]);
 void {stem}_free(void);
