@@ -69,7 +69,8 @@ def main() -> int:
 
     sources = ["story_main.c", "story.c"]
     strict = [cc, "-std=c11", "-O2", "-Wall", "-o", "story_c11", *sources, "-lm"]
-    warned = subprocess.run(strict, cwd=out, capture_output=True, text=True).stderr
+    said = subprocess.run(strict, cwd=out, capture_output=True, text=True).stderr
+    warned = "warning" in said and said  # gcc's note on 64-byte vectors' ABI is none
     print(f"{' '.join(strict[:4])}: {'no warnings' if not warned else warned}")
     build = [cc, "-O3", "-o", "story", *sources, "-lm"]
     subprocess.run(build, cwd=out, check=True)

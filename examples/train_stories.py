@@ -82,8 +82,11 @@ class GPT(nn.Module):
 
 
 def load_text(path: str) -> np.ndarray:
-    with open(path, "rb") as f:
-        data = np.frombuffer(f.read(), np.uint8)
+    try:
+        with open(path, "rb") as f:
+            data = np.frombuffer(f.read(), np.uint8)
+    except OSError as e:
+        sys.exit(f"train_stories: cannot read --data {path}: {e.strerror}")
     if data.size < 1000:
         sys.exit(f"train_stories: {path} holds {data.size} bytes; needs at least 1000")
     return data
@@ -191,7 +194,12 @@ def main(argv: list[str] | None = None) -> dict:
     start = 0
     state = {"model": model, "optim": opt}
     if args.resume:
-        (world.load_into if world else serialize.load_into)(state, args.checkpoint)
+        try:
+            (world.load_into if world else serialize.load_into)(state, args.checkpoint)
+        except OSError as e:
+            sys.exit(f"train_stories: --resume: cannot read {args.checkpoint}: {e.strerror}")
+        except serialize.CheckpointError as e:
+            sys.exit(f"train_stories: --resume: {e}")
         start = opt.steps
         say(f"resumed from {args.checkpoint} at step {start}")
     say(f"{n_params:,} parameters")
@@ -212,22 +220,27 @@ def main(argv: list[str] | None = None) -> dict:
     run = limn.capture(step)
     end = min(total, args.stop_at) if args.stop_at else total
     losses = []
-    t0, tokens = time.perf_counter(), 0
+    t0 = time.perf_counter()
+    per_step = cfg["batch"] * ctx  # tokens in one global batch
+    mark = None  # (time, step) the rate is measured from: after the first (compiling) step
     for s in range(start, end):
         opt.lr = lr_at(s, total, cfg["lr"])
         x, y = batch(train, args.seed, s, cfg["batch"], ctx)  # the global batch
         if world:
             x, y = world.shard(x), world.shard(y)
         loss = run(Tensor(x), Tensor(y))
-        tokens += x.size * (world.size if world else 1)
         if (s + 1) % args.log_every == 0 or s + 1 == end:
             losses.append((s + 1, loss.item()))
-            dt = time.perf_counter() - t0
-            eta = dt / (s + 1 - start) * (end - s - 1)
-            say(
-                f"step {s + 1:6d}/{total}  loss {losses[-1][1]:.4f}  {tokens / dt:8.0f} tok/s  "
-                f"ETA {int(eta) // 60}m{int(eta) % 60:02d}s"
-            )
+            now = time.perf_counter()
+            rate = "       - tok/s  ETA -"
+            if mark is not None and s + 1 > mark[1]:  # over the steps since the last line
+                step_s = (now - mark[0]) / (s + 1 - mark[1])
+                eta = step_s * (end - s - 1)
+                rate = f"{per_step / step_s:8.0f} tok/s  ETA {int(eta) // 60}m{int(eta) % 60:02d}s"
+            say(f"step {s + 1:6d}/{total}  loss {losses[-1][1]:.4f}  {rate}")
+            mark = (now, s + 1)
+        elif mark is None:
+            mark = (time.perf_counter(), s + 1)
     if args.checkpoint:
         (world.save if world else serialize.save)(state, args.checkpoint)
         say(f"saved {args.checkpoint} at step {end}")

@@ -104,8 +104,9 @@ def sdpa(vals, params):
             m = np.where(np.isneginf(m), 0, m)
             p = np.where(ok, np.exp(s - m), 0)
             den = p.sum(axis=-1, keepdims=True)
-            o[..., rows, :] = _dot(p, np.swapaxes(v, -1, -2)) / np.where(den > 0, den, 1)
-            lse[..., rows] = np.where(den[..., 0] > 0, m[..., 0] + np.log(den[..., 0]), -np.inf)
+            seen = den != 0  # a row that sees some key, or a nan row (which stays nan)
+            o[..., rows, :] = _dot(p, np.swapaxes(v, -1, -2)) / np.where(seen, den, 1)
+            lse[..., rows] = np.where(seen[..., 0], m[..., 0] + np.log(den[..., 0]), -np.inf)
     return o.astype(vals[0].dtype), lse
 
 

@@ -226,7 +226,7 @@ def test_x_at_w_t_packs_its_transposed_panels_8_by_8_and_stays_the_printed_nest(
     factor or float64 take the scalar copy), and every layout keeps the nest's bits."""
     threaded, serial = devices
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((200, 40)).astype(np.float32)
+    x = rng.standard_normal((20, 40)).astype(np.float32)  # the interpreter runs it four times
     w = rng.standard_normal((70, 40)).astype(np.float32)  # panels of 32, 32 and an edge 6
     cases = {
         "x@W.T": (lambda: Tensor(x) @ Tensor(w).T, True),

@@ -124,10 +124,10 @@ def test_special_values_match_numpy_on_the_numpy_and_c_devices(op, dtype):
 
 
 @pytest.mark.parametrize("op", [Op.SIN, Op.COS, Op.TAN], ids=lambda o: o.value)
-def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(op):
-    """float32 sin, cos and tan: a kernel whose arguments all lie below 2**24 runs the
-    Cody-Waite spelling; one argument past it reruns the kernel with Payne-Hanek. Both
-    within an ulp of numpy at float64, and the small elements come out the same either way."""
+def test_c_trig_is_within_an_ulp_below_2_24_and_past_it_by_one_reduction(op):
+    """float32 sin, cos and tan: one Payne-Hanek reduction serves every argument (one C
+    function, whatever the kernel's arguments), within an ulp of numpy at float64, and an
+    element's result does not depend on the other arguments of its kernel."""
     _c_or_skip()
     rng = np.random.default_rng(11)
     near = np.r_[
@@ -139,7 +139,7 @@ def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(o
     ].astype(np.float32)
     far = np.r_[near, np.float32(1e30)]
     src = limn.ir(Tensor(near, device="c").p_op(op), stage="c")
-    assert f"limn_{op.value.lower()}_float_near(" in src and "if (limn_far)" in src
+    assert src.count(f"limn_{op.value.lower()}_float(") >= 1 and "_near" not in src
     got_near, got_far = _apply(op, [near], "c"), _apply(op, [far], "c")
     assert not _mismatches(op, [near], got_near, _numpy_reference(op, [near]), 1.0)
     assert not _mismatches(op, [far], got_far, _numpy_reference(op, [far]), 1.0)

@@ -137,19 +137,6 @@ static inline int64_t limn_rem_pio2_f(float ax, double *r) {
   *r = small ? (double)ax : rr;
   return small ? 0 : (int64_t)(n & 3);
 }
-// @limn rem_pio2_near_f:
-/* the same for |x| < 2**24 (Cody-Waite): n = rint(x 2/pi) < 2**24, r = x - n (P1 + P2) with
-   P1 + P2 within 2**-107 of pi/2, one rounding per fma: r is off by at most 2**-83 plus
-   2**-53 of itself, far below what a float result can show. The c device renders a kernel
-   with these first and runs the exact reduction instead only when an argument of the
-   kernel reaches 2**24 (limn_trig_far_float; ir/c/render.py). */
-static inline int64_t limn_rem_pio2_near_f(float ax, double *r) {
-  double d = (double)ax, n = rint(d * 0.63661977236758134);
-  *r = fma(n, -0x1.1a62633145c07p-54, fma(n, -0x1.921fb54442d18p0, d));
-  return (int64_t)n & 3;
-}
-static inline int limn_trig_far_float(float x) { return fabsf(x) >= 0x1p24f; }
-
 // @limn sincos_d:
 /* sin and cos of r in [-pi/4 - eps, pi/4 + eps]: Taylor to r**13 and r**14 */
 static inline double limn_sin_kernel_d(double r) {
@@ -195,33 +182,15 @@ static inline float limn_sin_float(float x) {
   return limn_sin_of(x, n, r);
 }
 
-// @limn sin_float_near: rem_pio2_near_f sincos_d
-static inline float limn_sin_float_near(float x) {
-  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
-  return limn_sin_of(x, n, r);
-}
-
 // @limn cos_float: rem_pio2_f sincos_d
 static inline float limn_cos_float(float x) {
   double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
   return limn_cos_of(x, n, r);
 }
 
-// @limn cos_float_near: rem_pio2_near_f sincos_d
-static inline float limn_cos_float_near(float x) {
-  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
-  return limn_cos_of(x, n, r);
-}
-
 // @limn tan_float: rem_pio2_f sincos_d
 static inline float limn_tan_float(float x) {
   double r; int64_t n = limn_rem_pio2_f(fabsf(x), &r);
-  return limn_tan_of(x, n, r);
-}
-
-// @limn tan_float_near: rem_pio2_near_f sincos_d
-static inline float limn_tan_float_near(float x) {
-  double r; int64_t n = limn_rem_pio2_near_f(fabsf(x), &r);
   return limn_tan_of(x, n, r);
 }
 

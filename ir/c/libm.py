@@ -15,10 +15,6 @@ here. What each definition computes, and why it looks the way it does:
   arithmetic: 96 bits of 2/pi taken at the argument's exponent from a table of 32-bit
   words, times the 24-bit mantissa, give x * 2/pi mod 4 with 62 fractional bits, so
   ``sin(1e38)`` is as accurate as ``sin(1.0)``, with no second path for large arguments.
-* sin, cos and tan also have a ``_near`` spelling for arguments below 2**24 (Cody-Waite
-  in double, a third of the cost), with a predicate that says an argument is beyond it
-  (``NEAR``): a kernel runs with those, and again with the exact functions only when one
-  of its arguments was beyond (``ir/c/render.py``).
 * float64 functions call the C library (glibc: within one ulp, measured in the precision
   table); they are not vectorized. Division, sqrt and rounding are C's own operators and
   builtins: IEEE, exact or correctly rounded, and vectorized.
@@ -85,10 +81,6 @@ for _t, _s in (("float", "f"), ("double", "")):
             (),
             f"static inline {_t} limn_{_name}_{_t}({_t} x) {{ return __builtin_{_fn}{_s}(x); }}",
         )
-
-
-# composite: the predicate that its ``<composite>_near`` spelling cannot take an argument
-NEAR = {f"{name}_float": "limn_trig_far_float" for name in ("sin", "cos", "tan")}
 
 
 def available() -> frozenset[str]:
