@@ -25,16 +25,15 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
+from ir.c import sdpa
 from ir.c.render import program
 from ir.c.units import plan_units
 from ir.graph.dtypes import to_numpy
 from ir.graph.ops import Op
 from ir.kernel.kernel import constant_kernels
-from limn.runtime import c_sdpa
 from limn.runtime.device import get_device, recall
 from limn.runtime.numpy_ref import evaluate_kernel
 from limn.tensor import Tensor, realize
@@ -46,6 +45,7 @@ PRELUDE = """#if defined(__clang__)
 #pragma GCC optimize("fp-contract=off")
 #pragma GCC diagnostic ignored "-Wunknown-pragmas" /* OpenMP's, without -fopenmp */
 #pragma GCC diagnostic ignored "-Wunused-variable" /* a tiled block's clamped indices */
+#pragma GCC diagnostic ignored "-Wpsabi" /* 64-byte vectors of static functions, no ABI */
 #if defined(__x86_64__) && !defined(__FMA__)
 #pragma GCC target("fma")
 #endif
@@ -133,13 +133,15 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
         "inputs": [(g.buffers[b].dtype, g.buffers[b].shape) for b in ins],
         "outputs": [(s.dtype, s.shape) for s in g.sinks],
     }
-    used = sorted({g.buffers[k.output].dtype for k in g.kernels if k.kind == "CUSTOM"}, key=str)
+    used = {g.buffers[k.output].dtype for k in g.kernels if k.kind == "CUSTOM"}
+    if len(used) > 1:
+        raise NotImplementedError(f"export_c: attention in {len(used)} dtypes; one is written")
     header = path.with_suffix(".h")
     parts = [
         f"/* {path.name}: a limn plan (limn.export_c); {header.name} says how to call it */",
         PRELUDE + f'#include "{header.name}"',
         program(u.functions),
-        c_sdpa.source(used) if used else "",
+        sdpa.unit("fwd", used.pop()) if used else "",
         _entry(stem, len(sizes), len(blob), _aligned(max(arena, 1)), points, body, copies),
     ]
     path.write_text("\n".join(parts))
@@ -149,8 +151,8 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
 
 
 def _attention(k, outs: dict[int, int], sizes: list[int]) -> str:
-    """The C call of a fused-attention kernel (``limn/runtime/c_sdpa.py``): the answer and
-    the logsumexp go to their kernels' buffers, or to a scratch buffer added to ``sizes``."""
+    """The C call of a fused-attention forward (``ir/c/sdpa.c``): the answer and the
+    logsumexp go to their kernels' buffers, or to a scratch buffer added to ``sizes``."""
     name, _, (scale, causal, heads) = k.result.arg
     if name != "sdpa":
         raise NotImplementedError(f"export_c: no C call for the CUSTOM kernel {name!r}")
@@ -162,12 +164,13 @@ def _attention(k, outs: dict[int, int], sizes: list[int]) -> str:
         if j not in outs:
             outs[j] = len(sizes)
             sizes.append(n)
-    shapes = [SimpleNamespace(shape=s.shape) for s in (q, q, v)]
-    dims = [int(c.value) for c in c_sdpa.SdpaKernels._dims(*shapes, scale, causal, heads)[:6]]
+    (tq, d), (tk, dv), bh = q.shape[-2:], v.shape[-2:], math.prod(q.shape[:-2])
+    if heads:  # (B, t, heads * width) rows
+        bh, d, dv = q.shape[0] * heads, d // heads, dv // heads
     mask = srcs[3] if len(srcs) > 3 else "NULL"
+    dims = [bh, tq, tk, d, dv, max(heads, 1)]
     args = [*srcs[:3], mask, f"b[{outs[0]}]", f"b[{outs[1]}]", *map(str, dims)]
-    fn = f"limn_sdpa_fwd_{c_sdpa.STORAGE[q.dtype][0]}"
-    return f"{fn}({', '.join(args)}, {scale!r}, {int(causal)}, threads);"
+    return f"{sdpa.entry('fwd', q.dtype)}({', '.join(args)}, {scale!r}, {int(causal)}, threads);"
 
 
 def _entry(stem, n_bufs, weights, arena, points, body, copies) -> str:

@@ -52,7 +52,8 @@ def _build_and_run(tmp_path: Path, fn, args, flags=("-std=c11", "-O2", "-Wall", 
     (tmp_path / "driver.c").write_text(DRIVER.replace("@SIZES@", sizes))
     build = [CC, *flags, "-o", "driver", "driver.c", "model.c", "-lm"]
     r = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True)
-    assert r.returncode == 0 and not r.stderr, r.stderr  # no warnings either
+    # no warnings (gcc's note that 64-byte vector arguments changed ABI in gcc 4.6 is not one)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     files = []
     for j, a in enumerate(args):
         files.append(f"in{j}.bin")

@@ -36,7 +36,7 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
 from limn.runtime import profile, progress
-from limn.runtime.device import Buffer, Device, env_number, get_device, recall, remember
+from limn.runtime.device import Buffer, Device, env_number, recall, remember
 from limn.runtime.pool import BufferPool
 
 
