@@ -1,0 +1,120 @@
+"""The c device's fused attention: the units of ``ir/c/sdpa.c`` compiled on first use and
+called through ctypes.
+
+``sdpa`` runs the forward; ``sdpa_bwd_q`` and ``sdpa_bwd_kv`` run the backward in mode 1
+(dq, a task per query tile) and mode 2 (dk and dv, a task per key tile). A plan that holds
+both gradient kernels makes one call for the two (``sdpa_bwd``): mode 3, a task per head,
+which computes the probabilities once for all three gradients, where there are at least
+two heads per thread; elsewhere modes 1 and 2, which spread one head over the threads.
+Every mode gives the same bits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+from ir.c import sdpa as source
+
+
+def _ptr(a: np.ndarray | None):
+    return None if a is None else ctypes.c_void_p(a.ctypes.data)
+
+
+class SdpaKernels:
+    """The kernels bound to one c device (its toolchain, thread count and buffer pool)."""
+
+    def __init__(self, device):
+        self.device = device
+        self.functions: dict[tuple, object] = {}
+
+    def fn(self, part: str, dtype):
+        """The compiled ``part`` ("fwd" or "bwd") for storage ``dtype``, built on first use."""
+        key = (part, np.dtype(dtype))
+        if key not in self.functions:
+            lib = self.device.toolchain.library(source.unit(part, dtype))
+            self.functions[key] = getattr(lib, source.entry(part, dtype))
+        return self.functions[key]
+
+    def _dims(self, q, v, scale, causal, heads):
+        """bh, t_q, t_k, d, dv, heads, scale, causal: (..., t, d) sources (``heads`` 0), or
+        (B, t, heads * d) ones"""
+        if heads:
+            bh, (tq, d), (tk, dv) = q.shape[0] * heads, q.shape[1:], v.shape[1:]
+            d, dv = d // heads, dv // heads
+        else:
+            bh, (tq, d), (tk, dv) = math.prod(q.shape[:-2]), q.shape[-2:], v.shape[-2:]
+        ints = [ctypes.c_int64(n) for n in (bh, tq, tk, d, dv, max(heads, 1))]
+        return [*ints, ctypes.c_double(scale), ctypes.c_int(int(causal))]
+
+    def _threads(self) -> int:
+        return max(1, int(self.device.threads))
+
+    def _empty(self, shape, dtype) -> np.ndarray:
+        """A result array from the device's buffer pool: a plan that adopts it as a buffer
+        gives it back there when it dies, and the next step's call gets it again."""
+        return self.device.pool.empty(tuple(shape), np.dtype(dtype))
+
+    def sdpa(self, vals, params):
+        q, k, v = (np.ascontiguousarray(a) for a in vals[:3])
+        mask = np.ascontiguousarray(vals[3]) if len(vals) > 3 else None
+        acc = np.float64 if q.dtype == np.float64 else np.float32
+        heads = params[2]
+        o = self._empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+        lse = self._empty(q.shape[:-1] + ((heads,) if heads else ()), acc)
+        fn = self.fn("fwd", q.dtype)
+        threads = ctypes.c_int(self._threads())
+        fn(*map(_ptr, (q, k, v, mask, o, lse)), *self._dims(q, v, *params), threads)
+        return o, lse
+
+    def bwd(self, vals, params, mode: int):
+        """dq (mode 1), dk and dv (mode 2), or all three (mode 3)."""
+        q, k, v, do = (np.ascontiguousarray(a) for a in vals[:4])
+        acc = np.float64 if q.dtype == np.float64 else np.float32
+        lse, delta = (np.ascontiguousarray(a, acc) for a in vals[4:6])
+        mask = np.ascontiguousarray(vals[6]) if len(vals) > 6 else None
+        dq = self._empty(q.shape, q.dtype) if mode & 1 else None
+        dk, dv = (self._empty(a.shape, a.dtype) for a in (k, v)) if mode & 2 else (None, None)
+        ptrs = map(_ptr, (q, k, v, do, lse, delta, mask, dq, dk, dv))
+        dims = self._dims(q, v, *params)
+        threads = self._threads()
+        self.fn("bwd", q.dtype)(*ptrs, *dims, ctypes.c_int(mode), ctypes.c_int(threads))
+        return tuple(a for a in (dq, dk, dv) if a is not None)
+
+    def sdpa_bwd(self, vals, params, joint: bool | None = None):
+        """dq, dk, dv of one step, by mode 3 where ``joint`` (the default where there are
+        at least two heads per thread), else by modes 1 and 2."""
+        heads = params[2]
+        q = vals[0]
+        bh = q.shape[0] * heads if heads else math.prod(q.shape[:-2])
+        if joint is None:
+            joint = bh >= 2 * self._threads()
+        if joint:
+            return self.bwd(vals, params, 3)
+        return self.bwd(vals, params, 1) + self.bwd(vals, params, 2)
+
+
+class _Joint:
+    """A kernel whose outputs come from a call shared with a sibling kernel: ``joint`` is
+    (the shared call's name, its function, where this kernel's outputs start among its
+    results). The c device makes the shared call once per run for the siblings that read
+    the same sources with the same params."""
+
+    def __init__(self, alone, name: str, fn, start: int):
+        self.alone, self.joint = alone, (name, fn, start)
+
+    def __call__(self, vals, params):
+        return self.alone(vals, params)
+
+
+def register(device) -> None:
+    """Give ``device`` (a CDevice) the three fused attention kernels; the two gradient
+    kernels share one call (``SdpaKernels.sdpa_bwd``) when a plan holds both."""
+    ks = SdpaKernels(device)
+    device.register_kernel("sdpa", ks.sdpa)
+    alone = {1: lambda vals, params: ks.bwd(vals, params, 1)}
+    alone[2] = lambda vals, params: ks.bwd(vals, params, 2)
+    device.register_kernel("sdpa_bwd_q", _Joint(alone[1], "sdpa_bwd", ks.sdpa_bwd, 0))
+    device.register_kernel("sdpa_bwd_kv", _Joint(alone[2], "sdpa_bwd", ks.sdpa_bwd, 1))
