@@ -18,18 +18,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ir", "limn", "limn_array")
-BUDGET = 16_500  # counted lines in PACKAGES together
+BUDGET = 16_900  # counted lines in PACKAGES together (main measured 17,282 before core's cuts)
 MAX_FILE = 600  # physical lines in any one file of them
 # files still over MAX_FILE while this wave splits them (printed, not failed); an entry
 # whose file has come under the limit fails, so the list can only shrink
 LONG = {
     "ir/c/passes.py",
     "ir/c/tile.py",
-    "ir/cuda/render.py",
-    "ir/graph/compose.py",
-    "ir/graph/elementary.py",
-    "limn/runtime/c_sdpa.py",
-    "limn/runtime/cc.py",
 }
 CODE = {token.NAME, token.OP, token.NUMBER, token.STRING}
 QUIET = {token.NL, token.COMMENT}

@@ -52,7 +52,6 @@ from __future__ import annotations
 import enum
 import types
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -65,7 +64,7 @@ from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
 
-RECORDINGS = 8  # recordings a capture keeps, the least recently replayed go first
+RECORDINGS = 8  # recordings a capture keeps, the oldest go first
 MAX_ITEMS = 1000  # a container or object with more is seen by identity and length alone
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic, DType, enum.Enum)
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ndarray)
@@ -126,32 +125,36 @@ def _walk(x, out: list, seen: set, arg: bool = False) -> None:
                 _walk(v, out, seen, arg)
 
 
-def _global_names(fn) -> list[str]:
-    """The names ``fn``'s code, and the code nested in it, looks up (globals among them)."""
-    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-    names, todo = set(), [code] if code is not None else []
+def _reached(fn) -> list:
+    """What ``fn`` reads besides its arguments: a bound method's object, and a function's
+    defaults, closure and the globals its code, and the code nested in it, names."""
+    f = getattr(fn, "__func__", fn)
+    if not hasattr(f, "__code__"):
+        return [fn]  # a callable object: its attributes
+    names, todo = set(), [f.__code__]
     while todo:
         c = todo.pop()
         names.update(c.co_names)
         todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    return sorted(names)
-
-
-def _reached(fn, names: list[str]) -> list:
-    """What ``fn`` reads besides its arguments: a bound method's object, and a function's
-    defaults, closure and the globals among ``names``."""
-    f = getattr(fn, "__func__", fn)
-    if not hasattr(f, "__code__"):
-        return [fn]  # a callable object: its attributes
-    cells = []
-    for cell in f.__closure__ or ():
-        try:
-            cells.append(cell.cell_contents)
-        except ValueError:  # a variable not bound yet
-            cells.append(None)
+    cells = [_content(c) for c in f.__closure__ or ()]
     g = f.__globals__
     return [getattr(fn, "__self__", None), f.__defaults__, f.__kwdefaults__, cells,
-            [(n, g[n]) for n in names if n in g]]  # fmt: skip
+            [(n, g[n]) for n in sorted(names) if n in g]]  # fmt: skip
+
+
+def _content(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a variable not bound yet
+        return None
+
+
+def _seen(*roots) -> tuple:
+    out: list = []
+    seen: set = set()
+    for x, arg in roots:
+        _walk(x, out, seen, arg)
+    return tuple(out)
 
 
 class capture:
@@ -160,8 +163,7 @@ class capture:
 
     def __init__(self, fn: Callable):
         self.fn = fn
-        self.names = _global_names(fn)
-        self.recordings: OrderedDict[tuple, _Recording] = OrderedDict()
+        self.recordings: dict[tuple, tuple] = {}  # what a call finds -> (steps, returned, outs)
         self.records = 0  # calls that recorded
         self.draws = False  # fn draws host random numbers: every call runs it
 
@@ -171,106 +173,73 @@ class capture:
             return self.fn(*args, **kwargs)
         arg_tensors = _tensors((args, kwargs))
         realize(*arg_tensors)
-        given: list = [id(dev)]
-        _walk((args, kwargs), given, set(), arg=True)
-        reached: list = []
-        _walk(_reached(self.fn, self.names), reached, set())
-        rec = self.recordings.get((*given, *reached))
+        given = (id(dev), _seen(((args, kwargs), True)))
+        rec = self.recordings.get((*given, _seen((_reached(self.fn), False))))
         if rec is not None:
-            self.recordings.move_to_end((*given, *reached))
-            return rec.replay(arg_tensors)
+            return _replay(rec, arg_tensors)
         rng = tensor._rng[0], tensor._rng[0].bit_generator.state
-        rec, result = _Recording.make(dev, self.fn, arg_tensors, args, kwargs)
+        rec, result = _record(dev, self.fn, arg_tensors, args, kwargs)
         self.records += 1
-        if tensor._rng[0] is not rng[0] or rng[0].bit_generator.state != rng[1]:
-            self.draws = True
-            warnings.warn(
-                f"capture: {getattr(self.fn, '__name__', self.fn)!r} draws host random numbers "
-                "(Tensor.rand, randn, dropout), which a replay would repeat; every call runs it",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return result
-        after: list = []  # what the recorded call left: what the next call should find
-        _walk(_reached(self.fn, self.names), after, set())
-        self.recordings[(*given, *after)] = rec
-        if len(self.recordings) > RECORDINGS:
-            self.recordings.popitem(last=False)
+        self.draws = tensor._rng[0] is not rng[0] or rng[0].bit_generator.state != rng[1]
+        if self.draws:
+            warnings.warn(f"capture: {self.fn!r} draws host random numbers (Tensor.rand, randn, "
+                          "dropout), which a replay would repeat; every call runs it",
+                          RuntimeWarning, stacklevel=2)  # fmt: skip
+        else:  # keyed by what the recorded call left: what the next call should find
+            if len(self.recordings) >= RECORDINGS:
+                self.recordings.pop(next(iter(self.recordings)))
+            self.recordings[(*given, _seen((_reached(self.fn), False)))] = rec
         return result
 
 
-class _Recording:
-    """One call's plans, where each plan's inputs come from, and what it returned."""
+def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
+    """Call ``fn`` recording its plans; (its plans with where each input comes from, what
+    it returned, where each returned Tensor's buffer comes from), and what it returned."""
+    dev.recorder = []
+    try:
+        result = fn(*args, **kwargs)
+        realize(*_tensors(result))
+    finally:
+        recorded, dev.recorder = dev.recorder, None
+    arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
+    made: dict[int, tuple[int, int]] = {}
 
-    def __init__(self):
-        self.steps: list = []  # (plan, input sources) per realize, (None, fn) per host call
-        self.returned = None  # the recorded call's return value
-        self.out_sources: dict[int, tuple] = {}  # id(returned tensor) -> where its buffer is
+    def source(b) -> tuple:
+        if id(b) in arg_bufs:
+            return ("arg", arg_bufs[id(b)])
+        return ("step", *made[id(b)]) if id(b) in made else ("fixed", b)
 
-    @classmethod
-    def make(cls, dev, fn, arg_tensors, args, kwargs):
-        self = cls()
-        dev.recorder = []
-        try:
-            result = fn(*args, **kwargs)
-            realize(*_tensors(result))
-        finally:
-            recorded, dev.recorder = dev.recorder, None
-        arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
-        made: dict[int, tuple[int, int]] = {}
-        for s, entry in enumerate(recorded):
-            if callable(entry):  # a host_call
-                self.steps.append((None, entry))
-                continue
-            plan, in_bufs, out_bufs = entry
-            sources = []
-            for b in in_bufs:
-                if id(b) in arg_bufs:
-                    sources.append(("arg", arg_bufs[id(b)]))
-                elif id(b) in made:
-                    sources.append(("step", *made[id(b)]))
-                else:
-                    sources.append(("fixed", b))
-            self.steps.append((plan, sources))
-            for j, b in enumerate(out_bufs):
-                if plan.graph.sinks[j].source is None:
-                    made[id(b)] = (s, j)
-        for t in _tensors(result):
-            buf = t.node.arg
-            if id(buf) in made:
-                self.out_sources[id(t)] = made[id(buf)]
-            elif id(buf) in arg_bufs:
-                self.out_sources[id(t)] = ("arg", arg_bufs[id(buf)])
-            else:
-                self.out_sources[id(t)] = ("fixed", buf)
-        self.returned = result
-        return self, result
+    steps = []  # (plan, input sources) per realize, (None, fn) per host call
+    for s, entry in enumerate(recorded):
+        if callable(entry):  # a host_call
+            steps.append((None, entry))
+            continue
+        plan, in_bufs, out_bufs = entry
+        steps.append((plan, [source(b) for b in in_bufs]))
+        for j, b in enumerate(out_bufs):
+            if plan.graph.sinks[j].source is None:
+                made[id(b)] = (s, j)
+    outs = {id(t): source(t.node.arg) for t in _tensors(result)}
+    return (steps, result, outs), result
 
-    def replay(self, arg_tensors):
-        outs: list[list] = []
-        for plan, sources in self.steps:
-            if plan is None:
-                sources()  # the host call
-                outs.append([])
-                continue
-            bufs = []
-            for src in sources:
-                if src[0] == "arg":
-                    bufs.append(arg_tensors[src[1]].node.arg)
-                elif src[0] == "step":
-                    bufs.append(outs[src[1]][src[2]])
-                else:
-                    bufs.append(src[1])
-            outs.append(execute(plan, bufs, None))
-        new: dict[int, Tensor] = {}
-        for t in _tensors(self.returned):
-            src = self.out_sources[id(t)]
-            if src[0] == "arg":
-                buf = arg_tensors[src[1]].node.arg
-            elif src[0] == "fixed":
-                buf = src[1]
-            else:
-                buf = outs[src[0]][src[1]]
-            node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
-            new[id(t)] = Tensor._make(node, t.device)
-        return _rebuild(self.returned, new)
+
+def _replay(rec: tuple, arg_tensors):
+    steps, returned, out_sources = rec
+    outs: list[list] = []
+
+    def buffer(src):
+        if src[0] == "arg":
+            return arg_tensors[src[1]].node.arg
+        return outs[src[1]][src[2]] if src[0] == "step" else src[1]
+
+    for plan, sources in steps:
+        if plan is None:
+            sources()  # the host call
+            outs.append([])
+        else:
+            outs.append(execute(plan, [buffer(src) for src in sources], None))
+    new: dict[int, Tensor] = {}
+    for t in _tensors(returned):
+        buf = buffer(out_sources[id(t)])
+        new[id(t)] = Tensor._make(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), t.device)
+    return _rebuild(returned, new)

@@ -19,7 +19,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn.runtime.device import current_device, device_names, resolve
+from limn.runtime.device import current_device, device_names, installed, resolve
 from limn.torch_movement import _shape_arg
 
 _rng = [np.random.default_rng(0)]
@@ -69,7 +69,7 @@ def device_name(name=None, op: str = "device") -> str:
     if name is None:
         return current_device()
     name = str(name).split(":")[0]
-    if name not in device_names() and name != "cpu":
+    if name not in device_names() and name != "cpu" and not installed(name):
         raise ValueError(
             f"{op}: unknown device {name!r}; accepted: {', '.join(device_names())} and "
             "'cpu' (c where a C compiler works, else numpy)"

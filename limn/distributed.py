@@ -242,17 +242,15 @@ class World:
 
     def barrier(self) -> None:
         if self.size > 1:
+            self._agree([], "barrier")
             self.wait([self.comm.Ibarrier()], "barrier")
 
     def all_reduce(
         self, arrays: Sequence[np.ndarray], average: bool = True, flags: np.ndarray | None = None
     ) -> None:
-        """Sum (or average) each contiguous numpy array over the ranks, in place.
-
-        The ranks first agree on every array's dtype and shape (one small all-reduce that
-        also takes ``flags``, an int64 array, to its maximum over the ranks, in place)."""
+        """Sum (or average) each contiguous numpy array over the ranks, in place; ``flags``
+        (int64) become their maximum over the ranks."""
         if self.size > 1:
-            MPI = self.MPI
             for a in arrays:
                 if not a.flags.c_contiguous:
                     raise ValueError(
@@ -260,14 +258,10 @@ class World:
                         f"shape {a.shape}"
                     )
             spec = [(a.dtype.str, a.shape) for a in arrays]
-            d = int.from_bytes(hashlib.sha256(repr(spec).encode()).digest()[:7], "little")
-            head = np.array([d, -d, *(() if flags is None else flags)], np.int64)
-            self.wait([self.comm.Iallreduce(MPI.IN_PLACE, head, op=MPI.MAX)], "all_reduce")
-            if head[0] != -head[1]:  # the largest digest is not the smallest: they differ
-                self._same_everywhere(spec, "all_reduce", "arrays (dtypes or shapes)")
+            most = self._agree(spec, "all_reduce", () if flags is None else flags)
             if flags is not None:
-                flags[:] = head[2:]
-            reqs = [self.comm.Iallreduce(MPI.IN_PLACE, a, op=MPI.SUM) for a in arrays]
+                flags[:] = most
+            reqs = [self.comm.Iallreduce(self.MPI.IN_PLACE, a, op=self.MPI.SUM) for a in arrays]
             self.wait(reqs, f"all_reduce of {len(arrays)} arrays")
         if average:
             for a in arrays:
@@ -278,8 +272,7 @@ class World:
         Tensors) with rank ``root``'s, in place, bit for bit."""
         named = _named(target)
         realize(*(t for _, t in named))
-        described = [root, *((n, t.dtype.name, t.shape) for n, t in named)]
-        self._same_everywhere(described, "broadcast", "tensors (names, dtypes or shapes) or root")
+        self._agree([root, *((n, t.dtype.name, t.shape) for n, t in named)], "broadcast")
         if self.size == 1:
             return
         arrays = [_host_array(t).reshape(-1).view(np.uint8) for _, t in named]
@@ -291,34 +284,32 @@ class World:
         if self.size == 1:
             return obj
         data = pickle.dumps(obj) if self.rank == root else b""
-        n = np.array([root, -root, len(data)], np.int64)  # its maximum: the length, root's
-        self.wait([self.comm.Iallreduce(self.MPI.IN_PLACE, n, op=self.MPI.MAX)],
-                  "broadcast_object (length)")  # fmt: skip
-        if n[0] != -n[1]:
-            raise ValueError(
-                f"broadcast_object: the ranks name roots from {-n[1]} to {n[0]}; rank "
-                f"{self.rank} names {root}. Every rank must name the same root"
-            )
-        buf = (
-            np.frombuffer(data, np.uint8).copy() if self.rank == root else np.empty(n[2], np.uint8)
-        )
+        (n,) = self._agree([root], "broadcast_object", [len(data)])  # the length, root's
+        buf = np.frombuffer(data, np.uint8).copy() if self.rank == root else np.empty(n, np.uint8)
         self.wait([self.comm.Ibcast(buf, root=root)], "broadcast_object")
         return pickle.loads(buf.tobytes())
 
-    def _same_everywhere(self, description: list, what: str, held: str = "tensors") -> None:
-        """Refuse, on every rank, a collective whose tensors differ between ranks."""
+    def _agree(self, description: list, what: str, flags: Sequence[int] = ()) -> np.ndarray:
+        """Refuse, on every rank, a collective the ranks describe differently (another one,
+        other names, dtypes, shapes or root): MPI would mix their bytes, or sum the common
+        prefix of arrays of two lengths. One small all-reduce, which also takes ``flags`` to
+        their maximum over the ranks (returned)."""
         if self.size == 1:
-            return
-        digest = np.frombuffer(hashlib.sha256(repr(description).encode()).digest(), np.uint8)
-        every = np.empty((self.size, digest.size), np.uint8)
-        self.wait([self.comm.Iallgather(digest, every)], f"{what} (checking the tensors)")
-        differ = [r for r in range(self.size) if not np.array_equal(every[r], every[0])]
-        if differ:
+            return np.asarray(flags, np.int64)
+        text = repr((what, len(flags), description)).encode()
+        d = int.from_bytes(hashlib.sha256(text).digest()[:7], "little")
+        head = np.array([d, -d, *flags], np.int64)
+        self.wait([self.comm.Iallreduce(self.MPI.IN_PLACE, head, op=self.MPI.MAX)], what)
+        if head[0] != -head[1]:  # the largest digest is not the smallest: name who differs
+            every = np.empty(self.size, np.int64)
+            self.wait([self.comm.Iallgather(np.array([d], np.int64), every)], what)
             raise ValueError(
-                f"{what}: ranks {differ} hold other {held} than rank 0; every rank must "
-                f"build the same model and call the same collectives. Rank {self.rank} holds: "
-                f"{description[:8]}{' ...' if len(description) > 8 else ''}"
+                f"{what}: ranks {[r for r in range(self.size) if every[r] != every[0]]} call "
+                "another collective or hold other tensors (names, dtypes, shapes, root) than "
+                f"rank 0; every rank must build the same model and make the same calls. Rank "
+                f"{self.rank} holds: {description[:8]}{' ...' if len(description) > 8 else ''}"
             )
+        return head[2:]
 
     # ---- data, checkpoints, logging -------------------------------------------------
 
@@ -410,8 +401,7 @@ class DataParallel:
         if broadcast:
             self.world.broadcast([p for _, p in self.named])
         else:
-            described = [(n, p.dtype.name, p.shape) for n, p in self.named]
-            self.world._same_everywhere(described, "DataParallel")
+            self.world._agree([(n, p.dtype.name, p.shape) for n, p in self.named], "DataParallel")
         self.buckets, self.slots = self._layout(
             [(p.shape, p.dtype, p.device) for _, p in self.named], bucket_bytes
         )

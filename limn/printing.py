@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from ir.graph import dtypes
+from ir.graph import compose, dtypes
 
 THRESHOLD, EDGE = 1000, 3
 
@@ -64,11 +64,9 @@ def format_tensor(t) -> str:
 
 def _ends(t, d: int, n: int):
     """The first EDGE and last EDGE + 1 items along dim d (numpy hides the extra one)."""
-    from limn.tensor import cat
-
     head = t.shrink([(0, EDGE) if i == d else None for i in range(t.ndim)])
     tail = t.shrink([(n - EDGE - 1, n) if i == d else None for i in range(t.ndim)])
-    return cat([head.detach(), tail.detach()], d)
+    return compose.cat([head.detach(), tail.detach()], d)
 
 
 def _formatter(a: np.ndarray, dtype) -> dict:

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from ir.graph import compose, dtypes
+from ir.graph import compose, dtypes, write
 from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
@@ -350,7 +350,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
         anything else, so no read, through the target or any view of its buffer, sees the
         old bytes. Into a view (``z[1].assign(v)``) the write goes through to the base:
         the target is the base, its value the base with the view's elements replaced
-        (``compose.place``), and the base is what is returned. Not differentiable: a value
+        (``ir/graph/write.place``), and the base is what is returned. Not differentiable: a value
         that requires grad, or a view of a tensor that does, is refused while grad mode is on.
         """
         if not isinstance(value, Tensor):
@@ -383,13 +383,13 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
                     "assign: the target is a view of a tensor that requires grad, and "
                     "assign is not differentiable; write under limn.no_grad()"
                 )
-            compose.check_writable(root.shape, moves, "assign")
+            write.check_writable(root.shape, moves, "assign")
             if root.node.op != Op.BUFFER:
                 _realize(root)
-            value = compose.place(root, moves, value)
+            value = write.place(root, moves, value)
             # from now on this view reads the base's buffer, so it sees the write once
             # committed (a realized view would otherwise keep its own copy)
-            self.node = compose.apply_moves(root, moves).node
+            self.node = write.apply_moves(root, moves).node
             target = root
         elif self.node.op != Op.BUFFER:
             _realize(self)  # an earlier write to it, or a lazy value: bytes to write into

@@ -211,6 +211,7 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
         entry = data["kernels"][i]
         entry["stats"] = _stats(stats, graph, i)
         if k.kind == "CUSTOM":
+            entry["pipelines"] = _custom_pipelines(k)
             continue
         lowered = lower(graph, i)
         for name, (passes, render) in targets.items():
@@ -227,6 +228,21 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
                 "not compiled: integers from constants alone, which the c device computes "
                 "once, on the host, when it builds the plan (the source shows what C would be)"
             )
+
+
+def _custom_pipelines(k) -> dict:
+    """A CUSTOM kernel per target that has its source: the call with its buffers and
+    params where a nest would be, and the very source the device compiles."""
+    from ir.c import sdpa as c_sdpa
+    from ir.cuda import sdpa as cuda_sdpa
+
+    pipes = {}
+    for name, target in (("c", c_sdpa), ("cuda", cuda_sdpa)):
+        got = target.kernel_source(k, [f"buf{b}" for b in k.inputs])
+        if got is not None:
+            step = {"pass": "CUSTOM", "lines": [got[0]], "rows": [-1]}
+            pipes[name] = {"steps": [step], "source": got[1].splitlines()}
+    return pipes
 
 
 def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=None) -> dict:

@@ -105,6 +105,7 @@ def disagree(world) -> None:
         "extra": lambda: dist.DataParallel(nn.Linear(3, 2)).sync_gradients(
             Tensor(np.ones(1 + r, np.float32))
         ),
+        "collectives": lambda: world.barrier() if r == 0 else world.broadcast_object("x"),
     }
     for name, call in cases.items():
         try:

@@ -82,6 +82,24 @@ def _check_layouts(dtype, shape, devices):
             )
 
 
+def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(devices):
+    """x @ W for a single row x is tiled as a row block of one: each cell folds the FMAs its
+    row gets in a taller x (a kv-cache step's projections give the windowed forward's bits),
+    and the interpreter running that nest agrees."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 40)).astype(np.float32)
+    for name, build in {"x@W": lambda a: Tensor(a) @ Tensor(w),
+                        "x@W.T": lambda a: Tensor(a) @ Tensor(w.T.copy()).T}.items():  # fmt: skip
+        full = devices[0].realize([build(x).node])[0].data
+        text = limn.ir(build(x[2:3]), passes=c_passes())
+        assert "tile=1" in text and "FMA" in text, name
+        want = run([build(x[2:3]).node], passes=c_passes())[0]
+        assert want.tobytes() == full[2:3].tobytes(), name
+        for dev in devices:
+            assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
+
+
 def test_a_large_tiled_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
     threaded, serial = devices
     rng = np.random.default_rng(5)

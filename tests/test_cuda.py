@@ -291,6 +291,28 @@ def test_the_binding_matches_the_headers_prototypes(table, header):
                 assert a is w, (name, declared[name], a)
 
 
+def test_a_cached_ptx_that_changed_on_disk_is_built_again(tmp_path, monkeypatch):
+    class Nvrtc:  # stands in for NVRTC: counts the compiles
+        version, made = (12, 4), 0
+
+        def ptx(self, source, arch):
+            self.made += 1
+            return f"// {source} at sm_{arch}\n.visible .entry k0() {{ ret; }}\n".encode()
+
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    nvrtc = Nvrtc()
+    ptx = rt.ptx_cache("src", 90, nvrtc)
+    assert rt.ptx_cache("src", 90, nvrtc) == ptx and nvrtc.made == 1  # from the disk
+    (path,) = (tmp_path / "cuda").glob("*.ptx")
+    for damage in (lambda b: b[:-5], lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:]):
+        path.write_bytes(damage(path.read_bytes()))
+        assert rt.ptx_cache("src", 90, nvrtc) == ptx
+    rt.ptx_cache("another", 90, nvrtc)
+    other = next(p for p in (tmp_path / "cuda").glob("*.ptx") if p != path)
+    path.write_bytes(other.read_bytes())  # another key's entry, whole, under this name
+    assert rt.ptx_cache("src", 90, nvrtc) == ptx and nvrtc.made == 5
+
+
 def test_set_device_cuda_without_a_driver_fails_at_once_with_the_reason():
     if NO_GPU is None:
         pytest.skip("a GPU is present: the device starts")
@@ -353,15 +375,13 @@ class _FakeDriver:
     kernels with its arguments bound by the names the CUDA signature declares."""
 
     def __init__(self, dims: tuple[int, int]):
-        from limn.runtime import cuda_sdpa
+        from ir.cuda import sdpa
 
         self.dims = dims  # (d, dv): what the compiled source has as constants
         self.mem: dict[int, np.ndarray] = {}
         self.sigs = {
             name: [p.split()[-1].lstrip("*") for p in params.split(",")]
-            for name, params in re.findall(
-                r"(limn_sdpa_\w+)\((.*?)\)\s*\{\{", cuda_sdpa._TEMPLATE, re.S
-            )
+            for name, params in re.findall(r"(limn_sdpa_\w+)\((.*?)\)\s*\{", sdpa.SOURCE, re.S)
         }
 
     def alloc(self, n: int) -> int:
@@ -471,3 +491,20 @@ def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declar
         spec = graph.buffers[sink.buffer]
         got = drv.get(ptrs[sink.buffer], dtypes.to_numpy(spec.dtype), spec.shape)
         np.testing.assert_array_equal(got, w)
+
+
+def test_limn_nvrtc_and_cuda_home_say_where_nvrtc_is(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIMN_NVRTC", "/opt/nv/libnvrtc.so.13")
+    assert rt.find_nvrtc() == "/opt/nv/libnvrtc.so.13"  # taken as given
+    monkeypatch.delenv("LIMN_NVRTC")
+    monkeypatch.setattr(rt, "wheel_dirs", lambda: [])  # no cuda extra: a toolkit's
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libnvrtc.so.12").write_bytes(b"")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+        monkeypatch.setenv(var, str(tmp_path))
+        assert rt.find_nvrtc() == str(tmp_path / "lib64" / "libnvrtc.so.12")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    with pytest.raises(RuntimeError, match="NVRTC not found.*set LIMN_NVRTC"):
+        rt.find_nvrtc()

@@ -179,12 +179,13 @@ def test_every_collective_refuses_ranks_that_disagree_on_every_rank_and_they_go_
     r = launch("disagree", "numpy", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     cases = ["lengths", "dtypes", "roots", "object roots", "shapes", "names", "extra"]
+    cases.append("collectives")
     for rank in (0, 1):
         for case in cases:
             assert f"rank {rank} refused {case}: " in r.stdout, (rank, case, r.stdout)
         assert f"rank {rank} still in step" in r.stdout
     assert "accepted" not in r.stdout
-    assert "ranks [1] hold other arrays (dtypes or shapes) than rank 0" in r.stdout
+    assert "ranks [1] call another collective or hold other tensors" in r.stdout
 
 
 @mpi
@@ -236,3 +237,11 @@ def test_a_one_rank_world_shards_nothing_and_trains_like_plain_limn():
     want = mpi_worker.reference(range(1, 4))[-1]
     for k, v in mpi_worker.params(model).items():
         np.testing.assert_array_equal(v, want[k])  # the slot holds grad / 1: the same bits
+
+
+def test_limn_dist_timeout_sets_the_default_timeout():
+    """The default of ``init(timeout=...)``; importing the module needs no MPI."""
+    code = "import limn.distributed as d; print(d.DEFAULT_TIMEOUT)"
+    env = {**os.environ, "LIMN_DIST_TIMEOUT": "7.5"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "7.5", out.stderr[-2000:]

@@ -187,7 +187,7 @@ def test_the_generic_nest_is_what_runs(devices):
         assert f"void {name}(void *const *args, int64_t *err, const int64_t *sizes)" in ir(
             x, stage="c"
         )
-        assert name in gen.generic
+        assert name in gen.generic_keys
 
 
 def test_a_generic_nest_prints_each_run_time_value_by_name_with_the_value_it_has():
@@ -263,3 +263,16 @@ def test_which_kernels_stay_specialized():
     w = Tensor(rng.standard_normal((8, 8)).astype(np.float32))
     assert not is_generic(Tensor(small) @ w)
     assert not is_generic(Tensor(small) + 1.0, passes=c_passes()[:-1])
+
+
+def test_limn_generic_0_specializes_every_kernel(monkeypatch):
+    x = Tensor(_data((4, 3), np.float32, 22)) * 2.5 + 1.0
+    steps = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv("LIMN_GENERIC", value)
+        dev = CDevice()
+        dev.keep_plans = False
+        assert dev.generic_kernels == (value == "1")
+        plan, _ = dev.plan_for([x.node])
+        steps[value] = {step[0] for step in plan.recipe}
+    assert steps == {"0": {"k"}, "1": {"g"}}

@@ -344,3 +344,9 @@ def test_a_new_primitive_is_its_row_and_its_spelling_end_to_end(tmp_path):
         text=True,
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_the_nest_docs_passes_md_shows_is_what_ir_prints():
+    doc = (Path(__file__).parents[1] / "docs" / "passes.md").read_text()
+    shown = re.search(r"```\n(k0  SUM.*?)```", doc, re.S).group(1).strip()
+    assert shown == ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))).strip()

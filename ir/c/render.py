@@ -1,7 +1,9 @@
 """Stage 4 for C: a loop nest (stage 3) becomes the text of one C function. Pure.
 
-The rendering is literal: each instruction is one C statement, each value a ``const``
-local of the C type of its dtype, each Index the same sum of products. What the C
+The rendering is literal: each instruction is one C statement (``Statements``, which the
+cuda renderer shares), each value a ``const`` local of the C type of its dtype, each Index
+the same sum of products; a register-tiled contraction's block is the exception, written
+by ``ir/c/tile.py`` around the nest's instructions. What the C
 compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
@@ -16,12 +18,6 @@ the width give 0 or the sign fill, a float converts to bfloat16 by round-to-near
 polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
 error is a couple of ulp, measured in the c device's tests.
 
-A nest that calls sin, cos or tan at float32 runs twice when it must: first with their
-``_near`` spellings (valid below 2**24, a third of the cost), OR-ing into ``limn_far``
-whether an argument was beyond, and only if one was, again with the exact functions
-(``ir/c/libm.py``). A kernel computes its output from its inputs alone, so the second run
-replaces the first. Tiled contractions keep the exact functions.
-
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
 order any one cell is folded in. With ``openmp=False`` the pragmas are left out.
@@ -32,9 +28,9 @@ from __future__ import annotations
 import math
 
 from ir.c import sort
-from ir.c.libm import NEAR, available, definitions
+from ir.c.libm import available, definitions
 from ir.c.passes import contraction
-from ir.c.spell import HELPERS, OPS, ctype, helpers, index, literal, spell
+from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
 from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -207,7 +203,6 @@ class Statements:
         self.used: set = set()
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
-        self.near = False  # rendering the first run, with the _near functions
 
     def ctype(self, d: DType) -> str:
         return ctype(d)
@@ -216,18 +211,7 @@ class Statements:
         return literal(value, d)
 
     def cast(self, src: str, s: DType, d: DType) -> str:
-        """Convert a value of dtype ``s`` to ``d`` (bfloat16 goes through float bits)."""
-        if s == d:
-            return src
-        if s == dtypes.bfloat16:
-            src, s = f"limn_bf2f({src})", dtypes.float32
-            if d == s:
-                return src
-        if d == dtypes.bfloat16:
-            return f"limn_f2bf((float){self.cast(src, s, dtypes.float32)})"
-        if d == dtypes.bool_:
-            return f"(({src}) != 0)"
-        return f"(({self.ctype(d)}){src})"
+        return cast(src, s, d)
 
     def preds(self, preds: tuple[Range, ...]) -> str:
         return _preds(preds, self.values)
@@ -322,14 +306,7 @@ class Statements:
             if ins.op in HELPERS:
                 self.used.add((ins.op, self.ctype(srcd[-1]), self.ctype(ins.dtype)))
             if ins.op in COMPOSITE:
-                fn = f"{ins.op.value.lower()}_{ctype(ins.dtype)}"
-                if self.near and fn in NEAR:
-                    self.used.add(("math", f"{fn}_near"))
-                    a = ins.srcs[0]
-                    return (
-                        f"const float {ins.out} = limn_{fn}_near({a}); limn_far |= {NEAR[fn]}({a});"
-                    )
-                self.used.add(("math", fn))
+                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
             return f"const {self.ctype(ins.dtype)} {ins.out} = {self.arith(ins, srcd)};"
         if isinstance(ins, Check):
             v = ins.value
@@ -399,16 +376,7 @@ class _Renderer(Statements):
         t = ctype(nest.output.dtype)
         self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
         self.lines.append("  (void)err;")
-        tree = to_tree(nest.body)
-        self.near = _has_near(nest) and not _any_tiled(tree)
-        if self.near:
-            self.lines.append("  int limn_far = 0;  /* an argument beyond the _near functions */")
-        self.items(tree, 1)
-        if self.near:
-            self.near, self.values = False, {}
-            self.lines.append("  if (limn_far) {  /* again, with the exact functions */")
-            self.items(tree, 2)
-            self.lines.append("  }")
+        self.items(to_tree(nest.body), 1)
         self.lines.append("}")
         return "\n".join(self.lines), self.used
 
@@ -441,11 +409,8 @@ class _Renderer(Statements):
             return
         pad = "  " * depth
         par = attrs.get("parallel")
-        far = " reduction(|:limn_far)" if self.near else ""
         if par and self.openmp and not collapse:
-            self.lines.append(
-                f"{pad}#pragma omp parallel for collapse({par}) schedule(static){far}"
-            )
+            self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
             collapse = par
         lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
@@ -454,7 +419,7 @@ class _Renderer(Statements):
         for e in lp.hi:
             stop = f"limn_min64({stop}, {index(e, self.values)})"
         if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
-            self.lines.append(f"{pad}#pragma omp simd{far}")
+            self.lines.append(f"{pad}#pragma omp simd")
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
             self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
             stop = f"{lp.var}_end"
@@ -473,17 +438,6 @@ class _Renderer(Statements):
         self.mark(ins)
         self.lines.append(pad + self.statement(ins))
         self.mark(outside)
-
-
-def _has_near(nest: LoopNest) -> bool:
-    """Whether the nest calls a composite that has a ``_near`` spelling."""
-    return any(
-        isinstance(i, Arith) and f"{i.op.value.lower()}_{ctype(i.dtype)}" in NEAR for i in nest.body
-    )
-
-
-def _any_tiled(items) -> bool:
-    return any(isinstance(b, Block) and (tiled(b) or _any_tiled(b.body)) for b in items)
 
 
 def _pairwise(at, n: int, op: Op) -> str:

@@ -33,12 +33,29 @@ CTYPE = {
 }
 
 
-def ctype(d: DType) -> str:
+def ctype(d: DType, device: str = "c") -> str:
     if d not in CTYPE:
-        raise TypeError(
-            f"c device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
+        accepted = ", ".join(map(str, CTYPE))
+        raise TypeError(f"{device} device: dtype {d} is not supported; accepted: {accepted}")
     return CTYPE[d]
+
+
+def cast(src: str, s: DType, d: DType, bits: dict[DType, str] | None = None) -> str:
+    """A value of dtype ``s`` as dtype ``d``. A half width held as its bits (``bits``: the
+    dtype -> its helpers' letter; C holds bfloat16 so, CUDA float16 too) converts through
+    float32 (``limn_bf2f``, ``limn_f2bf``, ...)."""
+    bits = {dtypes.bfloat16: "bf"} if bits is None else bits
+    if s == d:
+        return src
+    if s in bits:
+        src, s = f"limn_{bits[s]}2f({src})", dtypes.float32
+        if d == s:
+            return src
+    if d in bits:
+        return f"limn_f2{bits[d]}((float){cast(src, s, dtypes.float32, bits)})"
+    if d == dtypes.bool_:
+        return f"(({src}) != 0)"
+    return f"(({ctype(d)}){src})"
 
 
 def literal(value, d: DType) -> str:

@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ir.c import spell as c
 from ir.c.render import Statements
-from ir.c.spell import CTYPE, OPS, helpers, index, literal
+from ir.c.spell import OPS, helpers, index, literal
 from ir.cuda.passes import cuda_passes, written_vars
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -51,15 +52,11 @@ SPLIT_CELLS = 1024  # ... at most this many cells takes the split shape
 BM, BN, BK, TM, TN = 64, 64, 16, 4, 4  # the tile: block cells, reduce slab, thread patch
 SMEM_LIMIT = 48 * 1024  # static shared memory a block may declare
 
-# atomicAdd overloads: the C type an out cell is added through
-ATOMIC = {
-    dtypes.float32: "float",
-    dtypes.float64: "double",
-    dtypes.int32: "int",
-    dtypes.uint32: "unsigned int",
-    dtypes.int64: "unsigned long long",  # two's complement: wraps as a signed add does
-    dtypes.uint64: "unsigned long long",
-}
+# atomicAdd overloads: the C type an out cell is added through (int64 as unsigned: two's
+# complement wraps as a signed add does)
+ATOMIC = {dtypes.float32: "float", dtypes.float64: "double", dtypes.int32: "int",
+          dtypes.uint32: "unsigned int", dtypes.int64: "unsigned long long",
+          dtypes.uint64: "unsigned long long"}  # fmt: skip
 
 PRELUDE = r"""
 typedef signed char int8_t; typedef short int16_t; typedef int int32_t;
@@ -88,13 +85,7 @@ static __device__ __forceinline__ void limn_fail(int64_t *err, int64_t v, int64_
 
 
 def ctype(d: DType) -> str:
-    if d == dtypes.float16:
-        return "limn_half"
-    if d not in CTYPE:
-        raise TypeError(
-            f"cuda device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
-    return CTYPE[d]
+    return "limn_half" if d == dtypes.float16 else c.ctype(d, "cuda")
 
 
 def cliteral(value, d: DType) -> str:
@@ -106,22 +97,11 @@ def cliteral(value, d: DType) -> str:
 
 
 def cast(src: str, s: DType, d: DType) -> str:
-    """A value of dtype ``s`` as dtype ``d``; the half widths convert through float32."""
-    if s == d:
-        return src
+    """A value of dtype ``s`` as dtype ``d``; both half widths are held as bits and convert
+    through float32, but float64 goes to float16 in one rounding, as numpy."""
     if s == dtypes.float64 and d == dtypes.float16:
-        return f"limn_d2h({src})"  # one rounding, as numpy
-    if s in dtypes.HALF:
-        src = f"limn_{'h' if s == dtypes.float16 else 'bf'}2f({src})"
-        s = dtypes.float32
-        if d == s:
-            return src
-    if d in dtypes.HALF:
-        f2 = f"limn_f2{'h' if d == dtypes.float16 else 'bf'}"
-        return f"{f2}((float){cast(src, s, dtypes.float32)})"
-    if d == dtypes.bool_:
-        return f"(({src}) != 0)"
-    return f"(({ctype(d)}){src})"
+        return f"limn_d2h({src})"
+    return c.cast(src, s, d, {dtypes.float16: "h", dtypes.bfloat16: "bf"})
 
 
 # C's spellings, but CUDA's math library for exp and log (C's are the c device's inline
@@ -297,11 +277,8 @@ class _Cuda(Statements):
             f"{ctype(self.nest.output.dtype)} *__restrict__ out",
             "int64_t *__restrict__ err",
         ]
-        return (
-            f'extern "C" __global__ void __launch_bounds__({THREADS}, 1) {func}('
-            + ", ".join(params)
-            + ") {"
-        )
+        bounds = f"__launch_bounds__({THREADS}, 1)"
+        return f'extern "C" __global__ void {bounds} {func}({", ".join(params)}) {{'
 
     def emit(self, shape: str, body: _Src, grid: int, smem: int = 0) -> None:
         func = f"{self.name}_{len(self.funcs)}"
@@ -408,7 +385,7 @@ class _Cuda(Statements):
         _decls(lines, reds, "t", "      ")
         lines += self.items(body, 3)
         lines.add(reds[0], "    }")
-        step = self.fold(red_op(body), "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
+        step = self.fold(body[-1].op, "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
         lines.add(
             fin,
             f"    part[threadIdx.x] = {acc.out};",
@@ -529,10 +506,6 @@ class _Cuda(Statements):
         self.emit("tile", lines, plan.tiles, smem)
 
 
-def red_op(body) -> Op:
-    return body[-1].op
-
-
 def _rebuild(loops: list[Loop], inner) -> Block:
     out = Block(loops[-1], tuple(inner))
     for lp in reversed(loops[:-1]):
@@ -546,24 +519,20 @@ def _register_fold(items: tuple):
     Returns (pre, acc, reduce loops, body, tail) or None.
     """
     k = next((j for j, x in enumerate(items) if isinstance(x, DefAcc)), None)
-    if k is None or k + 2 >= len(items) + 1 or k + 1 >= len(items):
+    if k is None or k + 1 >= len(items):
         return None
     pre, acc, blk, tail = items[:k], items[k], items[k + 1], items[k + 2 :]
-    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store):
+    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store) or acc.shape:
         return None
-    if any(isinstance(x, Block | Load | Accum) for x in pre) or acc.shape:
+    if any(isinstance(x, Block | Load | Accum) for x in pre):
         return None
     reds, body = chain(blk)
-    if any(isinstance(x, Block) for x in (*body, *tail)) or not body:
-        return None
-    last = body[-1]
+    last = body[-1] if body else None
     if not isinstance(last, Accum) or last.index is not None or last.dst != acc.out:
         return None
-    if any(isinstance(x, Accum | Store) for x in body[:-1]) or any(
-        isinstance(x, Accum | Store) for x in tail[:-1]
-    ):
+    if any(isinstance(x, Block) for x in (*body, *tail)) or any(lp.lo or lp.hi for lp in reds):
         return None
-    if any(lp.lo or lp.hi for lp in reds):
+    if any(isinstance(x, Accum | Store) for x in (*body[:-1], *tail[:-1])):
         return None
     return pre, acc, reds, body, tail
 
@@ -577,12 +546,7 @@ def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
     """``render``, plus its source map: for each line of the kernel's source, the position
     in ``nest.body`` of the instruction it was written for (None for a function's header,
     its closing brace, the blank line between functions and a single-thread guard).
-
-    A loop's ``for`` and closing brace map to its LOOP, as do the grid-stride loop over a
-    phase's cells (its first LOOP) and each cell variable decoded from it; in a split
-    reduce the partial totals and their tree map to the ACCUM they fold; in a tile the
-    block's bookkeeping maps to its first LOOP, the slab loops to the first reduce LOOP,
-    staging an operand to its LOAD and the register array to the DEFACC.
+    docs/viewer.md says what each shape's own lines map to.
     """
     r = _Cuda(nest, name)
     kernel = r.render()

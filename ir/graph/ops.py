@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ir.graph import elementary, grads, semantics, sorting
-from ir.graph.dtypes import DType, compute_dtype, to_numpy
+from ir.graph import elementary, grads, semantics, sorting, trig
+from ir.graph.dtypes import HALF, DType, compute_dtype, to_numpy
 from ir.graph.opcodes import Op
 
 __all__ = ["Op", "OpRow", "TABLE", "evaluate"]
@@ -135,12 +135,12 @@ _ROWS = [
     _composite(Op.TRUNC, 1, np.trunc, grads.zero, elementary.trunc, cost=2),
     _composite(Op.ROUND, 1, np.rint, grads.zero, elementary.rint, cost=2),
     _composite(Op.FMOD, 2, np.fmod, grads.fmod, elementary.fmod),
-    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), elementary.sin),
-    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), elementary.cos),
-    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), elementary.tan),
-    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), elementary.asin),
-    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), elementary.acos),
-    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), elementary.atan),
+    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), trig.sin),
+    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), trig.cos),
+    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), trig.tan),
+    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), trig.asin),
+    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), trig.acos),
+    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), trig.atan),
     _composite(Op.SINH, 1, np.sinh, grads.unary(Op.SINH), elementary.sinh),
     _composite(Op.COSH, 1, np.cosh, grads.unary(Op.COSH), elementary.cosh),
     _composite(Op.TANH, 1, np.tanh, grads.unary(Op.TANH), elementary.tanh),
@@ -154,7 +154,7 @@ _ROWS = [
     _composite(Op.LOG10, 1, np.log10, grads.unary(Op.LOG10), elementary.log10),
     _composite(Op.POW, 2, np.power, grads.pow_, elementary.pow),
     _composite(Op.HYPOT, 2, np.hypot, grads.hypot, elementary.hypot),
-    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, elementary.atan2),
+    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, trig.atan2),
     _composite(Op.LOGADDEXP, 2, semantics.logaddexp, grads.logaddexp, elementary.logaddexp),
     # a whole-row composite: the permutation that sorts its keys along the last axis.
     # Lowered as its own kernel where a device renders it (a merge sort per row in C),
@@ -193,20 +193,37 @@ def evaluate(op: Op, vals, out_dtype: DType, src_dtype: DType):
     except a WHERE's condition and the bits a CAST or BITCAST reads.
     """
     with np.errstate(all="ignore"):
-        if op == Op.CAST:
-            return np.asarray(vals[0]).astype(to_numpy(out_dtype))
-        if op == Op.BITCAST:
-            return np.asarray(vals[0]).view(to_numpy(out_dtype))
-        if op == Op.WHERE:
-            return np.where(vals[0], vals[1], vals[2]).astype(to_numpy(out_dtype), copy=False)
-        fn = TABLE[op].numpy
-        if fn is None:
-            raise NotImplementedError(f"semantics: {op.value} is not an elementwise op")
-        args = [widen(np.asarray(v), src_dtype) for v in vals]
-        out = np.asarray(fn(*args))
-        # a new array is the result as it is; one that shares an operand's bytes is copied
-        shared = any(np.may_share_memory(out, v) for v in vals)
-        return out.astype(to_numpy(out_dtype), copy=shared)
+        return compute(op, vals, out_dtype, src_dtype)
+
+
+def compute(op: Op, vals, out_dtype: DType, src_dtype: DType):
+    """``evaluate`` inside a caller's ``np.errstate`` (the numpy device holds one per graph)."""
+    fn = _NUMPY.get(op)
+    if fn is None:  # the rows that do not widen (or are not elementwise)
+        if op is Op.CAST:
+            return np.asarray(vals[0]).astype(out_dtype.np)
+        if op is Op.BITCAST:
+            return np.asarray(vals[0]).view(out_dtype.np)
+        if op is Op.WHERE:
+            return np.where(vals[0], vals[1], vals[2]).astype(out_dtype.np, copy=False)
+        raise NotImplementedError(f"semantics: {op.value} is not an elementwise op")
+    args = [np.asarray(v) for v in vals]
+    if src_dtype in HALF:
+        args = [a.astype(np.float32) for a in args]
+    out = np.asarray(fn(*args))
+    # a new array is the result as it is; one that shares an operand's bytes (an operand
+    # itself, or a view: it does not own its bytes) is copied
+    shared = not out.flags.owndata
+    for a in args:
+        shared = shared or a is out
+    return out if out.dtype == out_dtype.np and not shared else out.astype(out_dtype.np)
+
+
+_NUMPY = {
+    op: row.numpy
+    for op, row in TABLE.items()
+    if row.numpy is not None and op in ELEMENTWISE and op is not Op.WHERE
+}
 
 
 def argsort(vals, src_dtypes, descending: bool) -> np.ndarray:

@@ -73,19 +73,7 @@ def lower_generic(graph: KernelGraph, i: int) -> tuple[LoopNest, tuple[int, ...]
             f"lower_generic: k{i} ({k.kind}) has a row only a specialized nest can hold"
         )
     low = _Generic(k)
-    if k.kind == "MAP":
-        low.map_kernel()
-    elif k.kind == "SCAN":
-        low.scan_kernel()
-    elif k.kind == "SCATTER":
-        low.scatter_kernel()
-    else:
-        low.reduce_kernel()
-    inputs = tuple(graph.buffers[b] for b in k.inputs)
-    names = tuple(low.names)
-    nest = LoopNest(
-        f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], tuple(low.body), names
-    )
+    nest = low.nest(graph, i)
     return nest, tuple(low.sizes)
 
 
@@ -95,7 +83,6 @@ class _Generic(_Lowering):
     def __init__(self, kernel: Kernel):
         super().__init__(kernel)
         self.sizes: list[int] = []
-        self.names: list[str] = []
         self.extent: dict[str, str] = {}  # loop variable -> the size that is its stop
         self.scope: list[str] = []  # the loop variables open where the lowering is
 
@@ -105,7 +92,7 @@ class _Generic(_Lowering):
         ``c`` a constant's bits), numbered within its role; its value is remembered."""
         name = f"{role}{sum(n.rstrip('0123456789') == role for n in self.names)}"
         self.sizes.append(int(value))
-        self.names.append(name)
+        self.names += (name,)
         return name
 
     def open(self, names: list[str], extents: list[int]) -> tuple[Index, ...]:

@@ -196,7 +196,9 @@ class MultiHeadAttention(Module):
         h = self.num_heads
         return x.reshape(b, t, h, self.embed_dim // h).permute(0, 2, 1, 3)
 
-    def forward(self, query: Tensor, key=None, value=None, *, key_mask=None, is_causal=False):
+    def forward(
+        self, query: Tensor, key=None, value=None, *, key_mask=None, is_causal=False, cache=None
+    ):
         e = self.embed_dim
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x is not None and (x.ndim != 3 or x.shape[-1] != e):
@@ -211,6 +213,9 @@ class MultiHeadAttention(Module):
         w, b = self.in_proj_weight, self.in_proj_bias
         ws, bs = w.split(e, 0), b.split(e, 0) if b is not None else (None,) * 3
         q, k, v = (x.linear(wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
+        if cache is not None:
+            k, v, key_mask = cache.write(k, v)
+            is_causal = False
         if key_mask is not None and key_mask.ndim == 2:  # (batch, t_k): one flag per key
             key_mask = key_mask.unsqueeze(1)
         y = scaled_dot_product_attention(
@@ -233,6 +238,7 @@ class GPTBlock(Module):
         self.fc2 = Linear(mlp_ratio * d, d, dtype=dtype)
         self.activation = activation
 
-    def forward(self, x: Tensor, key_mask: Tensor | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True)
+    def forward(self, x: Tensor, key_mask: Tensor | None = None, cache=None) -> Tensor:
+        """``cache``: generate one position over a ``limn.generate.KVCache``."""
+        x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True, cache=cache)
         return x + self.fc2(getattr(self.fc1(self.ln2(x)), self.activation)())

@@ -18,11 +18,11 @@ in-memory plan cache compares keys. A recipe is written under a temporary name a
 renamed, with the sha256 of its bytes in front, checked before it is unpickled; like the
 libraries beside it, it lives in the user's private cache directory (a pickle, like a
 shared library, is code: only this user can write there). A recipe whose libraries are not
-all on disk (a unit whose gcc build was still running when its process exited), or that
-verifies but does not hold a recipe of this key's shape (the wrong pickle, a kernel's call
-missing, a constant of another shape), is not used: the plan is built again. Plans built
-under the profiler or with other passes than the device's default are neither stored nor
-loaded (``LIMN_PLAN_CACHE=0``: never).
+all on disk (one was removed, or failed its digest), or that verifies but does not hold a
+recipe of this key's shape (the wrong pickle, a kernel's call missing, a constant of
+another shape), is not used: the plan is built again. Plans built under the profiler or
+with other passes than the device's default are neither stored nor loaded
+(``LIMN_PLAN_CACHE=0``: never).
 """
 
 from __future__ import annotations

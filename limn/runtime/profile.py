@@ -176,7 +176,7 @@ class Profiler:
             stat = self.kernels.get(key)
             if stat is None:
                 stat = KernelStat(
-                    _name(g, k),
+                    _name(g, k, plan.calls[i]),
                     k.kind,
                     site,
                     _flop(k),
@@ -214,7 +214,8 @@ class Profiler:
         Keys: ``kernel`` (its name: kind and shapes), ``kind``, ``site`` (file:line that
         made it, `` (grad)`` for a gradient), ``source`` (that line's text), ``calls``,
         ``total_s``, ``mean_s``, ``flop`` and ``bytes`` per call, ``gflops``, ``gbps``;
-        with ``nest=True`` also ``nest``, the loop nest as printed after the device's passes.
+        with ``nest=True`` also ``nest``, the loop nest as printed after the device's passes
+        (a CUSTOM kernel's: the source the device runs it from).
         """
         rows = sorted(self.kernels.values(), key=lambda s: -s.seconds)
         return [s.as_dict(nest) for s in rows if s.calls]
@@ -325,9 +326,11 @@ def from_env() -> None:
 # ---- naming and counting --------------------------------------------------------------
 
 
-def _name(g, k) -> str:
-    if k.kind == "CUSTOM":
-        return f"CUSTOM {k.result.arg[0]} -> {list(g.buffers[k.output].shape)}"
+def _name(g, k, call=None) -> str:
+    if k.kind == "CUSTOM":  # and the function it runs, where the device says
+        runs = getattr(call, "source", None)
+        fn = f" {runs[0].partition('(')[0]}" if runs else ""
+        return f"CUSTOM {k.result.arg[0]}{fn} -> {list(g.buffers[k.output].shape)}"
     out = list(g.buffers[k.output].shape)
     if k.kind in ("SUM", "MAX"):
         return f"{k.kind} {list(k.loop_shape)} -> {out}"
@@ -369,6 +372,7 @@ def _nest_text(plan, index: int, passes) -> str:
     from ir.loop.passes import apply_passes
 
     k = plan.graph.kernels[index]
-    if k.kind == "CUSTOM":
-        return f"CUSTOM {k.result.arg[0]}"
+    if k.kind == "CUSTOM":  # the source the device runs it from, under its call
+        runs = getattr(plan.calls[index], "source", None)
+        return f"/* {runs[0]} */\n{runs[1]}" if runs else f"CUSTOM {k.result.arg[0]}"
     return str(apply_passes(lower(plan.graph, index), passes))
