@@ -116,12 +116,7 @@ def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: Rng) 
 
 
 def generate(
-    model: Module,
-    prompt,
-    n: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    seed: int = 0,
+    model: Module, prompt, n: int, temperature: float = 1.0, top_k: int | None = None, seed: int = 0
 ) -> list[int]:
     """The ``prompt`` token ids, then ``n`` sampled ones (``stream``'s first ``n``)."""
     tokens = [int(t) for t in prompt]

@@ -43,6 +43,11 @@ def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     return Node(Op.BUFFER, dtype, buf.shape, (), buf)
 
 
+def _cast_to(d: DType):
+    """``x.float()`` and its kin: x cast to ``d``."""
+    return lambda self: self.cast(d)
+
+
 class _Size(int):
     """``t.size``: the element count (an int, as numpy's ``size``) that, called as torch's
     ``t.size()`` or ``t.size(dim)``, gives the shape or one of its sizes."""
@@ -288,26 +293,9 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     def cuda(self) -> Tensor:
         return self.to("cuda")
 
-    def float(self):
-        return self.cast(dtypes.float32)
-
-    def double(self):
-        return self.cast(dtypes.float64)
-
-    def half(self):
-        return self.cast(dtypes.float16)
-
-    def bfloat16(self):
-        return self.cast(dtypes.bfloat16)
-
-    def int(self):
-        return self.cast(dtypes.int32)
-
-    def long(self):
-        return self.cast(dtypes.int64)
-
-    def bool(self):
-        return self.cast(dtypes.bool_)
+    float, double, half = map(_cast_to, (dtypes.float32, dtypes.float64, dtypes.float16))
+    bfloat16, int = map(_cast_to, (dtypes.bfloat16, dtypes.int32))
+    long, bool = map(_cast_to, (dtypes.int64, dtypes.bool_))
 
     # ---- autograd -------------------------------------------------------------------
 
@@ -354,10 +342,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
         that requires grad, or a view of a tensor that does, is refused while grad mode is on.
         """
         if not isinstance(value, Tensor):
-            value = Tensor._make(
-                Node(Op.CONST, self.dtype, (), (), dtypes.python_type(self.dtype)(value)),
-                self.device,
-            )
+            value = self._const(dtypes.python_type(self.dtype)(value), self.dtype)
         if value.dtype != self.dtype:
             raise TypeError(f"assign: value dtype {value.dtype} != target dtype {self.dtype}")
         if value.shape != self.shape:

@@ -136,17 +136,8 @@ class TorchMethods:
         return self._logical(o, compose.logical_xor, "xor")
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
-    add, sub, mul, div, pow, neg, eq, ne = (
-        __add__,
-        __sub__,
-        __mul__,
-        __truediv__,
-        __pow__,
-        __neg__,
-        __eq__,
-        __ne__,
-    )
-    lt, le, gt, ge = __lt__, __le__, __gt__, __ge__
+    add, sub, mul, div, pow, neg = __add__, __sub__, __mul__, __truediv__, __pow__, __neg__
+    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
     multiply, divide, true_divide, subtract = mul, div, div, sub
 
     def __invert__(self):
@@ -173,17 +164,12 @@ class TorchMethods:
         a, b = self._align(other, "fmod")
         return functions.fmod(a, b) if a.dtype.is_float else a.p_mod(b)
 
-    def square(self):
-        return compose.square(self)
-
     def abs(self):
         return functions.fabs(self) if self.dtype.is_float else compose.abs_(self)
 
-    def sign(self):
-        return compose.sign(self)
-
-    def relu(self):
-        return compose.relu(self)
+    square, sign, relu = compose.square, compose.sign, compose.relu
+    isnan, isinf, isfinite = compose.isnan, compose.isinf, compose.isfinite
+    floor, ceil, trunc, round = functions.floor, functions.ceil, functions.trunc, functions.rint
 
     def sigmoid(self):
         return compose.sigmoid(self._float())
@@ -199,27 +185,6 @@ class TorchMethods:
 
     def erf(self):
         return compose.erf(self._float())
-
-    def floor(self):
-        return functions.floor(self)
-
-    def ceil(self):
-        return functions.ceil(self)
-
-    def trunc(self):
-        return functions.trunc(self)
-
-    def round(self):
-        return functions.rint(self)
-
-    def isnan(self):
-        return compose.isnan(self)
-
-    def isinf(self):
-        return compose.isinf(self)
-
-    def isfinite(self):
-        return compose.isfinite(self)
 
     def maximum(self, o):
         return compose.maximum(*self._align(o, "maximum"))
@@ -383,8 +348,7 @@ class TorchMethods:
         d = promote(self.dtype, o.dtype)
         return compose.matmul(self.p_cast(d), o.p_cast(d))
 
-    def dot(self, o):
-        return self.matmul(o)
+    dot = matmul
 
     def linear(self, weight: Self, bias: Self | None = None) -> Self:
         out = self @ weight.T
@@ -433,6 +397,9 @@ TorchMethods.fill_ = lambda self, value: self.assign(self.full_like(value))
 TorchMethods.zero_ = lambda self: self.fill_(0)
 
 
+TORCH_NAMES = {"dim": "axis", "keepdims": "keepdim", "unbiased": "correction"}
+
+
 def torch_names(fn):
     """``fn`` (with an ``axis`` parameter) taking torch's names too: ``dim`` for ``axis``,
     ``keepdims`` for ``keepdim``, ``unbiased`` for ``correction``."""
@@ -440,11 +407,7 @@ def torch_names(fn):
     @functools.wraps(fn)
     def method(*args, **kw):
         if kw:
-            for torch_name, ours in (
-                ("dim", "axis"),
-                ("keepdims", "keepdim"),
-                ("unbiased", "correction"),
-            ):
+            for torch_name, ours in TORCH_NAMES.items():
                 if torch_name in kw:
                     kw[ours] = kw.pop(torch_name)
             if "correction" in kw and isinstance(kw["correction"], bool):
