@@ -33,19 +33,11 @@ def format_tensor(t) -> str:
             edges = _ends(edges, d, n)
     a = edges.numpy()
     a = a.astype(np.float64) if t.dtype.is_float else a
-    body = (
-        "[]"
-        if a.size == 0
-        else np.array2string(
-            a,
-            separator=", ",
-            prefix="tensor(",
-            formatter=_formatter(a, t.dtype),
-            threshold=0 if summarize else sys.maxsize,
-            edgeitems=EDGE,
-            max_line_width=80,
-        )
-    )
+    body = "[]"
+    if a.size:
+        layout = {"separator": ", ", "prefix": "tensor(", "edgeitems": EDGE, "max_line_width": 80}
+        limit = 0 if summarize else sys.maxsize
+        body = np.array2string(a, formatter=_formatter(a, t.dtype), threshold=limit, **layout)
     extras = [body.replace(", ..., ", ",  ..., ")]  # torch's spacing around an elision
     if a.size == 0 and t.ndim != 1:
         extras.append(f"size={t.shape}")

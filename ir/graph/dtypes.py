@@ -88,6 +88,7 @@ HALF = (float16, bfloat16)
 
 default_float = float32
 default_int = int64
+_PYTHON = {bool: bool_, int: default_int, float: default_float, complex: complex64}
 
 
 def as_dtype(x) -> DType:
@@ -96,14 +97,8 @@ def as_dtype(x) -> DType:
         return x
     if isinstance(x, str) and x in BY_NAME:
         return BY_NAME[x]
-    if x is bool:
-        return bool_
-    if x is int:
-        return default_int
-    if x is float:
-        return default_float
-    if x is complex:
-        return complex64
+    if isinstance(x, type) and x in _PYTHON:
+        return _PYTHON[x]
     try:
         npd = np.dtype(x)
     except TypeError:
@@ -198,9 +193,7 @@ def compute_dtype(d: DType) -> DType:
     return float32 if d in HALF else d
 
 
-def acc_dtype(d: DType) -> DType:
-    """The dtype a reduce over ``d`` keeps its running total in."""
-    return float32 if d in HALF else d
+acc_dtype = compute_dtype  # the dtype a reduce over d keeps its running total in: the same
 
 
 # ---- the Array API standard's table -----------------------------------------------
@@ -220,11 +213,8 @@ def promote_array_api(a: DType, b: DType) -> DType:
         if a in HALF or b in HALF:
             raise TypeError(f"result_type: {a} and {b} are outside the standard's table")
         if a.is_complex or b.is_complex:
-            return (
-                complex128
-                if max(a.itemsize, b.itemsize) == 16 or float64 in (a, b)
-                else (complex64)
-            )
+            wide = max(a.itemsize, b.itemsize) == 16 or float64 in (a, b)
+            return complex128 if wide else complex64
         return a if a.itemsize >= b.itemsize else b
     f = b if a.is_int else a
     if f in HALF:

@@ -280,7 +280,7 @@ def format_kernel_graph(graph: KernelGraph) -> str:
             elif r.op == Op.CUSTOM:
                 arg = ""
             else:
-                arg = format_arg(_RowAsNode(r))
+                arg = format_arg(r)  # a Row has the op and arg it reads
             parts = [f"    %{j} = {r.op.value:<10} {r.dtype}{list(r.shape)}"]
             if srcs:
                 parts.append(srcs)
@@ -289,18 +289,3 @@ def format_kernel_graph(graph: KernelGraph) -> str:
             lines.append("  ".join(parts))
         blocks.append("\n".join(lines))
     return "\n\n".join([*blocks, "\n".join(sink_lines(graph))])
-
-
-@dataclass(frozen=True)
-class _RowAsNode:
-    """Just enough of a Node for ``ir.graph.node.format_arg`` to print a row's argument."""
-
-    row: Row
-
-    @property
-    def op(self) -> Op:
-        return self.row.op
-
-    @property
-    def arg(self):
-        return self.row.arg

@@ -25,6 +25,13 @@ def _tuple(v, n: int, name: str) -> tuple[int, ...]:
     return t
 
 
+def _padded(x: Tensor, pads, fill: float = 0.0) -> Tensor:
+    """``x`` padded, copied once where there is a pad: a window cannot read through a
+    pad's mask."""
+    padded = x.pad(pads, value=fill)
+    return padded.contiguous() if any(a or b for a, b in pads) else padded
+
+
 def _unfold(x: Tensor, kernel, stride, dilation) -> Tensor:
     """(N, C, *L) -> (N, C, *o, *k): every kernel window of every output position, a view."""
     n = len(kernel)
@@ -107,11 +114,7 @@ def _correlate(x: Tensor, weight: Tensor, pads, dilation, stride=None, groups: i
     O, cg, *kernel = weight.shape
     N = x.shape[0]
     stride = stride or (1,) * n
-    padded = x.pad(pads)
-    if any(a or b for a, b in pads):
-        # a window cannot read through a pad's mask, so the padded input is copied once
-        padded = padded.contiguous()
-    cols = _unfold(padded, kernel, stride, dilation)  # (N, C, *o, *k)
+    cols = _unfold(_padded(x, pads), kernel, stride, dilation)  # (N, C, *o, *k)
     outs = cols.shape[2 : 2 + n]
     cols = cols.reshape(N, groups, 1, cg, *outs, *kernel)
     w = weight.reshape(1, groups, O // groups, cg, *([1] * n), *kernel)
@@ -140,10 +143,7 @@ def _conv_grad(ctx, out, g):
         back = tuple((s - a, s - b) for s, (a, b) in zip(spans, pads))
         gx = _correlate(g, flipped.contiguous(), back, dilation)
     if weight.requires_grad:
-        padded = x.pad(pads)
-        if any(a or b for a, b in pads):
-            padded = padded.contiguous()
-        cols = _unfold(padded, kernel, (1,) * n, dilation)  # (N, C, *o, *k)
+        cols = _unfold(_padded(x, pads), kernel, (1,) * n, dilation)  # (N, C, *o, *k)
         cols = cols.reshape(N, 1, C, *outs, *kernel)
         gg = g.reshape(N, O, 1, *outs, *([1] * n))
         gw = (gg * cols).sum((0, *range(3, 3 + n)))
@@ -203,9 +203,7 @@ def _pool(x: Tensor, kernel: tuple, stride, padding, reduce: str, fill: float) -
     n = len(kernel)
     stride = _tuple(stride if stride else kernel, n, "stride")
     pads = tuple((p, p) for p in _tuple(padding, n, "padding"))
-    padded = x.pad(pads, value=fill)
-    if any(p for p, _ in pads):
-        padded = padded.contiguous()  # a window cannot read through a pad's mask
+    padded = _padded(x, pads, fill)
     cols = _unfold(padded.reshape(-1, 1, *padded.shape[-n:]), kernel, stride, (1,) * n)
     axes = tuple(range(2 + n, 2 + 2 * n))
     out = cols.amax(axes) if reduce == "max" else cols.mean(axes)

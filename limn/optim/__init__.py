@@ -157,10 +157,6 @@ class _Group(dict):
             self.opt.lr = value
 
 
-def _scalar(t: Tensor, p: Tensor) -> Tensor:
-    return t.cast(p.dtype)
-
-
 def _lerp(a: Tensor, b: Tensor, w: float) -> Tensor:
     """a + w (b - a) as torch's lerp computes it: from the nearer end, with the weight
     rounded to the tensors' compute width first, so a step matches torch's to the ulp."""
@@ -207,7 +203,7 @@ class SGD(Optimizer):
             buf = first.where(g, later) if self.dampening else later
             new_state["momentum_buffer"] = buf
             g = g + buf * self.momentum if self.nesterov else buf
-        return p - g * _scalar(s["lr"], p), new_state
+        return p - g * s["lr"].cast(p.dtype), new_state
 
 
 class AdamW(Optimizer):
@@ -247,13 +243,13 @@ class AdamW(Optimizer):
         b1, b2 = self.betas
         lr = s["lr"]
         if self.decoupled:
-            p = p * _scalar(1 - lr * self.weight_decay, p)
+            p = p * (1 - lr * self.weight_decay).cast(p.dtype)
         elif self.weight_decay:
             g = g + p * self.weight_decay
         m = _lerp(state["exp_avg"], g, 1 - b1)
         v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
-        step_size = _scalar(lr / (1 - s["beta1_power"]), p)
-        bc2_sqrt = _scalar((1 - s["beta2_power"]).sqrt(), p)
+        step_size = (lr / (1 - s["beta1_power"])).cast(p.dtype)
+        bc2_sqrt = (1 - s["beta2_power"]).sqrt().cast(p.dtype)
         denom = v.sqrt() / bc2_sqrt + self.eps
         return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
 
@@ -325,8 +321,8 @@ class Muon(Optimizer):
         u = u.cast(p.dtype).reshape(p.shape)
         lr = s["lr"]
         scale = math.sqrt(max(1.0, rows / cols))
-        p = p * _scalar(1 - lr * self.weight_decay, p)
-        return p - u * _scalar(lr * scale, p), {"momentum_buffer": buf}
+        p = p * (1 - lr * self.weight_decay).cast(p.dtype)
+        return p - u * (lr * scale).cast(p.dtype), {"momentum_buffer": buf}
 
 
 class Combined:
