@@ -118,14 +118,17 @@ def _probs_for_queries(q, k, lse, rows, scale, causal, key_mask):
     return np.where(ok & ~np.isneginf(L), np.exp(s - np.where(np.isneginf(L), 0, L)), 0)
 
 
-def sdpa_bwd_q(vals, params):
-    q, k, v, do, lse, delta = vals[:6]
+def _backward_operands(vals, params):
+    """q, k, v, do in the compute dtype, lse, delta, key_mask, causal, and the scale in it."""
+    acc = compute_dtype(vals[0].dtype)
+    q, k, v, do = (a.astype(acc) for a in vals[:4])
     key_mask = vals[6] if len(vals) > 6 else None
-    scale, causal = params
-    acc = compute_dtype(q.dtype)
-    q, k, v, do = (a.astype(acc) for a in (q, k, v, do))
-    sc = acc.type(scale)
-    dq = np.zeros(q.shape, acc)
+    return q, k, v, do, vals[4], vals[5], key_mask, params[1], acc.type(params[0])
+
+
+def sdpa_bwd_q(vals, params):
+    q, k, v, do, lse, delta, key_mask, causal, sc = _backward_operands(vals, params)
+    dq = np.zeros(q.shape, q.dtype)
     with np.errstate(all="ignore"):
         for i0 in range(0, q.shape[-2], TILE):
             rows = np.arange(i0, min(i0 + TILE, q.shape[-2]))
@@ -137,15 +140,9 @@ def sdpa_bwd_q(vals, params):
 
 
 def sdpa_bwd_kv(vals, params):
-    q, k, v, do, lse, delta = vals[:6]
-    key_mask = vals[6] if len(vals) > 6 else None
-    scale, causal = params
-    acc = compute_dtype(q.dtype)
-    q, k, v, do = (a.astype(acc) for a in (q, k, v, do))
-    sc = acc.type(scale)
+    q, k, v, do, lse, delta, key_mask, causal, sc = _backward_operands(vals, params)
     t_q, t_k = q.shape[-2], k.shape[-2]
-    dk = np.zeros(k.shape, acc)
-    dv = np.zeros(v.shape, acc)
+    dk, dv = np.zeros(k.shape, q.dtype), np.zeros(v.shape, q.dtype)
     queries = np.arange(t_q)
     with np.errstate(all="ignore"):
         for j0 in range(0, t_k, TILE):
@@ -166,8 +163,4 @@ def sdpa_bwd_kv(vals, params):
     return dk.astype(vals[0].dtype), dv.astype(vals[0].dtype)
 
 
-KERNELS = {
-    "sdpa": _in_layout(sdpa),
-    "sdpa_bwd_q": _in_layout(sdpa_bwd_q),
-    "sdpa_bwd_kv": _in_layout(sdpa_bwd_kv),
-}
+KERNELS = {fn.__name__: _in_layout(fn) for fn in (sdpa, sdpa_bwd_q, sdpa_bwd_kv)}

@@ -73,16 +73,8 @@ class OpRow:
 
 
 def _composite(op: Op, arity: int, numpy, grad, decompose, cost: int = 8) -> OpRow:
-    return OpRow(
-        op,
-        arity,
-        "unary" if arity == 1 else "binary",
-        accepts="float",
-        numpy=numpy,
-        grad=grad,
-        decompose=decompose,
-        cost=cost,
-    )
+    kind = "unary" if arity == 1 else "binary"
+    return OpRow(op, arity, kind, "float", numpy=numpy, grad=grad, decompose=decompose, cost=cost)
 
 
 _ROWS = [

@@ -106,12 +106,5 @@ class BufferPool:
         """``held`` bytes (in ``arrays``), ``limit``, and counts of ``hits`` (arrays served
         again), ``misses`` (made new) and ``dropped`` (let go over the limit)."""
         with self._lock:
-            arrays = sum(len(v) for v in self._free.values())
-            return {
-                "held": self.held,
-                "arrays": arrays,
-                "limit": self.limit,
-                "hits": self.hits,
-                "misses": self.misses,
-                "dropped": self.dropped,
-            }
+            out = {k: getattr(self, k) for k in ("held", "limit", "hits", "misses", "dropped")}
+            return {**out, "arrays": sum(len(v) for v in self._free.values())}

@@ -175,16 +175,8 @@ class Profiler:
             key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
             stat = self.kernels.get(key)
             if stat is None:
-                stat = KernelStat(
-                    _name(g, k, plan.calls[i]),
-                    k.kind,
-                    site,
-                    _flop(k),
-                    _bytes(g, k),
-                    plan=plan,
-                    index=i,
-                    passes=passes,
-                )
+                stat = KernelStat(_name(g, k, plan.calls[i]), k.kind, site, _flop(k), _bytes(g, k))
+                stat.plan, stat.index, stat.passes = plan, i, passes
                 self.kernels[key] = stat
             out.append(stat)
         return out
@@ -201,12 +193,8 @@ class Profiler:
         same = [s for kk, s in self.kernels.items() if kk[:3] == key and s.calls]
         if not same:
             return None
-        return {
-            "calls": sum(s.calls for s in same),
-            "seconds": sum(s.seconds for s in same),
-            "flops": same[0].flop,
-            "bytes": same[0].bytes,
-        }
+        calls, seconds = sum(s.calls for s in same), sum(s.seconds for s in same)
+        return {"calls": calls, "seconds": seconds, "flops": same[0].flop, "bytes": same[0].bytes}
 
     def stats(self, nest: bool = False) -> list[dict]:
         """Every kernel seen, most time first, as plain dicts.
