@@ -29,38 +29,24 @@ from ir.graph.dtypes import as_dtype, promote, promote_scalar
 MinMax = namedtuple("MinMax", "values indices")  # torch.return_types.max / min / topk / sort
 
 
+def _binary(name: str, fn):
+    """``self <op> o`` and ``o <op> self``: ``fn`` of the operands ``_align`` promotes and
+    broadcasts."""
+    return (
+        lambda self, o: fn(*self._align(o, name)),
+        lambda self, o: fn(*self._align(o, name, True)),
+    )
+
+
 class TorchMethods:
     # ---- elementwise ----------------------------------------------------------------
 
-    def __add__(self, o):
-        a, b = self._align(o, "add")
-        return a.p_add(b)
-
-    def __radd__(self, o):
-        a, b = self._align(o, "add", True)
-        return a.p_add(b)
-
-    def __sub__(self, o):
-        return compose.sub(*self._align(o, "sub"))
-
-    def __rsub__(self, o):
-        return compose.sub(*self._align(o, "sub", True))
-
-    def __mul__(self, o):
-        a, b = self._align(o, "mul")
-        return a.p_mul(b)
-
-    def __rmul__(self, o):
-        a, b = self._align(o, "mul", True)
-        return a.p_mul(b)
-
-    def __truediv__(self, o):
-        a, b = self._align(o, "div")
-        return functions.divide(a._float(), b._float())
-
-    def __rtruediv__(self, o):
-        a, b = self._align(o, "div", True)
-        return functions.divide(a._float(), b._float())
+    __add__, __radd__ = _binary("add", lambda a, b: a.p_add(b))
+    __sub__, __rsub__ = _binary("sub", compose.sub)
+    __mul__, __rmul__ = _binary("mul", lambda a, b: a.p_mul(b))
+    __truediv__, __rtruediv__ = _binary(
+        "div", lambda a, b: functions.divide(a._float(), b._float())
+    )
 
     def __neg__(self):
         return self.p_neg()
@@ -186,11 +172,8 @@ class TorchMethods:
     def erf(self):
         return compose.erf(self._float())
 
-    def maximum(self, o):
-        return compose.maximum(*self._align(o, "maximum"))
-
-    def minimum(self, o):
-        return compose.minimum(*self._align(o, "minimum"))
+    maximum = _binary("maximum", compose.maximum)[0]
+    minimum = _binary("minimum", compose.minimum)[0]
 
     def clamp(self, min=None, max=None):
         x = self

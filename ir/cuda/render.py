@@ -209,14 +209,7 @@ class _Cuda(Statements):
 
     # ---- CUDA's words for C's statements -----------------------------------------------
 
-    def ctype(self, d: DType) -> str:
-        return ctype(d)
-
-    def literal(self, value, d: DType) -> str:
-        return cliteral(value, d)
-
-    def cast(self, src: str, s: DType, d: DType) -> str:
-        return cast(src, s, d)
+    ctype, literal, cast = staticmethod(ctype), staticmethod(cliteral), staticmethod(cast)
 
     def fail(self, ins: Check) -> str:
         kind = int(ins.what == "scatter")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import hashlib
+import math
 import os
 import site
 import sys
@@ -414,10 +415,7 @@ class CudaDevice(CompiledDevice):
 
 
 def _nbytes(d, shape) -> int:
-    n = d.itemsize
-    for s in shape:
-        n *= s
-    return n
+    return d.itemsize * math.prod(shape)
 
 
 def _custom_outputs(name: str, specs, params) -> list[tuple]:
