@@ -67,29 +67,8 @@ class TorchMethods:
     def __rpow__(self, o):
         return _pow(*self._align(o, "pow", True))
 
-    def __matmul__(self, o):
-        return self.matmul(o)
-
     def __rmatmul__(self, o):
         return self._lift(o).matmul(self)
-
-    def __lt__(self, o):
-        return self._compare(o, "lt")
-
-    def __gt__(self, o):
-        return self._compare(o, "gt")
-
-    def __le__(self, o):
-        return self._compare(o, "le")
-
-    def __ge__(self, o):
-        return self._compare(o, "ge")
-
-    def __eq__(self, o):  # elementwise, as in torch
-        return self._compare(o, "eq")
-
-    def __ne__(self, o):
-        return self._compare(o, "ne")
 
     def _compare(self, o, op: str) -> Self:
         """A comparison; an int outside the integer dtype it would take is never wrapped.
@@ -123,19 +102,12 @@ class TorchMethods:
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
     add, sub, mul, div, pow, neg = __add__, __sub__, __mul__, __truediv__, __pow__, __neg__
-    eq, ne, lt, le, gt, ge = __eq__, __ne__, __lt__, __le__, __gt__, __ge__
     multiply, divide, true_divide, subtract = mul, div, div, sub
 
     def __invert__(self):
         if self.dtype != dtypes.bool_:
             raise TypeError(f"invert: needs a bool tensor, got {self.dtype}")
         return compose.logical_not(self)
-
-    def exp(self):
-        return self._float().p_exp()
-
-    def log(self):
-        return self._float().p_log()
 
     def sqrt(self):
         return self._float().p_sqrt()
@@ -331,7 +303,7 @@ class TorchMethods:
         d = promote(self.dtype, o.dtype)
         return compose.matmul(self.p_cast(d), o.p_cast(d))
 
-    dot = matmul
+    dot = __matmul__ = matmul
 
     def linear(self, weight: Self, bias: Self | None = None) -> Self:
         out = self @ weight.T
@@ -358,11 +330,21 @@ def _float_math(name: str):
 
 
 for _name in (
-    "exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh "
-    "atan2 hypot logaddexp"
+    "exp log exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh "
+    "atanh atan2 hypot logaddexp"
 ).split():
     setattr(TorchMethods, _name, _float_math(_name))
 TorchMethods.arctan2 = TorchMethods.atan2
+
+
+def _comparison(op: str):
+    """``x < o`` and the rest, elementwise (``==`` too, as in torch): ``_compare``."""
+    return lambda self, o: self._compare(o, op)
+
+
+for _name in ("lt", "gt", "le", "ge", "eq", "ne"):
+    setattr(TorchMethods, _name, _comparison(_name))
+    setattr(TorchMethods, f"__{_name}__", getattr(TorchMethods, _name))
 
 
 def _in_place(name: str):

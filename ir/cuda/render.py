@@ -43,7 +43,7 @@ from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Check, DefAcc, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import Block, chain, instructions, to_tree
+from ir.loop.rewrite import Block, chain, instructions, rebuild, to_tree
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -336,7 +336,7 @@ class _Cuda(Statements):
                 k += 1
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
-            inner = (_rebuild(inner_loops, inner),)
+            inner = (rebuild(inner_loops, inner),)
         n = math.prod(_extent(lp) for lp in cells)
         red = _register_fold(inner)
         if red is not None and not inner_loops:
@@ -497,13 +497,6 @@ class _Cuda(Statements):
         lines += self.items(tail, 4)
         lines.add(top, "      }\n    }\n  }")
         self.emit("tile", lines, plan.tiles, smem)
-
-
-def _rebuild(loops: list[Loop], inner) -> Block:
-    out = Block(loops[-1], tuple(inner))
-    for lp in reversed(loops[:-1]):
-        out = Block(lp, (out,))
-    return out
 
 
 def _register_fold(items: tuple):
