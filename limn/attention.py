@@ -39,13 +39,7 @@ def compute_dtype(d: dtypes.DType) -> dtypes.DType:
 
 
 def scaled_dot_product_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    *,
-    is_causal: bool = False,
-    key_mask: Tensor | None = None,
-    scale: float | None = None,
+    q: Tensor, k: Tensor, v: Tensor, *, is_causal=False, key_mask: Tensor | None = None, scale=None
 ) -> Tensor:
     """softmax(q @ k.T * scale + mask) @ v over (..., t, d) tensors, as torch defines it.
 

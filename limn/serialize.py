@@ -204,9 +204,9 @@ def _parse_header(path, raw: bytes, data_len: int):
             _fail(path, f"{where}: unknown dtype {code!r}; accepted: {', '.join(BY_CODE)}")
         if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
             _fail(path, f"{where}: shape must be a list of non-negative ints, got {shape!r}")
+        pair = isinstance(offsets, list) and len(offsets) == 2
         if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
+            not pair
             or not all(type(o) is int for o in offsets)
             or not 0 <= offsets[0] <= offsets[1]
         ):

@@ -129,20 +129,11 @@ class TorchMethods:
     isnan, isinf, isfinite = compose.isnan, compose.isinf, compose.isfinite
     floor, ceil, trunc, round = functions.floor, functions.ceil, functions.trunc, functions.rint
 
-    def sigmoid(self):
-        return compose.sigmoid(self._float())
-
     def gelu(self, approximate: str = "none"):
         return compose.gelu(self._float(), approximate)
 
     def silu(self):
         return self * self.sigmoid()
-
-    def softplus(self):
-        return compose.softplus(self._float())
-
-    def erf(self):
-        return compose.erf(self._float())
 
     maximum = _binary("maximum", compose.maximum)[0]
     minimum = _binary("minimum", compose.minimum)[0]
@@ -318,8 +309,9 @@ def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
 
 
 def _float_math(name: str):
-    """A method computing ``functions.<name>`` in float (integers become float32)."""
-    fn = getattr(functions, name)
+    """A method computing ``functions.<name>`` (or ``compose.<name>``) in float (integers
+    become float32)."""
+    fn = getattr(functions, name, None) or getattr(compose, name)
 
     def method(self, *other):
         xs = self._align(other[0], name) if other else (self,)
@@ -330,8 +322,8 @@ def _float_math(name: str):
 
 
 for _name in (
-    "exp log exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh "
-    "atanh atan2 hypot logaddexp"
+    "exp log sigmoid softplus erf exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh "
+    "cosh tanh asinh acosh atanh atan2 hypot logaddexp"
 ).split():
     setattr(TorchMethods, _name, _float_math(_name))
 TorchMethods.arctan2 = TorchMethods.atan2

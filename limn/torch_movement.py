@@ -51,8 +51,7 @@ class TorchMovement:
         order[a], order[b] = order[b], order[a]
         return self.p_permute(tuple(order))
 
-    def t(self) -> Self:
-        return self.transpose()
+    t = transpose  # torch's t(): the last two dims swapped, 1-d and 0-d as they are
 
     @property
     def T(self) -> Self:

@@ -31,6 +31,7 @@ to its own callable and every page written afterwards shows its figures.
 from __future__ import annotations
 
 import atexit
+import html
 import json
 import os
 import sys
@@ -313,7 +314,7 @@ def _share(graphs: list[tuple[dict, KernelGraph]]) -> None:
 def page(graphs: list[dict], title: str) -> str:
     """The HTML text: the template with the data and the scripts inlined."""
     files = resources.files("limn") / "viewer_page"
-    html = (files / "page.html").read_text()
+    text = (files / "page.html").read_text()
     targets = sorted({t for g in graphs for t in g.get("targets", [])}, key=list(TARGETS).index)
     data = {"version": 1, "title": title, "targets": targets, "graphs": graphs}
     blob = json.dumps(data, separators=(",", ":"))
@@ -321,15 +322,11 @@ def page(graphs: list[dict], title: str) -> str:
     for key, value in (
         ("__GRAPH_JS__", (files / "graph.js").read_text()),
         ("__VIEWER_JS__", (files / "viewer.js").read_text()),
-        ("__TITLE__", _escape(title)),
+        ("__TITLE__", html.escape(title, quote=False)),
         ("__DATA__", blob),
     ):
-        html = html.replace(key, value, 1)
-    return html
-
-
-def _escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        text = text.replace(key, value, 1)
+    return text
 
 
 def viz(x, path: str | os.PathLike = "limn.html", stats=None, title: str | None = None) -> Path:

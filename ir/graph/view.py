@@ -14,8 +14,8 @@ then, and the frontend materialises a CONTIGUOUS copy first.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
+from math import prod
 
 Shape = tuple[int, ...]
 
@@ -34,10 +34,6 @@ def contiguous_strides(shape: Shape) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=4096)
 def _contiguous(shape: Shape) -> View:
     return View(shape, contiguous_strides(shape), 0, None)
-
-
-def prod(xs) -> int:
-    return math.prod(xs)
 
 
 @dataclass(frozen=True)

@@ -83,14 +83,7 @@ class LayerNorm(Module):
 
     rms = False
 
-    def __init__(
-        self,
-        normalized_shape,
-        eps: float | None = 1e-5,
-        elementwise_affine: bool = True,
-        bias: bool = True,
-        dtype=None,
-    ):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(shape)
         self.eps = eps

@@ -44,13 +44,7 @@ def _unfold(x: Tensor, kernel, stride, dilation) -> Tensor:
 
 
 def conv(
-    x: Tensor,
-    weight: Tensor,
-    bias: Tensor | None = None,
-    stride=1,
-    padding=0,
-    dilation=1,
-    groups: int = 1,
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups=1
 ) -> Tensor:
     """N-d cross-correlation as torch computes it: x (N, C, *L), weight (O, C/groups, *k).
 

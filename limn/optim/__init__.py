@@ -172,13 +172,7 @@ class SGD(Optimizer):
     gradient itself, undamped, as torch does."""
 
     def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
+        self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False
     ):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
@@ -214,14 +208,7 @@ class AdamW(Optimizer):
     state_names = ("exp_avg", "exp_avg_sq")
     decoupled = True
 
-    def __init__(
-        self,
-        params,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-    ):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
         if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or eps < 0 or weight_decay < 0:
             raise ValueError(
                 f"{type(self).__name__}: needs 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
