@@ -333,36 +333,31 @@ class World:
     def save(self, target, path, metadata: dict[str, str] | None = None) -> None:
         """Rank 0 writes the checkpoint (``limn.serialize.save``); every rank returns once
         the file is complete."""
-        error = None
-        if self.is_main:
-            try:
-                serialize.save(target, path, metadata)
-            except Exception as e:  # every rank must hear of it, not wait at the barrier
-                error = e
-        message = self.broadcast_object(
-            None if error is None else f"{type(error).__name__}: {error}"
-        )
-        if error is not None:
-            raise error
-        if message is not None:
-            raise serialize.CheckpointError(f"save: rank 0 could not write {path}: {message}")
+        what = f"save: rank 0 could not write {path}"
+        self._on_main(lambda: serialize.save(target, path, metadata), what)
 
     def load_into(self, target, path, strict: bool = True) -> dict[str, str]:
         """Rank 0 reads the checkpoint into ``target`` (``limn.serialize.load_into``), then
         broadcasts ``target`` to every rank; returns the file's metadata everywhere."""
+        what = f"load_into: rank 0 could not load {path}"
+        metadata = self._on_main(lambda: serialize.load_into(target, path, strict), what)
+        self.broadcast(target)
+        return metadata
+
+    def _on_main(self, fn, what: str):
+        """``fn()`` on rank 0, its result on every rank; if it raises there, rank 0 raises
+        that and every other rank a CheckpointError saying ``what`` and why."""
         result, error = None, None
         if self.is_main:
             try:
-                result = ("ok", serialize.load_into(target, path, strict))
-            except Exception as e:
-                error = e
-                result = ("error", f"{type(e).__name__}: {e}")
+                result = ("ok", fn())
+            except Exception as e:  # every rank must hear of it, not wait in the broadcast
+                error, result = e, ("error", f"{type(e).__name__}: {e}")
         status, value = self.broadcast_object(result)
         if error is not None:
             raise error
         if status == "error":
-            raise serialize.CheckpointError(f"load_into: rank 0 could not load {path}: {value}")
-        self.broadcast(target)
+            raise serialize.CheckpointError(f"{what}: {value}")
         return value
 
     def print(self, *args, **kwargs) -> None:

@@ -326,8 +326,7 @@ class Combined:
     def updates(self) -> list[Tensor]:
         return [u for opt in self.parts.values() for u in opt.updates()]
 
-    def step(self, *extra: Tensor) -> None:
-        realize(*self.updates(), *extra)
+    step, load_state_dict = Optimizer.step, Optimizer.load_state_dict  # over the parts' updates
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for opt in self.parts.values():
@@ -335,9 +334,6 @@ class Combined:
 
     def state_dict(self) -> dict[str, Tensor]:
         return {f"{n}.{k}": t for n, opt in self.parts.items() for k, t in opt.state_dict().items()}
-
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
 
 
 def muon_with_adamw(

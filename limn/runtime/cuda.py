@@ -178,12 +178,8 @@ class Nvrtc:
 
     def ptx(self, source: str, arch: int, name: str = "limn.cu") -> bytes:
         prog = c_void_p()
-        self.check(
-            self.fn["nvrtcCreateProgram"](
-                ctypes.byref(prog), source.encode(), name.encode(), 0, None, None
-            ),
-            "nvrtcCreateProgram",
-        )
+        args = (ctypes.byref(prog), source.encode(), name.encode(), 0, None, None)
+        self.check(self.fn["nvrtcCreateProgram"](*args), "nvrtcCreateProgram")
         try:
             opts = [f"--gpu-architecture=compute_{arch}", *NVRTC_OPTIONS]
             arr = (c_char_p * len(opts))(*[o.encode() for o in opts])
