@@ -115,18 +115,10 @@ def graph_data(
     nodes = []
     for n in order:
         stopped = stop(n)
-        nodes.append(
-            {
-                "name": names[id(n)],
-                "op": n.op.value,
-                "type": f"{n.dtype}{list(n.shape)}",
-                "text": format_node(n, names, not stopped).strip(),
-                "srcs": [] if stopped else [index[id(s)] for s in n.srcs],
-                "home": -1,
-                "reads": [],
-                "fused": [],
-            }
-        )
+        entry = {"name": names[id(n)], "op": n.op.value, "type": f"{n.dtype}{list(n.shape)}"}
+        entry["text"] = format_node(n, names, not stopped).strip()
+        entry["srcs"] = [] if stopped else [index[id(s)] for s in n.srcs]
+        nodes.append({**entry, "home": -1, "reads": [], "fused": []})
     buffers = [
         {"name": f"buf{b}", "spec": str(spec), "producer": -1}
         for b, spec in enumerate(graph.buffers)
@@ -162,34 +154,14 @@ def graph_data(
         ops = Counter(r.op.value for r in k.rows if r.op not in (Op.BUFFER, Op.VIEW, Op.CONST))
         summary = " ".join(op if c == 1 else f"{op}x{c}" for op, c in ops.items())
         title = blocks[i].splitlines()[0]
-        kernels.append(
-            {
-                "name": f"k{i}",
-                "kind": k.kind,
-                "title": title,
-                "loop": title.split("  ")[-1] if k.kind != "CUSTOM" else "",
-                "summary": summary,
-                "inputs": list(k.inputs),
-                "output": k.output,
-                "block": blocks[i].splitlines(),
-                "rows": row_nodes,
-                "via": via,
-                "pipelines": {},
-                "stats": None,
-                "module": nodes[top].get("module", ""),
-                "top": top,
-            }
-        )
-    data = {
-        "name": name,
-        "count": 1,
-        "device": "",
-        "nodes": nodes,
-        "roots": [index[id(r)] for r in roots],
-        "buffers": buffers,
-        "kernels": kernels,
-        "sinks": blocks[-1].splitlines(),
-    }
+        loop = title.split("  ")[-1] if k.kind != "CUSTOM" else ""
+        entry = {"name": f"k{i}", "kind": k.kind, "title": title, "loop": loop, "summary": summary}
+        entry.update(inputs=list(k.inputs), output=k.output, block=blocks[i].splitlines())
+        entry.update(rows=row_nodes, via=via, pipelines={}, stats=None)
+        kernels.append({**entry, "module": nodes[top].get("module", ""), "top": top})
+    data = {"name": name, "count": 1, "device": "", "nodes": nodes}
+    data.update(roots=[index[id(r)] for r in roots], buffers=buffers, kernels=kernels)
+    data["sinks"] = blocks[-1].splitlines()
     return data, graph
 
 

@@ -140,11 +140,7 @@ def _reduce(x):
     k1, h1, l1 = _reduce_cody_waite(select(small, x, const(x, 0)))
     k2, h2, l2 = _reduce_payne_hanek(select(small, const(x, 2.0**20), ax))
     neg = signbit(x)  # Payne-Hanek reduced |x|: sin is odd, cos even, fixed by the quadrant
-    k2, h2, l2 = (
-        select(neg, k2.p_neg(), k2),
-        select(neg, h2.p_neg(), h2),
-        select(neg, l2.p_neg(), l2),
-    )
+    k2, h2, l2 = (select(neg, t.p_neg(), t) for t in (k2, h2, l2))
     k = select(small, k1, k2)
     q = sub(k, _floor(k.p_mul(const(k, 0.25))).p_mul(const(k, 4.0)))
     return q, select(small, h1, h2), select(small, l1, l2)
@@ -185,8 +181,7 @@ def sincos(x):
     if x.dtype == dtypes.float32:
         s, c, _ = _sincos64(x.p_cast(F64))
         return s.p_cast(dtypes.float32), c.p_cast(dtypes.float32)
-    s, c, _ = _sincos64(x)
-    return s, c
+    return _sincos64(x)[:2]
 
 
 def sin(x):

@@ -75,19 +75,10 @@ class KernelStat:
 
     def as_dict(self, nest: bool = False) -> dict:
         per = self.seconds / self.calls if self.calls else 0.0
-        d = {
-            "kernel": self.name,
-            "kind": self.kind,
-            "site": self.site,
-            "source": _source_text(self.site),
-            "calls": self.calls,
-            "total_s": self.seconds,
-            "mean_s": per,
-            "flop": self.flop,
-            "bytes": self.bytes,
-            "gflops": self.flop / per / 1e9 if per else 0.0,
-            "gbps": self.bytes / per / 1e9 if per else 0.0,
-        }
+        d = {"kernel": self.name, "kind": self.kind, "site": self.site}
+        d.update(source=_source_text(self.site), calls=self.calls, total_s=self.seconds, mean_s=per)
+        d.update(flop=self.flop, bytes=self.bytes, gflops=self.flop / per / 1e9 if per else 0.0)
+        d["gbps"] = self.bytes / per / 1e9 if per else 0.0
         if nest:
             d["nest"] = _nest_text(self.plan, self.index, self.passes)
         return d
