@@ -71,9 +71,7 @@ def rule_of(key):
     """
     if callable(key):
         return key
-    if isinstance(key, tuple):
-        return TABLE[Op.VIEW].grad.get(key[1])
-    return TABLE[key].grad
+    return TABLE[Op.VIEW].grad.get(key[1]) if isinstance(key, tuple) else TABLE[key].grad
 
 
 def _order(root) -> list:

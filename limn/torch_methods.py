@@ -303,9 +303,7 @@ class TorchMethods:
 
 def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
-    if a.dtype.is_int:
-        return functions.int_pow(a, b)
-    return functions.pow(a._float(), b._float())
+    return functions.int_pow(a, b) if a.dtype.is_int else functions.pow(a._float(), b._float())
 
 
 def _float_math(name: str):

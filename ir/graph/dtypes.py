@@ -149,9 +149,7 @@ def promote(a: DType, b: DType) -> DType:
     if a.is_complex or b.is_complex:
         real = [d for d in (a, b) if not d.is_complex]
         wide = max((d.itemsize for d in (a, b)), default=8)
-        if real and real[0] == float64 or wide == 16:
-            return complex128
-        return complex64
+        return complex128 if real and real[0] == float64 or wide == 16 else complex64
     if a.is_int and b.is_int:
         return _int_join(a, b)
     if a.is_float and b.is_float:
@@ -228,17 +226,13 @@ def promote_array_api(a: DType, b: DType) -> DType:
 def min_value(d: DType):
     if d == bool_:
         return False
-    if d.is_int:
-        return int(np.iinfo(d.np).min)
-    return float("-inf")
+    return int(np.iinfo(d.np).min) if d.is_int else float("-inf")
 
 
 def max_value(d: DType):
     if d == bool_:
         return True
-    if d.is_int:
-        return int(np.iinfo(d.np).max)
-    return float("inf")
+    return int(np.iinfo(d.np).max) if d.is_int else float("inf")
 
 
 def wrap(value: int, d: DType) -> int:

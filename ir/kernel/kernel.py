@@ -97,9 +97,7 @@ class Kernel:
         r = self.result
         if self.kind in ("SUM", "MAX"):
             return self.rows[r.srcs[0]].shape
-        if self.kind == "SCATTER":
-            return self.rows[r.srcs[1]].shape
-        return r.shape
+        return self.rows[r.srcs[1]].shape if self.kind == "SCATTER" else r.shape
 
 
 @dataclass(frozen=True)

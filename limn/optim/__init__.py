@@ -161,9 +161,7 @@ def _lerp(a: Tensor, b: Tensor, w: float) -> Tensor:
     """a + w (b - a) as torch's lerp computes it: from the nearer end, with the weight
     rounded to the tensors' compute width first, so a step matches torch's to the ulp."""
     w = float(dtypes.to_numpy(dtypes.compute_dtype(a.dtype)).type(w))
-    if abs(w) < 0.5:
-        return a + (b - a) * w
-    return b - (b - a) * (1 - w)
+    return a + (b - a) * w if abs(w) < 0.5 else b - (b - a) * (1 - w)
 
 
 class SGD(Optimizer):

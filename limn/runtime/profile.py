@@ -341,9 +341,7 @@ def _short(site: str) -> str:
 def _source_text(site: str) -> str:
     path, _, rest = site.partition(":")
     line = rest.split(" ")[0]
-    if not line.isdigit():
-        return ""
-    return linecache.getline(path, int(line)).strip()
+    return "" if not line.isdigit() else linecache.getline(path, int(line)).strip()
 
 
 def _nest_text(plan, index: int, passes) -> str:
