@@ -36,22 +36,10 @@ from limn.tensor import Tensor, realize
 MAX_HEADER_BYTES = 100_000_000  # the bound the safetensors library itself enforces
 DIGEST = "limn.sha256"  # the metadata key of the sha256 limn writes (the module docstring)
 
-CODES: dict[DType, str] = {
-    dtypes.bool_: "BOOL",
-    dtypes.int8: "I8",
-    dtypes.int16: "I16",
-    dtypes.int32: "I32",
-    dtypes.int64: "I64",
-    dtypes.uint8: "U8",
-    dtypes.uint16: "U16",
-    dtypes.uint32: "U32",
-    dtypes.uint64: "U64",
-    dtypes.float16: "F16",
-    dtypes.bfloat16: "BF16",
-    dtypes.float32: "F32",
-    dtypes.float64: "F64",
-    dtypes.complex64: "C64",
-}
+# safetensors' dtype codes: the kind's letter and the bits (I8 ... U64, F16, F32, F64, C64), but
+# BOOL and BF16; every limn dtype but complex128, which the format has no code for
+CODES: dict[DType, str] = {d: f"{d.kind.upper()}{d.bits}" for d in dtypes.ALL[:-1]}
+CODES |= {dtypes.bool_: "BOOL", dtypes.bfloat16: "BF16"}
 BY_CODE = {code: d for d, code in CODES.items()}
 
 

@@ -137,15 +137,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
             t = t._base
         return t, tuple(reversed(moves))
 
-    # ---- facts (never compute) ------------------------------------------------------
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.node.shape
-
-    @property
-    def dtype(self) -> DType:
-        return self.node.dtype
+    # ---- facts (never compute); shape and dtype are Primitives' -------------------
 
     @property
     def ndim(self) -> int:

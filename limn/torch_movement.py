@@ -333,11 +333,9 @@ def _index(x: TorchMovement, key) -> TorchMovement:
                     "accepted: any non-zero step"
                 )
             start, stop, step = k.indices(size)
-            if step > 0:
-                lo, hi = start, max(start, stop)
-                count = len(range(start, stop, step))
-            else:
-                count = len(range(start, stop, step))
+            count = len(range(start, stop, step))
+            lo, hi = start, max(start, stop)
+            if step < 0:
                 lo, hi = (start - (count - 1) * -step, start + 1) if count else (0, 0)
                 flips.append(dim)
             bounds.append((lo, hi))
