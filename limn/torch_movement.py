@@ -152,9 +152,7 @@ class TorchMovement:
                 f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}"
             )
         x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
-        shape = []
-        for r, s in zip(reps, x.shape):
-            shape += [r, s]
+        shape = [v for r, s in zip(reps, x.shape) for v in (r, s)]
         y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
         return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
 

@@ -263,13 +263,11 @@ class _Cuda(Statements):
     # ---- functions -------------------------------------------------------------------
 
     def header(self, func: str) -> str:
-        params = [
+        ins = (
             f"const {ctype(s.dtype)} *__restrict__ in{i}" for i, s in enumerate(self.nest.inputs)
-        ]
-        params += [
-            f"{ctype(self.nest.output.dtype)} *__restrict__ out",
-            "int64_t *__restrict__ err",
-        ]
+        )
+        out = f"{ctype(self.nest.output.dtype)} *__restrict__ out"
+        params = [*ins, out, "int64_t *__restrict__ err"]
         bounds = f"__launch_bounds__({THREADS}, 1)"
         return f'extern "C" __global__ void {bounds} {func}({", ".join(params)}) {{'
 

@@ -133,18 +133,14 @@ class Profiler:
         """Nodes made inside belong to ``module``, named by its path from the outermost
         module called (nn.Module.__call__ enters here while profiling), or by ``path``
         (an optimizer's update of one parameter: ``AdamW blocks.0.fc1.weight``)."""
-        if path is not None:
-            pass
-        elif not self.scope:
-            path = ""
-        else:
+        if path is None and self.scope:
             parent, above = self.scope[-1]
             key = (id(parent), id(module))
             if key not in self._names:
                 found = (p for p, m in parent.named_modules() if m is module)
                 self._names[key] = next(found, type(module).__name__)
             path = f"{above}.{self._names[key]}" if above else self._names[key]
-        self.scope.append((module, path))
+        self.scope.append((module, path or ""))  # the outermost module's path is ""
         try:
             yield
         finally:

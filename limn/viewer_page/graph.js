@@ -52,10 +52,8 @@ function layoutDag(nodes, edges, opts) {
     for (let l = depth - 2; l >= 0; l--) sweep(rows[l], succs);
   }
   // 3. x: pack each layer in order, pulled toward the mean x of the layer above
-  const x = new Array(n).fill(0);
-  const y = new Array(n).fill(0);
-  let top = 0;
-  let width = 0;
+  const x = new Array(n).fill(0), y = new Array(n).fill(0);
+  let top = 0, width = 0;
   for (let l = 0; l < depth; l++) {
     const row = rows[l];
     const rowH = Math.max(...row.map((v) => nodes[v].h));
@@ -174,16 +172,14 @@ function panZoom(svg, view, box) {
 // The lines of `b` against `a`: [{text, kind: "same" | "add" | "del", at}] where `at` is
 // the line's index in b (or -1 for a deleted line). A longest-common-subsequence diff.
 function lineDiff(a, b) {
-  const n = a.length;
-  const m = b.length;
+  const n = a.length, m = b.length;
   if (n * m > 4e6) return b.map((text, at) => ({ text, kind: "same", at }));
   const dp = Array.from({ length: n + 1 }, () => new Int32Array(m + 1));
   for (let i = n - 1; i >= 0; i--)
     for (let j = m - 1; j >= 0; j--)
       dp[i][j] = a[i] === b[j] ? dp[i + 1][j + 1] + 1 : Math.max(dp[i + 1][j], dp[i][j + 1]);
   const out = [];
-  let i = 0;
-  let j = 0;
+  let i = 0, j = 0;
   while (i < n || j < m) {
     if (i < n && j < m && a[i] === b[j]) {
       out.push({ text: b[j], kind: "same", at: j });

@@ -66,9 +66,8 @@ function sourceHighlight() {
 // ---- actions ---------------------------------------------------------------------------
 
 function selectGraph(g) {
-  Object.assign(sel, { g, k: -1, node: -1, line: -1, step: -1 });
-  const ks = graph().kernels;
-  if (ks.length) sel.k = 0;
+  Object.assign(sel, { g, node: -1, line: -1, step: -1 });
+  sel.k = graph().kernels.length ? 0 : -1;
   render();
 }
 
@@ -143,9 +142,7 @@ const textWidth = (lines) => 14 + 6.7 * Math.max(...lines.map((l) => l.length));
 // a weight read by the forward pass and by the optimizer would otherwise hang a long edge
 // across the whole drawing. `keys[i]` is what item i stands for (a node or kernel index).
 function opItems(g) {
-  const items = [];
-  const keys = [];
-  const edges = [];
+  const items = [], keys = [], edges = [];
   const item = (n, i) => {
     items.push({
       w: Math.max(72, textWidth([`${n.name} ${n.op}`, n.type])),
@@ -171,9 +168,7 @@ function opItems(g) {
 }
 
 function kernelItems(g) {
-  const items = [];
-  const keys = [];
-  const edges = [];
+  const items = [], keys = [], edges = [];
   const made = new Array(g.kernels.length);
   g.kernels.forEach((k, i) => {
     const from = [];
@@ -453,8 +448,7 @@ function codeBlock(lines, lit, onLine, cls) {
 }
 
 function section(title, open, ...body) {
-  const d = h("details", open ? { open: "" } : {}, h("summary", {}, title), ...body);
-  return d;
+  return h("details", open ? { open: "" } : {}, h("summary", {}, title), ...body);
 }
 
 function renderDetails() {
