@@ -101,16 +101,12 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
             continue
         args = ", ".join(f"b[{b}]" for b in (*k.inputs, k.output))
         if k.kind == "CUSTOM":
-            group = (k.result.arg[0], k.inputs, repr(k.result.arg[2]))
+            group = _call_of(k)
             if group in called:
                 continue
             called.add(group)
-            outs_of = {
-                j.result.arg[1]: j.output
-                for j in g.kernels
-                if j.kind == "CUSTOM"
-                and (j.result.arg[0], j.inputs, repr(j.result.arg[2])) == group
-            }
+            siblings = (j for j in g.kernels if j.kind == "CUSTOM" and _call_of(j) == group)
+            outs_of = {j.result.arg[1]: j.output for j in siblings}
             body.append(_attention(k, outs_of, sizes))
         elif i in u.calls:
             name, given = u.calls[i]
@@ -148,6 +144,11 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     header.write_text(_header(stem, path.name, info))
     path.with_suffix(".bin").write_bytes(bytes(blob))
     return {"c": path, "h": header, "weights": path.with_suffix(".bin"), **info}
+
+
+def _call_of(k) -> tuple:
+    """A CUSTOM kernel's call (its name, inputs, params): one for all its outputs."""
+    return k.result.arg[0], k.inputs, repr(k.result.arg[2])
 
 
 def _attention(k, outs: dict[int, int], sizes: list[int]) -> str:

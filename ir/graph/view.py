@@ -219,8 +219,7 @@ class View:
         new_dims = [s for s in shape if s != 1]
         out_st: list[int] = []
         out_mask: list[tuple[int, int]] = []
-        i = 0
-        j = 0
+        i = j = 0
         while i < len(old) or j < len(new_dims):
             if i >= len(old) or j >= len(new_dims):
                 return None
@@ -234,22 +233,15 @@ class View:
                     gj.append(new_dims[j])
                     j += 1
             merged = _merge(gi)
-            if merged is None:
-                return None
-            split = _split(merged, gj)
+            split = None if merged is None else _split(merged, gj)
             if split is None:
                 return None
             out_st += split[0]
             out_mask += split[1]
-        strides, mask, k = [], [], 0
-        for s in shape:
-            if s == 1:
-                strides.append(0)
-                mask.append((0, 1))
-            else:
-                strides.append(out_st[k])
-                mask.append(out_mask[k])
-                k += 1
+        it = iter(range(len(out_st)))
+        picks = [-1 if s == 1 else next(it) for s in shape]  # a size-1 dim: stride 0, full
+        strides = [0 if p < 0 else out_st[p] for p in picks]
+        mask = [(0, 1) if p < 0 else out_mask[p] for p in picks]
         return self._with(shape, strides, self.offset, None if self.mask is None else mask)
 
 

@@ -71,13 +71,13 @@ def conv(
         )
     if min(stride) < 1 or min(dilation) < 1:
         raise ValueError(f"conv{n}d: stride {stride} and dilation {dilation} must be >= 1")
+    spans = [d * (k - 1) for d, k in zip(dilation, kernel)]
     if padding == "valid":
         pads = ((0, 0),) * n
     elif padding == "same":
         if max(stride) != 1:
             raise ValueError(f"conv{n}d: padding='same' needs stride 1, got {stride}")
-        total = [d * (k - 1) for d, k in zip(dilation, kernel)]
-        pads = tuple((t // 2, t - t // 2) for t in total)
+        pads = tuple((t // 2, t - t // 2) for t in spans)
     else:
         pads = tuple((p, p) for p in _tuple(padding, n, "padding"))
         if min(p for p, _ in pads) < 0:
@@ -88,15 +88,12 @@ def conv(
             f"conv{n}d: kernel {tuple(kernel)} with dilation {dilation} is larger than "
             f"the padded input {tuple(sizes)}"
         )
-    spans = [d * (k - 1) for d, k in zip(dilation, kernel)]
-    direct = max(stride) == 1 and groups == 1 and all(b <= s for (_, b), s in zip(pads, spans))
-    direct = direct and all(a <= s for (a, _), s in zip(pads, spans))
+    direct = max(stride) == 1 and groups == 1 and all(max(p) <= s for p, s in zip(pads, spans))
     if direct and autograd.grad_enabled() and (x.requires_grad or weight.requires_grad):
         # the gradients as convolutions of their own (see _conv_grad), not through unfold
         with autograd.no_grad():
             out = _correlate(x, weight, pads, dilation)
-        parents = (x, weight)
-        out = Tensor._make(out.node, x.device, _conv_grad, parents, (pads, dilation))
+        out = Tensor._make(out.node, x.device, _conv_grad, (x, weight), (pads, dilation))
     else:
         out = _correlate(x, weight, pads, dilation, stride, groups)
     return out if bias is None else out + bias.reshape(O, *([1] * n))
