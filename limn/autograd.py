@@ -88,9 +88,7 @@ def _order(root) -> list:
         seen.add(id(t))
         stack.append((t, True))
         if t._ctx is not None:
-            for p in t._ctx.parents:
-                if p.requires_grad and id(p) not in seen:
-                    stack.append((p, False))
+            stack += [(p, False) for p in t._ctx.parents if p.requires_grad and id(p) not in seen]
     return order[::-1]
 
 
@@ -108,12 +106,9 @@ def backward(root, grad, create_graph: bool = False) -> None:
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
-            prof = profile.active()
-            if prof is None:
+            prof = profile.active()  # the gradient's kernels name the forward op's line
+            with prof.blame(t.node) if prof else contextlib.nullcontext():
                 pgs = rule(t._ctx, t, g)
-            else:
-                with prof.blame(t.node):  # the gradient's kernels name the forward op's line
-                    pgs = rule(t._ctx, t, g)
             for p, pg in zip(t._ctx.parents, pgs):
                 if pg is None or not p.requires_grad:
                     continue

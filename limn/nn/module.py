@@ -12,6 +12,7 @@ and not walked (a cache, a mask recomputed on demand).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 
 from ir.graph.dtypes import as_dtype
@@ -55,10 +56,8 @@ class Module:
     training = True
 
     def __call__(self, *args, **kwargs):
-        prof = profile.active()
-        if prof is None:
-            return self.forward(*args, **kwargs)
-        with prof.within(self):  # its nodes are noted with this module's path
+        prof = profile.active()  # while profiling, its nodes are noted with this module's path
+        with prof.within(self) if prof else contextlib.nullcontext():
             return self.forward(*args, **kwargs)
 
     def forward(self, *args, **kwargs):

@@ -171,5 +171,4 @@ class ReduceLROnPlateau:
             self.cooldown_counter, self.bad_epochs = self.cooldown, 0
         self._last_lr = self.optimizer.lr
 
-    def get_last_lr(self) -> list[float]:
-        return [self._last_lr]
+    get_last_lr = LRScheduler.get_last_lr
