@@ -442,14 +442,12 @@ class DataParallel:
             self._extra[key] = self._layout(key, BUCKET_BYTES)
         extra_buckets, extra_slots = self._extra[key]
         n = self.world.size
-        writes = []
-        for (_, p), slot in zip(self.named, self.slots):
-            if p.grad is None:  # no gradient reached it on this rank: it contributes zero
-                writes.append(slot.assign(0.0))
-                continue
-            writes.append(slot.assign(p.grad.detach().cast(slot.dtype) / n))
-        for t, slot in zip(extra, extra_slots):
-            writes.append(slot.assign(t.detach().cast(slot.dtype) / n))
+
+        def share(t, slot):  # this rank's part of the mean; no gradient here gives zero
+            return slot.assign(0.0 if t is None else t.detach().cast(slot.dtype) / n)
+
+        writes = [share(p.grad, slot) for (_, p), slot in zip(self.named, self.slots)]
+        writes += [share(t, slot) for t, slot in zip(extra, extra_slots)]
         realize(*writes, *extra)
         buckets = self.buckets + extra_buckets
         here = [p.grad is not None for _, p in self.named]

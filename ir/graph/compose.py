@@ -187,9 +187,9 @@ def pow_int(x, n: int):
 def abs_(x):
     if x.dtype == dtypes.bool_ or x.dtype.kind == "u":
         return x
-    if x.dtype.is_float:  # adding +0.0 turns -0.0 into +0.0 and leaves nan a nan
-        return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), x.p_add(x.p_const(0.0)))
-    return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), x)
+    # a float adds +0.0: that turns -0.0 into +0.0 and leaves nan a nan
+    pos = x.p_add(x.p_const(0.0)) if x.dtype.is_float else x
+    return x.p_cmplt(x.p_const(0)).p_where(x.p_neg(), pos)
 
 
 def sign(x):
@@ -492,9 +492,8 @@ def one_hot(idx, n: int, dtype: DType):
     shape = tuple(idx.shape) + (n,)
     col = expand_to(arange(idx, n, idx.dtype), shape)
     hit = eq(idx.p_reshape(tuple(idx.shape) + (1,)).p_expand(shape), col)
-    return hit.p_where(
-        idx.p_const(1, shape=shape, dtype=dtype), idx.p_const(0, shape=shape, dtype=dtype)
-    )
+    one, zero = (idx.p_const(v, shape=shape, dtype=dtype) for v in (1, 0))
+    return hit.p_where(one, zero)
 
 
 # ---- movement -----------------------------------------------------------------------

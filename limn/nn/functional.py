@@ -104,9 +104,8 @@ def scaled_dot_product_attention(
         return _sdpa(q, k, v, is_causal=is_causal, scale=scale)
     s = (q @ k.mT) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if is_causal:
-        s = s.masked_fill(
-            Tensor.ones(s.shape[-2:], dtype="bool", device=s.device).triu(1), -math.inf
-        )
+        later = Tensor.ones(s.shape[-2:], dtype="bool", device=s.device).triu(1)
+        s = s.masked_fill(later, -math.inf)
     if attn_mask is not None:
         s = attn_mask.where(s, -math.inf) if attn_mask.dtype == dtypes.bool_ else s + attn_mask
     return s.softmax(-1).dropout(dropout_p) @ v
@@ -116,13 +115,9 @@ def scaled_dot_product_attention(
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return loss if reduction == "none" else getattr(loss, reduction)()
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
