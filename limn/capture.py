@@ -73,10 +73,8 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 def _tensors(x) -> list[Tensor]:
     if isinstance(x, Tensor):
         return [x]
-    if isinstance(x, list | tuple):
-        return [t for item in x for t in _tensors(item)]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _tensors(v)]
+    if isinstance(x, list | tuple | dict):
+        return [t for v in (x.values() if isinstance(x, dict) else x) for t in _tensors(v)]
     return []
 
 

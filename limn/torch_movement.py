@@ -159,11 +159,9 @@ class TorchMovement:
     def split(self, size, axis: int = 0) -> list[Self]:
         axis = compose.normalize_axis(axis, self.ndim, "split")
         n = self.shape[axis]
-        sizes = (
-            [size] * (n // size) + ([n % size] if n % size else [])
-            if isinstance(size, int)
-            else list(size)
-        )
+        if isinstance(size, int):  # pieces of that size, the last one shorter
+            size = [size] * (n // size) + ([n % size] if n % size else [])
+        sizes = list(size)
         if sum(sizes) != n:
             raise ValueError(f"split: sizes {sizes} do not add up to dim {axis} of {self.shape}")
         return compose.split(self, sizes, axis)

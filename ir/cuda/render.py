@@ -328,10 +328,8 @@ class _Cuda(Statements):
         if self.scatter and not any(isinstance(x, Block) for x in inner):
             cells, inner_loops = loops, []  # collisions are atomic: every point is a thread
         else:
-            written = written_vars(inner)
-            k = 0
-            while k < len(loops) and loops[k].var in written:
-                k += 1
+            written = written_vars(inner)  # the leading loops that name written cells
+            k = next((j for j, lp in enumerate(loops) if lp.var not in written), len(loops))
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
             inner = (rebuild(inner_loops, inner),)
