@@ -389,12 +389,10 @@ def where(cond, a, b) -> Tensor:
         b, a = b._align(a, "where")
     else:
         d = _infer_dtype(a) if not isinstance(a, float) else dtypes.float32
-        a = cond._const(a, d)
-        b = cond._const(b, d)
+        a, b = cond._const(a, d), cond._const(b, d)
     shape = compose.broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
-    return compose.expand_to(cond, shape).p_where(
-        compose.expand_to(a, shape), compose.expand_to(b, shape)
-    )
+    cond, a, b = (compose.expand_to(t, shape) for t in (cond, a, b))
+    return cond.p_where(a, b)
 
 
 @torch_names

@@ -427,12 +427,9 @@ def pow(x, y):
 
 def int_pow(x, y):
     """x**y for integer tensors by binary powering over y's bits; y < 0 gives 0 (1 for |x|=1)."""
-    bits = x.dtype.bits
-    result = x.p_const(1)
-    base = x
-    e = y
+    result, base, e = x.p_const(1), x, y
     one, zero = y.p_const(1), y.p_const(0)
-    for _ in range(bits):
+    for _ in range(x.dtype.bits):
         odd = compose.eq(e.p_and(one), one)
         result = select(odd, result.p_mul(base), result)
         base = base.p_mul(base)

@@ -47,16 +47,11 @@ def network(keys: tuple, descending: bool = False):
     keys (lexicographic, first key first): the bitonic network of the module docstring."""
     x = keys[0]
     shape = tuple(x.shape)
-    n = shape[-1]
-    lead = shape[:-1]
-    i64 = dtypes.int64
+    n, lead, i64 = shape[-1], shape[:-1], dtypes.int64
     if n <= 1:
         return keys, x.p_const(0, shape=shape, dtype=i64)
-    size = 1
-    while size < n:
-        size *= 2
-    nd = len(shape)
-    pads = ((0, 0),) * (nd - 1) + ((0, size - n),)
+    size = 1 << (n - 1).bit_length()  # the power of two at or above n
+    pads = ((0, 0),) * len(lead) + ((0, size - n),)
     idx = compose.expand_to(compose.arange(x, size, i64), lead + (size,))
     pad = compose.logical_not(x.p_const(True, dtype=BOOL).p_pad(pads))
     padded = tuple(k.p_pad(pads) for k in keys)
