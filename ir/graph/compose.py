@@ -547,13 +547,10 @@ def matmul(a, b):
     the added dim is dropped from the result.
     """
     a_shape, b_shape = tuple(a.shape), tuple(b.shape)  # as the caller gave them
-    squeeze = []
     if len(a_shape) == 1:
         a = a.p_reshape((1, a_shape[0]))
-        squeeze.append(-2)
     if len(b_shape) == 1:
         b = b.p_reshape((b_shape[0], 1))
-        squeeze.append(-1)
     n, k = a.shape[-2:]
     k2, m = b.shape[-2:]
     if k != k2:
@@ -573,9 +570,6 @@ def matmul(a, b):
         + _expand_moves(b_batch + (1, m, k), full)
     )
     out = a.p_mul(b).p_sum((len(batch) + 2,))
-    shape = batch + (n, m)
-    if -2 in squeeze:
-        shape = shape[:-2] + shape[-1:]
-    if -1 in squeeze:
-        shape = shape[:-1]
+    # a vector operand's added dim is dropped again
+    shape = batch + ((n,) if len(a_shape) > 1 else ()) + ((m,) if len(b_shape) > 1 else ())
     return out.p_reshape(shape)
