@@ -69,9 +69,7 @@ def _formatter(a: np.ndarray, dtype) -> dict:
     nonzero = finite[finite != 0]
     big = nonzero.size and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() >= 1e8)
     sci = bool(nonzero.size) and (big or nonzero.min() < 1e-4)
-    if finite.size and not sci and np.all(finite == np.round(finite)):
-        spell = "{:.0f}.".format
-    else:
-        spell = ("{:.4e}" if sci else "{:.4f}").format
+    whole = finite.size and not sci and np.all(finite == np.round(finite))
+    spell = "{:.0f}.".format if whole else ("{:.4e}" if sci else "{:.4f}").format
     width = max((len(spell(v)) for v in a[np.isfinite(a)].flat), default=1)  # finite only
     return {"float_kind": lambda v: (spell(v) if np.isfinite(v) else str(v)).rjust(width)}

@@ -102,9 +102,7 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
     if "__metadata__" in named or DIGEST in (metadata or {}):
         raise CheckpointError(f"save: '__metadata__' (a tensor name) and {DIGEST!r} (a "
                               "metadata key) are reserved")  # fmt: skip
-    if metadata is not None and not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
+    if metadata is not None and not _all_strings(metadata):
         raise TypeError("save: metadata must map strings to strings")
     realize(*(t for t in named.values() if isinstance(t, Tensor)))
     arrays = {name: _to_numpy(name, t) for name, t in named.items()}
@@ -152,6 +150,10 @@ def _digest(header: dict, chunks) -> str:
     return h.hexdigest()
 
 
+def _all_strings(d) -> bool:
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in d.items())
+
+
 def _fail(path, msg: str):
     raise CheckpointError(f"checkpoint {os.fspath(path)!r}: {msg}")
 
@@ -176,9 +178,7 @@ def _parse_header(path, raw: bytes, data_len: int):
     if not isinstance(header, dict):
         _fail(path, f"the header must be a JSON object, got {type(header).__name__}")
     metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
+    if not isinstance(metadata, dict) or not _all_strings(metadata):
         _fail(path, "__metadata__ must map strings to strings")
     digest = metadata.pop(DIGEST, None)
     signed = {**header, "__metadata__": metadata} if metadata else dict(header)

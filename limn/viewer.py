@@ -251,9 +251,8 @@ def _stats(stats, graph: KernelGraph, i: int):
         got = profile.measured(graph, i)
         return got and {**got, "body": _body(graph, i)}
     got = source.get(i) if isinstance(source, dict) else source(graph, i)
-    return (
-        None if not got else {k: got[k] for k in ("calls", "seconds", "flops", "bytes") if k in got}
-    )
+    keep = ("calls", "seconds", "flops", "bytes")
+    return {k: got[k] for k in keep if k in got} if got else None
 
 
 def _body(graph: KernelGraph, i: int) -> tuple:
