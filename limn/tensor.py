@@ -76,11 +76,9 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
             arr = _as_array(data).astype(dtypes.to_numpy(d))
         self.node = _buffer_node(arr, d)
         self.device = device_name(device, "Tensor")
-        self.requires_grad = requires_grad
         self.grad: Tensor | None = None
         self._ctx: autograd.Ctx | None = None
-        if requires_grad and not d.is_float:
-            raise TypeError(f"requires_grad: only float tensors take gradients, got {d}")
+        self.requires_grad_(requires_grad)  # (refuses a dtype that takes no gradient)
 
     def where(self, a, b) -> Tensor:
         """self is the condition: a where true, b elsewhere."""
@@ -93,8 +91,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     @staticmethod
     def _make(node: Node, device: str, rule=None, parents=(), saved=None) -> Tensor:
         t = Tensor.__new__(Tensor)
-        t.node, t.device, t.grad, t._ctx = node, device, None, None
-        t.requires_grad = False
+        t.node, t.device, t.grad, t._ctx, t.requires_grad = node, device, None, None, False
         if rule is not None and parents and autograd.grad_enabled():
             for p in parents:  # a loop, not any(): this runs for every op a program calls
                 if p.requires_grad:

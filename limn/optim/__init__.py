@@ -34,8 +34,7 @@ def _named(params) -> list[tuple[str, Tensor]]:
     """A Module, (name, Tensor) pairs, or bare Tensors (then named "0", "1", ...)."""
     if hasattr(params, "named_parameters"):
         params = params.named_parameters()
-    items = list(params)
-    named = [it if isinstance(it, tuple) else (str(i), it) for i, it in enumerate(items)]
+    named = [it if isinstance(it, tuple) else (str(i), it) for i, it in enumerate(params)]
     seen: set[int] = set()
     for name, p in named:
         if not isinstance(p, Tensor) or not p.requires_grad or not p.dtype.is_float:

@@ -126,13 +126,11 @@ def find_nvrtc() -> str:
 
 def find_ptxas() -> str | None:
     """ptxas from the nvidia-cuda-nvcc wheel or a toolkit: assembles PTX without a GPU."""
-    for d in wheel_dirs():
+    for d in [*wheel_dirs(), os.environ.get("CUDA_HOME") or "/usr/local/cuda"]:
         p = os.path.join(d, "bin", "ptxas")
         if os.path.exists(p):
             return p
-    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    p = os.path.join(home, "bin", "ptxas")
-    return p if os.path.exists(p) else None
+    return None
 
 
 class Nvrtc:
