@@ -116,12 +116,9 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
     offset = 0
     for name in order:
         a = arrays[name]
-        header[name] = {
-            "dtype": CODES[dtypes.as_dtype(a.dtype)],
-            "shape": list(a.shape),
-            "data_offsets": [offset, offset + a.nbytes],
-        }
-        offset += a.nbytes
+        code, end = CODES[dtypes.as_dtype(a.dtype)], offset + a.nbytes
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, end]}
+        offset = end
     digest = _digest(header, [arrays[name] for name in order])
     header["__metadata__"] = {**header.get("__metadata__", {}), DIGEST: digest}
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()

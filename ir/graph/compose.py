@@ -427,9 +427,8 @@ def _index_along(x, axis: int, dtype: DType, reverse: bool = False):
     idx = arange(x, n, dtype)
     if reverse:
         idx = idx.p_const(n, dtype=dtype).p_add(idx.p_neg())
-    shape = [1] * len(x.shape)
-    shape[axis] = n
-    return idx.p_reshape(tuple(shape)).p_expand(tuple(x.shape))
+    shape = tuple(n if d == axis else 1 for d in range(len(x.shape)))
+    return idx.p_reshape(shape).p_expand(tuple(x.shape))
 
 
 def argmax(x, axis: int, keepdim=False):
@@ -481,9 +480,7 @@ def arange(like, n: int, dtype: DType):
     for k in range(bits):
         weight = 2 ** (bits - 1 - k)
         pair = like.p_const(weight, shape=(1,), dtype=dtype).p_pad(((1, 0),))
-        shape = [1] * bits
-        shape[k] = 2
-        term = pair.p_reshape(tuple(shape)).p_expand(full)
+        term = pair.p_reshape((1,) * k + (2,) + (1,) * (bits - 1 - k)).p_expand(full)
         total = term if total is None else total.p_add(term)
     return total.p_reshape((2**bits,)).p_shrink(((0, n),))
 

@@ -164,8 +164,7 @@ class ModuleList(Module):
     """Modules in a list, named "0", "1", ... in the tree as in torch."""
 
     def __init__(self, modules=()):
-        for m in modules:
-            self.append(m)
+        self.extend(modules)
 
     def append(self, module) -> ModuleList:
         setattr(self, str(len(self)), module)
