@@ -79,8 +79,7 @@ def scaled_dot_product_attention(
 
 
 def fused_on(device: str) -> bool:
-    dev = get_device(device)
-    return all(dev.has_kernel(n) for n in FUSED)
+    return all(get_device(device).has_kernel(n) for n in FUSED)
 
 
 def _check(q, k, v, key_mask) -> None:

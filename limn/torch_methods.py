@@ -186,8 +186,7 @@ class TorchMethods:
         return compose.normalize_axes(axis, self.ndim, op)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        x = self._total(dtype)
-        return compose.sum_(x, self._axes(axis, "sum"), keepdim)
+        return compose.sum_(self._total(dtype), self._axes(axis, "sum"), keepdim)
 
     def _total(self, dtype):
         """The operand of a sum or cumsum, cast to its total's dtype (integers: int64)."""
@@ -230,8 +229,7 @@ class TorchMethods:
         return compose.logsumexp(self._float(), self._axes(axis, "logsumexp"), keepdim)
 
     def softmax(self, axis: int = -1):
-        x = self._float()
-        return compose.softmax(x, compose.normalize_axis(axis, self.ndim, "softmax"))
+        return compose.softmax(self._float(), compose.normalize_axis(axis, self.ndim, "softmax"))
 
     def log_softmax(self, axis: int = -1):
         x = self._float()
@@ -270,8 +268,7 @@ class TorchMethods:
 
     def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True):
         axis = compose.normalize_axis(axis, self.ndim, "argsort")
-        moved = self.transpose(axis, -1)
-        return moved.p_argsort(descending=descending).transpose(axis, -1)
+        return self.transpose(axis, -1).p_argsort(descending=descending).transpose(axis, -1)
 
     def sort(self, axis: int = -1, descending: bool = False, stable: bool = True):
         order = self.argsort(axis, descending)

@@ -34,10 +34,8 @@ def cells_outer(nest: LoopNest) -> LoopNest:
         if isinstance(item, Block):
             loops, inner = chain(item)
             if not any(isinstance(x, Block) for x in inner):
-                written = written_vars(inner)
-                outs = [lp for lp in loops if lp.var in written]
-                folds = [lp for lp in loops if lp.var not in written]
-                item = rebuild([*outs, *folds], inner)
+                written = written_vars(inner)  # (a stable sort: each side keeps its order)
+                item = rebuild(sorted(loops, key=lambda lp: lp.var not in written), inner)
         out.append(item)
     return replace(nest, body=flatten(out))
 
