@@ -148,8 +148,7 @@ def _content(cell):
 
 
 def _seen(*roots) -> tuple:
-    out: list = []
-    seen: set = set()
+    out, seen = [], set()
     for x, arg in roots:
         _walk(x, out, seen, arg)
     return tuple(out)

@@ -38,6 +38,17 @@ def _binary(name: str, fn):
     )
 
 
+def _logical(name: str, fn):
+    """``&``, ``|`` or ``^``: ``fn`` of two bool operands (either side first: they commute)."""
+
+    def checked(a, b):
+        if a.dtype != dtypes.bool_:
+            raise TypeError(f"{name}: needs bool tensors, got {a.dtype}")
+        return fn(a, b)
+
+    return _binary(name, checked)[0]
+
+
 class TorchMethods:
     # ---- elementwise ----------------------------------------------------------------
 
@@ -85,22 +96,9 @@ class TorchMethods:
                 return self.p_const(value, dtype=dtypes.bool_)
         return getattr(compose, op)(*self._align(o, op))
 
-    def _logical(self, o, fn, name):
-        a, b = self._align(o, name)
-        if a.dtype != dtypes.bool_:
-            raise TypeError(f"{name}: needs bool tensors, got {a.dtype}")
-        return fn(a, b)
-
-    def __and__(self, o):
-        return self._logical(o, compose.logical_and, "and")
-
-    def __or__(self, o):
-        return self._logical(o, compose.logical_or, "or")
-
-    def __xor__(self, o):
-        return self._logical(o, compose.logical_xor, "xor")
-
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+    __and__ = __rand__ = _logical("and", compose.logical_and)
+    __or__ = __ror__ = _logical("or", compose.logical_or)
+    __xor__ = __rxor__ = _logical("xor", compose.logical_xor)
     add, sub, mul, div, pow, neg = __add__, __sub__, __mul__, __truediv__, __pow__, __neg__
     multiply, divide, true_divide, subtract = mul, div, div, sub
 
@@ -212,8 +210,7 @@ class TorchMethods:
         return MinMax(self.amin(dim, keepdim), self.argmin(dim, keepdim))
 
     def _nonempty(self, axis, op):
-        axes = self._axes(axis, op)
-        if any(self.shape[a] == 0 for a in axes):
+        if any(self.shape[a] == 0 for a in self._axes(axis, op)):
             raise ValueError(f"{op}: cannot reduce a zero-size axis of shape {self.shape}")
 
     def mean(self, axis=None, keepdim: bool = False):
