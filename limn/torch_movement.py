@@ -185,8 +185,7 @@ class TorchMovement:
         bounds[axis] = (0, self.shape[axis])
         if any(index.shape[d] > self.shape[d] for d in range(self.ndim) if d != axis):
             raise ValueError(f"gather: index {index.shape} is larger than {self.shape}")
-        src = self.p_shrink(tuple(bounds))
-        return src.p_gather(index, axis)
+        return self.p_shrink(tuple(bounds)).p_gather(index, axis)
 
     def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
         axis = compose.normalize_axis(axis, self.ndim, "scatter_add")

@@ -16,6 +16,8 @@ loops, whose measured error is the numpy column of the precision table in
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 # ---- primitives ------------------------------------------------------------------------
@@ -57,12 +59,7 @@ def _shift(a, b, left: bool):
     return np.where(big, fill, out).astype(a.dtype)
 
 
-def shl(a, b):
-    return _shift(a, b, True)
-
-
-def shr(a, b):
-    return _shift(a, b, False)
+shl, shr = functools.partial(_shift, left=True), functools.partial(_shift, left=False)
 
 
 def logaddexp(a, b):

@@ -226,9 +226,7 @@ def constant_kernels(graph: KernelGraph) -> frozenset[int]:
     for i, k in enumerate(graph.kernels):
         if k.kind == "CUSTOM" or not all(b in made for b in k.inputs):
             continue
-        if any(r.dtype.is_float or r.dtype.is_complex for r in k.rows):
-            continue
-        if any(r.op in (Op.GATHER, Op.SCATTER) for r in k.rows):
+        if any(r.dtype.kind in "fc" or r.op in (Op.GATHER, Op.SCATTER) for r in k.rows):
             continue
         if math.prod(k.loop_shape) > CONSTANT_CELLS:
             continue
