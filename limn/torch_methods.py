@@ -92,8 +92,7 @@ class TorchMethods:
             if d.is_int and not dtypes.min_value(d) <= o <= dtypes.max_value(d):
                 above = o > dtypes.max_value(d)  # the tensor is below o everywhere
                 answer = {"lt": above, "le": above, "gt": not above, "ge": not above}
-                value = answer.get(op, op == "ne")
-                return self.p_const(value, dtype=dtypes.bool_)
+                return self.p_const(answer.get(op, op == "ne"), dtype=dtypes.bool_)
         return getattr(compose, op)(*self._align(o, op))
 
     __and__ = __rand__ = _logical("and", compose.logical_and)

@@ -151,8 +151,7 @@ class ReduceLROnPlateau:
         if self.best is None:
             return True
         sign = 1 if self.mode == "min" else -1
-        rel = self.threshold_mode == "rel"
-        margin = self.threshold * abs(self.best) if rel else self.threshold
+        margin = self.threshold * abs(self.best) if self.threshold_mode == "rel" else self.threshold
         return sign * (self.best - value) > margin
 
     def step(self, metric) -> None:
