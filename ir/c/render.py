@@ -20,7 +20,7 @@ A nest that calls sin, cos or tan at float32 runs twice when it must: first with
 ``_near`` spellings (valid below 2**24, a third of the cost), OR-ing into ``limn_far``
 whether an argument was beyond, and only if one was, again with the exact functions
 (``ir/c/libm.py``). A kernel computes its output from its inputs alone, so the second run
-replaces the first. Tiled contractions keep the exact functions.
+replaces the first.
 
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
@@ -33,9 +33,7 @@ import math
 
 from ir.c import sort
 from ir.c.libm import NEAR, available, definitions
-from ir.c.passes import contraction
 from ir.c.spell import ctype, index, literal
-from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, TABLE, Op
@@ -46,6 +44,7 @@ from ir.loop.nest import (
     Const,
     DefAcc,
     Load,
+    Local,
     LoopNest,
     Mask,
     PairwiseFold,
@@ -53,7 +52,7 @@ from ir.loop.nest import (
     Sort,
     Store,
 )
-from ir.loop.rewrite import Block, chain, to_tree, value_dtype
+from ir.loop.rewrite import Block, to_tree, value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
 
@@ -179,10 +178,8 @@ def _int_helpers(used: set[tuple[str, str]]) -> str:
     """Definitions of the integer and bitcast helpers a program uses, and only those."""
     out = []
     for kind, t in sorted(used):
-        if kind == "gemm":
-            out.append(micro_kernel(t))
-        elif kind == "t8":
-            out.append(TRANSPOSE_8)
+        if kind == "vec":
+            out.append(vector_helpers(t))
         elif kind == "idiv":
             mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
             out.append(
@@ -239,8 +236,7 @@ def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, 
     """``render``, plus its source map: for each line of the C text, the position in
     ``nest.body`` of the instruction it was written for (None for the function's header).
 
-    A loop's ``for``, its pragmas and its closing brace map to its LOOP; a tiled block's
-    own bookkeeping lines (packing, the register block) map to the block's first LOOP.
+    A loop's ``for``, its pragmas and its closing brace map to its LOOP.
     """
     r = _Renderer(nest, openmp)
     text, used = r.function(name)
@@ -268,9 +264,10 @@ class _Renderer:
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
         self.near = False  # rendering the first run, with the _near functions
-        self.tile_start = None  # the fill constant the tiled block being rendered starts from
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
+        self.team = False  # rendering inside an OpenMP team
+        self.vectors: dict[str, int] = {}  # vector values and registers: their lanes
 
     def mark(self, ins) -> None:
         self.at = ins
@@ -293,7 +290,7 @@ class _Renderer:
         self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
         self.lines.append("  (void)err;")
         tree = to_tree(nest.body)
-        self.near = _has_near(nest) and not _any_tiled(tree)
+        self.near = _has_near(nest)
         if self.near:
             self.lines.append("  int limn_far = 0;  /* an argument beyond the _near functions */")
         self.items(tree, 1)
@@ -306,18 +303,16 @@ class _Renderer:
         return "\n".join(self.lines), self.used
 
     def items(self, items, depth: int, collapse: int = 0) -> None:
-        skip = -1
-        for j, item in enumerate(items):
-            if j == skip:
-                continue
+        heap = [x.out for x in items if isinstance(x, Local) and _on_heap(x)]
+        if heap and (collapse or self.team):
+            raise ValueError(f"c device: LOCAL {heap[0]} is too large for a thread's stack")
+        self.scope_items(items, depth, collapse)
+        for name in heap:
+            self.lines.append("  " * depth + f"free({name});")
+
+    def scope_items(self, items, depth: int, collapse: int) -> None:
+        for item in items:
             if isinstance(item, Block):
-                nxt = items[j + 1] if j + 1 < len(items) else None
-                start = _fill_before_tile(item, nxt)
-                if start is not None:  # the fill becomes the tiled block's start value
-                    self.tile_start, skip = start, j + 1
-                    self.block(nxt, depth, collapse)
-                    self.tile_start = None
-                    continue
                 self.block(item, depth, collapse)
             else:
                 self.instr(item, depth)
@@ -326,20 +321,17 @@ class _Renderer:
         attrs = dict(b.loop.attrs)
         outside = self.at
         self.mark(b.loop)
-        if tiled(b):
-            self.lines.append("  " * depth + "{")
-            render_tile(self, b, depth + 1)
-            self.lines.append("  " * depth + "}")
-            self.mark(outside)
-            return
         pad = "  " * depth
         par = attrs.get("parallel")
         far = " reduction(|:limn_far)" if self.near else ""
+        team = self.team
         if par and self.openmp and not collapse:
             self.lines.append(
                 f"{pad}#pragma omp parallel for collapse({par}) schedule(static){far}"
             )
-            collapse = par
+            collapse, self.team = par, True
+        if attrs.get("unroll"):  # the compiler's unrolling, which changes no order
+            self.lines.append(f"{pad}#pragma GCC unroll {attrs['unroll']}")
         lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
         for e in lp.lo:
@@ -348,15 +340,17 @@ class _Renderer:
             stop = f"limn_min64({stop}, {index(e, self.values)})"
         if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
             self.lines.append(f"{pad}#pragma omp simd{far}")
+        end = ""
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
-            self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
-            stop = f"{lp.var}_end"
+            end, stop = f", {lp.var}_end = {stop}", f"{lp.var}_end"
+        v = lp.var
         self.lines.append(
-            f"{pad}for (int64_t {lp.var} = {start}; {lp.var} < {stop}; {lp.var} += {lp.step}) {{"
+            f"{pad}for (int64_t {v} = {start}{end}; {v} < {stop}; {v} += {lp.step}) {{"
         )
         self.items(b.body, depth + 1, max(0, collapse - 1))
         self.mark(b.loop)
         self.lines.append(pad + "}")
+        self.team = team
         self.mark(outside)
 
     def instr(self, ins, depth: int) -> None:
@@ -372,6 +366,17 @@ class _Renderer:
 
     def statement(self, ins) -> str:
         values = self.values
+        if getattr(ins, "lanes", 1) > 1 or isinstance(ins, Accum) and ins.dst in self.vectors:
+            return self.vector(ins)
+        if isinstance(ins, Local):
+            self.bufs[ins.out] = ins.dtype
+            t, n = ctype(ins.dtype), ins.size
+            if not _on_heap(ins):  # aligned for the vector loads of a packed panel
+                return f"{t} {ins.out}[{n}] __attribute__((aligned(64)));"
+            return (
+                f"{t} *{ins.out} = ({t} *)malloc(sizeof({t}) * {n}); "
+                f"if (!{ins.out}) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }}"
+            )
         if isinstance(ins, DefAcc) and ins.shape:
             n, t = math.prod(ins.shape), ctype(ins.dtype)
             self.arrays.add(ins.out)
@@ -453,6 +458,28 @@ class _Renderer:
             return f"{fn}({rows}, {ins.n}, {ins.dst} + {at}, err);"
         raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
 
+    def vector(self, ins) -> str:
+        """A vector instruction: one call of the ``limn_*_<t>x<lanes>`` helpers (``VECTORS``)."""
+        if isinstance(ins, Accum):
+            d, n = self.dtype_of[ins.dst], self.vectors[ins.dst]
+        else:
+            d, n = ins.dtype if not isinstance(ins, Store) else self.bufs[ins.buf], ins.lanes
+        v = _vector_type(d, n)
+        self.used.add(("vec", v))
+        if isinstance(ins, Load) and not ins.guard:
+            self.vectors[ins.out] = n
+            return f"const {v} {ins.out} = {v}_load(&{ins.buf}[{index(ins.index, self.values)}]);"
+        if isinstance(ins, Store):
+            return f"{v}_store(&{ins.buf}[{index(ins.index, self.values)}], {ins.src});"
+        if isinstance(ins, DefAcc) and not ins.shape:
+            self.vectors[ins.out] = n
+            first = ins.start or f"{v}_splat({literal(ins.value, ins.dtype)})"
+            return f"{v} {ins.out} = {first};"
+        if isinstance(ins, Accum) and ins.mul is not None and ins.index is None:
+            a, b = (x if x in self.vectors else f"{v}_splat({x})" for x in (ins.src, ins.mul))
+            return f"{ins.dst} = {v}_fma({ins.dst}, {a}, {b});"
+        raise TypeError(f"c device: no vector form of {ins.text()}")
+
     def pairwise_fold(self, ins: PairwiseFold) -> str:
         """The pairwise order of FOLD, written out: each row, then the rows' totals."""
         a, t = f"{ins.acc}_l", ctype(self.dtype_of[ins.acc])
@@ -465,15 +492,58 @@ class _Renderer:
         )
 
 
+STACK_LOCAL = 1 << 19  # bytes of a LOCAL kept on the stack; a larger one is allocated
+
+
+def _on_heap(ins: Local) -> bool:
+    return ins.size * ins.dtype.itemsize > STACK_LOCAL
+
+
+VECTORS = """#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512{s} limn_{t}x{n};
+static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ return _mm512_loadu_p{p}(p); }}
+static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ _mm512_storeu_p{p}(p, v); }}
+static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ return _mm512_set1_p{p}(s); }}
+static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
+  return _mm512_fmadd_p{p}(a, b, c); }}
+#else
+typedef struct {{ {c} l[{n}]; }} limn_{t}x{n};
+static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ limn_{t}x{n} v;
+  memcpy(&v, p, sizeof v); return v; }}
+static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ memcpy(p, &v, sizeof v); }}
+static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ limn_{t}x{n} v;
+  for (int l = 0; l < {n}; l++) v.l[l] = s; return v; }}
+static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
+  for (int l = 0; l < {n}; l++) c.l[l] = {f}(a.l[l], b.l[l], c.l[l]); return c; }}
+#endif"""
+"""The vector helpers: AVX-512 instructions where the target has them, lanes in plain C
+elsewhere. Both compute each lane as the scalar instruction would (the FMA rounded once)."""
+
+
+def _vector_type(d: DType, lanes: int) -> str:
+    if (d, lanes) not in ((dtypes.float32, 16), (dtypes.float64, 8)):
+        raise TypeError(f"c device: no {lanes}-lane vector of {d}; accepted: float32x16, float64x8")
+    return "limn_f32x16" if d == dtypes.float32 else "limn_f64x8"
+
+
+def vector_helpers(v: str) -> str:
+    f32 = v == "limn_f32x16"
+    return VECTORS.format(
+        t="f32" if f32 else "f64",
+        n=16 if f32 else 8,
+        c="float" if f32 else "double",
+        s="" if f32 else "d",
+        p="s" if f32 else "d",
+        f="fmaf" if f32 else "fma",
+    )
+
+
 def _has_near(nest: LoopNest) -> bool:
     """Whether the nest calls a composite that has a ``_near`` spelling."""
     return any(
         isinstance(i, Arith) and f"{i.op.value.lower()}_{ctype(i.dtype)}" in NEAR for i in nest.body
     )
-
-
-def _any_tiled(items) -> bool:
-    return any(isinstance(b, Block) and (tiled(b) or _any_tiled(b.body)) for b in items)
 
 
 def _pairwise(at, n: int, op: Op) -> str:
@@ -509,31 +579,6 @@ def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], value
     if d.is_float:  # a tie (-0.0 and 0.0) takes the later value, as numpy and torch do
         return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
     return f"{dst} = {src} > {dst} ? {src} : {dst};"
-
-
-def _fill_before_tile(fill: Block, nxt) -> Const | None:
-    """The constant a fill nest stores into every cell that the tiled contraction after it
-    folds into (its identity), or None.
-
-    The contraction then starts each cell's register from that constant instead of
-    storing it and reading it back: the same values, one pass over the output fewer
-    (a C compiler forwarding a store to a load, done where it cannot see it).
-    """
-    if not isinstance(nxt, Block) or not tiled(nxt):
-        return None
-    loops, inner = chain(fill)
-    if len(inner) != 2 or not isinstance(inner[0], Const) or not isinstance(inner[1], Store):
-        return None
-    const, store = inner
-    found = contraction(nxt)
-    if found is None or store.src != const.out or found[6] is not None:
-        return None
-    outer, ia, _, ib, _, fold, _, _ = found
-    if (fold.dst, fold.index) != (store.buf, store.index) or fold.op not in (Op.ADD, Op.MAX):
-        return None
-    shape = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in loops}
-    cells = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in (*outer, ia, ib)}
-    return const if shape == cells and len(loops) == len(cells) else None
 
 
 def program(functions: list[tuple[str, set]]) -> str:
