@@ -8,16 +8,13 @@ user waits for the first time:
 
     LIMN_CACHE_DIR=$(mktemp -d) uv run python examples/bench_clients.py [name ...]
 
-The last lines give the totals and the ratio the issue's target speaks of (c within 3x),
-then how long the background gcc builds took to finish after the timed part (the c device
-runs tcc's build of a large unit first: limn/runtime/cc.py, tiered compilation).
+The last line gives the totals and the ratio the issue's target speaks of (c within 3x).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 
 os.environ.setdefault("SCIPY_ARRAY_API", "1")  # before scipy is imported anywhere
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -51,15 +48,6 @@ def main(names: list[str]) -> None:
         )
     tn, tc = totals["numpy"], totals["c"]
     print(f"{'total':<28} {tn:>8.2f}s {tc:>8.2f}s {tc / tn:>5.1f}x")
-    # the gcc -O3 builds still running behind the tcc tier: waited for (not timed above),
-    # so that they reach the disk cache and the next run starts from them
-    t = time.perf_counter()
-    c.wait_compiles()
-    tstats = c.toolchain.stats
-    print(
-        f"then waited {time.perf_counter() - t:.2f}s for background gcc builds "
-        f"({tstats['background_compiles']} built, {tstats['background_s']:.2f}s)"
-    )
 
 
 if __name__ == "__main__":

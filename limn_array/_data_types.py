@@ -59,7 +59,7 @@ ACCEPTS = {
 
 
 def check_dtype(x: Array, accepts: str, op: str) -> None:
-    if x.dtype not in ACCEPTS[accepts]:
+    if x._dtype not in ACCEPTS[accepts]:
         raise TypeError(f"{op}: needs a {accepts} array, got {x.dtype}")
 
 

@@ -1,6 +1,14 @@
-"""The ``fft`` extension, composed: radix-2 butterflies, and Bluestein for other lengths.
+"""The ``fft`` extension: numpy's transforms on host devices, composed elsewhere.
 
-A transform along one axis works on (re, im) pairs of real tensors:
+On a host device (numpy, c) each transform is one CUSTOM node, run by ``numpy.fft``
+(pocketfft: O(n log n) for every length, in float64, complex64 and float32 rounded once at
+the end), as the factorizations are run by LAPACK (``_linalg.py``): one numpy call, where
+the composition is hundreds of nodes, and one node whatever the length, so code that
+transforms at many sizes builds no new kernel per size. A device without a host (cuda)
+gets the composition below, spelled in primitives; the tests hold it to numpy's transforms
+on the numpy device.
+
+A composed transform along one axis works on (re, im) pairs of real tensors:
 
 * length 2**k: the inputs are put in bit-reversed order (one GATHER whose indices are
   integer bit arithmetic on an arange), then k butterfly stages, each one set of views
@@ -19,12 +27,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ir.graph import compose, dtypes, functions
+from limn.runtime.device import get_device
 from limn_array import _complex as complex_math
 from limn_array._array import Array, parts, wrap, wrap_complex
 from limn_array._creation import asarray
 from limn_array._data_types import check_dtype, standard_dtype
 from limn_array._elementwise import conj
+from limn_array._linalg import KERNELS, _custom, _kernel
 from limn_array._manipulation import roll
 from limn_array._policy import complex_dtype, real_dtype
 
@@ -207,9 +219,37 @@ def _axis_n(x: Array, n, axis: int, op: str):
     return axis, n
 
 
+def _native(x: Array) -> bool:
+    """Whether ``x``'s device runs numpy's transforms (a host device does)."""
+    return get_device(x._t.device).host
+
+
+def _numpy(op: str, x: Array, d, sizes: dict, **kw) -> Array:
+    """``numpy.fft.<op>`` as one CUSTOM node of dtype ``d``, its output shape ``x``'s with
+    ``sizes`` (axis -> length) put in."""
+    shape = list(x.shape)
+    for a, length in sizes.items():
+        shape[a] = length
+    return _custom("fft." + op, [x], [(d, tuple(shape))], op=op, **kw)[0]
+
+
+def _run(a, op: str, **kw):
+    """A transform in float64 (complex128), rounded to the node's dtype by the caller."""
+    a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64, copy=False)
+    return getattr(np.fft, op)(a, **kw)
+
+
+def _check_norm(norm: str, op: str) -> None:
+    if norm not in ("backward", "ortho", "forward"):
+        raise ValueError(f"{op}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
+
+
 def _c2c(x: Array, n, axis: int, norm: str, inverse: bool, op: str) -> Array:
     axis, n = _axis_n(x, n, axis, op)
     z, d = _wide_parts(x, op)
+    if _native(x):
+        _check_norm(norm, op)
+        return _numpy(op, x, d, {axis: n}, n=n, axis=axis, norm=norm)
     return _finish(_along(_resize(z, axis, n), axis, inverse, norm), d)
 
 
@@ -236,6 +276,9 @@ def _s_axes(x: Array, s, axes, op: str):
 def _c2c_n(x: Array, s, axes, norm: str, inverse: bool, op: str) -> Array:
     s, axes = _s_axes(x, s, axes, op)
     z, d = _wide_parts(x, op)
+    if _native(x) and axes:
+        _check_norm(norm, op)
+        return _numpy(op, x, d, dict(zip(axes, s)), s=s, axes=axes, norm=norm)
     for n, a in zip(s, axes):
         z = _along(_resize(z, a, n), a, inverse, norm)
     return _finish(z, d)
@@ -259,6 +302,9 @@ def rfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arra
     check_dtype(x, "real floating-point", "rfft")
     axis, n = _axis_n(x, n, axis, "rfft")
     z, d = _wide_parts(x, "rfft")
+    if _native(x):
+        _check_norm(norm, "rfft")
+        return _numpy("rfft", x, d, {axis: n // 2 + 1}, n=n, axis=axis, norm=norm)
     z = _along(_resize(z, axis, n), axis, False, norm)
     return _finish(_keep(z, axis, n // 2 + 1), d)
 
@@ -291,6 +337,9 @@ def irfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arr
     if n < 1:
         raise ValueError(f"irfft: n must be at least 1, got {n}")
     z, d = _wide_parts(x, "irfft")
+    if _native(x):
+        _check_norm(norm, "irfft")
+        return _numpy("irfft", x, real_dtype(d), {axis: n}, n=n, axis=axis, norm=norm)
     z = _along(_hermitian(z, axis, n), axis, True, norm)
     return wrap(z[0].p_cast(real_dtype(d)))
 
@@ -300,6 +349,10 @@ def rfftn(x: Array, /, *, s=None, axes=None, norm: str = "backward") -> Array:
     s, axes = _s_axes(x, s, axes, "rfftn")
     z, d = _wide_parts(x, "rfftn")
     last, n_last = axes[-1], s[-1]
+    if _native(x):
+        _check_norm(norm, "rfftn")
+        sizes = {**dict(zip(axes, s)), last: n_last // 2 + 1}
+        return _numpy("rfftn", x, d, sizes, s=s, axes=axes, norm=norm)
     z = _along(_resize(z, last, n_last), last, False, norm)
     z = _keep(z, last, n_last // 2 + 1)
     for n, a in zip(s[:-1], axes[:-1]):
@@ -317,6 +370,9 @@ def irfftn(x: Array, /, *, s=None, axes=None, norm: str = "backward") -> Array:
         s = tuple(x.shape[a] for a in axes[:-1]) + (2 * (x.shape[axes[-1]] - 1),)
     s = tuple(int(v) for v in s)
     z, d = _wide_parts(x, "irfftn")
+    if _native(x):
+        _check_norm(norm, "irfftn")
+        return _numpy("irfftn", x, real_dtype(d), dict(zip(axes, s)), s=s, axes=axes, norm=norm)
     for n, a in zip(s[:-1], axes[:-1]):
         z = _along(_resize(z, a, n), a, True, norm)
     z = _along(_hermitian(z, axes[-1], s[-1]), axes[-1], True, norm)
@@ -378,3 +434,7 @@ def fftshift(x: Array, /, *, axes=None) -> Array:
 
 def ifftshift(x: Array, /, *, axes=None) -> Array:
     return _shift(x, axes, -1)
+
+
+for _op in ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn"):
+    KERNELS["fft." + _op] = _kernel("fft." + _op, _run)

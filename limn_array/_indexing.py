@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from ir.graph import compose, dtypes
 from limn_array import _order as order
 from limn_array._array import Array, broadcast, host, lift, view_of, wrap
@@ -33,12 +35,16 @@ INDEX = dtypes.int64
 # ---- parsing --------------------------------------------------------------------------
 
 
-def _normalize(key, ndim: int) -> list:
-    """The key as a list of items: None, slice, int, or an Array; ``...`` expanded."""
+def _normalize(key, x: Array) -> list:
+    """The key as a list of items: None, slice, int, or an Array; ``...`` expanded. A numpy
+    integer or bool array is an index array too (cubed indexes its chunks with them)."""
+    ndim = x.ndim
     if not isinstance(key, tuple):
         key = (key,)
     items = []
     for k in key:
+        if isinstance(k, np.ndarray) and (k.ndim and k.dtype.kind in "iu" or k.dtype == bool):
+            k = asarray(k, device=x.device)
         if k is None or k is Ellipsis or isinstance(k, slice):
             items.append(k)
         elif isinstance(k, Array):
@@ -143,7 +149,7 @@ def _check_ints(items, shape) -> None:
 
 
 def getitem(x: Array, key) -> Array:
-    items = _normalize(key, x.ndim)
+    items = _normalize(key, x)
     if any(_is_mask(k) for k in items):
         return _getitem_mask(x, items)
     if any(_is_int_array(k) for k in items):
@@ -320,7 +326,7 @@ def _undo_view(t, items, shape):
 
 def setitem(x: Array, key, value) -> Array:
     """The array x would be after ``x[key] = value``."""
-    items = _normalize(key, x.ndim)
+    items = _normalize(key, x)
     v = _value_like(x, value, "__setitem__")
     if any(_is_mask(k) for k in items):
         return _setitem_mask(x, items, v)
@@ -403,8 +409,14 @@ def _position_array(x: Array) -> Array:
 
 
 def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
-    if not isinstance(indices, Array) or not indices.dtype.is_int or indices.ndim != 1:
-        raise TypeError("take: indices must be a 1-d integer array")
+    """An integer index (numpy's take accepts one, and cubed passes it) drops the axis."""
+    if isinstance(indices, np.ndarray):
+        indices = asarray(indices, device=x.device)
+    scalar = not isinstance(indices, Array | bool) and hasattr(indices, "__index__")
+    if not scalar and (
+        not isinstance(indices, Array) or not indices.dtype.is_int or indices.ndim != 1
+    ):
+        raise TypeError(f"take: indices must be a 1-d integer array or an integer, got {indices!r}")
     if axis is None:
         if x.ndim != 1:
             raise ValueError(f"take: axis is required for a {x.ndim}-d array")
@@ -412,7 +424,7 @@ def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
     axis = compose.normalize_axis(axis, x.ndim, "take")
     key = [slice(None)] * x.ndim
     key[axis] = indices
-    return _getitem_arrays(x, key)
+    return getitem(x, tuple(key)) if scalar else _getitem_arrays(x, key)
 
 
 def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from limn.runtime.device import current_device, get_device
+from limn.runtime.device import current_device, get_device, resolve
 
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 API_VERSION = "2025.12"
@@ -42,15 +42,15 @@ def device_dtypes(name: str) -> frozenset[DType]:
 
 
 def device_name(device, default: str | None = None) -> str:
-    """Accept a Device, a device name, or None (the default device)."""
+    """Accept a Device, a device name ('cpu' included: c where a C compiler works, else
+    numpy), or None (the default device)."""
     if device is None:
         return default or current_device()
-    if isinstance(device, Device):
-        return device.name
-    if isinstance(device, str):
-        get_device(device)  # fails here, naming the known devices, if unknown
-        return device
-    raise ValueError(f"device: {device!r} is not a device; accepted: a Device or a name")
+    name = device.name if isinstance(device, Device) else device
+    if not isinstance(name, str):
+        raise ValueError(f"device: {device!r} is not a device; accepted: a Device or a name")
+    get_device(name)  # fails here, naming the known devices, if unknown
+    return resolve(name)
 
 
 def check_device_dtype(name: str, d: DType, op: str) -> None:

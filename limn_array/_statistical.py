@@ -2,8 +2,9 @@
 
 ``sum``, ``max`` and ``min`` are the SUM and MAX primitives (min through an order flip);
 ``mean``, ``var`` and ``std`` are ``ir/graph/compose.py``'s spellings (two-pass variance);
-``prod`` has no primitive, so it halves the axis log2(n) times (``_order.tree_reduce``); the
-cumulative functions are SCAN nodes, linear loops (a complex product, which mixes the
+``prod`` is the last element of a SCAN product (left to right, as numpy multiplies; a
+complex one halves the axis log2(n) times, ``_order.tree_reduce``); the cumulative functions
+are SCAN nodes, linear loops (a complex product, which mixes the
 parts, is the log-step ``_order.scan_pairs``). Complex arrays reduce part by part, except
 products, which combine (re, im) pairs with the complex product.
 """
@@ -65,7 +66,12 @@ def prod(x: Array, /, *, axis=None, dtype=None, keepdims: bool = False) -> Array
             (1.0, 0.0),
         )
         return wrap_complex(pr.p_reshape(out), pi.p_reshape(out))
-    (p,) = order.tree_reduce((gather_axes(x._t),), last, lambda a, b: (a[0].p_mul(b[0]),), (1,))
+    # left to right, as numpy multiplies: a halving tree meets inf * (tiny * tiny) = inf * 0
+    t = gather_axes(x._t)
+    n = flat[-1]
+    if n == 0:
+        return wrap(t.p_const(1, shape=out))
+    p = t.p_scan(last, "mul").p_shrink(tuple((0, s) for s in flat[:-1]) + ((n - 1, n),))
     return wrap(p.p_reshape(out))
 
 
@@ -95,21 +101,39 @@ def min(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:  # noqa: A0
     return wrap(compose.min_(x._t, axes, keepdims))
 
 
-def mean(x: Array, /, *, axis=None, keepdims: bool = False) -> Array:
-    check_dtype(x, "floating-point", "mean")
+def _float_dtype(x: Array, dtype, op: str) -> Array:
+    """``x`` in the floating dtype ``dtype`` a client names (numpy's keyword, which cubed
+    passes to its chunks' mean); None keeps x's dtype, which must be floating."""
+    if dtype is not None:
+        d = standard_dtype(dtype, op)
+        if d.kind not in "fc":
+            raise TypeError(f"{op}: dtype must be a floating-point dtype, got {d}")
+        x = cast(x, d)
+    check_dtype(x, "floating-point", op)
+    return x
+
+
+def mean(x: Array, /, *, axis=None, keepdims: bool = False, dtype=None) -> Array:
+    x = _float_dtype(x, dtype, "mean")
     axes = _axes(x, axis, "mean")
     n = _count(x.shape, axes)
     total = sum(x, axis=axes, keepdims=keepdims)
     return lift(lambda t: functions.divide(t, t.p_const(n if n else float("nan"))), total)
 
 
-def var(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:
+def var(
+    x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False, dtype=None
+) -> Array:
+    x = _float_dtype(x, dtype, "var")
     check_dtype(x, "real floating-point", "var")
     axes = _axes(x, axis, "var")
     return wrap(compose.var(x._t, axes, keepdims, correction))
 
 
-def std(x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False) -> Array:
+def std(
+    x: Array, /, *, axis=None, correction: float = 0.0, keepdims: bool = False, dtype=None
+) -> Array:
+    x = _float_dtype(x, dtype, "std")
     check_dtype(x, "real floating-point", "std")
     axes = _axes(x, axis, "std")
     return wrap(compose.std(x._t, axes, keepdims, correction))

@@ -55,6 +55,13 @@ def main(out: str) -> None:
         "int_sum": xp.sum(i, axis=1),
         "matmul": xp.matmul(a, b),
         "rechunk": (a.rechunk((2, 8)) + 1) * xp.asarray(0.5, spec=spec),
+        # cubed's var and std pass mean(..., dtype=) and take(x, 0, axis=) to the chunks,
+        # argmax and argmin ask default_dtypes(device=...)
+        "var_axis0": xp.var(a, axis=0, correction=1),
+        "std": xp.std(a),
+        "argmax_axis1": xp.argmax(a, axis=1),
+        "argmin_axis0": xp.argmin(a, axis=0),
+        "ones_cpu": xp.ones((6, 8), chunks=(3, 4), device="cpu", spec=spec) + a,
     }
     executor = ProcessesExecutor(max_workers=2)
     computed = cubed.compute(*results.values(), executor=executor)

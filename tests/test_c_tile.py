@@ -107,6 +107,25 @@ def test_a_tall_tiled_contraction_keeps_the_interpreters_bits(devices):
     _check(_layouts(33, 70, 100, np.float32, 3), c_passes(), devices, threads=(1, 2, 3))
 
 
+def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(devices):
+    """x @ W for a single row x is tiled as a row block of one: each cell folds the FMAs its
+    row gets in a taller x (a kv-cache step's projections give the windowed forward's bits),
+    and the interpreter running that nest agrees."""
+    make, serial = devices
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 80)).astype(np.float32)
+    for name, build in {"x@W": lambda a: Tensor(a) @ Tensor(w),
+                        "x@W.T": lambda a: Tensor(a) @ Tensor(w.T.copy()).T}.items():  # fmt: skip
+        full = make().realize([build(x).node])[0].data
+        text = limn.ir(build(x[2:3]), passes=c_passes())
+        assert "tile=1x" in text and "FMA" in text, name
+        want = run([build(x[2:3]).node], passes=c_passes())[0]
+        assert want.tobytes() == full[2:3].tobytes(), name
+        for dev in (make(), serial):
+            assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
+
+
 def test_a_large_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
     make, serial = devices
     threaded = make()

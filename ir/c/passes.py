@@ -44,8 +44,10 @@ from ir.loop.nest import (
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
     Block,
+    Fresh,
     chain,
     defines,
+    extent,
     flatten,
     indices,
     instructions,
@@ -53,15 +55,10 @@ from ir.loop.rewrite import (
     rename,
     substitute,
     to_tree,
+    with_attrs,
 )
 
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
-
-
-def _attr(loop: Loop, **kw) -> Loop:
-    attrs = dict(loop.attrs)
-    attrs.update(kw)
-    return replace(loop, attrs=tuple(attrs.items()))
 
 
 def _writes(items):
@@ -91,16 +88,12 @@ def _carries(items) -> bool:
     )
 
 
-def _extent(loop: Loop) -> int:
-    return len(range(loop.start, loop.stop, loop.step))
-
-
 def _work(items) -> int:
     """Roughly how many innermost iterations a tree runs (a SORT of n: n log2(n))."""
     total = 0
     for item in items:
         if isinstance(item, Block):
-            total += _extent(item.loop) * max(1, _work(item.body))
+            total += extent(item.loop) * max(1, _work(item.body))
         elif isinstance(item, Sort):
             total += item.n * max(1, item.n.bit_length())
     return total
@@ -110,11 +103,8 @@ def _work(items) -> int:
 
 
 def parallelize(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_parallel_block(item) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
+    items = [_parallel_block(x) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+    return replace(nest, body=flatten(items))
 
 
 def _parallel_block(block: Block) -> Block:
@@ -133,12 +123,12 @@ def _parallel_block(block: Block) -> Block:
         if not all(loop.var in w.index.names for w in writes):
             break  # a reduce loop: cells inside it are revisited
         n += 1
-        cells *= _extent(loop)
+        cells *= extent(loop)
         if cells >= MIN_PARALLEL_CELLS:
             break
     if n == 0 or cells < 2:
         return block
-    loops = [_attr(loops[0], parallel=n), *loops[1:]]
+    loops = [with_attrs(loops[0], parallel=n), *loops[1:]]
     return rebuild(loops, inner)
 
 
@@ -155,25 +145,15 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
     lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
     its own lanes, so a team can share the blocks; the blocks are combined by the same
-    tree. The grouping depends only on the shape, never on the thread count.
+    tree. The grouping depends only on the shape and the elements' order, never on the
+    thread count, nor on whether a pad or a concatenation cut the loop into pieces (each
+    piece folds element ``r`` into the lane, and block, the whole loop would). One choice
+    still follows the layout: a reduce over several dims runs as one loop only where every
+    access walks them as one (a contiguous array), and otherwise lanes its innermost dim
+    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
+    shorter than 4 blocks.
     """
-    used = {defines(i) for i in nest.body if defines(i)} | {
-        i.var for i in nest.body if isinstance(i, Loop)
-    }
-    fresh = _Fresh(used)
-    return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
-
-
-class _Fresh:
-    def __init__(self, used: set[str]):
-        self.used = set(used)
-
-    def __call__(self, prefix: str) -> str:
-        k = 0
-        while f"{prefix}{k}" in self.used:
-            k += 1
-        self.used.add(f"{prefix}{k}")
-        return f"{prefix}{k}"
+    return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, Fresh(nest.body))))
 
 
 def _lanes(items, top: bool, fresh) -> list:
@@ -181,17 +161,15 @@ def _lanes(items, top: bool, fresh) -> list:
     i = 0
     while i < len(items):
         it = items[i]
-        if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items) and _one_fold(items, i):
-            nxt = items[i + 1]
-            later = [
-                x for x in instructions(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out
-            ]
-            if later:  # folded by several loops (a reduce cut by a pad): keep one register
-                nxt = None
-            new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
+        if isinstance(it, DefAcc) and not it.shape:
+            j = i + 1  # the loop folding into it, or the pieces of one that a pad cut
+            while j < len(items) and isinstance(items[j], Block) and _folds_into(items[j], it.out):
+                j += 1
+            later = any(_folds_into(x, it.out) for x in items[j:])
+            new = None if later or j == i + 1 else _lane_group(it, items[i + 1 : j], top, fresh)
             if new is not None:
                 out += new
-                i += 2
+                i = j
                 continue
         if isinstance(it, Block) and dict(it.loop.attrs).get("tile"):
             out.append(it)  # a tiled contraction keeps each cell's plain order
@@ -201,12 +179,6 @@ def _lanes(items, top: bool, fresh) -> list:
             out.append(it)
         i += 1
     return out
-
-
-def _one_fold(items, i: int) -> bool:
-    """The loop after DEFACC ``items[i]`` is the only one folding into it: no later piece of
-    a split loop does (those keep the scalar total, which lanes would leave behind)."""
-    return not any(_folds_into(x, items[i].out) for x in items[i + 2 :])
 
 
 def _folds_into(item, name: str) -> bool:
@@ -222,73 +194,98 @@ def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
         if any(lp.start or lp.step != 1 or lp.lo or lp.hi for lp in (a, b)):
             break
         idxs = [idx for ins in body for idx in indices(ins)]
-        if any(idx.coeff(a.var) != _extent(b) * idx.coeff(b.var) for idx in idxs):
+        if any(idx.coeff(a.var) != extent(b) * idx.coeff(b.var) for idx in idxs):
             break
         body = tuple(substitute(ins, {a.var: Index((), 0)}) for ins in body)
-        reds = [*reds[:-2], replace(b, stop=_extent(a) * _extent(b))]
+        reds = [*reds[:-2], replace(b, stop=extent(a) * extent(b))]
     return reds, body
 
 
-def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
-    reds, body = chain(block)
-    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or any(isinstance(x, Block) for x in body):
+def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
+    """Lanes for the reduce loop after ``acc``, given whole or as the consecutive pieces a
+    pad cut it into (a reduce over a concatenation): element ``r`` goes to lane ``r % L``
+    either way, so an array built from slices folds as the same array built whole."""
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4:
         return None
-    fold = body[-1] if body else None
-    if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
-        return None
-    if fold.dst != acc.out or any(isinstance(x, Store | Accum | Check) for x in body[:-1]):
-        return None
-    reds, body = _merge_inner(list(reds), body)
-    r = reds[-1]
-    if r.start or r.step != 1 or r.lo or r.hi:
-        return None
-    n = _extent(r)
+    parts = []  # (its loop, the work before its fold, the fold) per piece, in order
+    for block in blocks:
+        reds, body = chain(block)
+        fold = body[-1] if body else None
+        if any(isinstance(x, Block | Store | Accum | Check) for x in body[:-1]):
+            return None
+        # a contraction's FMA (``mul``) keeps each cell's plain order
+        if not isinstance(fold, Accum) or (fold.index, fold.lane, fold.mul) != (None,) * 3:
+            return None
+        if len(blocks) == 1:
+            reds, body = _merge_inner(list(reds), body)
+        elif len(reds) != 1:
+            return None
+        r, outer = reds[-1], reds[:-1]
+        if r.step != 1 or r.lo or r.hi or r.start != (parts[-1][0].stop if parts else 0):
+            return None
+        if parts and r.var != parts[-1][0].var:
+            return None
+        parts.append((r, body[:-1], fold))
+    n, var = parts[-1][0].stop, parts[0][0].var
     lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
     if n < 2 * lanes:
         return None
-    work, tail_fold = body[:-1], fold
 
-    def copy(at: dict[str, Index], lane: Index) -> tuple:
-        names = {defines(x): fresh("v") for x in work if defines(x)}
-        moved = tuple(rename(substitute(x, at), names) for x in work)
-        src = names.get(tail_fold.src, tail_fold.src)
-        mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
-        return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
+    def copier(work, tail_fold):
+        def copy(at: dict[str, Index], lane: Index) -> tuple:
+            names = {defines(x): fresh("v") for x in work if defines(x)}
+            moved = tuple(rename(substitute(x, at), names) for x in work)
+            src = names.get(tail_fold.src, tail_fold.src)
+            return (*moved, replace(tail_fold, src=src, lane=lane))
 
-    lv = fresh("l")
-    rv = Index.var(r.var)
-    if top and len(reds) == 1 and n >= 4 * BLOCK:
-        bv = fresh("b")
-        nb, rem = n // BLOCK, n % BLOCK
-        blocks = nb + (1 if rem else 0)
-        at = Index.var(bv) * BLOCK + rv + Index.var(lv)
-        inner = Block(
-            Loop(lv, lanes, attrs=(("lanes", True),)),
-            copy({r.var: at}, Index.var(bv) * lanes + Index.var(lv)),
-        )
-        main = Block(
-            Loop(bv, nb, attrs=(("parallel", 1),)),
-            (Block(Loop(r.var, BLOCK, step=lanes), (inner,)),),
-        )
-        pieces = [main, *_tail(r.var, nb * BLOCK, n, lanes, lv, fresh, copy, nb * lanes)]
-        return [
-            replace(acc, shape=(blocks, lanes)),
-            *pieces,
-            PairwiseFold(acc.out, fold.op, (blocks, lanes)),
-        ]
-    pieces = _tail(r.var, 0, n, lanes, lv, fresh, copy, 0)
-    loops = pieces if len(reds) == 1 else [rebuild(list(reds[:-1]), tuple(pieces))]
-    return [replace(acc, shape=(lanes,)), *loops, PairwiseFold(acc.out, fold.op, (lanes,))]
+        return copy
+
+    lv, op = fresh("l"), parts[0][2].op
+    blocked = top and not outer and n >= 4 * BLOCK
+    shape = (-(-n // BLOCK), lanes) if blocked else (lanes,)
+    loops = []
+    for r, work, fold in parts:
+        copy = copier(work, fold)
+        if not blocked:
+            loops += _tail(var, r.start, r.stop, lanes, lv, copy, 0)
+            continue
+        first, last = -(-r.start // BLOCK), r.stop // BLOCK  # the blocks it holds whole
+        if first > last:  # inside one block
+            loops += _tail(var, r.start, r.stop, lanes, lv, copy, last * lanes)
+            continue
+        loops += _tail(var, r.start, first * BLOCK, lanes, lv, copy, (first - 1) * lanes)
+        if last > first:  # whole blocks, shared by a team
+            bv = fresh("b")
+            at = Index.var(bv) * BLOCK + Index.var(var) + Index.var(lv)
+            inner = Block(
+                Loop(lv, lanes, attrs=(("lanes", True),)),
+                copy({var: at}, Index.var(bv) * lanes + Index.var(lv)),
+            )
+            loops.append(
+                Block(
+                    Loop(bv, last, start=first, attrs=(("parallel", 1),)),
+                    (Block(Loop(var, BLOCK, step=lanes), (inner,)),),
+                )
+            )
+        loops += _tail(var, last * BLOCK, r.stop, lanes, lv, copy, last * lanes)
+    if outer:
+        loops = [rebuild(list(outer), tuple(loops))]
+    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
 
 
-def _tail(var: str, start: int, stop: int, lanes: int, lv: str, fresh, copy, lane0: int):
-    """Lanes over [start, stop): whole groups of ``lanes``, then one element per lane."""
-    whole = start + (stop - start) // lanes * lanes
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0: int):
+    """Lanes over [start, stop), element ``r`` to lane ``lane0 + r % lanes``: the elements
+    before the first multiple of ``lanes``, whole groups of ``lanes``, then the rest."""
+    head = min(stop, -(-start // lanes) * lanes)
+    whole = head + (stop - head) // lanes * lanes
     out = []
-    if whole > start:
+    if head > start:
+        body = copy({}, Index.var(var) - start // lanes * lanes + lane0)
+        out.append(Block(Loop(var, head, start=start), body))
+    if whole > head:
         body = copy({var: Index.var(var) + Index.var(lv)}, Index.var(lv) + lane0)
         inner = Block(Loop(lv, lanes, attrs=(("lanes", True),)), body)
-        out.append(Block(Loop(var, whole, start=start, step=lanes), (inner,)))
+        out.append(Block(Loop(var, whole, start=head, step=lanes), (inner,)))
     if stop > whole:
         body = copy({}, Index.var(var) - whole + lane0)
         out.append(Block(Loop(var, stop, start=whole), body))
@@ -391,7 +388,7 @@ def _interval(p: Range, x: str):
 def _split_loop(block: Block) -> list:
     loop = block.loop
     x = loop.var
-    if loop.step != 1 or loop.lo or loop.hi or _extent(loop) < 8 or block.loop.attrs:
+    if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or block.loop.attrs:
         return [block]
     preds = []
     for ins in block.body:

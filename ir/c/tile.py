@@ -56,8 +56,10 @@ from ir.loop.nest import (
 )
 from ir.loop.rewrite import (
     Block,
+    Fresh,
     chain,
     defines,
+    extent,
     flatten,
     rebuild,
     rename,
@@ -65,25 +67,15 @@ from ir.loop.rewrite import (
     to_tree,
     uses,
     value_dtype,
+    with_attrs,
 )
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_BLOCK_WORK = 1 << 12  # FMAs below which a contraction keeps its plain loops
 PANEL_BYTES = 24 << 10  # a KC x NR panel: half of L1 (48 KiB), beside a sliver and the tile
 BLOCK_BYTES = 256 << 10  # an MC x KC block: an eighth of L2 (2 MiB), on a thread's stack
-UNROLL = 1  # unroll the reduce loop of a vector tile by this (the compiler's; no order changes)
 WHOLE_BYTES = 16 << 20  # a factor packed whole, before the blocks, up to this size
 MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 576 was one
-
-
-def _attr(loop: Loop, **kw) -> Loop:
-    attrs = dict(loop.attrs)
-    attrs.update(kw)
-    return replace(loop, attrs=tuple(attrs.items()))
-
-
-def _extent(loop: Loop) -> int:
-    return len(range(loop.start, loop.stop, loop.step))
 
 
 def _deps(items, loop_vars: set[str]) -> dict[str, set[str]]:
@@ -108,26 +100,6 @@ def _needed(body, val: str) -> list:
     return out[::-1]
 
 
-def _names(nest: LoopNest) -> set[str]:
-    out = {defines(i) for i in nest.body} | {getattr(i, "var", None) for i in nest.body}
-    return {n for n in out if n}
-
-
-class _Fresh:
-    """Names no instruction of the nest uses yet: ``fresh("v")`` is ``v<k>``."""
-
-    def __init__(self, used: set[str]):
-        self.used = set(used)
-
-    def __call__(self, prefix: str, bare: bool = False) -> str:
-        k, name = 0, prefix if bare else f"{prefix}0"
-        while name in self.used:
-            k += 1
-            name = f"{prefix}{k}"
-        self.used.add(name)
-        return name
-
-
 def _each_block(items, fn) -> tuple:
     """``items`` with every Block for which ``fn`` gives a new one replaced (else searched)."""
     out: list = []
@@ -140,7 +112,7 @@ def _each_block(items, fn) -> tuple:
 
 
 def _pass(nest: LoopNest, fn) -> LoopNest:
-    fresh = _Fresh(_names(nest))
+    fresh = Fresh(nest.body)
     body = flatten(_each_block(to_tree(nest.body), lambda b: fn(b, nest, fresh)))
     return replace(nest, body=body)
 
@@ -149,11 +121,8 @@ def _pass(nest: LoopNest, fn) -> LoopNest:
 
 
 def tile_contraction(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_tile_block(item, nest) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
+    items = [_tile_block(x, nest) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+    return replace(nest, body=flatten(items))
 
 
 def tile_shape(itemsize: int, columns: int) -> tuple[int, int]:
@@ -192,7 +161,7 @@ def contraction(block: Block):
             return None
         if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
             return None
-        names = set(tail[-1].index.names)
+        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
         if not {loops[-1].var, loops[-2].var} <= names:
             return None
         return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
@@ -202,7 +171,7 @@ def contraction(block: Block):
     if not isinstance(fold, Accum) or fold.index is None:
         return None
     written = set(fold.index.names)
-    kinds = ["out" if lp.var in written else "red" for lp in loops]
+    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
     if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
         return None
     first_red = kinds.index("red")
@@ -236,33 +205,39 @@ def _outputs_first(block: Block) -> Block:
     if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
         return block
     written = set(inner[-1].index.names)
-    last = loops[-1]
-    if last.var not in written or _extent(last) < 8:
+    last, loads = loops[-1], [x for x in inner if isinstance(x, Load)]
+    if last.var not in written or extent(last) < 8:
         # a reduce innermost, or an output too narrow for a column block (a weight
         # gradient's kernel offset): a wide output loop goes innermost instead
-        loads = [x for x in inner if isinstance(x, Load)]
-        wide = [lp for lp in loops[:-1] if lp.var in written and _extent(lp) >= 8]
+        wide = [lp for lp in loops[:-1] if lp.var in written and extent(lp) >= 8]
         if wide:
-            best = max(
-                wide,
-                key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp)),
-            )
+            best = _columns(wide, loads)
             loops = [lp for lp in loops if lp is not best] + [best]
         elif last.var not in written:
             return block
     outs = [lp for lp in loops[:-1] if lp.var in written]
     reds = [lp for lp in loops[:-1] if lp.var not in written]
-    if outs:  # the row loop: the one most operands along the columns do not depend on
-        ib = loops[-1].var
-        loads = [x for x in inner if isinstance(x, Load)]
+    return rebuild([*_row_last(outs, loops[-1], loads), *reds, loops[-1]], inner)
 
-        def reuse(lp: Loop) -> int:
-            along_b = [x for x in loads if x.index.coeff(ib)]
-            return sum(1 for x in along_b if not x.index.coeff(lp.var))
 
-        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
-        outs = [*outs[:best], *outs[best + 1 :], outs[best]]
-    return rebuild([*outs, *reds, loops[-1]], inner)
+def _columns(wide: list[Loop], loads) -> Loop:
+    """The column loop: the wide one most operands are unit-stride along."""
+    return max(
+        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), extent(lp))
+    )
+
+
+def _row_last(outs: list[Loop], col: Loop, loads) -> list[Loop]:
+    """``outs`` with the row loop last: the one most operands along the columns do not
+    depend on (the ties: a long one, then the innermost)."""
+    if not outs:
+        return outs
+    along = [x for x in loads if x.index.coeff(col.var)]
+    row = max(
+        range(len(outs)),
+        key=lambda j: (sum(not x.index.coeff(outs[j].var) for x in along), extent(outs[j]) >= 6, j),
+    )
+    return [*outs[:row], *outs[row + 1 :], outs[row]]
 
 
 def _folds_in_register(inner) -> bool:
@@ -288,27 +263,37 @@ def _register_outputs(loops: list[Loop], inner) -> Block:
         return block
     written = set(inner[-1].index.names)
     loads = [x for x in body if isinstance(x, Load)]
-    wide = [lp for lp in loops if lp.var in written and _extent(lp) >= 8]
-    col = loops[-1] if _extent(loops[-1]) >= 8 else None
-    if col is None and not wide:
+    wide = [lp for lp in loops if lp.var in written and extent(lp) >= 8]
+    if extent(loops[-1]) < 8 and not wide:
         return block
-    col = col or max(
-        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp))
-    )
-    rest = [lp for lp in loops if lp is not col]
-    along = [x for x in loads if x.index.coeff(col.var)]
-    row = max(
-        range(len(rest)),
-        key=lambda j: (
-            sum(1 for x in along if not x.index.coeff(rest[j].var)),
-            _extent(rest[j]) >= 6,
-            j,
-        ),
-    )
-    return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
+    col = loops[-1] if extent(loops[-1]) >= 8 else _columns(wide, loads)
+    return rebuild([*_row_last([lp for lp in loops if lp is not col], col, loads), col], inner)
 
 
-def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
+def _one_row(block: Block) -> bool:
+    """One output loop folding products of a value it moves by one it does not: a matmul
+    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
+    loops, inner = chain(block)
+    if _folds_in_register(inner):
+        cols, body = loops, chain(inner[1])[1]
+    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
+        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
+    else:
+        return False
+    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
+        return False
+    moves, made = {}, {}
+    for x in body:
+        if defines(x):
+            made[defines(x)] = x
+            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
+    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
+    if not isinstance(mul, Arith) or mul.op != Op.MUL:
+        return False
+    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
+
+
+def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
     """Whether a register block saves loads: the operands read along the reduce split into
     ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
 
@@ -322,12 +307,17 @@ def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
         names = set(ins.index.names)
         if a in names and b in names:
             return False
-        rows |= a in names
+        rows |= a in names or one_row and b not in names
         cols |= b in names
     return rows and cols
 
 
 def _tile_block(block: Block, nest: LoopNest) -> Block:
+    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
+        # folds as a matmul's rows do (FMAs in order), however many rows there are
+        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
+        if tiled is not None:
+            return tiled
     moved = _outputs_first(block)
     tiled = _tile(moved, nest)
     if tiled is not None:
@@ -354,17 +344,17 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
         return None
     if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
         return None  # a pad along both a row and a column cannot be packed once per side
-    k = math.prod(_extent(lp) for lp in reds)
-    if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
+    k = math.prod(extent(lp) for lp in reds)
+    if extent(ib) < 8 or k < 4:
         return None
-    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, extent(ia) == 1):
         return None
     acc = init.dtype if init is not None else nest.output.dtype
-    mr, nr = tile_shape(acc.itemsize, _extent(ib))
+    mr, nr = tile_shape(acc.itemsize, extent(ib))
+    mr = 1 if extent(ia) == 1 else mr
     loops, inner = chain(block)
-    tagged = [
-        _attr(lp, tile=mr) if lp is ia else _attr(lp, tile=nr) if lp is ib else lp for lp in loops
-    ]
+    marks = {ia.var: mr, ib.var: nr}
+    tagged = [with_attrs(lp, tile=marks[lp.var]) if lp.var in marks else lp for lp in loops]
     return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
 
 
@@ -408,7 +398,7 @@ def block_contraction(nest: LoopNest) -> LoopNest:
     A fill of the identity just before it (the lowered form of a sum into memory) is
     absorbed: each tile starts from that constant instead of reading it back.
     """
-    fresh = _Fresh(_names(nest))
+    fresh = Fresh(nest.body)
     items, out, i = to_tree(nest.body), [], 0
     while i < len(items):
         it, nxt = items[i], items[i + 1] if i + 1 < len(items) else None
@@ -468,9 +458,9 @@ def _block(block: Block, nest: LoopNest, fill: Const | None, fresh) -> Block | N
         return None
     mr, nr = dict(ia.attrs)["tile"], dict(ib.attrs)["tile"]
     d = init.dtype if init is not None else nest.output.dtype
-    m, n, r1, inner_reds = _extent(ia), _extent(ib), reds[0], reds[1:]
-    k1, k_in = _extent(r1), math.prod(_extent(lp) for lp in inner_reds)
-    cells = math.prod(_extent(lp) for lp in outer) * m * n
+    m, n, r1, inner_reds = extent(ia), extent(ib), reds[0], reds[1:]
+    k1, k_in = extent(r1), math.prod(extent(lp) for lp in inner_reds)
+    cells = math.prod(extent(lp) for lp in outer) * m * n
     if cells * k1 * k_in < MIN_BLOCK_WORK:
         return None
     store = fold.index if init is None else tail[-1].index
@@ -521,9 +511,9 @@ def _block(block: Block, nest: LoopNest, fill: Const | None, fresh) -> Block | N
     if many:
         inner = Block(Loop(rc, k1, step=kc), (inner,))
     task = [*outer, Loop(ic, m, step=mc, attrs=(("block", True),)), Loop(jc, n, step=nc)]
-    task[0] = _attr(task[0], tile=f"{mr}x{nr}")
+    task[0] = with_attrs(task[0], tile=f"{mr}x{nr}")
     if cells * k1 * k_in >= MIN_PARALLEL_WORK:
-        task[0] = _attr(task[0], parallel=len(task))
+        task[0] = with_attrs(task[0], parallel=len(task))
     return rebuild(task, (inner,))
 
 
@@ -592,13 +582,13 @@ def _pack_contraction(top: Block, nest: LoopNest, fresh):
         lp.var for lp in loops[: next(j for j, lp in enumerate(loops) if "block" in dict(lp.attrs))]
     }
     whole_reds = [replace(reds[0], lo=(), hi=()), *reds[1:]]
-    k_in = math.prod(_extent(lp) for lp in reds[1:])
+    k_in = math.prod(extent(lp) for lp in reds[1:])
     q, q_all = Index.var(reds[0].var) - (reds[0].lo[0] if reds[0].lo else 0), Index.var(reds[0].var)
     for lp in reds[1:]:
-        q, q_all = q * _extent(lp) + Index.var(lp.var), q_all * _extent(lp) + Index.var(lp.var)
+        q, q_all = q * extent(lp) + Index.var(lp.var), q_all * extent(lp) + Index.var(lp.var)
     k, k_all = (
-        (reds[0].hi[0].const if reds[0].hi else _extent(reds[0])) * k_in,
-        _extent(reds[0]) * k_in,
+        (reds[0].hi[0].const if reds[0].hi else extent(reds[0])) * k_in,
+        extent(reds[0]) * k_in,
     )
     size = local.dtype.itemsize
 
@@ -616,40 +606,29 @@ def _pack_contraction(top: Block, nest: LoopNest, fresh):
         and (b_load[0].index.coeff(reds[-1].var) == nr or mc <= mr)
     )
     top_head, level_head, panel_head, new_body = [], [], [], list(body)
-    mpad, npad = -(-m // mr) * mr, -(-n // nr) * nr
+    mpad, npad, d = -(-m // mr) * mr, -(-n // nr) * nr, local.dtype
+
+    def packed(val, along: Loop, first: Index, width: int, spot: Index, over, panel=False):
+        nonlocal new_body  # ``over``: the reduce loops the pack runs
+        t = fresh("t")
+        pack = _pack(body, val, along, first, width, over, t, spot, fresh, panel)
+        new_body = _replace(new_body, val, Load(val, t, spot + Index.var(along.var) - first, d))
+        return t, pack
+
     if alone(a_val) and (outer or nc < npad) and mpad * k_all * size <= WHOLE_BYTES:
-        ta = fresh("t")
-        spot = it * k_all + q_all * mr
-        _, pack = _pack(body, a_val, rows, it, mr, whole_reds, ta, spot, fresh)
-        all_rows = Loop(sliver.loop.var, m, step=mr)
-        top_head += [Local(ta, mpad * k_all, local.dtype), _team(Block(all_rows, pack), m * k_all)]
-        new_body = _replace(
-            new_body, a_val, Load(a_val, ta, spot + Index.var(rows.var) - it, local.dtype)
-        )
+        ta, pack = packed(a_val, rows, it, mr, it * k_all + q_all * mr, whole_reds)
+        all_rows = Block(Loop(sliver.loop.var, m, step=mr), pack)
+        top_head += [Local(ta, mpad * k_all, d), _team(all_rows, m * k_all)]
     elif nc > nr or m % mr:  # more than one panel reads each sliver, or one runs past the rows
-        ta = fresh("t")
-        spot = (it - ic) * k + q * mr
-        _, pack = _pack(body, a_val, rows, it, mr, reds, ta, spot, fresh)
-        level_head += [Local(ta, mc * k, local.dtype), Block(replace(sliver.loop, attrs=()), pack)]
-        new_body = _replace(
-            new_body, a_val, Load(a_val, ta, spot + Index.var(rows.var) - it, local.dtype)
-        )
+        ta, pack = packed(a_val, rows, it, mr, (it - ic) * k + q * mr, reds)
+        level_head += [Local(ta, mc * k, d), Block(replace(sliver.loop, attrs=()), pack)]
     if alone(b_val) and (outer or mc < mpad) and npad * k_all * size <= WHOLE_BYTES:
-        tb = fresh("t")
-        spot = jt * k_all + q_all * nr
-        _, pack = _pack(body, b_val, cols, jt, nr, whole_reds, tb, spot, fresh, panel=True)
-        all_cols = Loop(panel.loop.var, n, step=nr)
-        top_head += [Local(tb, npad * k_all, local.dtype), _team(Block(all_cols, pack), n * k_all)]
-        new_body = _replace(
-            new_body, b_val, Load(b_val, tb, spot + Index.var(cols.var) - jt, local.dtype)
-        )
+        tb, pack = packed(b_val, cols, jt, nr, jt * k_all + q_all * nr, whole_reds, True)
+        all_cols = Block(Loop(panel.loop.var, n, step=nr), pack)
+        top_head += [Local(tb, npad * k_all, d), _team(all_cols, n * k_all)]
     elif not in_place:
-        tb = fresh("t")
-        _, panel_head = _pack(body, b_val, cols, jt, nr, reds, tb, q * nr, fresh, panel=True)
-        level_head.append(Local(tb, k * nr, local.dtype))
-        new_body = _replace(
-            new_body, b_val, Load(b_val, tb, q * nr + Index.var(cols.var) - jt, local.dtype)
-        )
+        tb, panel_head = packed(b_val, cols, jt, nr, q * nr, reds, True)
+        level_head.append(Local(tb, k * nr, d))
     kept = {defines(y) for v in (a_val, b_val) for y in _needed(new_body, v)}
     compute = rebuild([*reds, rows, cols], (*[x for x in new_body if defines(x) in kept], fold))
     tile = Block(sliver.loop, (local, copy_in, compute, *back))
@@ -659,7 +638,9 @@ def _pack_contraction(top: Block, nest: LoopNest, fresh):
 
 def _team(pack: Block, work: int) -> Block:
     """A whole pack, before the blocks: the team shares its slivers (panels) where it pays."""
-    return Block(_attr(pack.loop, parallel=1), pack.body) if work >= MIN_PARALLEL_WORK else pack
+    if work < MIN_PARALLEL_WORK:
+        return pack
+    return Block(with_attrs(pack.loop, parallel=1), pack.body)
 
 
 def _descend(block: Block, k: int) -> Block:
@@ -705,7 +686,7 @@ def _pack(body, val, along: Loop, first: Index, width: int, reds, buf, spot, fre
         z, d = fresh("v"), value_dtype(moved[-1])
         zero = (Const(z, 0.0, d), Store(buf, data[-1].index, z))
         out.append(rebuild([Loop(e, width, lo=(left,)), *reds], zero))
-    return e, tuple(out)
+    return tuple(out)
 
 
 def _replace(body: list, val: str, load: Load) -> list:
@@ -786,7 +767,7 @@ def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
             replace(fold, dst=regs[a, j], index=None, src=u, mul=panel[j])
             for j in range(nr // lanes)
         ]
-    kernel = rebuild([*reds[:-1], _attr(reds[-1], unroll=UNROLL)] if UNROLL > 1 else reds, step)
+    kernel = rebuild(reds, step)
     begin = () if known is not None else (copy_in,)
     return Block(sliver.loop, (local, *begin, *start, kernel, *end, *back))
 

@@ -17,6 +17,8 @@ from ir.graph.node import Node
 from ir.graph.ops import BITWISE, COMPOSITE, FLOAT_ONLY, INT_ONLY, SCAN_COMBINES, TABLE, Op
 from ir.graph.view import View
 
+_INT_OR_BITS = INT_ONLY | BITWISE
+
 
 class Primitives:
     """Mixin: the primitive protocol from ``self.node`` and ``self._wrap``."""
@@ -72,15 +74,16 @@ class Primitives:
         return self._wrap(node, Op.CONTIGUOUS, (self,))
 
     def _binary(self, op: Op, other):
-        if op in INT_ONLY and not self.dtype.is_int or op in BITWISE and self.dtype.is_float:
-            raise TypeError(f"{op.value}: needs integer operands, got {self.dtype}")
-        if self.shape != other.shape or self.dtype != other.dtype:
+        a, b = self.node, other.node
+        d = a.dtype
+        if a.shape != b.shape or d is not b.dtype:
             raise ValueError(
                 f"{op.value}: operands must share shape and dtype, got "
-                f"{self.dtype}{list(self.shape)} and {other.dtype}{list(other.shape)}"
+                f"{d}{list(a.shape)} and {b.dtype}{list(b.shape)}"
             )
-        d = dtypes.bool_ if op == Op.CMPLT else self.dtype
-        node = Node(op, d, self.shape, (self.node, other.node))
+        if op in _INT_OR_BITS and (op in INT_ONLY and not d.is_int or op in BITWISE and d.is_float):
+            raise TypeError(f"{op.value}: needs integer operands, got {d}")
+        node = Node(op, dtypes.bool_ if op is Op.CMPLT else d, a.shape, (a, b))
         return self._wrap(node, op, (self, other))
 
     def p_add(self, other):

@@ -21,8 +21,12 @@ import ml_dtypes
 import numpy as np
 
 
-@dataclass(frozen=True, repr=False)
+@dataclass(frozen=True, repr=False, eq=False)
 class DType:
+    """One of the dtypes below: each exists once, so dtypes compare (and hash) by identity,
+    one pointer compare on every op a program builds; a pickled dtype comes back as the
+    same object."""
+
     name: str
     itemsize: int
     kind: str  # "b" bool, "i" signed int, "u" unsigned int, "f" float, "c" complex
@@ -32,6 +36,9 @@ class DType:
         return self.name
 
     __str__ = __repr__
+
+    def __reduce__(self):
+        return as_dtype, (self.name,)
 
     @property
     def is_float(self) -> bool:

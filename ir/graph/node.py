@@ -32,13 +32,13 @@ class Node:
         n = _ARITY[op]
         if n >= 0 and len(srcs) != n:
             raise ValueError(f"{op.value}: takes {n} sources, got {len(srcs)}")
-        put = object.__setattr__
-        put(self, "op", op)
-        put(self, "dtype", dtype)
-        put(self, "shape", shape)
-        put(self, "srcs", srcs)
-        put(self, "arg", arg)
-        put(self, "_uid", next(_counter))
+        d = self.__dict__  # frozen to the user; the fields written once, here
+        d["op"] = op
+        d["dtype"] = dtype
+        d["shape"] = shape
+        d["srcs"] = srcs
+        d["arg"] = arg
+        d["_uid"] = next(_counter)
         if _on_create is not None:
             _on_create(self)
 

@@ -27,7 +27,6 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph
 from ir.kernel.schedule import schedule
-from ir.loop.generic import bits_const
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -45,6 +44,7 @@ from ir.loop.nest import (
     PairwiseFold,
     Sort,
     Store,
+    bits_const,
 )
 from ir.loop.passes import Pass, apply_passes
 from ir.loop.rewrite import defines, value_dtype
@@ -67,13 +67,10 @@ def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
     rounded once unless it lies halfway between two float32s with an error beside it, or
     at the edge of float32's range, the few lanes left to ``_fma_exact``.
     """
-    if d != dtypes.float32:
-        shape = np.broadcast(a, b, c).shape
-        if not shape:
-            return _fma_exact(a, b, c, d)
-        cells = zip(*(np.broadcast_to(x, shape).reshape(-1) for x in (a, b, c)))
-        return np.array([_fma_exact(*x, d) for x in cells], np.float64).reshape(shape)
-    if all(np.ndim(v) == 0 for v in (a, b, c)):  # one lane: plain floats are quicker
+    one = not np.ndim(a) + np.ndim(b) + np.ndim(c)  # one lane
+    if d != dtypes.float32:  # exactly, lane by lane
+        return _fma_exact(a, b, c, d) if one else _exact_lanes(a, b, c, d)
+    if one:  # plain floats are quicker
         x, y, z = float(a), float(b), float(c)
         p = x * y
         total = p + z
@@ -96,12 +93,11 @@ def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
         mid = 2 * total - f64
         tie = (err != 0) & (f64 != total) & (mid.astype(np.float32) == mid)
         odd = tie | ~(np.abs(f64) < 2.0**127) | np.isnan(err)
-    if not odd.any():
-        return f
-    out = np.array(f)
-    for i in map(tuple, np.argwhere(np.broadcast_to(odd, f.shape))):
-        out[i] = _fma_exact(*(np.broadcast_to(v, f.shape)[i] for v in (x, y, z)), d)
-    return out
+    return np.where(odd, _exact_lanes(x, y, z, d), f).astype(np.float32) if odd.any() else f
+
+
+def _exact_lanes(a, b, c, d: DType) -> np.ndarray:
+    return np.vectorize(lambda x, y, z: float(_fma_exact(x, y, z, d)), otypes=[np.float64])(a, b, c)
 
 
 def _fma_exact(a, b, c, d: DType) -> np.ndarray:
@@ -262,13 +258,10 @@ def interpret(
             env[ins.out] = np.full(shape, ins.value, to_numpy(ins.dtype))
         elif t is Local:
             mem[ins.out] = poison(ins.dtype, (ins.size,))
-        elif t is Load and ins.lanes > 1:
-            if _holds(ins.guard, env):
-                a = address(ins.buf, ins.index, env)
-                address(ins.buf, ins.index + (ins.lanes - 1), env)
-                env[ins.out] = mem[ins.buf][a : a + ins.lanes].copy()
-            else:
-                env[ins.out] = np.zeros(ins.lanes, to_numpy(ins.dtype))
+        elif t is Load and ins.lanes > 1:  # unguarded (``verify``)
+            a = address(ins.buf, ins.index, env)
+            address(ins.buf, ins.index + (ins.lanes - 1), env)
+            env[ins.out] = mem[ins.buf][a : a + ins.lanes].copy()
         elif t is Load:
             if _holds(ins.guard, env):
                 env[ins.out] = np.asarray(mem[ins.buf][address(ins.buf, ins.index, env)])

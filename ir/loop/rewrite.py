@@ -229,6 +229,30 @@ def instructions(tree):
 # ---- well-formedness ----------------------------------------------------------------
 
 
+def extent(loop: Loop) -> int:
+    return len(range(loop.start, loop.stop, loop.step))
+
+
+def with_attrs(loop: Loop, **kw) -> Loop:
+    return replace(loop, attrs=tuple({**dict(loop.attrs), **kw}.items()))
+
+
+class Fresh:
+    """Names no instruction of ``body`` uses yet: ``fresh("v")`` is ``v<k>``, and with
+    ``bare`` the prefix itself where it is free."""
+
+    def __init__(self, body):
+        self.used = {n for ins in body for n in (defines(ins), getattr(ins, "var", None)) if n}
+
+    def __call__(self, prefix: str, bare: bool = False) -> str:
+        k, name = 0, prefix if bare else f"{prefix}0"
+        while name in self.used:
+            k += 1
+            name = f"{prefix}{k}"
+        self.used.add(name)
+        return name
+
+
 def verify(nest: LoopNest) -> None:
     """Raise ValueError unless every name is defined once, in scope, with matching dtypes.
 
@@ -324,6 +348,8 @@ def _lanes_fit(ins: Instr, lanes: dict[str, int]) -> str | None:
     ):
         if name in lanes and lanes[name] != 0:
             return f"{name} is a value, not a buffer"
+    if isinstance(ins, Load) and ins.guard and width > 1:
+        return "a vector LOAD takes no guard"
     if isinstance(ins, Store) and lanes.get(ins.src, 1) != ins.lanes:
         return f"{ins.src} has {lanes.get(ins.src, 1)} lanes, the store writes {ins.lanes}"
     if isinstance(ins, DefAcc) and ins.start is not None and lanes.get(ins.start) != width:

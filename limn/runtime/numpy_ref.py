@@ -13,15 +13,19 @@ import numpy as np
 
 from ir.graph import dtypes, ops
 from ir.graph.dtypes import DType, acc_dtype, to_numpy
-from ir.graph.node import Node, toposort
+from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
 from limn.runtime.device import Buffer, Device, recall, remember
 
 
 def apply_view(src: np.ndarray, v: View) -> np.ndarray:
-    """Read ``v`` out of the row-major bytes of ``src``; masked cells are zero."""
+    """Read ``v`` out of the row-major bytes of ``src``; masked cells are zero. Without a
+    mask, a view of ``src``'s bytes (no node writes its operands)."""
     flat = np.ascontiguousarray(src).reshape(-1)
+    if v.mask is None and v.size:
+        item = flat.itemsize
+        return np.ndarray(v.shape, flat.dtype, flat, v.offset * item, [s * item for s in v.strides])
     out = np.zeros(v.shape, flat.dtype)
     if v.size == 0 or v.is_empty_mask:
         return out
@@ -66,19 +70,19 @@ def _check_index(node: Node, idx: np.ndarray, size: int) -> None:
 
 
 def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
-    """One node, one numpy call (or a few where numpy lacks the exact primitive)."""
-    op, d, npd = node.op, node.dtype, to_numpy(node.dtype)
-    if op == Op.CONST:  # one value, broadcast (read-only: no node writes its operands)
-        return np.broadcast_to(np.asarray(node.arg, npd), node.shape)
-    if op == Op.VIEW:
-        return apply_view(vals[0], node.arg)
+    """One node, one numpy call (or a few where numpy lacks the exact primitive); inside
+    the caller's ``np.errstate(all="ignore")``."""
+    op, d, npd = node.op, node.dtype, node.dtype.np
     if op in ELEMENTWISE:
-        return ops.evaluate(op, vals, d, node.srcs[-1].dtype)
-    if op == Op.SUM:
-        with np.errstate(all="ignore"):
-            acc = to_numpy(acc_dtype(d))
-            total = np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc)
-            return total.astype(npd, copy=False)
+        return ops.compute(op, vals, d, node.srcs[-1].dtype)
+    if op is Op.CONST:  # one value, broadcast (no node writes its operands)
+        one = np.asarray(node.arg, npd)
+        return np.ndarray(node.shape, one.dtype, one, 0, (0,) * len(node.shape))
+    if op is Op.VIEW:
+        return apply_view(vals[0], node.arg)
+    if op is Op.SUM:
+        total = np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
+        return total.astype(npd, copy=False)
     if op == Op.MAX:
         x = vals[0]
         if x.size == 0:
@@ -113,9 +117,20 @@ def evaluate_kernel(kernel, inputs: list[np.ndarray]) -> np.ndarray:
         if r.op == Op.BUFFER:
             vals.append(np.asarray(inputs[r.arg]).reshape(r.shape))
         else:
-            vals.append(evaluate(node, [vals[s] for s in r.srcs], {}))
+            with np.errstate(all="ignore"):
+                vals.append(evaluate(node, [vals[s] for s in r.srcs], {}))
         nodes.append(node)
     return vals[-1]
+
+
+# The reference keeps every value it computes of at most this many bytes, for as long as
+# its node lives: client code reads a result (a float, a bool, a shape) and goes on with
+# graphs that share most of what it read, and without this each read recomputes them (an
+# lbfgs fit in scikit-learn evaluated each node 2.4 times). Larger values are dropped after
+# their last reader, which is what bounds a chain of big nodes; constants and views cost
+# less to make again than to keep.
+KEEP_BYTES = 1 << 20
+_CHEAP = frozenset((Op.CONST, Op.VIEW, Op.ASSIGN))
 
 
 class NumpyDevice(Device):
@@ -129,53 +144,83 @@ class NumpyDevice(Device):
             self.register_kernel(name, fn)
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        values: dict[int, np.ndarray] = {}
-        custom_memo: dict[tuple, tuple] = {}
-
-        def run_custom(node: Node, vals):
-            # siblings (same kernel, same sources, same params) share one call
-            name, _, params = node.arg
-            key = (name, tuple(id(s) for s in node.srcs), repr(params))
-            if key not in custom_memo:
-                custom_memo[key] = self.kernels[name](vals, params)
-            return custom_memo[key][node.arg[1]]
-
-        order = toposort(roots)
-        # each value is dropped after its last reader, so the next node's result can reuse
-        # its memory instead of faulting in fresh pages (what bounds a chain of big nodes)
-        last = {id(s): i for i, node in enumerate(order) for s in node.srcs}
+        values, order, last = _walk(roots)
         keep = {id(r) for r in roots}
-        made: set[int] = set()  # the nodes computed here, each into an array of its own
-        for i, node in enumerate(order):
-            known = recall(node)
-            if node.op == Op.BUFFER:
-                values[id(node)] = node.arg.data
-            elif known is not None and node.op != Op.ASSIGN:
-                values[id(node)] = known.data
-            else:
+        custom_memo: dict[tuple, tuple] = {}
+        with np.errstate(all="ignore"):
+            for i, node in enumerate(order):
                 vals = [values[id(s)] for s in node.srcs]
-                if node.op == Op.CUSTOM:
-                    values[id(node)] = run_custom(node, vals)
+                if node.op is Op.CUSTOM:  # siblings (same kernel, sources, params): one call
+                    name, at, params = node.arg
+                    key = (name, tuple(id(s) for s in node.srcs), repr(params))
+                    if key not in custom_memo:
+                        custom_memo[key] = self.kernels[name](vals, params)
+                    values[id(node)] = custom_memo[key][at]
                 else:
-                    values[id(node)] = evaluate(node, vals, self.kernels)
-                    made.add(id(node))
-                for src in node.srcs:
+                    v = values[id(node)] = evaluate(node, vals, self.kernels)
+                    if node.op not in _CHEAP and v.nbytes <= KEEP_BYTES and v.flags.owndata:
+                        remember(node, Buffer(node.dtype, node.shape, v))
+                for src in node.srcs:  # a value goes after its last reader (see _walk)
                     if last[id(src)] == i and id(src) not in keep:
                         values.pop(id(src), None)
         # the transaction: every value exists before any assign writes its target
         out = []
         for root in roots:
             v = values[id(root)]
-            if root.op == Op.ASSIGN:
-                target = root.srcs[0].arg
-                out.append(target)
-            else:
+            if root.op is Op.ASSIGN:
+                out.append(root.srcs[0].arg)
+                continue
+            buf = recall(root)
+            if buf is None:
                 # an array computed here that owns its bytes becomes the buffer as it is
-                own = id(root) in made and v.flags.owndata and v.flags.writeable
-                buf = recall(root) or Buffer(root.dtype, root.shape, np.array(v, copy=not own))
+                own = root.op is not Op.CUSTOM and v.flags.owndata and v.flags.writeable
+                buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
                 remember(root, buf)
-                out.append(buf)
+            out.append(buf)
         for root in roots:
-            if root.op == Op.ASSIGN:
+            if root.op is Op.ASSIGN:
                 np.copyto(root.srcs[0].arg.data, values[id(root)])
         return out
+
+
+def _walk(roots: list[Node]) -> tuple[dict, list[Node], dict]:
+    """The graph under ``roots`` as the reference runs it: the values of the nodes that hold
+    bytes (BUFFERs, and nodes the runtime has realized; not looked behind), the nodes to
+    compute in order, sources first, and for each value the position of its last reader.
+
+    Each value is dropped after its last reader, so the next node's result can reuse its
+    memory instead of faulting in fresh pages (what bounds a chain of big nodes).
+    """
+    values: dict[int, np.ndarray | None] = {}  # None: to be computed, at its place in order
+    order: list[Node] = []
+    last: dict[int, int] = {}
+    stack = [r for r in reversed(roots) if not _held(r, values)]
+    while stack:
+        node = stack[-1]
+        if id(node) in values:
+            stack.pop()
+            continue
+        waits = False
+        for s in node.srcs:
+            if id(s) not in values and not _held(s, values):
+                stack.append(s)
+                waits = True
+        if waits:  # met again once its sources are placed
+            continue
+        for s in node.srcs:
+            last[id(s)] = len(order)
+        values[id(node)] = None
+        order.append(node)
+        stack.pop()
+    return values, order, last
+
+
+def _held(node: Node, values: dict) -> bool:
+    """Whether ``node`` holds bytes (then its value goes in ``values``)."""
+    if node.op is Op.BUFFER:
+        values[id(node)] = node.arg.data
+    elif node.op is Op.ASSIGN or (known := recall(node)) is None:
+        return False
+    else:
+        values[id(node)] = known.data
+    return True
