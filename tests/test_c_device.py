@@ -22,7 +22,7 @@ from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
 from ir.printer import ir
-from limn import Tensor, cat, where
+from limn import Tensor, cat, nn, where
 from limn.runtime import cc, get_device
 from limn.runtime.c import CDevice
 
@@ -900,3 +900,15 @@ def test_a_long_reduce_over_a_concatenation_folds_into_the_whole_arrays_blocks(m
     pieced = [cat([Tensor(p) for p in parts]).sum().node]
     assert dev.realize(pieced)[0].data.tobytes() == want.tobytes()
     assert run(pieced, passes=c_passes())[0].tobytes() == want.tobytes()
+
+
+def test_nested_pad_cuts_are_capped_by_what_they_copy():
+    """``ones_(w.T[0])`` on a 300 x 400 weight scatters at positions built over seventeen
+    nested loops of 2, each a pad that an outer cut splits in two: uncapped, the cuts made
+    2**17 copies of the body (minutes of Python, gigabytes of C). The passes now finish."""
+    from ir.c.passes import c_passes
+
+    w = nn.Linear(400, 300).weight
+    nn.init.zeros_(w), nn.init.ones_(w.T[0])
+    text = limn.ir(w, passes=c_passes())
+    assert text.count("\n") < 10_000, text.count("\n")

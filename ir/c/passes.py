@@ -324,6 +324,7 @@ def _split_items(items) -> list:
 
 
 MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copies its body)
+MAX_OUTER_COPY = 1 << 12  # instructions the pieces of one cut copy in all: nested cuts multiply
 
 
 def _split_outer(block: Block) -> list:
@@ -353,8 +354,8 @@ def _split_outer(block: Block) -> list:
         return [block]  # a bound that moves with another loop: the inner cut's business
     cuts = sorted({b.const for pair in bounds for b in pair} | {loop.start, loop.stop})
     cuts = [c for c in cuts if loop.start <= c <= loop.stop]
-    if len(cuts) - 1 > MAX_OUTER_PIECES:
-        return [block]
+    if len(cuts) - 1 > MAX_OUTER_PIECES or (len(cuts) - 1) * len(body) > MAX_OUTER_COPY:
+        return [block]  # (17 nested pads of 2 made 2**17 copies of one body)
     out = []
     for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
         if a >= b:
