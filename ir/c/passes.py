@@ -451,6 +451,7 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
         i.var for i in nest.body if isinstance(i, Loop)
     }
     fresh = _Fresh(used)
+    fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
     return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
 
 
@@ -512,78 +513,129 @@ def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
 
 
 def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
-    """Lanes for the reduce loop after ``acc``, given whole or as the consecutive pieces a
-    pad cut it into (a reduce over a concatenation): element ``r`` goes to lane ``r % L``
-    either way, so an array built from slices folds as the same array built whole."""
-    if not acc.dtype.is_float or acc.dtype.itemsize < 4:
+    """Lanes for the reduce loops after ``acc``, given whole or as the consecutive pieces
+    pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
+    reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
+    outermost, however the loops lie in memory, so every layout of one array folds alike."""
+    levels = _levels(blocks, acc.out)
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
-    parts = []  # (its loop, the work before its fold, the fold) per piece, in order
-    for block in blocks:
-        reds, body = chain(block)
-        fold = body[-1] if body else None
-        if any(isinstance(x, Block | Store | Accum | Check) for x in body[:-1]):
-            return None
-        if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
-            return None
-        if len(blocks) == 1:
-            reds, body = _merge_inner(list(reds), body)
-        elif len(reds) != 1:
-            return None
-        r, outer = reds[-1], reds[:-1]
-        if r.step != 1 or r.lo or r.hi or r.start != (parts[-1][0].stop if parts else 0):
-            return None
-        if parts and r.var != parts[-1][0].var:
-            return None
-        parts.append((r, body[:-1], fold))
-    n, var = parts[-1][0].stop, parts[0][0].var
+    if levels[-1][0] != fresh.last:  # a kept axis is last: it folds in order, as in memory
+        return None
     lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
+    n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
     if n < 2 * lanes:
         return None
+    size = w0 * max(1, BLOCK // w0)  # elements per block: whole rows of the outermost axis
+    if len(blocks) == 1 and levels[-1][1] % lanes == 0:  # lanes cross rows as in one loop
+        blocks = [rebuild(*_merge_inner(*chain(blocks[0])))]
+        levels = _levels(blocks, acc.out)
+    blocked = top and n >= 4 * BLOCK
+    shape = (-(-n // size), lanes) if blocked else (lanes,)
+    lv, var, k = fresh("l"), levels[-1][0], size // w0 if len(levels) > 1 else size
 
-    def copier(work, tail_fold):
-        def copy(at: dict[str, Index], lane: Index) -> tuple:
-            names = {defines(x): fresh("v") for x in work if defines(x)}
-            moved = tuple(rename(substitute(x, at), names) for x in work)
-            src = names.get(tail_fold.src, tail_fold.src)
-            mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
-            return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
+    def rows(items, depth: int, lane0) -> list:
+        """The loops of ``items`` at ``depth``, the innermost laned from ``lane0`` on."""
+        if depth < len(levels) - 1:
+            return [Block(b.loop, tuple(rows(b.body, depth + 1, lane0))) for b in items]
+        out = []
+        for b in items:
+            out += _tail(var, b.loop.start, b.loop.stop, lanes, lv, _copier(b.body, fresh), lane0)
+        return out
 
-        return copy
+    def span(b: Block, start: int, stop: int, lane0) -> list:
+        """The part ``start .. stop`` of outermost piece ``b``, in block ``lane0 / L``."""
+        if start >= stop:
+            return []
+        if len(levels) == 1:
+            return _tail(var, start, stop, lanes, lv, _copier(b.body, fresh), lane0)
+        return [Block(replace(b.loop, start=start, stop=stop), tuple(rows(b.body, 1, lane0)))]
 
-    lv, op = fresh("l"), parts[0][2].op
-    blocked = top and not outer and n >= 4 * BLOCK
-    shape = (-(-n // BLOCK), lanes) if blocked else (lanes,)
-    loops = []
-    for r, work, fold in parts:
-        copy = copier(work, fold)
-        if not blocked:
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, 0)
-            continue
-        first, last = -(-r.start // BLOCK), r.stop // BLOCK  # the blocks it holds whole
+    loops = [] if blocked else rows(blocks, 0, 0)
+    for b in blocks if blocked else ():
+        r = b.loop
+        first, last = -(-r.start // k), r.stop // k  # the blocks it holds whole
         if first > last:  # inside one block
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, last * lanes)
+            loops += span(b, r.start, r.stop, last * lanes)
             continue
-        loops += _tail(var, r.start, first * BLOCK, lanes, lv, copy, (first - 1) * lanes)
+        loops += span(b, r.start, first * k, (first - 1) * lanes)
         if last > first:  # whole blocks, shared by a team
             bv = fresh("b")
-            at = Index.var(bv) * BLOCK + Index.var(var) + Index.var(lv)
-            inner = Block(
-                Loop(lv, lanes, attrs=(("lanes", True),)),
-                copy({var: at}, Index.var(bv) * lanes + Index.var(lv)),
-            )
-            loops.append(
-                Block(
-                    Loop(bv, last, start=first, attrs=(("parallel", 1),)),
-                    (Block(Loop(var, BLOCK, step=lanes), (inner,)),),
+            if len(levels) == 1:
+                at = Index.var(bv) * k + Index.var(var) + Index.var(lv)
+                inner = Block(
+                    Loop(lv, lanes, attrs=(("lanes", True),)),
+                    _copier(b.body, fresh)({var: at}, Index.var(bv) * lanes + Index.var(lv)),
                 )
-            )
-        loops += _tail(var, last * BLOCK, r.stop, lanes, lv, copy, last * lanes)
-    if outer:
-        loops = [rebuild(list(outer), tuple(loops))]
-    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
+                body = (Block(Loop(var, k, step=lanes), (inner,)),)
+            else:
+                at = {r.var: Index.var(bv) * k + (Index.var(r.var) if k > 1 else 0)}
+                body = _subst(rows(b.body, 1, Index.var(bv) * lanes), at)
+                body = (Block(Loop(r.var, k), body),) if k > 1 else body
+            loops.append(Block(Loop(bv, last, start=first, attrs=(("parallel", 1),)), body))
+        loops += span(b, last * k, r.stop, last * lanes)
+    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, _fold_op(blocks), shape)]
 
 
-def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0: int):
+def _levels(items, name: str, depth: int = 0, into: list | None = None):
+    """``[(var, extent)]`` of the reduce loops folding into ``name``, outermost first, where
+    each level is one variable's loop cut into consecutive pieces from 0 and only the
+    innermost holds work, then the fold; None for anything else."""
+    into = [] if into is None else into
+    if not items or not all(isinstance(b, Block) for b in items):
+        return None
+    at, var = 0, items[0].loop.var
+    for b in items:
+        lp = b.loop
+        if lp.var != var or lp.start != at or lp.step != 1 or lp.lo or lp.hi:
+            return None
+        at = lp.stop
+    if len(into) == depth:
+        into.append((var, at))
+    if into[depth] != (var, at):
+        return None
+    for b in items:
+        if any(isinstance(x, Block) for x in b.body):
+            if _levels(b.body, name, depth + 1, into) is None:
+                return None
+            continue
+        fold = b.body[-1] if b.body else None
+        if any(isinstance(x, Store | Accum | Check) for x in b.body[:-1]):
+            return None
+        if not isinstance(fold, Accum) or fold.dst != name or fold.index or fold.lane:
+            return None
+        into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
+        if into[depth + 1] is not None:
+            return None
+    return into if depth else into[:-1]
+
+
+def _fold_op(blocks) -> Op:
+    return next(x for x in instructions(blocks) if isinstance(x, Accum)).op
+
+
+def _subst(items, at: dict) -> tuple:
+    return tuple(
+        Block(x.loop, _subst(x.body, at)) if isinstance(x, Block) else substitute(x, at)
+        for x in items
+    )
+
+
+def _copier(body: tuple, fresh):
+    """A copy of the innermost ``body`` (work, then its fold) at an index and a lane."""
+    work, fold = body[:-1], body[-1]
+
+    def copy(at: dict[str, Index], lane: Index) -> tuple:
+        names = {defines(x): fresh("v") for x in work if defines(x)}
+        moved = tuple(rename(substitute(x, at), names) for x in work)
+        src = names.get(fold.src, fold.src)
+        mul = None if fold.mul is None else names.get(fold.mul, fold.mul)
+        return (*moved, replace(fold, src=src, lane=lane, mul=mul))
+
+    return copy
+
+
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0):
     """Lanes over [start, stop), element ``r`` to lane ``lane0 + r % lanes``: the elements
     before the first multiple of ``lanes``, whole groups of ``lanes``, then the rest."""
     head = min(stop, -(-start // lanes) * lanes)
