@@ -436,16 +436,15 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
 
     A running total in one register cannot be vectorized (float adds do not reassociate)
     and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
-    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
-    lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
-    its own lanes, so a team can share the blocks; the blocks are combined by the same
-    tree. The grouping depends only on the shape and the elements' order, never on the
-    thread count, nor on whether a pad or a concatenation cut the loop into pieces (each
-    piece folds element ``r`` into the lane, and block, the whole loop would). One choice
-    still follows the layout: a reduce over several dims runs as one loop only where every
-    access walks them as one (a contiguous array), and otherwise lanes its innermost dim
-    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
-    shorter than 4 blocks.
+    ``r`` of the last axis goes to lane ``r % L``, each lane folds its elements in order
+    (the outer reduce axes in turn), and FOLD adds the lanes pairwise. A long full reduce
+    is also cut into blocks, each with its own lanes, so a team can share them: K whole
+    rows of the outermost axis, K*row about BLOCK elements; the blocks are combined by the
+    same tree. The grouping depends only on the logical shape, never on the thread count,
+    the strides, or the pieces a pad or a concatenation cut a loop into: a contiguous
+    reduce runs as one loop only where that gives the same lanes (a last axis of whole
+    vectors). A reduce whose last axis is kept folds in order, unlaned, as its
+    fill-then-add form in memory does.
     """
     used = {defines(i) for i in nest.body if defines(i)} | {
         i.var for i in nest.body if isinstance(i, Loop)
@@ -534,46 +533,32 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
     shape = (-(-n // size), lanes) if blocked else (lanes,)
     lv, var, k = fresh("l"), levels[-1][0], size // w0 if len(levels) > 1 else size
 
-    def rows(items, depth: int, lane0) -> list:
-        """The loops of ``items`` at ``depth``, the innermost laned from ``lane0`` on."""
-        if depth < len(levels) - 1:
-            return [Block(b.loop, tuple(rows(b.body, depth + 1, lane0))) for b in items]
+    def rows(items, depth: int, lane0, cut=None) -> list:
+        """The loops of ``items`` at ``depth`` (cut to ``cut``), laned from ``lane0`` on."""
         out = []
         for b in items:
-            out += _tail(var, b.loop.start, b.loop.stop, lanes, lv, _copier(b.body, fresh), lane0)
+            lo, hi = cut or (b.loop.start, b.loop.stop)
+            if lo < hi and depth == len(levels) - 1:
+                out += _tail(var, lo, hi, lanes, lv, _copier(b.body, fresh), lane0)
+            elif lo < hi:
+                inner = tuple(rows(b.body, depth + 1, lane0))
+                out.append(Block(replace(b.loop, start=lo, stop=hi), inner))
         return out
 
-    def span(b: Block, start: int, stop: int, lane0) -> list:
-        """The part ``start .. stop`` of outermost piece ``b``, in block ``lane0 / L``."""
-        if start >= stop:
-            return []
-        if len(levels) == 1:
-            return _tail(var, start, stop, lanes, lv, _copier(b.body, fresh), lane0)
-        return [Block(replace(b.loop, start=start, stop=stop), tuple(rows(b.body, 1, lane0)))]
-
     loops = [] if blocked else rows(blocks, 0, 0)
-    for b in blocks if blocked else ():
+    for b in blocks if blocked else ():  # block k: rows k*K .. of the outermost axis
         r = b.loop
         first, last = -(-r.start // k), r.stop // k  # the blocks it holds whole
         if first > last:  # inside one block
-            loops += span(b, r.start, r.stop, last * lanes)
+            loops += rows([b], 0, last * lanes)
             continue
-        loops += span(b, r.start, first * k, (first - 1) * lanes)
+        loops += rows([b], 0, (first - 1) * lanes, (r.start, first * k))
         if last > first:  # whole blocks, shared by a team
-            bv = fresh("b")
-            if len(levels) == 1:
-                at = Index.var(bv) * k + Index.var(var) + Index.var(lv)
-                inner = Block(
-                    Loop(lv, lanes, attrs=(("lanes", True),)),
-                    _copier(b.body, fresh)({var: at}, Index.var(bv) * lanes + Index.var(lv)),
-                )
-                body = (Block(Loop(var, k, step=lanes), (inner,)),)
-            else:
-                at = {r.var: Index.var(bv) * k + (Index.var(r.var) if k > 1 else 0)}
-                body = _subst(rows(b.body, 1, Index.var(bv) * lanes), at)
-                body = (Block(Loop(r.var, k), body),) if k > 1 else body
-            loops.append(Block(Loop(bv, last, start=first, attrs=(("parallel", 1),)), body))
-        loops += span(b, last * k, r.stop, last * lanes)
+            bn = fresh("b")
+            bv = Index.var(bn)
+            body = _subst(rows([b], 0, bv * lanes, (0, k)), {r.var: bv * k + Index.var(r.var)})
+            loops.append(Block(Loop(bn, last, first, attrs=(("parallel", 1),)), body))
+        loops += rows([b], 0, last * lanes, (last * k, r.stop))
     return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, _fold_op(blocks), shape)]
 
 
@@ -584,28 +569,23 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
     into = [] if into is None else into
     if not items or not all(isinstance(b, Block) for b in items):
         return None
-    at, var = 0, items[0].loop.var
-    for b in items:
-        lp = b.loop
-        if lp.var != var or lp.start != at or lp.step != 1 or lp.lo or lp.hi:
+    var, starts = items[0].loop.var, [0] + [b.loop.stop for b in items]
+    for b, at in zip(items, starts):
+        if (b.loop.var, b.loop.start, b.loop.step, b.loop.lo, b.loop.hi) != (var, at, 1, (), ()):
             return None
-        at = lp.stop
-    if len(into) == depth:
-        into.append((var, at))
-    if into[depth] != (var, at):
+    into += [(var, starts[-1])] if len(into) == depth else []
+    if into[depth] != (var, starts[-1]):
         return None
     for b in items:
+        *work, fold = b.body or (None,)
         if any(isinstance(x, Block) for x in b.body):
             if _levels(b.body, name, depth + 1, into) is None:
                 return None
             continue
-        fold = b.body[-1] if b.body else None
-        if any(isinstance(x, Store | Accum | Check) for x in b.body[:-1]):
-            return None
-        if not isinstance(fold, Accum) or fold.dst != name or fold.index or fold.lane:
+        if any(isinstance(x, Store | Accum | Check) for x in work) or not isinstance(fold, Accum):
             return None
         into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
-        if into[depth + 1] is not None:
+        if fold.dst != name or fold.index or fold.lane or into[depth + 1] is not None:
             return None
     return into if depth else into[:-1]
 
