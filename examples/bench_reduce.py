@@ -30,6 +30,8 @@ def cases():
         "1000x1000 from 2 slices sum(0,1)": lambda: cat(halves, 0).sum((0, 1)),
         "1000x1000 transposed view sum(0,1)": lambda: ot.permute(1, 0).sum((0, 1)),
         "1000x1000 var(0,1)": lambda: Tensor(o).var((0, 1)),
+        "1000x1000 sum(1)": lambda: Tensor(o).sum(1),
+        "1000x1000 transposed view sum(1)": lambda: ot.permute(1, 0).sum(1),
     }
 
 
