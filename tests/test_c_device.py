@@ -951,7 +951,7 @@ def test_a_long_reduce_over_several_axes_folds_into_the_same_blocks_whatever_the
     monkeypatch.setattr(passes, "BLOCK", 64)  # blocks of 64: long from 256 elements on
     dev, serial = CDevice(), CDevice(openmp=False)
     dev.keep_plans = serial.keep_plans = False
-    for shape in [(19, 37), (5, 7, 9), (3, 130)]:  # rows per block: 1, 1 (of 63), 1
+    for shape in [(19, 37), (5, 7, 9), (3, 130), (2, 3, 64)]:  # rows per block: 1, 1, 1, 1
         a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
         nodes = [x.sum().node for x in _layouts(a).values()]
         got = [b.data.tobytes() for b in dev.realize(nodes)]

@@ -498,16 +498,15 @@ def _folds_into(item, name: str) -> bool:
 
 
 def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
-    """Fuse the two innermost reduce loops while every index walks them as one."""
+    """Fuse the two innermost reduce loops (each from 0, by 1) while every index walks them
+    as one."""
     while len(reds) >= 2:
         a, b = reds[-2], reds[-1]
-        if any(lp.start or lp.step != 1 or lp.lo or lp.hi for lp in (a, b)):
-            break
         idxs = [idx for ins in body for idx in indices(ins)]
-        if any(idx.coeff(a.var) != _extent(b) * idx.coeff(b.var) for idx in idxs):
+        if any(idx.coeff(a.var) != b.stop * idx.coeff(b.var) for idx in idxs):
             break
         body = tuple(substitute(ins, {a.var: Index((), 0)}) for ins in body)
-        reds = [*reds[:-2], replace(b, stop=_extent(a) * _extent(b))]
+        reds = [*reds[:-2], replace(b, stop=a.stop * b.stop)]
     return reds, body
 
 
@@ -526,8 +525,9 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
     if n < 2 * lanes:
         return None
     size = w0 * max(1, BLOCK // w0)  # elements per block: whole rows of the outermost axis
-    if len(blocks) == 1 and levels[-1][1] % lanes == 0:  # lanes cross rows as in one loop
-        blocks = [rebuild(*_merge_inner(*chain(blocks[0])))]
+    reds, body = chain(blocks[0])  # one piece per level, lanes crossing rows as in one loop:
+    if len(blocks) == 1 and len(reds) == len(levels) and levels[-1][1] % lanes == 0:
+        blocks = [rebuild(*_merge_inner(reds, body))]
         levels = _levels(blocks, acc.out)
     blocked = top and n >= 4 * BLOCK
     shape = (-(-n // size), lanes) if blocked else (lanes,)
@@ -554,12 +554,12 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
             continue
         loops += rows([b], 0, (first - 1) * lanes, (r.start, first * k))
         if last > first:  # whole blocks, shared by a team
-            bn = fresh("b")
-            bv = Index.var(bn)
+            bv = Index.var(bn := fresh("b"))
             body = _subst(rows([b], 0, bv * lanes, (0, k)), {r.var: bv * k + Index.var(r.var)})
             loops.append(Block(Loop(bn, last, first, attrs=(("parallel", 1),)), body))
         loops += rows([b], 0, last * lanes, (last * k, r.stop))
-    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, _fold_op(blocks), shape)]
+    op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))
+    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
 
 
 def _levels(items, name: str, depth: int = 0, into: list | None = None):
@@ -588,10 +588,6 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
         if fold.dst != name or fold.index or fold.lane or into[depth + 1] is not None:
             return None
     return into if depth else into[:-1]
-
-
-def _fold_op(blocks) -> Op:
-    return next(x for x in instructions(blocks) if isinstance(x, Accum)).op
 
 
 def _subst(items, at: dict) -> tuple:
