@@ -37,6 +37,7 @@ from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
 from limn.creation import device_name as device
 from limn.creation import multinomial, set_seed
+from limn.export import export_c
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
@@ -95,6 +96,7 @@ __all__ = [
     "device",
     "einsum",
     "enable_grad",
+    "export_c",
     "float16",
     "float32",
     "float64",

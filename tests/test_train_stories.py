@@ -152,3 +152,22 @@ def test_distributed_two_ranks_take_the_steps_of_one_process_on_the_whole_batch(
     resumed = serialize.load(stopped, numpy=True)
     for k in got:
         assert resumed[k].tobytes() == got[k].tobytes(), k
+
+
+@pytest.mark.slow
+@mpi
+def test_a_hostfile_naming_localhost_twice_runs_the_two_machine_launch_and_resumes(tmp_path):
+    """docs/distributed.md's two-machine command, with both hosts this one: rank 0 writes
+    the checkpoint, a stopped run resumes from it, the ranks end identical."""
+    doc = (EXAMPLE.parent.parent / "docs" / "distributed.md").read_text()
+    assert "mpiexec -f hosts -n 2 -ppn 1" in doc
+    hosts, ckpt = tmp_path / "hosts", tmp_path / "s.safetensors"
+    hosts.write_text("localhost:1\nlocalhost:1\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [MPIEXEC, "-f", str(hosts), "-n", "2", "-ppn", "1", sys.executable, str(EXAMPLE)]
+    cmd += [*DIST, "--distributed", "--checkpoint", str(ckpt)]
+    for extra in (["--stop-at", "3"], ["--resume"]):
+        r = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "parameters identical on all 2 ranks" in r.stdout and ckpt.exists()
+    assert "resumed from" in r.stdout and len(_step_losses(r.stdout)) == 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from ir.graph.dtypes import as_dtype
+from limn.runtime import profile
 from limn.serialize import assign_named
 from limn.tensor import Tensor
 
@@ -54,7 +55,11 @@ class Module:
     training = True
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        prof = profile.active()
+        if prof is None:
+            return self.forward(*args, **kwargs)
+        with prof.within(self):  # its nodes are noted with this module's path
+            return self.forward(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__}: define forward()")

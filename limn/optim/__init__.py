@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from ir.graph import dtypes
 from limn.autograd import no_grad
+from limn.runtime import profile
 from limn.serialize import assign_named
 from limn.tensor import Tensor, realize
 
@@ -104,13 +105,16 @@ class Optimizer:
         with no_grad():
             nxt = self._next_scalars()
             out = [self._scalars[k].assign(v) for k, v in nxt.items() if k != "lr"]
+            prof = profile.active()  # the stage viewer names each update by its parameter
             for name, p in self.named:
                 if p.grad is None:
                     continue
-                g = p.grad.detach().cast(p.dtype)
-                new_p, new_state = self._update(p, g, self.state[name], nxt)
-                out.append(p.assign(new_p))
-                out += [self.state[name][k].assign(v) for k, v in new_state.items()]
+                label = type(self).__name__ + ("" if name.isdigit() else f" {name}")
+                with prof.within(self, label) if prof else no_grad():
+                    g = p.grad.detach().cast(p.dtype)
+                    new_p, new_state = self._update(p, g, self.state[name], nxt)
+                    out.append(p.assign(new_p))
+                    out += [self.state[name][k].assign(v) for k, v in new_state.items()]
         return out
 
     def step(self, *extra: Tensor) -> None:

@@ -148,7 +148,11 @@ class CDevice(CompiledDevice):
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        libs = self.toolchain.libraries(sources)
+        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
+        # their first call loads them), not after it, one at a time
+        custom = [sdpa.kernel_source(k) for k in graph.kernels if k.kind == "CUSTOM"]
+        custom = list(dict.fromkeys(got[1] for got in custom if got is not None))
+        libs = self.toolchain.libraries(sources + custom)[: len(sources)]
         for lib in libs:
             lib.limn_set_threads(self.threads)
             self.libraries[lib._handle] = lib
