@@ -515,14 +515,11 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
     pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
     reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
     outermost, however the loops lie in memory, so every layout of one array folds alike."""
-    levels = _levels(blocks, acc.out)
+    levels, lanes = _levels(blocks, acc.out), 64 // acc.dtype.itemsize  # 16 float32 lanes
     if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
-    if levels[-1][0] != fresh.last:  # a kept axis is last: it folds in order, as in memory
-        return None
-    lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
     n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
-    if n < 2 * lanes:
+    if levels[-1][0] != fresh.last or n < 2 * lanes:  # a kept axis last: in order, unlaned
         return None
     size = w0 * max(1, BLOCK // w0)  # elements per block: whole rows of the outermost axis
     reds, body = chain(blocks[0])  # one piece per level, lanes crossing rows as in one loop:
