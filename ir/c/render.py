@@ -340,10 +340,9 @@ class Statements:
 
     def vector(self, ins) -> str:
         """A vector instruction: one call of the ``limn_*_<t>x<lanes>`` helpers (``VECTORS``)."""
-        if isinstance(ins, Accum):
-            d, n = self.dtype_of[ins.dst], self.vectors[ins.dst]
-        else:
-            d, n = ins.dtype if not isinstance(ins, Store) else self.bufs[ins.buf], ins.lanes
+        reg = ins.dst if isinstance(ins, Accum) else None  # an FMA into a vector register
+        d = self.dtype_of[reg] if reg else getattr(ins, "dtype", None) or self.bufs[ins.buf]
+        n = self.vectors[reg] if reg else ins.lanes
         v = _vector_type(d, n)
         self.used.add(("vec", v))
         if isinstance(ins, Load) and not ins.guard:

@@ -655,10 +655,6 @@ def _swap(block: Block, k: int, new: Block) -> Block:
     return new if k == 0 else Block(block.loop, (_swap(block.body[0], k - 1, new),))
 
 
-def _role(item, role: str) -> bool:
-    return isinstance(item, Block) and role in dict(item.loop.attrs)
-
-
 def _pack(body, val, along: Loop, first: Index, width: int, reds, buf, spot, fresh, panel=False):
     """The loops that pack ``val`` for ``width`` rows (columns) from ``first`` on: at
     ``buf[spot + e]`` for the e-th, every reduce index, what the tile reads there.
@@ -708,7 +704,7 @@ def vectorize_tile(nest: LoopNest) -> LoopNest:
 
 
 def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
-    if not _role(sliver, "sliver"):
+    if "sliver" not in dict(sliver.loop.attrs):
         return None
     local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
     d, mr = local.dtype, dict(sliver.loop.attrs)["sliver"]
@@ -774,10 +770,6 @@ def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
 
 def _past_edge(load: Load, along: Loop, width: int) -> bool:
     """Whether a load from the nest's own buffers that moves with ``along`` would run past
-    its edge in the last tile: only a packed LOCAL has whole slivers and panels."""
-    return _ours(load.buf) and along.var in load.index.names and along.stop % width != 0
-
-
-def _ours(buf: str) -> bool:
-    """Whether ``buf`` is one of the nest's buffers (in0, ..., out), not a LOCAL."""
-    return buf == "out" or buf.startswith("in")
+    its edge in the last tile: only a packed LOCAL (``t0``, ...) has whole slivers and panels."""
+    ours = load.buf == "out" or load.buf.startswith("in")
+    return ours and along.var in load.index.names and along.stop % width != 0
