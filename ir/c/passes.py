@@ -111,7 +111,7 @@ def parallelize(nest: LoopNest) -> LoopNest:
 def _parallel_block(block: Block) -> Block:
     loops, inner = chain(block)
     if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
-        return block  # the tiled renderer runs its own team; lane blocks already have one
+        return block  # a scheduled contraction and lane blocks have their own team
     writes = _writes((block,))
     if not writes or _work((block,)) < tile.MIN_PARALLEL_WORK or _carries((block,)):
         return block
