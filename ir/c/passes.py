@@ -4,11 +4,8 @@ They only annotate or regroup loops; what each output cell folds, and in which o
 the order the nest already had, so the interpreter's answer for the annotated nest is the
 answer the C code gives, threaded or not.
 
-* ``tile_contraction``: a nest shaped like a matmul (output loops, then reduce loops, then
-  one output loop innermost, folding into memory) is marked ``tile``: the renderer keeps an
-  MR x NR block of output cells in registers while it walks the reduce loops, and stages
-  the operand that does not depend on the rows in a contiguous panel. Each cell still
-  folds its reduce axis start to finish in order.
+* ``tile_contraction``, ``block_contraction``, ``pack_operands``, ``vectorize_tile``: a
+  nest shaped like a matmul is scheduled as a BLAS runs it (``ir/c/tile.py``).
 * ``parallelize``: the leading output loops of each top-level loop chain (the dims the
   written cells are indexed by) are marked ``parallel=n``: an OpenMP team splits those n
   fused loops. A chain whose writes have a data-dependent address (a scatter's colliding
@@ -22,11 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ir.graph.dtypes import HALF, bool_
-from ir.graph.ops import Op
+from ir.c import tile
+from ir.c.tile import (
+    block_contraction,
+    pack_operands,
+    tile_contraction,
+    vectorize_tile,
+)
+from ir.graph.dtypes import bool_
 from ir.loop.nest import (
     Accum,
-    Arith,
     Check,
     Const,
     DefAcc,
@@ -43,8 +45,10 @@ from ir.loop.nest import (
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
     Block,
+    Fresh,
     chain,
     defines,
+    extent,
     flatten,
     indices,
     instructions,
@@ -52,17 +56,10 @@ from ir.loop.rewrite import (
     rename,
     substitute,
     to_tree,
-    uses,
+    with_attrs,
 )
 
-MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
-
-
-def _attr(loop: Loop, **kw) -> Loop:
-    attrs = dict(loop.attrs)
-    attrs.update(kw)
-    return replace(loop, attrs=tuple(attrs.items()))
 
 
 def _writes(items):
@@ -92,16 +89,12 @@ def _carries(items) -> bool:
     )
 
 
-def _extent(loop: Loop) -> int:
-    return len(range(loop.start, loop.stop, loop.step))
-
-
 def _work(items) -> int:
     """Roughly how many innermost iterations a tree runs (a SORT of n: n log2(n))."""
     total = 0
     for item in items:
         if isinstance(item, Block):
-            total += _extent(item.loop) * max(1, _work(item.body))
+            total += extent(item.loop) * max(1, _work(item.body))
         elif isinstance(item, Sort):
             total += item.n * max(1, item.n.bit_length())
     return total
@@ -111,19 +104,16 @@ def _work(items) -> int:
 
 
 def parallelize(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_parallel_block(item) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
+    items = [_parallel_block(x) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+    return replace(nest, body=flatten(items))
 
 
 def _parallel_block(block: Block) -> Block:
     loops, inner = chain(block)
     if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
-        return block  # the tiled renderer runs its own team; lane blocks already have one
+        return block  # a scheduled contraction and lane blocks have their own team
     writes = _writes((block,))
-    if not writes or _work((block,)) < MIN_PARALLEL_WORK or _carries((block,)):
+    if not writes or _work((block,)) < tile.MIN_PARALLEL_WORK or _carries((block,)):
         return block
     inner_vars = _loop_vars(inner) | {lp.var for lp in loops}
     for w in writes:
@@ -134,296 +124,13 @@ def _parallel_block(block: Block) -> Block:
         if not all(loop.var in w.index.names for w in writes):
             break  # a reduce loop: cells inside it are revisited
         n += 1
-        cells *= _extent(loop)
+        cells *= extent(loop)
         if cells >= MIN_PARALLEL_CELLS:
             break
     if n == 0 or cells < 2:
         return block
-    loops = [_attr(loops[0], parallel=n), *loops[1:]]
+    loops = [with_attrs(loops[0], parallel=n), *loops[1:]]
     return rebuild(loops, inner)
-
-
-# ---- register-tiled contractions ----------------------------------------------------
-
-
-def tile_contraction(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_tile_block(item, nest) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
-
-
-def tile_shape(itemsize: int) -> tuple[int, int]:
-    """Rows and columns of the register block: six rows of two 64-byte vectors (12 of the
-    32 AVX-512 registers hold the block, the rest the operands)."""
-    return 6, max(8, 128 // itemsize)
-
-
-def contraction(block: Block):
-    """Recognize a contraction; returns (outer, iA, reds, iB, body, fold, init, tail) or None.
-
-    Two shapes qualify. Folding into memory: ``out* iA red+ iB`` with ``body`` ending in an
-    ACCUM into ``out`` (``init`` is None: each cell starts from what the fill stored). Folding
-    into a register: ``out* iA iB`` around DEFACC, a chain of reduce loops ending in an ACCUM
-    into that register, then ``tail`` (casts, and the STORE of the total).
-    """
-    loops, inner = chain(block)
-    if any(lp.start != 0 or lp.step != 1 for lp in loops):
-        return None
-    if inner and isinstance(inner[0], DefAcc) and len(inner) >= 3 and isinstance(inner[1], Block):
-        acc, red_block, tail = inner[0], inner[1], inner[2:]
-        reds, body = chain(red_block)
-        if any(isinstance(x, Block) for x in body) or any(isinstance(x, Block) for x in tail):
-            return None
-        if any(lp.start != 0 or lp.step != 1 for lp in reds) or len(loops) < 2:
-            return None
-        fold = body[-1] if body else None
-        if not isinstance(fold, Accum) or fold.index is not None or fold.dst != acc.out:
-            return None
-        if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
-            return None
-        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
-        if not {loops[-1].var, loops[-2].var} <= names:
-            return None
-        return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
-    if any(isinstance(x, Block) for x in inner) or not inner:
-        return None
-    fold = inner[-1]
-    if not isinstance(fold, Accum) or fold.index is None:
-        return None
-    written = set(fold.index.names)
-    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
-    if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
-        return None
-    first_red = kinds.index("red")
-    if first_red == 0 or any(k != "red" for k in kinds[first_red:-1]):
-        return None
-    return (
-        loops[: first_red - 1],
-        loops[first_red - 1],
-        loops[first_red:-1],
-        loops[-1],
-        inner[:-1],
-        fold,
-        None,
-        (),
-    )
-
-
-def _outputs_first(block: Block) -> Block:
-    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
-    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
-    offset gives way to its channels).
-
-    Each cell still meets the reduce loops in their own relative order, so what it folds,
-    and in which order, is unchanged; only which cells are in flight together moves.
-    """
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        return _register_outputs(loops, inner)
-    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
-        return block
-    if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
-        return block
-    written = set(inner[-1].index.names)
-    last = loops[-1]
-    if last.var not in written or _extent(last) < 8:
-        # a reduce innermost, or an output too narrow for a column block (a weight
-        # gradient's kernel offset): a wide output loop goes innermost instead
-        loads = [x for x in inner if isinstance(x, Load)]
-        wide = [lp for lp in loops[:-1] if lp.var in written and _extent(lp) >= 8]
-        if wide:
-            best = max(
-                wide,
-                key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp)),
-            )
-            loops = [lp for lp in loops if lp is not best] + [best]
-        elif last.var not in written:
-            return block
-    outs = [lp for lp in loops[:-1] if lp.var in written]
-    reds = [lp for lp in loops[:-1] if lp.var not in written]
-    if outs:  # the row loop: the one most operands along the columns do not depend on
-        ib = loops[-1].var
-        loads = [x for x in inner if isinstance(x, Load)]
-
-        def reuse(lp: Loop) -> int:
-            along_b = [x for x in loads if x.index.coeff(ib)]
-            return sum(1 for x in along_b if not x.index.coeff(lp.var))
-
-        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
-        outs = [*outs[:best], *outs[best + 1 :], outs[best]]
-    return rebuild([*outs, *reds, loops[-1]], inner)
-
-
-def _one_row(block: Block) -> bool:
-    """One output loop folding products of a value it moves by one it does not: a matmul
-    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        cols, body = loops, chain(inner[1])[1]
-    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
-        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
-    else:
-        return False
-    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
-        return False
-    moves, made = {}, {}
-    for x in body:
-        if defines(x):
-            made[defines(x)] = x
-            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
-    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
-    if not isinstance(mul, Arith) or mul.op != Op.MUL:
-        return False
-    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
-
-
-def _folds_in_register(inner) -> bool:
-    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
-    return (
-        len(inner) >= 3
-        and isinstance(inner[0], DefAcc)
-        and isinstance(inner[1], Block)
-        and isinstance(inner[-1], Store)
-    )
-
-
-def _register_outputs(loops: list[Loop], inner) -> Block:
-    """The output loops around a register total, arranged for a register block: a wide
-    loop along which the operands are unit-stride innermost (the columns), the loop most
-    of the column operands do not depend on next (the rows). Every loop here is an output
-    loop, each cell folds inside them on its own, so their order changes no number."""
-    block = rebuild(loops, inner)
-    if _extent(loops[-1]) >= 8 or len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
-        return block
-    _, body = chain(inner[1])
-    if any(isinstance(x, Block) for x in body):
-        return block
-    written = set(inner[-1].index.names)
-    loads = [x for x in body if isinstance(x, Load)]
-    wide = [lp for lp in loops if lp.var in written and _extent(lp) >= 8]
-    if not wide:
-        return block
-    col = max(
-        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp))
-    )
-    rest = [lp for lp in loops if lp is not col]
-    along = [x for x in loads if x.index.coeff(col.var)]
-    row = max(
-        range(len(rest)),
-        key=lambda j: (
-            sum(1 for x in along if not x.index.coeff(rest[j].var)),
-            _extent(rest[j]) >= 6,
-            j,
-        ),
-    )
-    return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
-
-
-def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
-    """Whether a register block saves loads: the operands read along the reduce split into
-    ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
-
-    A row reduce whose every element is its own (a softmax's row sum over a strided view)
-    shares nothing: tiling it would only turn its unit-stride rows into strided columns.
-    """
-    rows = cols = False
-    for ins in body:
-        if not isinstance(ins, Load) or not reds & set(ins.index.names):
-            continue
-        names = set(ins.index.names)
-        if a in names and b in names:
-            return False
-        rows |= a in names or one_row and b not in names
-        cols |= b in names
-    return rows and cols
-
-
-def _tile_block(block: Block, nest: LoopNest) -> Block:
-    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
-        # folds as a matmul's rows do (FMAs in order), however many rows there are
-        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
-        if tiled is not None:
-            return tiled
-    moved = _outputs_first(block)
-    tiled = _tile(moved, nest)
-    if tiled is not None:
-        return tiled
-    loops, inner = chain(block)
-    folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
-    if folds_into_memory and loops[-1].var in inner[-1].index.names:
-        return moved  # output loops outside the reduce loops: the same cells, better reuse
-    return block
-
-
-def _tile(block: Block, nest: LoopNest) -> Block | None:
-    """The chain marked as a tiled contraction, or None where tiling would not pay."""
-    found = contraction(block)
-    if found is None:
-        return None
-    outer, ia, reds, ib, body, fold, init, tail = found
-    if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
-        return None
-    if any(isinstance(x, Store | Accum | Check) for x in body):
-        return None  # gathers keep the plain form
-    guarded = [x for x in body if isinstance(x, Load) and x.guard]
-    if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
-        return None
-    if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
-        return None  # a pad along both a row and a column cannot be packed once per side
-    k = math.prod(_extent(lp) for lp in reds)
-    if _extent(ib) < 8 or k < 4:
-        return None
-    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, _extent(ia) == 1):
-        return None
-    mr, nr = tile_shape(
-        4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
-    )
-    loops, inner = chain(block)
-    tagged = [
-        _attr(lp, tile=1 if _extent(ia) == 1 else mr)
-        if lp is ia
-        else _attr(lp, tile=nr)
-        if lp is ib
-        else lp
-        for lp in loops
-    ]
-    cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
-    if cells * k >= MIN_PARALLEL_WORK:
-        tagged[0] = _attr(tagged[0], parallel=len(outer) + 1)
-    return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
-
-
-def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
-    """Fold ``acc + a*b`` of a tiled contraction as one FMA (rounded once), as BLAS does.
-
-    It is written into the nest, so the printed nest, the interpreter and the C agree:
-    the MUL that only feeds the fold goes, and the ACCUM names both factors.
-    """
-    acc_dtype = init.dtype if init is not None else nest.output.dtype
-    if not acc_dtype.is_float or acc_dtype.itemsize < 4:
-        return block
-
-    def rewrite(b: Block) -> Block:
-        if any(isinstance(x, Block) for x in b.body):
-            return Block(b.loop, tuple(rewrite(x) if isinstance(x, Block) else x for x in b.body))
-        body = list(b.body)
-        fold = body[-1]
-        if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
-            return b
-        mul = next((x for x in body if defines(x) == fold.src), None)
-        if not isinstance(mul, Arith) or mul.op != Op.MUL or mul.dtype != acc_dtype:
-            return b
-        if sum(fold.src in uses(x) for x in body) != 1:
-            return b  # the product is read elsewhere too: it must exist
-        x, y = mul.srcs
-        gone = (*mul.folded, *(() if mul.row is None else (mul.row,)))  # for the viewer
-        fma = replace(fold, src=x, mul=y, folded=fold.folded + gone)
-        body = [i for i in body[:-1] if i is not mul] + [fma]
-        return Block(b.loop, tuple(body))
-
-    return rewrite(block)
 
 
 # ---- lane-wise reductions ------------------------------------------------------------
@@ -436,34 +143,19 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
 
     A running total in one register cannot be vectorized (float adds do not reassociate)
     and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
-    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
-    lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
-    its own lanes, so a team can share the blocks; the blocks are combined by the same
-    tree. The grouping depends only on the shape and the elements' order, never on the
-    thread count, nor on whether a pad or a concatenation cut the loop into pieces (each
-    piece folds element ``r`` into the lane, and block, the whole loop would). One choice
-    still follows the layout: a reduce over several dims runs as one loop only where every
-    access walks them as one (a contiguous array), and otherwise lanes its innermost dim
-    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
-    shorter than 4 blocks.
+    ``r`` of the last axis goes to lane ``r % L``, each lane folds its elements in order
+    (the outer reduce axes in turn), and FOLD adds the lanes pairwise. A long full reduce
+    is also cut into blocks, each with its own lanes, so a team can share them: K whole
+    rows of the outermost axis, K*row about BLOCK elements; the blocks are combined by the
+    same tree. The grouping depends only on the logical shape, never on the thread count,
+    the strides, or the pieces a pad or a concatenation cut a loop into: a contiguous
+    reduce runs as one loop only where that gives the same lanes (a last axis of whole
+    vectors). A reduce whose last axis is kept folds in order, unlaned, as its
+    fill-then-add form in memory does.
     """
-    used = {defines(i) for i in nest.body if defines(i)} | {
-        i.var for i in nest.body if isinstance(i, Loop)
-    }
-    fresh = _Fresh(used)
+    fresh = Fresh(nest.body)
+    fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
     return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
-
-
-class _Fresh:
-    def __init__(self, used: set[str]):
-        self.used = set(used)
-
-    def __call__(self, prefix: str) -> str:
-        k = 0
-        while f"{prefix}{k}" in self.used:
-            k += 1
-        self.used.add(f"{prefix}{k}")
-        return f"{prefix}{k}"
 
 
 def _lanes(items, top: bool, fresh) -> list:
@@ -498,92 +190,118 @@ def _folds_into(item, name: str) -> bool:
 
 
 def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
-    """Fuse the two innermost reduce loops while every index walks them as one."""
+    """Fuse the two innermost reduce loops (each from 0, by 1) while every index walks them
+    as one."""
     while len(reds) >= 2:
         a, b = reds[-2], reds[-1]
-        if any(lp.start or lp.step != 1 or lp.lo or lp.hi for lp in (a, b)):
-            break
         idxs = [idx for ins in body for idx in indices(ins)]
-        if any(idx.coeff(a.var) != _extent(b) * idx.coeff(b.var) for idx in idxs):
+        if any(idx.coeff(a.var) != b.stop * idx.coeff(b.var) for idx in idxs):
             break
         body = tuple(substitute(ins, {a.var: Index((), 0)}) for ins in body)
-        reds = [*reds[:-2], replace(b, stop=_extent(a) * _extent(b))]
+        reds = [*reds[:-2], replace(b, stop=a.stop * b.stop)]
     return reds, body
 
 
 def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
-    """Lanes for the reduce loop after ``acc``, given whole or as the consecutive pieces a
-    pad cut it into (a reduce over a concatenation): element ``r`` goes to lane ``r % L``
-    either way, so an array built from slices folds as the same array built whole."""
-    if not acc.dtype.is_float or acc.dtype.itemsize < 4:
+    """Lanes for the reduce loops after ``acc``, given whole or as the consecutive pieces
+    pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
+    reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
+    outermost, however the loops lie in memory, so every layout of one array folds alike."""
+    levels, lanes = _levels(blocks, acc.out), 64 // acc.dtype.itemsize  # 16 float32 lanes
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
-    parts = []  # (its loop, the work before its fold, the fold) per piece, in order
-    for block in blocks:
-        reds, body = chain(block)
-        fold = body[-1] if body else None
-        if any(isinstance(x, Block | Store | Accum | Check) for x in body[:-1]):
-            return None
-        if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
-            return None
-        if len(blocks) == 1:
-            reds, body = _merge_inner(list(reds), body)
-        elif len(reds) != 1:
-            return None
-        r, outer = reds[-1], reds[:-1]
-        if r.step != 1 or r.lo or r.hi or r.start != (parts[-1][0].stop if parts else 0):
-            return None
-        if parts and r.var != parts[-1][0].var:
-            return None
-        parts.append((r, body[:-1], fold))
-    n, var = parts[-1][0].stop, parts[0][0].var
-    lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
-    if n < 2 * lanes:
+    n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
+    if levels[-1][0] != fresh.last or n < 2 * lanes:  # a kept axis last: in order, unlaned
         return None
+    size = w0 * max(1, BLOCK // w0)  # elements per block: whole rows of the outermost axis
+    reds, body = chain(blocks[0])  # one piece per level, lanes crossing rows as in one loop:
+    if len(blocks) == 1 and len(reds) == len(levels) and levels[-1][1] % lanes == 0:
+        blocks = [rebuild(*_merge_inner(reds, body))]
+        levels = _levels(blocks, acc.out)
+    blocked = top and n >= 4 * BLOCK
+    shape = (-(-n // size), lanes) if blocked else (lanes,)
+    lv, var, k = fresh("l"), levels[-1][0], size // w0 if len(levels) > 1 else size
 
-    def copier(work, tail_fold):
-        def copy(at: dict[str, Index], lane: Index) -> tuple:
-            names = {defines(x): fresh("v") for x in work if defines(x)}
-            moved = tuple(rename(substitute(x, at), names) for x in work)
-            src = names.get(tail_fold.src, tail_fold.src)
-            mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
-            return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
+    def rows(items, depth: int, lane0, cut=None) -> list:
+        """The loops of ``items`` at ``depth`` (cut to ``cut``), laned from ``lane0`` on."""
+        out = []
+        for b in items:
+            lo, hi = cut or (b.loop.start, b.loop.stop)
+            if lo < hi and depth == len(levels) - 1:
+                out += _tail(var, lo, hi, lanes, lv, _copier(b.body, fresh), lane0)
+            elif lo < hi:
+                inner = tuple(rows(b.body, depth + 1, lane0))
+                out.append(Block(replace(b.loop, start=lo, stop=hi), inner))
+        return out
 
-        return copy
-
-    lv, op = fresh("l"), parts[0][2].op
-    blocked = top and not outer and n >= 4 * BLOCK
-    shape = (-(-n // BLOCK), lanes) if blocked else (lanes,)
-    loops = []
-    for r, work, fold in parts:
-        copy = copier(work, fold)
-        if not blocked:
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, 0)
-            continue
-        first, last = -(-r.start // BLOCK), r.stop // BLOCK  # the blocks it holds whole
+    loops = [] if blocked else rows(blocks, 0, 0)
+    for b in blocks if blocked else ():  # block k: rows k*K .. of the outermost axis
+        r = b.loop
+        first, last = -(-r.start // k), r.stop // k  # the blocks it holds whole
         if first > last:  # inside one block
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, last * lanes)
+            loops += rows([b], 0, last * lanes)
             continue
-        loops += _tail(var, r.start, first * BLOCK, lanes, lv, copy, (first - 1) * lanes)
+        loops += rows([b], 0, (first - 1) * lanes, (r.start, first * k))
         if last > first:  # whole blocks, shared by a team
-            bv = fresh("b")
-            at = Index.var(bv) * BLOCK + Index.var(var) + Index.var(lv)
-            inner = Block(
-                Loop(lv, lanes, attrs=(("lanes", True),)),
-                copy({var: at}, Index.var(bv) * lanes + Index.var(lv)),
-            )
-            loops.append(
-                Block(
-                    Loop(bv, last, start=first, attrs=(("parallel", 1),)),
-                    (Block(Loop(var, BLOCK, step=lanes), (inner,)),),
-                )
-            )
-        loops += _tail(var, last * BLOCK, r.stop, lanes, lv, copy, last * lanes)
-    if outer:
-        loops = [rebuild(list(outer), tuple(loops))]
+            bv = Index.var(bn := fresh("b"))
+            body = _subst(rows([b], 0, bv * lanes, (0, k)), {r.var: bv * k + Index.var(r.var)})
+            loops.append(Block(Loop(bn, last, first, attrs=(("parallel", 1),)), body))
+        loops += rows([b], 0, last * lanes, (last * k, r.stop))
+    op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))
     return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
 
 
-def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0: int):
+def _levels(items, name: str, depth: int = 0, into: list | None = None):
+    """``[(var, extent)]`` of the reduce loops folding into ``name``, outermost first, where
+    each level is one variable's loop cut into consecutive pieces from 0 and only the
+    innermost holds work, then the fold; None for anything else."""
+    into = [] if into is None else into
+    if not items or not all(isinstance(b, Block) for b in items):
+        return None
+    var, starts = items[0].loop.var, [0] + [b.loop.stop for b in items]
+    for b, at in zip(items, starts):
+        if (b.loop.var, b.loop.start, b.loop.step, b.loop.lo, b.loop.hi) != (var, at, 1, (), ()):
+            return None
+    into += [(var, starts[-1])] if len(into) == depth else []
+    if into[depth] != (var, starts[-1]):
+        return None
+    for b in items:
+        *work, fold = b.body or (None,)
+        if any(isinstance(x, Block) for x in b.body):
+            if _levels(b.body, name, depth + 1, into) is None:
+                return None
+            continue
+        if any(isinstance(x, Store | Accum | Check) for x in work) or not isinstance(fold, Accum):
+            return None
+        into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
+        # a contraction's FMA (``mul``) keeps each cell's plain order
+        if fold.dst != name or fold.index or fold.lane or fold.mul or into[depth + 1] is not None:
+            return None
+    return into if depth else into[:-1]
+
+
+def _subst(items, at: dict) -> tuple:
+    return tuple(
+        Block(x.loop, _subst(x.body, at)) if isinstance(x, Block) else substitute(x, at)
+        for x in items
+    )
+
+
+def _copier(body: tuple, fresh):
+    """A copy of the innermost ``body`` (work, then its fold) at an index and a lane."""
+    work, fold = body[:-1], body[-1]
+
+    def copy(at: dict[str, Index], lane: Index) -> tuple:
+        names = {defines(x): fresh("v") for x in work if defines(x)}
+        moved = tuple(rename(substitute(x, at), names) for x in work)
+        src = names.get(fold.src, fold.src)
+        mul = None if fold.mul is None else names.get(fold.mul, fold.mul)
+        return (*moved, replace(fold, src=src, lane=lane, mul=mul))
+
+    return copy
+
+
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0):
     """Lanes over [start, stop), element ``r`` to lane ``lane0 + r % lanes``: the elements
     before the first multiple of ``lanes``, whole groups of ``lanes``, then the rest."""
     head = min(stop, -(-start // lanes) * lanes)
@@ -627,13 +345,19 @@ def _split_items(items) -> list:
         if not isinstance(it, Block):
             out.append(it)
         elif any(isinstance(x, Block) for x in it.body):
-            out += _split_outer(Block(it.loop, tuple(_split_items(it.body))))
+            inner = Block(it.loop, tuple(_split_items(it.body)))
+            pieces = _split_outer(inner)
+            # each cut copies the body below it: nested cuts multiply (17 nested loops of
+            # 2, one pad each, would make 2**17 copies), so the copies stay within a bound
+            grown = sum(len(list(instructions(b.body))) for b in pieces)
+            out += pieces if grown <= MAX_GROWTH * len(list(instructions(it.body))) else [inner]
         else:
             out += _split_loop(it)
     return out
 
 
 MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copies its body)
+MAX_GROWTH = 32  # a loop's cut pieces hold at most this many times its instructions
 
 
 def _split_outer(block: Block) -> list:
@@ -698,7 +422,7 @@ def _interval(p: Range, x: str):
 def _split_loop(block: Block) -> list:
     loop = block.loop
     x = loop.var
-    if loop.step != 1 or loop.lo or loop.hi or _extent(loop) < 8 or block.loop.attrs:
+    if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or block.loop.attrs:
         return [block]
     preds = []
     for ins in block.body:
@@ -758,7 +482,16 @@ def _settle(ins, known: dict):
     return ins
 
 
-C_PASSES = [split_pad_masks, tile_contraction, lane_reduce, parallelize, renumber]
+C_PASSES = [
+    split_pad_masks,
+    tile_contraction,
+    block_contraction,
+    pack_operands,
+    vectorize_tile,
+    lane_reduce,
+    parallelize,
+    renumber,
+]
 
 
 def c_passes() -> list[Pass]:
