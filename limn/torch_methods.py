@@ -174,8 +174,7 @@ class TorchMethods:
         diff = end - self
         if not isinstance(weight, TorchMethods):
             return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
-        near_self = weight.abs() < 0.5
-        return near_self.where(self + diff * weight, end - diff * (1 - weight))
+        return (weight.abs() < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
     # ---- reductions -----------------------------------------------------------------
 
