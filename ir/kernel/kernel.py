@@ -248,11 +248,8 @@ def buffer_lines(graph: KernelGraph, k: Kernel) -> list[str]:
 def sink_lines(graph: KernelGraph) -> list[str]:
     lines = []
     for i, s in enumerate(graph.sinks):
-        spec = f"{s.dtype}{list(s.shape)}"
-        if s.source is None:
-            lines.append(f"sink {i} = buf{s.buffer}  {spec}")
-        else:
-            lines.append(f"sink {i} = assign buf{s.buffer} <- buf{s.source}  {spec}")
+        what = f"buf{s.buffer}" if s.source is None else f"assign buf{s.buffer} <- buf{s.source}"
+        lines.append(f"sink {i} = {what}  {s.dtype}{list(s.shape)}")
     return lines
 
 
