@@ -51,11 +51,13 @@ class Buffer:
 
     def __init__(self, dtype: DType, shape: tuple[int, ...], data: np.ndarray | None = None):
         self.dtype = dtype
-        self.shape = tuple(shape)
+        self.shape = shape = tuple(shape)
         if data is None:
-            data = np.empty(self.shape, to_numpy(dtype))
-        assert data.dtype == to_numpy(dtype) and data.shape == self.shape, (data.dtype, dtype)
-        self.data = np.asarray(data, order="C")  # ascontiguousarray would make 0-d 1-d
+            data = np.empty(shape, dtype.np)
+        assert data.dtype.type is dtype.np and data.shape == shape, (data.dtype, dtype)
+        if not data.flags.c_contiguous:
+            data = np.asarray(data, order="C")  # ascontiguousarray would make 0-d 1-d
+        self.data = data
 
     def numpy(self) -> np.ndarray:
         return self.data
@@ -74,17 +76,23 @@ _realized: dict[int, tuple[weakref.ref, Buffer]] = {}
 _realized_lock = threading.Lock()
 
 
-def _forget(ref: weakref.ref, key: int) -> None:
+def _forget(ref: _Ref) -> None:
     # no lock: a callback may run inside a locked region of this thread (a collection
     # that frees a node), and one dict read and one removal are each atomic
-    entry = _realized.get(key)
+    entry = _realized.get(ref.key)
     if entry is not None and entry[0] is ref:
-        _realized.pop(key, None)
+        _realized.pop(ref.key, None)
+
+
+class _Ref(weakref.ref):
+    """A weak reference to a realized node that knows its key, for ``_forget``."""
+
+    __slots__ = ("key",)
 
 
 def remember(node: Node, buf: Buffer) -> None:
-    key = id(node)
-    ref = weakref.ref(node, lambda r: _forget(r, key))
+    ref = _Ref(node, _forget)
+    ref.key = key = id(node)
     with _realized_lock:
         _realized[key] = (ref, buf)
 

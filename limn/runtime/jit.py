@@ -71,15 +71,14 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
             if expanded:
                 index[id(n)] = len(rows)
                 op, arg = n.op, n.arg
-                if op == Op.VIEW:  # its fields, which hash and compare in C, not the View
+                if op is VIEW:  # its fields, which hash and compare in C, not the View
                     arg = (arg.shape, arg.strides, arg.offset, arg.mask)
-                elif op == Op.CONST or op == Op.CUSTOM:
+                elif op is CONST or op is CUSTOM:
                     arg = arg_key(op, arg)
-                srcs = tuple([index[id(s)] for s in n.srcs])
-                rows.append((op, n.dtype.name, n.shape, srcs, arg))
+                rows.append((op, n.dtype, n.shape, tuple([index[id(s)] for s in n.srcs]), arg))
                 continue
             op = n.op
-            buf = n.arg if op == Op.BUFFER else None if op == Op.ASSIGN else recall(n)
+            buf = n.arg if op is BUFFER else None if op is ASSIGN else recall(n)
             if buf is None:  # computed here: its sources first, then it
                 stack.append((n, True))
                 for s in reversed(n.srcs):
@@ -90,8 +89,11 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
             alias = buffer_ids.setdefault(id(buf), len(buffer_ids))
             inputs.append(n)
             bufs.append(buf)
-            rows.append(("in", n.dtype.name, n.shape, alias))
+            rows.append(("in", n.dtype, n.shape, alias))
     return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs
+
+
+VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
 
 
 def _work(roots: Sequence[Node]) -> int:
