@@ -25,7 +25,7 @@ import weakref
 
 import numpy as np
 
-from ir.graph.dtypes import DType, to_numpy
+from ir.graph.dtypes import DType
 from ir.graph.node import Node
 
 
