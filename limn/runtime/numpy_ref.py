@@ -16,7 +16,7 @@ from ir.graph.dtypes import DType, acc_dtype, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
-from limn.runtime.device import Buffer, Device, recall, remember
+from limn.runtime.device import KEEP_BYTES, Buffer, Device, forget_kept, recall, remember
 
 
 def apply_view(src: np.ndarray, v: View) -> np.ndarray:
@@ -126,13 +126,7 @@ def evaluate_kernel(kernel, inputs: list[np.ndarray]) -> np.ndarray:
     return vals[-1]
 
 
-# The reference keeps every value it computes of at most this many bytes, for as long as
-# its node lives: client code reads a result (a float, a bool, a shape) and goes on with
-# graphs that share most of what it read, and without this each read recomputes them (an
-# lbfgs fit in scikit-learn evaluated each node 2.4 times). Larger values are dropped after
-# their last reader, which is what bounds a chain of big nodes; constants and views cost
-# less to make again than to keep.
-KEEP_BYTES = 1 << 20
+# the values not kept (``device.KEEP_BYTES``): constants and views cost less to make again
 _CHEAP = frozenset((Op.CONST, Op.VIEW, Op.ASSIGN))
 
 
@@ -162,7 +156,7 @@ class NumpyDevice(Device):
                 else:
                     v = values[id(node)] = evaluate(node, vals, self.kernels)
                     if node.op not in _CHEAP and v.nbytes <= KEEP_BYTES and v.flags.owndata:
-                        remember(node, Buffer(node.dtype, node.shape, v))
+                        remember(node, Buffer(node.dtype, node.shape, v), kept=True)
                 for src in node.srcs:  # a value goes after its last reader (see _walk)
                     if last[id(src)] == i and id(src) not in keep:
                         values.pop(id(src), None)
@@ -180,9 +174,13 @@ class NumpyDevice(Device):
                 buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
                 remember(root, buf)
             out.append(buf)
+        written = False
         for root in roots:
             if root.op is ASSIGN:
                 np.copyto(root.srcs[0].arg.data, values[id(root)])
+                written = True
+        if written:
+            forget_kept()
         return out
 
 

@@ -103,7 +103,7 @@ def save(device, key: tuple, plan: Plan, recipe: list, build_s: float = 1.0) -> 
     settings = _settings(device)
     path = plan_path(device, key, settings)
     try:
-        data = pickle.dumps((settings, key, plan.graph, plan.slots, recipe), protocol=5)
+        data = pickle.dumps((settings, key, plan.graph, plan.slots, plan.kept, recipe), protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
     tmp = None
@@ -137,7 +137,7 @@ def load(device, key: tuple) -> Plan | None:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        stored_settings, stored_key, graph, slots, recipe = pickle.loads(data)
+        stored_settings, stored_key, graph, slots, kept, recipe = pickle.loads(data)
     finally:
         if enabled:
             gc.enable()
@@ -152,6 +152,6 @@ def load(device, key: tuple) -> Plan | None:
             libs[step[1]] = lib
     calls = [device.call(graph, i, step, libs) for i, step in enumerate(recipe)]
     plan = Plan(graph, calls, libs=list(libs.values()))
-    plan.slots = slots
+    plan.slots, plan.kept = slots, kept
     plan.last_use = lifetimes(graph)
     return plan
