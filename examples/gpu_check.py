@@ -49,7 +49,10 @@ def run(dev: str, fn):
 
 def main() -> int:
     t0 = time.time()
-    limn.set_device("cuda")
+    try:
+        limn.set_device("cuda")
+    except RuntimeError as e:
+        sys.exit(f"gpu_check: needs a GPU, and this machine has none usable: {e}")
     limn.set_device("numpy")
     rng = np.random.default_rng(0)
 

@@ -2,9 +2,12 @@
 
     uv run --no-dev python examples/viz_gpt.py [--out gpt.html] [--steps 2] [--device c]
 
-The model is a 2-layer pre-norm transformer (causal attention composed from matmul and
-softmax, a GELU MLP) trained with AdamW on random tokens. Every graph the steps realize
-is recorded, as ``LIMN_VIZ=gpt.html`` would record it, and written as one page.
+The model is limn.nn's own: token and position embeddings, two ``nn.GPTBlock`` (pre-norm,
+causal attention: the fused CUSTOM kernels on a device that has them, composed from
+matmul and softmax elsewhere; a GELU MLP), a final LayerNorm and a linear head, trained
+with AdamW on random tokens. Every graph the steps realize is recorded, as
+``LIMN_VIZ=gpt.html`` would record it, with the line and module that made each node
+(``blocks.1.attn``) and each kernel's measured time, and written as one page.
 """
 
 from __future__ import annotations
@@ -18,37 +21,16 @@ from limn import Tensor, nn, optim
 from limn.viewer import record
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block: causal self-attention, then a GELU MLP."""
-
-    def __init__(self, d: int, heads: int):
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def __call__(self, x: Tensor) -> Tensor:
-        b, t, d = x.shape
-        h = self.heads
-        q, k, v = self.qkv(self.ln1(x)).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
-        att = (q @ k.transpose(-2, -1)) * (1 / (d // h) ** 0.5)
-        mask = np.triu(np.full((t, t), -1e9, np.float32), 1)
-        att = (att + Tensor(mask)).softmax(-1)
-        y = (att @ v).permute(0, 2, 1, 3).reshape(b, t, d)
-        x = x + self.proj(y)
-        return x + self.fc2(self.fc1(self.ln2(x)).gelu())
-
-
 class TinyGPT(nn.Module):
     def __init__(self, vocab: int, d: int, t: int, layers: int, heads: int):
         self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(t, d)
-        self.blocks = [Block(d, heads) for _ in range(layers)]
+        self.blocks = nn.ModuleList([nn.GPTBlock(d, heads) for _ in range(layers)])
         self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
 
-    def __call__(self, idx: Tensor) -> Tensor:
-        x = self.tok(idx) + self.pos(Tensor(np.arange(idx.shape[1])))
-        for blk in self.blocks:
-            x = blk(x)
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.tok(idx) + self.pos(Tensor.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
         return self.head(self.ln(x))
 
 
@@ -62,7 +44,7 @@ def main(argv: list[str] | None = None) -> str:
     limn.set_seed(0)
     vocab, t, batch = 64, 16, 4
     model = TinyGPT(vocab, d=32, t=t, layers=2, heads=4)
-    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    opt = optim.AdamW(model.named_parameters(), lr=1e-3)
     rng = np.random.default_rng(0)
     idx, tgt = (Tensor(rng.integers(0, vocab, (batch, t))) for _ in range(2))
     rec = record(args.out, at_exit=False)

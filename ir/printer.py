@@ -11,9 +11,10 @@ or a list of them. ``stage`` picks the floor:
   device runs (``ir/loop/generic.py``: its sizes are names, given at run time);
 * ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
   the device itself calls (``ir.c.units.units``), with the c device's passes unless
-  ``passes`` are given;
+  ``passes`` are given, then each CUSTOM kernel's unit (``ir.c.sdpa.kernel_source``);
 * ``"cuda"``: the CUDA C program the cuda device hands NVRTC (``ir.cuda.render.source``),
-  with the cuda device's passes unless ``passes`` are given.
+  with the cuda device's passes unless ``passes`` are given, then each CUSTOM kernel's
+  program (``ir.cuda.sdpa.kernel_source``).
 
 Buffers are named per printout: graph inputs first (``buf0``, ``buf1``, ...), then each
 kernel's output in run order.
@@ -23,8 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ir.c import sdpa as c_sdpa
 from ir.c.render import renders
 from ir.c.units import generic, units
+from ir.cuda import sdpa as cuda_sdpa
 from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype
@@ -100,7 +103,30 @@ def ir(
     if stage == "kernel":
         return str(graph)
     if stage == "cuda":
-        return cuda_source(graph, passes)
+        return "\n".join([cuda_source(graph, passes), *custom_sources(graph, cuda_sdpa)])
     if stage == "c":
-        return "\n".join(src for _, src in units(graph, passes))
+        return "\n".join(
+            [*(src for _, src in units(graph, passes)), *custom_sources(graph, c_sdpa)]
+        )
     return format_loops(graph, passes)
+
+
+def custom_sources(graph: KernelGraph, target) -> list[str]:
+    """Each CUSTOM kernel's source as ``target`` (``ir.c.sdpa``, ``ir.cuda.sdpa``) runs
+    it, under a line naming the kernel; a source two kernels share (an op's outputs)
+    printed once."""
+    out, shown = [], set()
+    for i, k in enumerate(graph.kernels):
+        if k.kind != "CUSTOM":
+            continue
+        name, index, _ = k.result.arg
+        got = target.kernel_source(k, [f"buf{b}" for b in k.inputs])
+        if got is None:
+            out.append(f"/* k{i}: CUSTOM {name}: a host function of the device */")
+            continue
+        call, body = got
+        out.append(
+            f"/* k{i}: CUSTOM {name}[{index}]: {call} */" + ("" if body in shown else "\n" + body)
+        )
+        shown.add(body)
+    return out

@@ -1,10 +1,19 @@
 """limn: a deep learning framework built to be read.
 
 ``from limn import Tensor`` is the training frontend: lazy tensors with autograd over the
-op graph in ``ir/``. ``limn.array_namespace()`` is the Python Array API frontend.
+op graph in ``ir/``, with ``limn.nn`` and ``limn.optim`` beside it. ``limn.array_namespace()``
+is the Python Array API frontend.
+
+The namespace also answers in torch's names, so a torch script ports by its imports
+(docs/torch.md): ``limn.tensor``, the dtype names (``limn.long``, ``limn.float``, ...),
+``limn.manual_seed``, ``limn.cuda.is_available()``, ``limn.device``, and every Tensor
+method as a function (``limn.zeros(2, 3)``, ``limn.cat(xs, dim=1)``, ``limn.softmax(x,
+dim=-1)``, ``limn.tril(m)``), found on ``Tensor`` when asked (``__getattr__`` below).
 """
 
+import inspect
 import os
+import types
 
 from ir.graph.dtypes import (
     bfloat16,
@@ -23,12 +32,17 @@ from ir.graph.dtypes import (
 )
 from ir.graph.node import format_graph
 from ir.printer import ir
+from limn import nn, optim, serialize
 from limn.autograd import enable_grad, no_grad
 from limn.capture import capture
+from limn.creation import device_name as device
+from limn.creation import multinomial, set_seed
+from limn.export import export_c
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
-from limn.tensor import Tensor, cat, realize, set_seed, stack, where
+from limn.tensor import Tensor, cat, realize, stack, where
+from limn.torch_methods import einsum
 from limn.viewer import viz
 
 if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into one page
@@ -46,6 +60,30 @@ def array_namespace():
 
 _profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exit
 
+# ---- torch's names --------------------------------------------------------------------
+
+tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
+long, int, float, double, half, bool = int64, int32, float32, float64, float16, bool_  # noqa: A001
+
+
+def _cuda_available() -> bool:
+    try:
+        get_device("cuda")
+        return True
+    except (RuntimeError, OSError, ValueError):
+        return False
+
+
+cuda = types.SimpleNamespace(is_available=_cuda_available)
+
+
+def __getattr__(name: str):
+    """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function."""
+    fn = inspect.getattr_static(Tensor, name, None)
+    if name.startswith("_") or not isinstance(fn, classmethod) and not inspect.isfunction(fn):
+        raise AttributeError(f"module 'limn' has no attribute {name!r}")
+    return getattr(Tensor, name)
+
 
 __all__ = [
     "Tensor",
@@ -55,7 +93,10 @@ __all__ = [
     "capture",
     "cat",
     "current_device",
+    "device",
+    "einsum",
     "enable_grad",
+    "export_c",
     "float16",
     "float32",
     "float64",
@@ -66,7 +107,10 @@ __all__ = [
     "int32",
     "int64",
     "ir",
+    "multinomial",
+    "nn",
     "no_grad",
+    "optim",
     "profile",
     "realize",
     "set_device",

@@ -6,8 +6,7 @@ runs the first call normally while the device records every plan it executes and
 buffers each one read and wrote. Later calls run no Python graph code at all: each
 recorded plan runs again, with three kinds of input buffer told apart:
 
-* a buffer of a Tensor passed as an argument is replaced by the new argument's buffer
-  (same position, same dtype and shape, or the call is refused);
+* a buffer of a Tensor passed as an argument is replaced by the new argument's buffer;
 * a buffer an earlier recorded plan produced is replaced by what that plan produces now;
 * any other buffer (parameters, optimizer state, constants) is the same buffer: ASSIGNs
   write into it in place, so the next replay reads the updated values.
@@ -16,27 +15,59 @@ What the function returns is rebuilt the same way, as new Tensors over the new b
 Replaying gives the same bits as calling the function again, because it runs the same
 compiled kernels on the same buffers in the same order.
 
+A replay is only right while the Python the recording ran would build the same graph, so
+each call first looks at what that Python reads: the arguments (every plain value in them,
+and each Tensor's dtype and shape), and what the function reaches besides (its defaults,
+the variables it closes over, the globals its code names, the object of a bound method),
+walked through containers and objects' attributes: plain values, which Tensor each
+attribute holds, each Module's ``training``, an optimizer's hyperparameters. A call that
+finds something else than a recording saw records again (an ordinary call, recorded):
+``f(x, k=3.0)`` after ``f(x)``, ``model.eval()``, ``opt.weight_decay = 0``, a parameter
+rebound to a new Tensor. The last ``RECORDINGS`` recordings are kept, so alternating
+between train and eval replays both. Values that live on the device are read by the
+kernels themselves and need no new recording: ``opt.lr = ...`` (a learning-rate
+schedule) writes the optimizer's lr buffer, and a replay reads it.
+
+A step that draws from limn's host random numbers (``Tensor.rand``, ``randn``, dropout's
+mask) would replay the first call's draws, so it is never replayed: every call runs it
+(a ``RuntimeWarning`` says so once).
+
 Host work between the kernels, such as the all-reduce of a data-parallel step, joins the
 recording through ``host_call(fn)``: it runs ``fn`` now and a replay calls it again at the
 same point. ``fn`` must act on buffers that outlive the call (the gradient buckets of
 ``limn.distributed``), since a replay hands it nothing.
 
-What replay cannot see: Python control flow that depends on data, buffers created inside
-the function from host data (a fresh ``Tensor(np.array(...))`` or a dropout mask drawn on
-the host is replayed as the value it had on the first call), and ``.numpy()`` or
-``.item()`` calls inside the function. Keep those outside the captured step. On a device
-without compiled plans (numpy), capture simply calls the function every time.
+What replay cannot see: Python control flow that depends on data, the contents of a numpy
+array the step turns into a Tensor (``Tensor(np_array)`` inside the step is replayed as
+the value it had when recorded), state read by functions the step calls but does not name
+(another module's globals), objects without a ``__dict__``, containers of more than
+``MAX_ITEMS`` items (only their identity and length), and ``.numpy()`` or ``.item()``
+calls inside the function. Keep those outside the captured step, or pass them in as
+Tensors. On a device without compiled plans (numpy), capture simply calls the function
+every time.
 """
 
 from __future__ import annotations
 
+import enum
+import types
+import warnings
 from collections.abc import Callable
 
+import numpy as np
+
+from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn import tensor
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
+
+RECORDINGS = 8  # recordings a capture keeps, the oldest go first
+MAX_ITEMS = 1000  # a container or object with more is seen by identity and length alone
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), np.generic, DType, enum.Enum)
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, np.ndarray)
 
 
 def _tensors(x) -> list[Tensor]:
@@ -67,96 +98,148 @@ def host_call(fn: Callable[[], object], device: str | None = None) -> None:
         dev.recorder.append(fn)
 
 
+def _walk(x, out: list, seen: set, arg: bool = False) -> None:
+    """Append to ``out`` what of ``x`` a recording depends on (the module docstring):
+    plain values, a Tensor argument's dtype and shape, any other Tensor's buffer."""
+    if isinstance(x, _PLAIN):
+        out.append(x)
+    elif isinstance(x, Tensor):
+        n = x.node
+        out.append((n.dtype, n.shape) if arg else id(n.arg) if n.op == Op.BUFFER else id(n))
+    elif isinstance(x, _OPAQUE) or id(x) in seen:
+        out.append(id(x))
+    else:
+        seen.add(id(x))
+        items = x if isinstance(x, list | tuple | dict) else getattr(x, "__dict__", None)
+        if items is None or len(items) > MAX_ITEMS:
+            out.append((id(x), None if items is None else len(items)))
+            return
+        out.append(len(items))
+        if isinstance(items, dict):
+            arg = arg and items is x  # an object's Tensors are its own, not arguments
+            for k, v in items.items():
+                _walk(k, out, seen)
+                _walk(v, out, seen, arg)
+        else:
+            for v in items:
+                _walk(v, out, seen, arg)
+
+
+def _reached(fn) -> list:
+    """What ``fn`` reads besides its arguments: a bound method's object, and a function's
+    defaults, closure and the globals its code, and the code nested in it, names."""
+    f = getattr(fn, "__func__", fn)
+    if not hasattr(f, "__code__"):
+        return [fn]  # a callable object: its attributes
+    names, todo = set(), [f.__code__]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    cells = [_content(c) for c in f.__closure__ or ()]
+    g = f.__globals__
+    return [getattr(fn, "__self__", None), f.__defaults__, f.__kwdefaults__, cells,
+            [(n, g[n]) for n in sorted(names) if n in g]]  # fmt: skip
+
+
+def _content(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a variable not bound yet
+        return None
+
+
+def _seen(*roots) -> tuple:
+    out: list = []
+    seen: set = set()
+    for x, arg in roots:
+        _walk(x, out, seen, arg)
+    return tuple(out)
+
+
 class capture:
-    """Wrap ``fn``; the first call records, later calls replay (see the module docstring)."""
+    """Wrap ``fn``; a call records, or replays the recording made where the arguments and
+    what ``fn`` reaches were the same (see the module docstring)."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
-        self.device: CompiledDevice | None = None
-        self.steps: list = []  # (plan, input sources) per realize, (None, fn) per host call
-        self.arg_specs: list[tuple] = []
-        self.returned = None  # the first call's return value
-        self.out_sources: dict[int, tuple[int, int]] = {}  # id(returned tensor) -> (step, sink)
+        self.recordings: dict[tuple, tuple] = {}  # what a call finds -> (steps, returned, outs)
+        self.records = 0  # calls that recorded
+        self.draws = False  # fn draws host random numbers: every call runs it
 
     def __call__(self, *args, **kwargs):
         dev = get_device()
-        if not isinstance(dev, CompiledDevice):
+        if not isinstance(dev, CompiledDevice) or self.draws:
             return self.fn(*args, **kwargs)
         arg_tensors = _tensors((args, kwargs))
         realize(*arg_tensors)
-        if self.device is None:
-            return self._record(dev, arg_tensors, args, kwargs)
-        return self._replay(arg_tensors)
-
-    def _record(self, dev, arg_tensors, args, kwargs):
-        dev.recorder = []
-        try:
-            result = self.fn(*args, **kwargs)
-            realize(*_tensors(result))
-        finally:
-            recorded, dev.recorder = dev.recorder, None
-        arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
-        made: dict[int, tuple[int, int]] = {}
-        for s, entry in enumerate(recorded):
-            if callable(entry):  # a host_call
-                self.steps.append((None, entry))
-                continue
-            plan, in_bufs, out_bufs = entry
-            sources = []
-            for b in in_bufs:
-                if id(b) in arg_bufs:
-                    sources.append(("arg", arg_bufs[id(b)]))
-                elif id(b) in made:
-                    sources.append(("step", *made[id(b)]))
-                else:
-                    sources.append(("fixed", b))
-            self.steps.append((plan, sources))
-            for j, b in enumerate(out_bufs):
-                if plan.graph.sinks[j].source is None:
-                    made[id(b)] = (s, j)
-        for t in _tensors(result):
-            buf = t.node.arg
-            if id(buf) in made:
-                self.out_sources[id(t)] = made[id(buf)]
-            elif id(buf) in arg_bufs:
-                self.out_sources[id(t)] = ("arg", arg_bufs[id(buf)])
-            else:
-                self.out_sources[id(t)] = ("fixed", buf)
-        self.arg_specs = [(t.dtype, t.shape) for t in arg_tensors]
-        self.device, self.returned = dev, result
+        given = (id(dev), _seen(((args, kwargs), True)))
+        rec = self.recordings.get((*given, _seen((_reached(self.fn), False))))
+        if rec is not None:
+            return _replay(rec, arg_tensors)
+        rng = tensor._rng[0], tensor._rng[0].bit_generator.state
+        rec, result = _record(dev, self.fn, arg_tensors, args, kwargs)
+        self.records += 1
+        self.draws = tensor._rng[0] is not rng[0] or rng[0].bit_generator.state != rng[1]
+        if self.draws:
+            warnings.warn(f"capture: {self.fn!r} draws host random numbers (Tensor.rand, randn, "
+                          "dropout), which a replay would repeat; every call runs it",
+                          RuntimeWarning, stacklevel=2)  # fmt: skip
+        else:  # keyed by what the recorded call left: what the next call should find
+            if len(self.recordings) >= RECORDINGS:
+                self.recordings.pop(next(iter(self.recordings)))
+            self.recordings[(*given, _seen((_reached(self.fn), False)))] = rec
         return result
 
-    def _replay(self, arg_tensors):
-        specs = [(t.dtype, t.shape) for t in arg_tensors]
-        if specs != self.arg_specs:
-            raise ValueError(
-                f"capture: recorded with arguments {self.arg_specs}, called with {specs}; "
-                "a captured step replays one set of shapes and dtypes"
-            )
-        outs: list[list] = []
-        for plan, sources in self.steps:
-            if plan is None:
-                sources()  # the host call
-                outs.append([])
-                continue
-            bufs = []
-            for src in sources:
-                if src[0] == "arg":
-                    bufs.append(arg_tensors[src[1]].node.arg)
-                elif src[0] == "step":
-                    bufs.append(outs[src[1]][src[2]])
-                else:
-                    bufs.append(src[1])
-            outs.append(execute(plan, bufs, None))
-        new: dict[int, Tensor] = {}
-        for t in _tensors(self.returned):
-            src = self.out_sources[id(t)]
-            if src[0] == "arg":
-                buf = arg_tensors[src[1]].node.arg
-            elif src[0] == "fixed":
-                buf = src[1]
-            else:
-                buf = outs[src[0]][src[1]]
-            node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
-            new[id(t)] = Tensor._make(node, t.device)
-        return _rebuild(self.returned, new)
+
+def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
+    """Call ``fn`` recording its plans; (its plans with where each input comes from, what
+    it returned, where each returned Tensor's buffer comes from), and what it returned."""
+    dev.recorder = []
+    try:
+        result = fn(*args, **kwargs)
+        realize(*_tensors(result))
+    finally:
+        recorded, dev.recorder = dev.recorder, None
+    arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
+    made: dict[int, tuple[int, int]] = {}
+
+    def source(b) -> tuple:
+        if id(b) in arg_bufs:
+            return ("arg", arg_bufs[id(b)])
+        return ("step", *made[id(b)]) if id(b) in made else ("fixed", b)
+
+    steps = []  # (plan, input sources) per realize, (None, fn) per host call
+    for s, entry in enumerate(recorded):
+        if callable(entry):  # a host_call
+            steps.append((None, entry))
+            continue
+        plan, in_bufs, out_bufs = entry
+        steps.append((plan, [source(b) for b in in_bufs]))
+        for j, b in enumerate(out_bufs):
+            if plan.graph.sinks[j].source is None:
+                made[id(b)] = (s, j)
+    outs = {id(t): source(t.node.arg) for t in _tensors(result)}
+    return (steps, result, outs), result
+
+
+def _replay(rec: tuple, arg_tensors):
+    steps, returned, out_sources = rec
+    outs: list[list] = []
+
+    def buffer(src):
+        if src[0] == "arg":
+            return arg_tensors[src[1]].node.arg
+        return outs[src[1]][src[2]] if src[0] == "step" else src[1]
+
+    for plan, sources in steps:
+        if plan is None:
+            sources()  # the host call
+            outs.append([])
+        else:
+            outs.append(execute(plan, [buffer(src) for src in sources], None))
+    new: dict[int, Tensor] = {}
+    for t in _tensors(returned):
+        buf = buffer(out_sources[id(t)])
+        new[id(t)] = Tensor._make(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), t.device)
+    return _rebuild(returned, new)

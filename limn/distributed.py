@@ -28,15 +28,25 @@ through the buffer protocol), and makes the slot ``p.grad``. The all-reduce is a
 
 A failing rank must not leave the others waiting in a collective forever. Every collective
 here is non-blocking and polled: a rank whose exception escapes (through the
-``sys.excepthook`` that ``init`` installs, or out of ``world.guard()``) tells every other
+``sys.excepthook`` that ``init`` installs, or out of ``world.guard()``), or whose program
+ends (``sys.exit``, or its last line, while others still wait for it), tells every other
 rank, which raises ``RankFailed`` naming it; a collective not finished after ``timeout``
-seconds raises ``DistributedTimeout`` (a rank killed, or stuck outside the collective).
+seconds raises ``DistributedTimeout`` (a rank stuck outside the collective; one that is
+killed ends the launch through mpiexec).
+
+Ranks that disagree are refused on every rank, never reduced: a collective whose arrays
+differ in dtype or shape between ranks (MPI would sum the common prefix and leave the rest
+of the longer ones alone), a broadcast whose ranks name another root, a model whose names,
+dtypes or shapes differ. A parameter that gets a gradient on some ranks only (a
+data-dependent branch) gets the mean of the gradients that arrived, zeros counted, on every
+rank, so every rank steps it; one that gets none anywhere keeps ``p.grad = None`` everywhere.
 
 ``import limn.distributed`` works without mpi4py; ``init`` then says how to install it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import math
@@ -59,6 +69,7 @@ from limn.tensor import Tensor, realize
 DEFAULT_TIMEOUT = float(os.environ.get("LIMN_DIST_TIMEOUT", "300"))
 BUCKET_BYTES = 25 * 2**20
 _FAILED = 77  # the tag of a failure notice, on the control communicator
+_ENDED = "ended its program while the others still needed it"  # the notice of a rank's exit
 
 
 class DistributedError(RuntimeError):
@@ -106,6 +117,7 @@ def init(timeout: float = DEFAULT_TIMEOUT) -> World:
             _world[0].abandon()
 
         sys.excepthook = hook
+        atexit.register(lambda: _world[0].fail(None))  # a rank that ends: its peers hear of it
     _world[0].timeout = timeout
     return _world[0]
 
@@ -148,6 +160,7 @@ class World:
         self.timeout = timeout
         self._failed = False  # this rank has failed (or heard of a failure): no more notices
         self._pending = False  # a collective was left unfinished
+        self._gone: tuple | None = None  # (rank, notice, when) of a peer that failed or ended
 
     def __repr__(self) -> str:
         return f"<World rank {self.rank} of {self.size}>"
@@ -170,14 +183,18 @@ class World:
         start = time.monotonic()
         self._pending = True
         while not MPI.Request.Testall(requests):
-            if self.control.Iprobe(source=MPI.ANY_SOURCE, tag=_FAILED):
+            if self._gone is None and self.control.Iprobe(source=MPI.ANY_SOURCE, tag=_FAILED):
                 status = MPI.Status()
                 msg = self.control.recv(source=MPI.ANY_SOURCE, tag=_FAILED, status=status)
+                self._gone = (status.Get_source(), msg, time.monotonic())
+            # a rank that ended may have finished this collective first: its last messages
+            # get a second to land before the collective is called lost
+            source, msg, when = self._gone or (0, None, math.inf)
+            if msg is not None and (msg != _ENDED or time.monotonic() - when > 1.0):
                 self._failed = True
-                raise RankFailed(
-                    f"{what}: rank {status.Get_source()} of {self.size} failed ({msg}); "
-                    f"rank {self.rank} stops too"
-                )
+                said = msg if msg == _ENDED else f"failed ({msg})"
+                raise RankFailed(f"{what}: rank {source} of {self.size} {said}; rank "
+                                 f"{self.rank} stops too")  # fmt: skip
             elapsed = time.monotonic() - start
             if elapsed > self.timeout:
                 raise DistributedTimeout(
@@ -191,12 +208,13 @@ class World:
                 os.sched_yield()
         self._pending = False
 
-    def fail(self, exc: BaseException) -> None:
-        """Tell every other rank that this one failed with ``exc`` (once)."""
-        if self._failed or self.size == 1:
+    def fail(self, exc: BaseException | None) -> None:
+        """Tell every other rank that this one failed with ``exc``, or (None) that its
+        program ended (once)."""
+        if self._failed or self.size == 1 or self.MPI.Is_finalized():
             return
         self._failed = True
-        msg = f"{type(exc).__name__}: {exc}"[:1000]
+        msg = _ENDED if exc is None else f"{type(exc).__name__}: {exc}"[:1000]
         reqs = [
             self.control.isend(msg, dest=r, tag=_FAILED) for r in range(self.size) if r != self.rank
         ]
@@ -224,19 +242,26 @@ class World:
 
     def barrier(self) -> None:
         if self.size > 1:
+            self._agree([], "barrier")
             self.wait([self.comm.Ibarrier()], "barrier")
 
-    def all_reduce(self, arrays: Sequence[np.ndarray], average: bool = True) -> None:
-        """Sum (or average) each contiguous numpy array over the ranks, in place."""
+    def all_reduce(
+        self, arrays: Sequence[np.ndarray], average: bool = True, flags: np.ndarray | None = None
+    ) -> None:
+        """Sum (or average) each contiguous numpy array over the ranks, in place; ``flags``
+        (int64) become their maximum over the ranks."""
         if self.size > 1:
-            MPI = self.MPI
             for a in arrays:
                 if not a.flags.c_contiguous:
                     raise ValueError(
                         f"all_reduce: needs C-contiguous arrays, got strides {a.strides} for "
                         f"shape {a.shape}"
                     )
-            reqs = [self.comm.Iallreduce(MPI.IN_PLACE, a, op=MPI.SUM) for a in arrays]
+            spec = [(a.dtype.str, a.shape) for a in arrays]
+            most = self._agree(spec, "all_reduce", () if flags is None else flags)
+            if flags is not None:
+                flags[:] = most
+            reqs = [self.comm.Iallreduce(self.MPI.IN_PLACE, a, op=self.MPI.SUM) for a in arrays]
             self.wait(reqs, f"all_reduce of {len(arrays)} arrays")
         if average:
             for a in arrays:
@@ -247,7 +272,7 @@ class World:
         Tensors) with rank ``root``'s, in place, bit for bit."""
         named = _named(target)
         realize(*(t for _, t in named))
-        self._same_everywhere([(n, t.dtype.name, t.shape) for n, t in named], "broadcast")
+        self._agree([root, *((n, t.dtype.name, t.shape) for n, t in named)], "broadcast")
         if self.size == 1:
             return
         arrays = [_host_array(t).reshape(-1).view(np.uint8) for _, t in named]
@@ -259,28 +284,32 @@ class World:
         if self.size == 1:
             return obj
         data = pickle.dumps(obj) if self.rank == root else b""
-        n = np.array([len(data)], np.int64)
-        self.wait([self.comm.Ibcast(n, root=root)], "broadcast_object (length)")
-        buf = (
-            np.frombuffer(data, np.uint8).copy() if self.rank == root else np.empty(n[0], np.uint8)
-        )
+        (n,) = self._agree([root], "broadcast_object", [len(data)])  # the length, root's
+        buf = np.frombuffer(data, np.uint8).copy() if self.rank == root else np.empty(n, np.uint8)
         self.wait([self.comm.Ibcast(buf, root=root)], "broadcast_object")
         return pickle.loads(buf.tobytes())
 
-    def _same_everywhere(self, description: list, what: str) -> None:
-        """Refuse, on every rank, a collective whose tensors differ between ranks."""
+    def _agree(self, description: list, what: str, flags: Sequence[int] = ()) -> np.ndarray:
+        """Refuse, on every rank, a collective the ranks describe differently (another one,
+        other names, dtypes, shapes or root): MPI would mix their bytes, or sum the common
+        prefix of arrays of two lengths. One small all-reduce, which also takes ``flags`` to
+        their maximum over the ranks (returned)."""
         if self.size == 1:
-            return
-        digest = np.frombuffer(hashlib.sha256(repr(description).encode()).digest(), np.uint8)
-        every = np.empty((self.size, digest.size), np.uint8)
-        self.wait([self.comm.Iallgather(digest, every)], f"{what} (checking the tensors)")
-        differ = [r for r in range(self.size) if not np.array_equal(every[r], every[0])]
-        if differ:
+            return np.asarray(flags, np.int64)
+        text = repr((what, len(flags), description)).encode()
+        d = int.from_bytes(hashlib.sha256(text).digest()[:7], "little")
+        head = np.array([d, -d, *flags], np.int64)
+        self.wait([self.comm.Iallreduce(self.MPI.IN_PLACE, head, op=self.MPI.MAX)], what)
+        if head[0] != -head[1]:  # the largest digest is not the smallest: name who differs
+            every = np.empty(self.size, np.int64)
+            self.wait([self.comm.Iallgather(np.array([d], np.int64), every)], what)
             raise ValueError(
-                f"{what}: ranks {differ} hold other tensors (names, dtypes or shapes) than rank "
-                f"0; every rank must build the same model. Rank {self.rank} holds: "
-                f"{description[:8]}{' ...' if len(description) > 8 else ''}"
+                f"{what}: ranks {[r for r in range(self.size) if every[r] != every[0]]} call "
+                "another collective or hold other tensors (names, dtypes, shapes, root) than "
+                f"rank 0; every rank must build the same model and make the same calls. Rank "
+                f"{self.rank} holds: {description[:8]}{' ...' if len(description) > 8 else ''}"
             )
+        return head[2:]
 
     # ---- data, checkpoints, logging -------------------------------------------------
 
@@ -371,6 +400,8 @@ class DataParallel:
                 raise TypeError(f"DataParallel: parameter {name!r} is {p.dtype}; needs a float")
         if broadcast:
             self.world.broadcast([p for _, p in self.named])
+        else:
+            self.world._agree([(n, p.dtype.name, p.shape) for n, p in self.named], "DataParallel")
         self.buckets, self.slots = self._layout(
             [(p.shape, p.dtype, p.device) for _, p in self.named], bucket_bytes
         )
@@ -404,7 +435,8 @@ class DataParallel:
 
     def sync_gradients(self, *extra: Tensor) -> list[Tensor]:
         """Average every parameter's gradient over the ranks (``p.grad`` becomes the slot
-        holding the mean), and return the rank mean of each ``extra`` (a logged loss).
+        holding the mean, on every rank, wherever a gradient arrived on any rank), and
+        return the rank mean of each ``extra`` (a logged loss).
 
         One realize computes the gradients, the ``extra`` tensors and their shares; then
         the buckets are all-reduced in place. What it returns, like ``p.grad``, lives in
@@ -425,9 +457,15 @@ class DataParallel:
             writes.append(slot.assign(t.detach().cast(slot.dtype) / n))
         realize(*writes, *extra)
         buckets = self.buckets + extra_buckets
-        device = self.named[0][1].device
-        host_call(lambda: self.world.all_reduce(buckets, average=False), device)
-        for (_, p), slot in zip(self.named, self.slots):
-            if p.grad is not None:
+        here = [p.grad is not None for _, p in self.named]
+        anywhere = np.zeros(len(here), np.int64)
+
+        def reduce():  # a captured step replays it: this rank's gradients arrive as recorded
+            anywhere[:] = here
+            self.world.all_reduce(buckets, average=False, flags=anywhere)
+
+        host_call(reduce, self.named[0][1].device)
+        for (_, p), slot, arrived in zip(self.named, self.slots, anywhere):
+            if arrived:  # on some rank: every rank steps it, by the same mean
                 p.grad = slot
         return list(extra_slots)

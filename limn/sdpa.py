@@ -79,6 +79,13 @@ def _in_layout(kernel):
     return run
 
 
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b.T over the last axes, each cell numpy's sum of its row of products: the same
+    bits for a row whatever the other rows (a BLAS matmul's depend on the shape), so one
+    query's answer is the bits its row gets in a longer block (a kv-cache step's)."""
+    return np.multiply(a[..., :, None, :], b[..., None, :, :], order="C").sum(-1)
+
+
 def sdpa(vals, params):
     q, k, v = vals[:3]
     key_mask = vals[3] if len(vals) > 3 else None
@@ -92,13 +99,14 @@ def sdpa(vals, params):
         for i0 in range(0, t_q, TILE):
             rows = np.arange(i0, min(i0 + TILE, t_q))
             ok = visible(rows, t_k, causal, key_mask)
-            s = np.where(ok, (q[..., rows, :] @ np.swapaxes(k, -1, -2)) * acc.type(scale), -np.inf)
+            s = np.where(ok, _dot(q[..., rows, :], k) * acc.type(scale), -np.inf)
             m = s.max(axis=-1, keepdims=True, initial=-np.inf)
             m = np.where(np.isneginf(m), 0, m)
             p = np.where(ok, np.exp(s - m), 0)
             den = p.sum(axis=-1, keepdims=True)
-            o[..., rows, :] = (p @ v) / np.where(den > 0, den, 1)
-            lse[..., rows] = np.where(den[..., 0] > 0, m[..., 0] + np.log(den[..., 0]), -np.inf)
+            seen = den != 0  # a row that sees some key, or a nan row (which stays nan)
+            o[..., rows, :] = _dot(p, np.swapaxes(v, -1, -2)) / np.where(seen, den, 1)
+            lse[..., rows] = np.where(seen[..., 0], m[..., 0] + np.log(den[..., 0]), -np.inf)
     return o.astype(vals[0].dtype), lse
 
 

@@ -5,7 +5,10 @@ name to its dtype code, shape and ``data_offsets`` [begin, end) into the data se
 with an optional ``__metadata__`` of string pairs, then the data section, each tensor's
 bytes row-major and little-endian. Nothing in a file is ever executed: the header goes
 through ``json.loads`` and every field is checked against the file before a byte of data
-is trusted.
+is trusted. A file limn writes carries, in its metadata under ``limn.sha256``, the sha256
+of its header and data, so a bit that flips on disk or in a copy is refused, not loaded
+as a slightly different number; files from other writers have none and load as they are
+(the key never shows in the metadata limn returns).
 
 A checkpoint target is a Module or an optimizer (anything with ``state_dict()``), a dict
 of Tensors, or a dict of those under prefixes: ``{"model": model, "optim": opt}`` saves
@@ -18,6 +21,7 @@ optimizer, by a captured step) keeps its buffer and sees the new values.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -30,6 +34,7 @@ from ir.graph.dtypes import DType
 from limn.tensor import Tensor, realize
 
 MAX_HEADER_BYTES = 100_000_000  # the bound the safetensors library itself enforces
+DIGEST = "limn.sha256"  # the metadata key of the sha256 limn writes (the module docstring)
 
 CODES: dict[DType, str] = {
     dtypes.bool_: "BOOL",
@@ -106,14 +111,17 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
     and renamed over it, so a crash mid-write never leaves a truncated checkpoint.
     """
     named = flatten(tensors)
-    if "__metadata__" in named:
-        raise CheckpointError("save: '__metadata__' is reserved and cannot name a tensor")
+    if "__metadata__" in named or DIGEST in (metadata or {}):
+        raise CheckpointError(f"save: '__metadata__' (a tensor name) and {DIGEST!r} (a "
+                              "metadata key) are reserved")  # fmt: skip
     if metadata is not None and not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         raise TypeError("save: metadata must map strings to strings")
     realize(*(t for t in named.values() if isinstance(t, Tensor)))
     arrays = {name: _to_numpy(name, t) for name, t in named.items()}
+    if sys.byteorder != "little":
+        arrays = {name: a.byteswap() for name, a in arrays.items()}
     # widest items first keeps every tensor aligned to its itemsize, as the library does
     order = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))
     header: dict[str, object] = {}
@@ -128,6 +136,8 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
             "data_offsets": [offset, offset + a.nbytes],
         }
         offset += a.nbytes
+    digest = _digest(header, [arrays[name] for name in order])
+    header["__metadata__"] = {**header.get("__metadata__", {}), DIGEST: digest}
     text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)  # the data section starts 8-byte aligned
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
@@ -136,8 +146,7 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
             f.write(len(text).to_bytes(8, "little"))
             f.write(text)
             for name in order:
-                a = arrays[name]
-                f.write((a if sys.byteorder == "little" else a.byteswap()).tobytes())
+                f.write(arrays[name].tobytes())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -145,6 +154,14 @@ def save(tensors, path: str | os.PathLike, metadata: dict[str, str] | None = Non
 
 
 # ---- reading ----------------------------------------------------------------------
+
+
+def _digest(header: dict, chunks) -> str:
+    """sha256 of the header as canonical JSON (without the digest) and the data's bytes."""
+    h = hashlib.sha256(json.dumps(header, sort_keys=True, ensure_ascii=False).encode())
+    for c in chunks:
+        h.update(c if isinstance(c, bytes) else c.reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 def _fail(path, msg: str):
@@ -175,6 +192,8 @@ def _parse_header(path, raw: bytes, data_len: int):
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
         _fail(path, "__metadata__ must map strings to strings")
+    digest = metadata.pop(DIGEST, None)
+    signed = {**header, "__metadata__": metadata} if metadata else dict(header)
     entries = {}
     for name, info in header.items():
         where = f"tensor {name!r}"
@@ -216,7 +235,7 @@ def _parse_header(path, raw: bytes, data_len: int):
         pos, prev = end, name
     if pos != data_len:
         _fail(path, f"bytes [{pos}, {data_len}) at the end of the data section belong to no tensor")
-    return metadata, entries
+    return metadata, entries, (digest, signed)
 
 
 def _read(path):
@@ -230,10 +249,13 @@ def _read(path):
             _fail(path, f"the header claims {n} bytes, more than the {MAX_HEADER_BYTES} allowed")
         if 8 + n > size:
             _fail(path, f"the header claims {n} bytes but the file has only {size - 8} after it")
-        metadata, entries = _parse_header(path, f.read(n), size - 8 - n)
+        metadata, entries, (digest, signed) = _parse_header(path, f.read(n), size - 8 - n)
         data = f.read(size - 8 - n)
     if len(data) != size - 8 - n:
         _fail(path, "the file changed size while being read")
+    if digest is not None and _digest(signed, [data]) != digest:
+        _fail(path, f"its bytes do not match the {DIGEST} limn wrote with them: the file "
+                    "changed on disk or in a copy")  # fmt: skip
     arrays = {}
     for name, (d, shape, begin, _) in entries.items():
         a = np.frombuffer(data, dtypes.to_numpy(d), math.prod(shape), begin).reshape(shape)
@@ -266,9 +288,10 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
     """
     missing = sorted(set(dests) - set(values))
     unexpected = sorted(set(values) - set(dests))
+    problems = []  # every one of them, so a user fixes a checkpoint in one go
     if strict and (missing or unexpected):
-        raise CheckpointError(
-            f"{source}: names do not match; missing from the source: {missing or 'none'}; "
+        problems.append(
+            f"names do not match; missing from the source: {missing or 'none'}; "
             f"not in the destination: {unexpected or 'none'}"
         )
     names = [k for k in dests if k in values]
@@ -278,7 +301,7 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
         if not isinstance(dst, Tensor):
             raise TypeError(f"{source}: destination {k!r} is a {type(dst).__name__}, not a Tensor")
         if id(dst) in seen:
-            raise CheckpointError(f"{source}: {seen[id(dst)]!r} and {k!r} are the same Tensor")
+            problems.append(f"{seen[id(dst)]!r} and {k!r} are the same Tensor")
         seen[id(dst)] = k
         vshape = tuple(v.shape) if isinstance(v, Tensor | np.ndarray) else None
         try:
@@ -287,9 +310,13 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
             vdtype = None
         if vshape != dst.shape or vdtype != dst.dtype:
             got = f"{vdtype}{list(vshape)}" if vshape is not None else type(v).__name__
-            raise CheckpointError(
-                f"{source}: tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
+            problems.append(
+                f"tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
             )
+    if len(problems) == 1:
+        raise CheckpointError(f"{source}: {problems[0]}")
+    if problems:
+        raise CheckpointError(f"{source}: {len(problems)} mismatches:\n  " + "\n  ".join(problems))
     writes = []
     for k in names:
         dst, v = dests[k], values[k]

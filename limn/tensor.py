@@ -6,8 +6,13 @@ wraps each new node with the record autograd differentiates it by (``limn/autogr
 This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``item()``,
 ``tolist()``, ``realize()``), the surface rules (limn's dtype lattice,
 ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
-entry points, assignment and creation. The torch-like methods a user calls (math,
-reductions, movement, indexing) live in ``limn/torch_methods.py``, spelled in ``ir.graph.compose``.
+entry points, assignment and creation. The torch-like methods a user calls live in
+``limn/torch_methods.py`` (math, reductions) and ``limn/torch_movement.py`` (views,
+indexing), spelled in ``ir.graph.compose``; how a tensor prints, in ``limn/printing.py``.
+
+A device is named where a tensor is made (``device=``, checked there: an unknown name
+fails at once, naming the accepted ones) and stays with the tensor; ``"cpu"`` is the c
+device where a C compiler works, else the numpy reference (``limn.runtime.device.resolve``).
 """
 
 from __future__ import annotations
@@ -17,21 +22,20 @@ import threading
 
 import numpy as np
 
-from ir.graph import compose, dtypes
+from ir.graph import compose, dtypes, write
 from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
-from limn.runtime.device import Buffer, current_device, get_device, observers
-from limn.torch_methods import TorchMethods, _shape_arg
+from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
+from limn.printing import format_tensor
+from limn.runtime.device import Buffer, device_names, get_device, observers
+from limn.torch_methods import TorchMethods, torch_names
+from limn.torch_movement import TorchMovement
 
-_rng = [np.random.default_rng(0)]
-
-
-def set_seed(seed: int) -> None:
-    """Seed the generator behind rand, randn, randint and dropout."""
-    _rng[0] = np.random.default_rng(seed)
+# _rng: limn.capture reads the generator here
+__all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
 
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
@@ -39,48 +43,20 @@ def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     return Node(Op.BUFFER, dtype, buf.shape, (), buf)
 
 
-def _as_array(data) -> np.ndarray:
-    """np.asarray, with a Tensor-level message when nested lists do not form a box."""
-    try:
-        return np.asarray(data)
-    except ValueError:
-        where = _ragged_at(data, 0)
-        if where is None:
-            raise
-        depth, a, b = where
-        a, b = (f"length {n}" if n is not None else "a scalar" for n in (a, b))
-        raise ValueError(
-            f"Tensor: nested data is ragged: items at depth {depth} have {a} and {b}; "
-            "accepted: nested lists or tuples with equal lengths at every depth"
-        ) from None
+class _Size(int):
+    """``t.size``: the element count (an int, as numpy's ``size``) that, called as torch's
+    ``t.size()`` or ``t.size(dim)``, gives the shape or one of its sizes."""
+
+    def __new__(cls, shape: tuple[int, ...]):
+        out = super().__new__(cls, math.prod(shape))
+        out.shape = shape
+        return out
+
+    def __call__(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
 
 
-def _ragged_at(data, depth: int):
-    """(depth, length, length) of the first siblings whose lengths differ (None for a
-    scalar), or None if the data is a box."""
-    if not isinstance(data, list | tuple) or not data:
-        return None
-    lengths = [len(d) if isinstance(d, list | tuple) else None for d in data]
-    for n in lengths[1:]:
-        if n != lengths[0]:
-            return depth + 1, lengths[0], n
-    for d in data:
-        found = _ragged_at(d, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def _infer_dtype(data) -> DType:
-    arr = _as_array(data)
-    if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
-        return dtypes.float32  # Python floats become float32, as in torch
-    if arr.dtype.kind in "iu" and not isinstance(data, np.ndarray | np.generic):
-        return dtypes.int64
-    return as_dtype(arr.dtype)
-
-
-class Tensor(Primitives, TorchMethods):
+class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     __array_priority__ = 100  # numpy defers to our operators
     # A view (the result of a movement op that stayed one View) remembers the tensor it was
     # moved from and how, so an assign into it can write through to that base's buffer.
@@ -94,7 +70,7 @@ class Tensor(Primitives, TorchMethods):
         with np.errstate(all="ignore"):
             arr = _as_array(data).astype(dtypes.to_numpy(d))
         self.node = _buffer_node(arr, d)
-        self.device = device or current_device()
+        self.device = device_name(device, "Tensor")
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
         self._ctx: autograd.Ctx | None = None
@@ -172,20 +148,29 @@ class Tensor(Primitives, TorchMethods):
 
     @property
     def size(self) -> int:
-        return math.prod(self.node.shape)
+        return _Size(self.node.shape)
 
     def numel(self) -> int:
-        return self.size
+        return math.prod(self.node.shape)
+
+    nelement = numel
+
+    def dim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len: a 0-d tensor has no length")
         return self.shape[0]
 
-    def __repr__(self) -> str:
-        state = "realized" if self.node.op == Op.BUFFER else f"lazy {self.node.op.value}"
-        g = ", requires_grad=True" if self.requires_grad else ""
-        return f"<Tensor {self.dtype}{list(self.shape)} on {self.device}, {state}{g}>"
+    __repr__ = format_tensor
+
+    def __format__(self, spec: str) -> str:
+        return format(self.item() if self.ndim == 0 else repr(self), spec)
 
     def graph(self) -> str:
         """The op graph that realizing this tensor would run, one node per line."""
@@ -273,7 +258,38 @@ class Tensor(Primitives, TorchMethods):
     def cast(self, dtype) -> Tensor:
         return self.p_cast(as_dtype(dtype))
 
-    astype = to = cast
+    astype = type = cast
+
+    def to(self, *args, dtype=None, device=None, **_) -> Tensor:
+        """torch's forms: ``to(device)``, ``to(dtype)``, ``to(other)`` (its device and
+        dtype), ``to(device, dtype)``, and by keyword. Between host devices the graph moves
+        as it is (they share bytes); to another device the value is copied there."""
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, str) and (a.split(":")[0] in device_names() or a == "cpu"):
+                device = a
+            else:
+                try:
+                    dtype = as_dtype(a)
+                except TypeError:
+                    raise TypeError(
+                        f"to: {a!r} is neither a device (accepted: {', '.join(device_names())}, "
+                        "'cpu') nor a dtype"
+                    ) from None
+        t = self if dtype is None else self.cast(dtype)
+        name = device_name(device, "to") if device is not None else t.device
+        if name == t.device:
+            return t
+        if get_device(name).host and get_device(t.device).host:
+            return Tensor._make(t.node, name, Op.CONTIGUOUS, (t,))
+        return Tensor(t.numpy(), t.dtype, device=name)
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        return self.to("cuda")
 
     def float(self):
         return self.cast(dtypes.float32)
@@ -337,7 +353,7 @@ class Tensor(Primitives, TorchMethods):
         anything else, so no read, through the target or any view of its buffer, sees the
         old bytes. Into a view (``z[1].assign(v)``) the write goes through to the base:
         the target is the base, its value the base with the view's elements replaced
-        (``compose.place``), and the base is what is returned. Not differentiable: a value
+        (``ir/graph/write.place``), and the base is what is returned. Not differentiable: a value
         that requires grad, or a view of a tensor that does, is refused while grad mode is on.
         """
         if not isinstance(value, Tensor):
@@ -370,114 +386,19 @@ class Tensor(Primitives, TorchMethods):
                     "assign: the target is a view of a tensor that requires grad, and "
                     "assign is not differentiable; write under limn.no_grad()"
                 )
-            compose.check_writable(root.shape, moves, "assign")
+            write.check_writable(root.shape, moves, "assign")
             if root.node.op != Op.BUFFER:
                 _realize(root)
-            value = compose.place(root, moves, value)
+            value = write.place(root, moves, value)
             # from now on this view reads the base's buffer, so it sees the write once
             # committed (a realized view would otherwise keep its own copy)
-            self.node = compose.apply_moves(root, moves).node
+            self.node = write.apply_moves(root, moves).node
             target = root
         elif self.node.op != Op.BUFFER:
             _realize(self)  # an earlier write to it, or a lazy value: bytes to write into
         target.node = Node(Op.ASSIGN, target.dtype, target.shape, (target.node, value.node))
         _pending_writes().append(target)
         return target
-
-    # ---- creation -------------------------------------------------------------------
-
-    @staticmethod
-    def full(shape, value, dtype=None, device=None, requires_grad=False) -> Tensor:
-        shape = _shape_arg((shape,))
-        d = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
-        value = dtypes.python_type(d)(value)
-        if d.is_int and not dtypes.min_value(d) <= value <= dtypes.max_value(d):
-            raise ValueError(
-                f"full: {value} is out of range for {d}; accepted: "
-                f"{dtypes.min_value(d)}..{dtypes.max_value(d)}"
-            )
-        node = Node(Op.CONST, d, shape, (), value)
-        t = Tensor._make(node, device or current_device())
-        return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
-
-    @staticmethod
-    def zeros(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
-        """``zeros(2, 3)`` or ``zeros((2, 3))``, as in torch."""
-        return Tensor.full(_shape_arg(shape), 0, dtype, device, requires_grad)
-
-    @staticmethod
-    def ones(*shape, dtype=dtypes.float32, device=None, requires_grad=False) -> Tensor:
-        return Tensor.full(_shape_arg(shape), 1, dtype, device, requires_grad)
-
-    def zeros_like(self, dtype=None):
-        return Tensor.full(self.shape, 0, dtype or self.dtype, device=self.device)
-
-    def ones_like(self, dtype=None):
-        return Tensor.full(self.shape, 1, dtype or self.dtype, device=self.device)
-
-    def full_like(self, value, dtype=None):
-        return Tensor.full(self.shape, value, dtype or self.dtype, device=self.device)
-
-    @staticmethod
-    def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
-        if step == 0:
-            raise ValueError("arange: step must not be zero")
-        n = max(0, math.ceil((stop - start) / step))
-        is_int = all(isinstance(v, int) for v in (start, stop, step))
-        d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
-        anchor = Tensor._make(Node(Op.CONST, d, (), (), 0), device or current_device())
-        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
-        if step != 1:
-            idx = idx * step
-        if start != 0:
-            idx = idx + start
-        return idx.p_cast(d)
-
-    @staticmethod
-    def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None) -> Tensor:
-        m = n if m is None else m
-        i = Tensor.arange(n, device=device).reshape(n, 1).expand(n, m)
-        j = Tensor.arange(m, device=device).reshape(1, m).expand(n, m)
-        return (i == j).cast(dtype)
-
-    @staticmethod
-    def rand(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].random(_shape_arg(shape))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def randn(*shape, dtype=dtypes.float32, requires_grad=False, device=None) -> Tensor:
-        data = _rng[0].standard_normal(_shape_arg(shape))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def uniform(
-        shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None
-    ) -> Tensor:
-        data = _rng[0].uniform(low, high, _shape_arg((shape,)))
-        return Tensor(data, dtype=dtype, requires_grad=requires_grad, device=device)
-
-    @staticmethod
-    def randint(low, high, shape, dtype=dtypes.int64, device=None) -> Tensor:
-        return Tensor(_rng[0].integers(low, high, _shape_arg((shape,))), dtype=dtype, device=device)
-
-    def one_hot(self, num_classes: int, dtype=dtypes.float32) -> Tensor:
-        if not self.dtype.is_int:
-            raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
-        return compose.one_hot(self, num_classes, as_dtype(dtype))
-
-    def dropout(self, p: float = 0.5, training: bool = True) -> Tensor:
-        """Zero each element with probability p and scale the rest by 1/(1-p)."""
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
-        if not training or p == 0:
-            return self
-        if p == 1:
-            return self * 0
-        keep = Tensor(_rng[0].random(self.shape) >= p, device=self.device)
-        return keep.where(self * (1 / (1 - p)), 0.0)
 
 
 # ---- free functions -----------------------------------------------------------------
@@ -502,6 +423,7 @@ def where(cond, a, b) -> Tensor:
     )
 
 
+@torch_names
 def cat(tensors, axis: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
@@ -519,6 +441,7 @@ def cat(tensors, axis: int = 0) -> Tensor:
     return compose.cat([t.p_cast(d) for t in ts], axis)
 
 
+@torch_names
 def stack(tensors, axis: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:

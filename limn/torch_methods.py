@@ -1,21 +1,32 @@
-"""The torch-like surface of limn.Tensor: elementwise math, reductions, movement, indexing.
+"""The torch-like math of limn.Tensor: elementwise ops, reductions, linear algebra.
 
 Every method here is a few lines that check arguments, apply the Tensor's surface rules
 (promotion and broadcasting through ``_align``, torch's names and signatures) and hand the
 work to ``ir/graph/compose.py`` or to a primitive. ``TorchMethods`` is a mixin: ``limn/tensor.py``
-owns the Tensor itself (its node, device, bytes, primitives and autograd bookkeeping), and
-nothing here touches a node directly.
+owns the Tensor itself (its node, device, bytes, primitives and autograd bookkeeping),
+``limn/torch_movement.py`` its views and indexing, and nothing here touches a node directly.
+
+torch's argument names are accepted beside limn's by one rule, ``torch_names``: every
+method with an ``axis`` parameter also takes ``dim=`` (and ``keepdims=`` for
+``keepdim=``, ``unbiased=`` for ``correction=``). ``max``/``min`` given ``dim=`` answer
+torch's (values, indices) pair; given ``axis`` (or positionally) they answer the values,
+as ``amax``/``amin`` do. In-place methods (``add_``, ``zero_``, ...) are ``assign``s of
+the out-of-place result, so they are refused on a tensor autograd is tracking, as torch
+refuses them on a leaf that requires grad.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+from collections import namedtuple
 from typing import Self
 
-import numpy as np
-
 from ir.graph import compose, dtypes, functions
-from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
+from ir.graph.dtypes import as_dtype, promote, promote_scalar
+
+MinMax = namedtuple("MinMax", "values indices")  # torch.return_types.max / min / topk / sort
 
 
 class TorchMethods:
@@ -125,29 +136,23 @@ class TorchMethods:
         return self._logical(o, compose.logical_xor, "xor")
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+    add, sub, mul, div, pow, neg, eq, ne = (
+        __add__,
+        __sub__,
+        __mul__,
+        __truediv__,
+        __pow__,
+        __neg__,
+        __eq__,
+        __ne__,
+    )
+    lt, le, gt, ge = __lt__, __le__, __gt__, __ge__
+    multiply, divide, true_divide, subtract = mul, div, div, sub
 
     def __invert__(self):
         if self.dtype != dtypes.bool_:
             raise TypeError(f"invert: needs a bool tensor, got {self.dtype}")
         return compose.logical_not(self)
-
-    def add(self, o):
-        return self + o
-
-    def sub(self, o):
-        return self - o
-
-    def mul(self, o):
-        return self * o
-
-    def div(self, o):
-        return self / o
-
-    def pow(self, o):
-        return self**o
-
-    def neg(self):
-        return -self
 
     def exp(self):
         return self._float().p_exp()
@@ -163,66 +168,6 @@ class TorchMethods:
 
     def reciprocal(self):
         return self._float().p_recip()
-
-    def exp2(self):
-        return functions.exp2(self._float())
-
-    def log2(self):
-        return functions.log2(self._float())
-
-    def log10(self):
-        return functions.log10(self._float())
-
-    def expm1(self):
-        return functions.expm1(self._float())
-
-    def log1p(self):
-        return functions.log1p(self._float())
-
-    def sin(self):
-        return functions.sin(self._float())
-
-    def cos(self):
-        return functions.cos(self._float())
-
-    def tan(self):
-        return functions.tan(self._float())
-
-    def asin(self):
-        return functions.asin(self._float())
-
-    def acos(self):
-        return functions.acos(self._float())
-
-    def atan(self):
-        return functions.atan(self._float())
-
-    def sinh(self):
-        return functions.sinh(self._float())
-
-    def cosh(self):
-        return functions.cosh(self._float())
-
-    def asinh(self):
-        return functions.asinh(self._float())
-
-    def acosh(self):
-        return functions.acosh(self._float())
-
-    def atanh(self):
-        return functions.atanh(self._float())
-
-    def atan2(self, other):
-        a, b = self._align(other, "atan2")
-        return functions.atan2(a._float(), b._float())
-
-    def hypot(self, other):
-        a, b = self._align(other, "hypot")
-        return functions.hypot(a._float(), b._float())
-
-    def logaddexp(self, other):
-        a, b = self._align(other, "logaddexp")
-        return functions.logaddexp(a._float(), b._float())
 
     def fmod(self, other):
         a, b = self._align(other, "fmod")
@@ -242,9 +187,6 @@ class TorchMethods:
 
     def sigmoid(self):
         return compose.sigmoid(self._float())
-
-    def tanh(self):
-        return functions.tanh(self._float())
 
     def gelu(self, approximate: str = "none"):
         return compose.gelu(self._float(), approximate)
@@ -295,6 +237,28 @@ class TorchMethods:
 
     clip = clamp
 
+    def masked_fill(self, mask, value):
+        """``value`` where ``mask`` (broadcast to this shape) is True, else this tensor."""
+        return mask.where(value, self).cast(self.dtype)
+
+    def clone(self):
+        return self.p_contiguous()
+
+    def tril(self, diagonal: int = 0):
+        return self._triangle(diagonal, lambda d, k: d <= k, "tril")
+
+    def triu(self, diagonal: int = 0):
+        return self._triangle(diagonal, lambda d, k: d >= k, "triu")
+
+    def _triangle(self, k: int, keep, op: str):
+        """Zero the elements of the last two dims whose diagonal j - i is not kept."""
+        if self.ndim < 2:
+            raise ValueError(f"{op}: needs at least 2 dims, got shape {self.shape}")
+        n, m = self.shape[-2:]
+        i = type(self).arange(n, device=self.device).reshape(n, 1)
+        j = type(self).arange(m, device=self.device).reshape(1, m)
+        return keep(j - i, compose.as_int(k, "diagonal", op)).where(self, self.p_const(0))
+
     def lerp(self, end, weight):
         """torch's two-sided form: ``self + w*(end - self)`` where ``|w| < 0.5``, else
         ``end - (end - self)*(1 - w)``; exact at both ends, and no inf - inf where an end
@@ -319,13 +283,23 @@ class TorchMethods:
         want = as_dtype(dtype) if dtype is not None else dtypes.total_dtype(self.dtype, False)
         return self if want == self.dtype else self.p_cast(want)
 
-    def max(self, axis=None, keepdim: bool = False):
+    def amax(self, axis=None, keepdim: bool = False):
         self._nonempty(axis, "max")
         return compose.max_(self, self._axes(axis, "max"), keepdim)
 
-    def min(self, axis=None, keepdim: bool = False):
+    def amin(self, axis=None, keepdim: bool = False):
         self._nonempty(axis, "min")
         return compose.min_(self, self._axes(axis, "min"), keepdim)
+
+    def max(self, axis=None, keepdim: bool = False, *, dim=None):
+        if dim is None:
+            return self.amax(axis, keepdim)
+        return MinMax(self.amax(dim, keepdim), self.argmax(dim, keepdim))
+
+    def min(self, axis=None, keepdim: bool = False, *, dim=None):
+        if dim is None:
+            return self.amin(axis, keepdim)
+        return MinMax(self.amin(dim, keepdim), self.argmin(dim, keepdim))
 
     def _nonempty(self, axis, op):
         axes = self._axes(axis, op)
@@ -369,10 +343,36 @@ class TorchMethods:
         return compose.cumsum(self._total(dtype), axis)
 
     def any(self, axis=None, keepdim: bool = False):
-        return self.p_cast(dtypes.bool_).max(axis, keepdim)
+        return self.p_cast(dtypes.bool_).amax(axis, keepdim)
 
     def all(self, axis=None, keepdim: bool = False):
-        return self.p_cast(dtypes.bool_).min(axis, keepdim)
+        return self.p_cast(dtypes.bool_).amin(axis, keepdim)
+
+    def norm(self, p=2, axis=None, keepdim: bool = False):
+        """The vector p-norm over ``axis`` (all dims by default): 1, 2, inf or any p > 0."""
+        a = self._float().abs()
+        if p == math.inf:
+            return a.amax(axis, keepdim)
+        if p in (1, 2):
+            return (a if p == 1 else a * a).sum(axis, keepdim) ** (1 / p)
+        return (a**p).sum(axis, keepdim) ** (1 / p)
+
+    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True):
+        axis = compose.normalize_axis(axis, self.ndim, "argsort")
+        moved = self.transpose(axis, -1)
+        return moved.p_argsort(descending=descending).transpose(axis, -1)
+
+    def sort(self, axis: int = -1, descending: bool = False, stable: bool = True):
+        order = self.argsort(axis, descending)
+        return MinMax(self.gather(axis, order), order)
+
+    def topk(self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True):
+        axis = compose.normalize_axis(axis, self.ndim, "topk")
+        if not 0 <= k <= self.shape[axis]:
+            raise ValueError(f"topk: k={k} is out of range for dim {axis} of {self.shape}")
+        order = self.argsort(axis, descending=largest)
+        order = order.shrink([(0, k) if d == axis else None for d in range(self.ndim)])
+        return MinMax(self.gather(axis, order), order)
 
     # ---- linear algebra -------------------------------------------------------------
 
@@ -390,176 +390,6 @@ class TorchMethods:
         out = self @ weight.T
         return out if bias is None else out + bias
 
-    # ---- movement -------------------------------------------------------------------
-
-    def reshape(self, *shape) -> Self:
-        shape = compose.resolve_shape(_shape_arg(shape), self.shape)
-        return self.p_reshape(shape)
-
-    view = reshape
-
-    def permute(self, *order) -> Self:
-        order = _shape_arg(order)
-        norm = tuple(compose.normalize_axis(a, self.ndim, "permute") for a in order)
-        if sorted(norm) != list(range(self.ndim)):
-            raise ValueError(
-                f"permute: {order} is not a permutation of the {self.ndim} dims of {self.shape}"
-            )
-        return self.p_permute(norm)
-
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Self:
-        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
-            return self
-        a = compose.normalize_axis(dim0, self.ndim, "transpose")
-        b = compose.normalize_axis(dim1, self.ndim, "transpose")
-        order = list(range(self.ndim))
-        order[a], order[b] = order[b], order[a]
-        return self.p_permute(tuple(order))
-
-    @property
-    def T(self) -> Self:
-        return self.p_permute(tuple(reversed(range(self.ndim))))
-
-    @property
-    def mT(self) -> Self:
-        return self.transpose(-2, -1)
-
-    def expand(self, *shape) -> Self:
-        shape = _shape_arg(shape)
-        if len(shape) < self.ndim:
-            raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {shape}")
-        lead = len(shape) - self.ndim
-        full = tuple(
-            self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape)
-        )
-        for i, s in enumerate(self.shape):
-            if s != 1 and s != full[i + lead]:
-                raise ValueError(
-                    f"expand: dim {i} of {self.shape} has size {s}, cannot expand to "
-                    f"{full[i + lead]} in {shape}; only size-1 dims expand"
-                )
-        return compose.expand_to(self, full)
-
-    def broadcast_to(self, shape) -> Self:
-        return self.expand(*shape)
-
-    def pad(self, pads, value: float = 0.0) -> Self:
-        """``pads`` is one (before, after) per dim, or per trailing dims if fewer."""
-        pads = tuple(tuple(p) for p in pads)
-        if len(pads) > self.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
-            raise ValueError(
-                f"pad: needs up to {self.ndim} non-negative (before, after) pairs for shape "
-                f"{self.shape}, got {pads}"
-            )
-        pads = ((0, 0),) * (self.ndim - len(pads)) + pads
-        out = self.p_pad(pads)
-        if value != 0:
-            inside = self.p_const(True, dtype=dtypes.bool_).p_pad(pads)
-            out = inside.p_where(out, out.p_const(value))
-        return out
-
-    def shrink(self, bounds) -> Self:
-        bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
-        if len(bounds) != self.ndim or any(
-            not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)
-        ):
-            raise ValueError(
-                f"shrink: bounds {bounds} do not fit shape {self.shape}; each needs "
-                f"0 <= start <= end <= size"
-            )
-        return self.p_shrink(bounds)
-
-    def flip(self, *axes) -> Self:
-        axes = _shape_arg(axes)
-        return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
-        if self.ndim == 0:
-            return self.reshape(1)
-        s = compose.normalize_axis(start_dim, self.ndim, "flatten")
-        e = compose.normalize_axis(end_dim, self.ndim, "flatten")
-        shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
-        return self.reshape(shape)
-
-    def squeeze(self, axis=None) -> Self:
-        if axis is None:
-            return self.reshape(tuple(s for s in self.shape if s != 1))
-        axes = compose.normalize_axes(axis, self.ndim, "squeeze")
-        for a in axes:
-            if self.shape[a] != 1:
-                raise ValueError(
-                    f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}; "
-                    "only size-1 dims can be squeezed"
-                )
-        return compose.squeeze_axes(self, axes)
-
-    def unsqueeze(self, axis: int) -> Self:
-        a = compose.normalize_axis(axis, self.ndim + 1, "unsqueeze")
-        return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
-
-    def contiguous(self) -> Self:
-        return self.p_contiguous()
-
-    def repeat(self, *repeats) -> Self:
-        reps = _shape_arg(repeats)
-        if len(reps) < self.ndim:
-            raise ValueError(
-                f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}"
-            )
-        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
-        shape = []
-        for r, s in zip(reps, x.shape):
-            shape += [r, s]
-        y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
-        return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
-
-    def split(self, size, axis: int = 0) -> list[Self]:
-        axis = compose.normalize_axis(axis, self.ndim, "split")
-        n = self.shape[axis]
-        sizes = (
-            [size] * (n // size) + ([n % size] if n % size else [])
-            if isinstance(size, int)
-            else list(size)
-        )
-        if sum(sizes) != n:
-            raise ValueError(f"split: sizes {sizes} do not add up to dim {axis} of {self.shape}")
-        return compose.split(self, sizes, axis)
-
-    def chunk(self, n: int, axis: int = 0) -> list[Self]:
-        return self.split(-(-self.shape[axis] // n), axis)
-
-    def gather(self, axis: int, index: Self) -> Self:
-        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
-        axis = compose.normalize_axis(axis, self.ndim, "gather")
-        if not index.dtype.is_int or index.ndim != self.ndim:
-            raise TypeError(
-                f"gather: index must be an integer tensor with {self.ndim} dims, got "
-                f"{index.dtype}{list(index.shape)}"
-            )
-        bounds = [(0, s) for s in index.shape]
-        bounds[axis] = (0, self.shape[axis])
-        if any(index.shape[d] > self.shape[d] for d in range(self.ndim) if d != axis):
-            raise ValueError(f"gather: index {index.shape} is larger than {self.shape}")
-        src = self.p_shrink(tuple(bounds))
-        return src.p_gather(index, axis)
-
-    def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
-        axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
-        if index.shape != src.shape or not index.dtype.is_int:
-            raise ValueError(
-                f"scatter_add: index and src must share a shape and index be an integer, got "
-                f"{index.dtype}{list(index.shape)} and {src.dtype}{list(src.shape)}"
-            )
-        return self.p_scatter(index, src.p_cast(self.dtype), axis)
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iter: cannot iterate over a 0-d tensor")
-        return (self[i] for i in range(self.shape[0]))
-
-    def __getitem__(self, key) -> Self:
-        return _index(self, key)
-
 
 def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
@@ -568,72 +398,100 @@ def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     return functions.pow(a._float(), b._float())
 
 
-def _index(x: TorchMethods, key) -> TorchMethods:
-    """Basic indexing as views: ints, slices of any step, ``...`` and ``None``."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("index: only one ellipsis allowed")
-    if n_real > x.ndim:
-        raise IndexError(f"index: too many indices ({n_real}) for a tensor of shape {x.shape}")
-    expanded = []
-    for k in key:
-        if k is Ellipsis:
-            expanded += [slice(None)] * (x.ndim - n_real)
-        else:
-            expanded.append(k)
-    expanded += [slice(None)] * (x.ndim - sum(1 for k in expanded if k is not None))
-    bounds, steps, flips, out_shape, dim = [], [], [], [], 0
-    for k in expanded:
-        if k is None:
-            out_shape.append(1)
-            continue
-        size = x.shape[dim]
-        if isinstance(k, TorchMethods) and k.ndim == 0 and k.dtype.is_int:
-            k = int(k.item())
-        if isinstance(k, int) and not isinstance(k, bool):
-            if not -size <= k < size:
-                raise IndexError(
-                    f"index: {k} is out of range for dim {dim} of size {size} in shape "
-                    f"{x.shape}; accepted: {-size}..{size - 1}"
-                )
-            k %= size
-            bounds.append((k, k + 1))
-            steps.append(1)
-        elif isinstance(k, slice):
-            if k.step == 0:
-                raise ValueError(
-                    f"index: slice step cannot be zero (dim {dim} of shape {x.shape}); "
-                    "accepted: any non-zero step"
-                )
-            start, stop, step = k.indices(size)
-            if step > 0:
-                lo, hi = start, max(start, stop)
-                count = len(range(start, stop, step))
-            else:
-                count = len(range(start, stop, step))
-                lo, hi = (start - (count - 1) * -step, start + 1) if count else (0, 0)
-                flips.append(dim)
-            bounds.append((lo, hi))
-            steps.append(abs(step))
-            out_shape.append(count)
-        else:
-            raise TypeError(
-                f"index: {type(k).__name__} is not supported; accepted: int, slice, ..., None"
-            )
-        dim += 1
-    y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
-    return y.p_reshape(tuple(out_shape))
+def _float_math(name: str):
+    """A method computing ``functions.<name>`` in float (integers become float32)."""
+    fn = getattr(functions, name)
+
+    def method(self, *other):
+        xs = self._align(other[0], name) if other else (self,)
+        return fn(*(x._float() for x in xs))
+
+    method.__name__ = name
+    return method
 
 
-def _shape_arg(shape) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], tuple | list):
-        shape = tuple(shape[0])
-    try:
-        return compose.as_ints(shape, "shape", "shape")
-    except TypeError:
-        hint = ""
-        if any(isinstance(s, str | DType | np.dtype | type) for s in shape):
-            hint = "; pass a dtype by keyword (dtype=...)"
-        raise TypeError(f"shape: needs ints, got {shape}{hint}") from None
+for _name in (
+    "exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh "
+    "atan2 hypot logaddexp"
+).split():
+    setattr(TorchMethods, _name, _float_math(_name))
+TorchMethods.arctan2 = TorchMethods.atan2
+
+
+def _in_place(name: str):
+    """``x.name_(...)``: x.assign(x.name(...)), the result cast back to x's dtype."""
+    out_of_place = getattr(TorchMethods, name)
+    return lambda self, *a, **kw: self.assign(out_of_place(self, *a, **kw).cast(self.dtype))
+
+
+for _name in (
+    "add sub mul div pow neg clamp masked_fill lerp exp log sqrt abs relu sigmoid tanh tril triu"
+).split():
+    setattr(TorchMethods, f"{_name}_", _in_place(_name))
+TorchMethods.copy_ = lambda self, src: self.assign(src.cast(self.dtype).expand(*self.shape))
+TorchMethods.fill_ = lambda self, value: self.assign(self.full_like(value))
+TorchMethods.zero_ = lambda self: self.fill_(0)
+
+
+def torch_names(fn):
+    """``fn`` (with an ``axis`` parameter) taking torch's names too: ``dim`` for ``axis``,
+    ``keepdims`` for ``keepdim``, ``unbiased`` for ``correction``."""
+
+    @functools.wraps(fn)
+    def method(*args, **kw):
+        if kw:
+            for torch_name, ours in (
+                ("dim", "axis"),
+                ("keepdims", "keepdim"),
+                ("unbiased", "correction"),
+            ):
+                if torch_name in kw:
+                    kw[ours] = kw.pop(torch_name)
+            if "correction" in kw and isinstance(kw["correction"], bool):
+                kw["correction"] = int(kw["correction"])
+        return fn(*args, **kw)
+
+    return method
+
+
+def accept_torch_names(cls):
+    """Every method of ``cls`` with an ``axis`` parameter, wrapped by ``torch_names``."""
+    for name, fn in list(vars(cls).items()):
+        params = inspect.signature(fn).parameters if inspect.isfunction(fn) else {}
+        if "axis" in params and "dim" not in params:
+            setattr(cls, name, torch_names(fn))
+    return cls
+
+
+accept_torch_names(TorchMethods)
+
+
+def einsum(equation: str, *operands):
+    """torch.einsum for explicit letters (no ``...``, no repeated letter within a term):
+    each operand is permuted to one order of all the letters, the output's first and the
+    summed ones last, with size-1 dims for the letters it lacks; the broadcast product is
+    summed over the letters not in the output, as ``matmul`` is composed."""
+    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+        operands = tuple(operands[0])
+    inputs, arrow, out = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    used = [c for c in inputs if c != ","]
+    if not arrow:  # numpy's implicit form: the letters seen once, in order
+        out = "".join(sorted(c for c in set(used) if used.count(c) == 1))
+    bad = len(terms) != len(operands) or "." in inputs or set(out) - set(used)
+    bad = bad or any(len(set(t)) != len(t) or len(t) != x.ndim for t, x in zip(terms, operands))
+    if bad:
+        raise ValueError(
+            f"einsum: {equation!r} does not fit operands of shapes "
+            f"{[tuple(x.shape) for x in operands]}; accepted: one term of distinct letters "
+            "per operand, one letter per dim, output letters among the inputs' (no '...')"
+        )
+    letters = out + "".join(dict.fromkeys(c for c in used if c not in out))
+    product = None
+    for term, x in zip(terms, operands):
+        order = sorted(range(len(term)), key=lambda i: letters.index(term[i]))
+        shape = [x.shape[term.index(c)] if c in term else 1 for c in letters]
+        y = x.permute(*order).reshape(*shape)
+        product = y if product is None else product * y
+    summed = tuple(range(len(out), len(letters)))
+    return product.sum(summed) if summed else product

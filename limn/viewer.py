@@ -48,6 +48,8 @@ from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import apply_passes
 from ir.printer import _roots
+from limn.runtime import profile
+from limn.runtime.profile import _short, _source_text
 
 Stats = Callable[[KernelGraph, int], "dict | None"]
 
@@ -128,6 +130,13 @@ def graph_data(
         {"name": f"buf{b}", "spec": str(spec), "producer": -1}
         for b, spec in enumerate(graph.buffers)
     ]
+    prof = profile.active() or profile._last  # where each node was made, if it was noted
+    for n, entry in zip(order, nodes) if prof is not None else ():
+        site, module = prof.sites.get(n), prof.modules.get(n)
+        if site:
+            entry["site"] = f"{_short(site)} {_source_text(site)}".rstrip()
+        if module:
+            entry["module"] = module
     blocks = str(graph).split("\n\n")
     kernels = []
     for i, k in enumerate(graph.kernels):
@@ -166,6 +175,8 @@ def graph_data(
                 "via": via,
                 "pipelines": {},
                 "stats": None,
+                "module": nodes[top].get("module", ""),
+                "top": top,
             }
         )
     data = {
@@ -200,6 +211,7 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
         entry = data["kernels"][i]
         entry["stats"] = _stats(stats, graph, i)
         if k.kind == "CUSTOM":
+            entry["pipelines"] = _custom_pipelines(k)
             continue
         lowered = lower(graph, i)
         for name, (passes, render) in targets.items():
@@ -216,6 +228,21 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
                 "not compiled: integers from constants alone, which the c device computes "
                 "once, on the host, when it builds the plan (the source shows what C would be)"
             )
+
+
+def _custom_pipelines(k) -> dict:
+    """A CUSTOM kernel per target that has its source: the call with its buffers and
+    params where a nest would be, and the very source the device compiles."""
+    from ir.c import sdpa as c_sdpa
+    from ir.cuda import sdpa as cuda_sdpa
+
+    pipes = {}
+    for name, target in (("c", c_sdpa), ("cuda", cuda_sdpa)):
+        got = target.kernel_source(k, [f"buf{b}" for b in k.inputs])
+        if got is not None:
+            step = {"pass": "CUSTOM", "lines": [got[0]], "rows": [-1]}
+            pipes[name] = {"steps": [step], "source": got[1].splitlines()}
+    return pipes
 
 
 def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=None) -> dict:
@@ -246,15 +273,38 @@ def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=N
 
 
 def _stats(stats, graph: KernelGraph, i: int):
-    from limn.runtime import profile
-
     source = stats if stats is not None else stats_source
-    if source is None:  # the kernel profiler's figures, if it measured this kernel
-        source = profile.measured
+    if source is None:  # the kernel profiler's figures, if it measured this body
+        got = profile.measured(graph, i)
+        return got and {**got, "body": _body(graph, i)}
     got = source.get(i) if isinstance(source, dict) else source(graph, i)
     return (
         None if not got else {k: got[k] for k in ("calls", "seconds", "flops", "bytes") if k in got}
     )
+
+
+def _body(graph: KernelGraph, i: int) -> tuple:
+    k = graph.kernels[i]
+    return (k.kind, k.rows, tuple(graph.buffers[b] for b in (*k.inputs, k.output)))
+
+
+def _share(graphs: list[tuple[dict, KernelGraph]]) -> None:
+    """The profiler measures a kernel body (every launch of every kernel with the same rows
+    and buffers); each kernel of the pages gets its part of that: the body's time split over
+    its kernels by how often each one's graph ran, so the kernels' times add up to the
+    profiler's total. A graph realized once per step runs each of its kernels once."""
+    runs: dict[tuple, int] = {}
+    for data, _ in graphs:
+        for k in data["kernels"]:
+            if k["stats"] and "body" in k["stats"]:
+                runs[k["stats"]["body"]] = runs.get(k["stats"]["body"], 0) + data["count"]
+    for data, _ in graphs:
+        for k in data["kernels"]:
+            st = k["stats"]
+            if st and "body" in st:
+                part = data["count"] / runs[st.pop("body")]
+                st["seconds"] *= part
+                st["calls"] = round(st["calls"] * part)
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -291,15 +341,22 @@ def viz(x, path: str | os.PathLike = "limn.html", stats=None, title: str | None 
     from limn.runtime.device import current_device, recall
 
     roots = _roots(x)
-    data, graph = graph_data(roots, lambda n: recall(n) is not None, "graph 0")
+    data, graph = graph_data(roots, lambda n: recall(n) is not None, _made_at("viz"))
     data["device"] = current_device()
     fill_kernels(data, graph, stats)
+    _share([(data, graph)])
     out = Path(path)
     out.write_text(page([data], title or out.stem))
     return out
 
 
 # ---- LIMN_VIZ: every graph a program realizes --------------------------------------------
+
+
+def _made_at(what: str) -> str:
+    """A graph's name: the user's line that asked for it (``train.py:88  opt.step(loss)``)."""
+    site = profile.user_line(3)
+    return f"{_short(site)} {_source_text(site)}".strip() if site else what
 
 
 class Recorder:
@@ -317,9 +374,10 @@ class Recorder:
         if key in self.graphs:
             self.graphs[key][0]["count"] += 1
             return
-        data, graph = graph_data(
-            roots, lambda n: recall(n) is not None, f"graph {len(self.graphs)}"
-        )
+        name = _made_at("realized")
+        same = sum(d["name"].split(" (")[0] == name for d, _ in self.graphs.values())
+        name += f" ({same + 1})" if same else ""
+        data, graph = graph_data(roots, lambda n: recall(n) is not None, name)
         data["device"] = device
         self.graphs[key] = (data, graph)
 
@@ -331,11 +389,10 @@ class Recorder:
             observers.remove(self.observe)
 
     def write(self, stats=None) -> Path:
-        graphs = []
         for data, graph in self.graphs.values():
             fill_kernels(data, graph, stats)
-            graphs.append(data)
-        self.path.write_text(page(graphs, self.path.stem))
+        _share(list(self.graphs.values()))
+        self.path.write_text(page([d for d, _ in self.graphs.values()], self.path.stem))
         return self.path
 
 
@@ -346,9 +403,13 @@ def record(path: str | os.PathLike, at_exit: bool = True) -> Recorder:
 
     rec = Recorder(path)
     observers.append(rec.observe)
+    # the profiler notes where each node is made (its line, its module) and times kernels
+    ours = profile.profile() if profile.active() is None else None
 
     def finish():
         rec.stop()
+        if ours is not None and profile.active() is ours:
+            profile.stop()
         out = rec.write()
         n = sum(len(d["kernels"]) for d, _ in rec.graphs.values())
         print(f"limn: stage viewer, {len(rec.graphs)} graphs, {n} kernels: {out}", file=sys.stderr)

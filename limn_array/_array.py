@@ -15,7 +15,7 @@ keeps no Tensor of its own: it holds its root array and the function that moves 
 root's Tensor to it, and derives its Tensor from the root's current one whenever asked.
 So a view always reads the root's current value, and writing it (``part += a``,
 ``part[k] = v``) rebinds the root to the root with the view's elements replaced
-(``compose.place``, the same write-through ``limn.Tensor.assign`` uses on a view). An
+(``ir/graph/write.place``, the same write-through ``limn.Tensor.assign`` uses on a view). An
 element read with every index an int is a copy, as numpy's scalar is; it remembers the
 Tensor it was indexed from (``_src``), so reading many elements computes that source once.
 
@@ -38,7 +38,7 @@ import sys
 
 import numpy as np
 
-from ir.graph import compose, dtypes
+from ir.graph import compose, dtypes, write
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
@@ -164,8 +164,8 @@ class Array:
             return
         base = self._root._tensor
         moves = moves_between(self._fn(base), base)
-        compose.check_writable(base.shape, moves, "in-place write into a view")
-        self._root._tensor = compose.place(base, moves, t)
+        write.check_writable(base.shape, moves, "in-place write into a view")
+        self._root._tensor = write.place(base, moves, t)
 
     # ---- attributes (never compute) -----------------------------------------------
 

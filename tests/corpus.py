@@ -188,6 +188,14 @@ def padded_long_sum():
 
 
 @case()
+def reduces_over_a_concatenation():
+    # the pieces of a reduce loop a concatenation cuts fold into the whole array's lanes
+    r = _rng(20)
+    a, b = _randn(r, 3, 21), _randn(r, 3, 30)
+    return [cat([a, b], 1).sum(1), cat([b, a, b], 1).max(1), cat([a[0], b[1]], 0).sum()]
+
+
+@case()
 def flip_and_step():
     r = _rng(14)
     x = _randn(r, 4, 6)

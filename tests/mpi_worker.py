@@ -5,12 +5,15 @@ data and step that the tests' 1-rank reference shares with it.
 
 Scenarios: ``train`` (10 AdamW steps; rank 0 checkpoints after step 5), ``capture`` (the
 same under limn.capture), ``resume`` (from that checkpoint, steps 6..10), ``raise`` (rank 1
-raises in step 3), ``silent`` (rank 1 stops taking part in step 3). Each rank writes its
+raises in step 3), ``silent`` (rank 1 stops taking part in step 3), ``exit`` (rank 1's
+program ends in step 3), ``killed`` (rank 1 dies in step 3). Each rank writes its
 parameters and gradients after every step to OUTDIR/<scenario>_rank<r>_step<s>.npz.
+``branch`` and ``disagree`` are the ranks-that-differ checks below.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -59,11 +62,71 @@ def reference(steps=range(1, STEPS + 1)) -> list[dict[str, np.ndarray]]:
     return out
 
 
+def branch(world, outdir: Path, captured: bool) -> None:
+    """A parameter that gets a gradient on rank 0 only (``extra``), one that gets none
+    anywhere (``unused``): 3 SGD steps, plainly or captured."""
+    from limn import distributed
+
+    limn.set_seed(0)
+    m = nn.Sequential(nn.Linear(6, 3))
+    m.extra, m.unused = nn.Linear(6, 3), nn.Linear(6, 3)
+    opt = optim.SGD(m.named_parameters(), lr=0.1, momentum=0.9)
+    ddp = distributed.DataParallel(m)
+
+    def step(x):
+        opt.zero_grad()
+        loss = m(x).sum() + (m.extra(x).sum() if world.rank == 0 else 0)
+        loss.backward()
+        ddp.sync_gradients()
+        opt.step()
+
+    run = limn.capture(step) if captured else step
+    for s in range(1, 4):
+        run(Tensor(np.full((4, 6), float(s), np.float32)))
+        p = {k: v.numpy() for k, v in m.named_parameters()}
+        p.update(
+            {f"grad.{k}": v.grad.numpy() for k, v in m.named_parameters() if v.grad is not None}
+        )
+        np.savez(outdir / f"branch_rank{world.rank}_step{s}.npz", **p)
+
+
+def disagree(world) -> None:
+    """Each collective with ranks that disagree: every rank must refuse it, and go on."""
+    from limn import distributed as dist
+
+    r = world.rank
+    cases = {
+        "lengths": lambda: world.all_reduce([np.ones(4 + 2 * r, np.float32)]),
+        "dtypes": lambda: world.all_reduce([np.ones(4, (np.float32, np.float64)[r])]),
+        "roots": lambda: world.broadcast({"w": Tensor(np.ones(3, np.float32))}, root=r),
+        "object roots": lambda: world.broadcast_object("x", root=r),
+        "shapes": lambda: dist.DataParallel(nn.Linear(3 + r, 2), broadcast=False),
+        "names": lambda: world.broadcast({f"w{r}": Tensor(np.ones(3, np.float32))}),
+        "extra": lambda: dist.DataParallel(nn.Linear(3, 2)).sync_gradients(
+            Tensor(np.ones(1 + r, np.float32))
+        ),
+        "collectives": lambda: world.barrier() if r == 0 else world.broadcast_object("x"),
+    }
+    for name, call in cases.items():
+        try:
+            call()
+        except ValueError as e:
+            print(f"rank {r} refused {name}: {e}", flush=True)
+        else:
+            print(f"rank {r} accepted {name}", flush=True)
+    world.all_reduce([np.ones(4, np.float32)])  # and the ranks still work together
+    print(f"rank {r} still in step", flush=True)
+
+
 def main(scenario: str, device: str, outdir: Path) -> None:
     from limn import distributed
 
     world = distributed.init(timeout=60.0)
     limn.set_device(device)
+    if scenario in ("branch", "branch-captured"):
+        return branch(world, outdir, scenario == "branch-captured")
+    if scenario == "disagree":
+        return disagree(world)
     # every rank starts from its own random weights: the broadcast must fix them
     model, opt = build(world.rank + (100 if scenario == "resume" else 0))
     ddp = distributed.DataParallel(model, broadcast=scenario != "resume")
@@ -89,12 +152,18 @@ def main(scenario: str, device: str, outdir: Path) -> None:
                 raise ValueError("rank 1 fails on purpose in step 3")
             if scenario == "silent":
                 time.sleep(60)  # alive, but never reaches the all-reduce
+            if scenario == "exit":
+                sys.exit(0)  # cleanly, before the others are done
+            if scenario == "killed":
+                os._exit(3)  # no exit handler runs
         x, y = batch(s)
         mean_loss = run(Tensor(world.shard(x)), Tensor(world.shard(y)))
         world.print(f"step {s} loss {mean_loss.item():.6f}")
         np.savez(outdir / f"{scenario}_rank{world.rank}_step{s}.npz", **params(model))
         if scenario == "train" and s == SAVE_AFTER:
             world.save({"model": model, "optim": opt}, outdir / "ckpt.safetensors")
+    if scenario == "capture":  # every step after the first replayed the recording
+        assert run.records == 1, run.records
     world.barrier()
 
 

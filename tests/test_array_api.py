@@ -533,6 +533,7 @@ def test_nonzero_where_and_isin_match_numpy(composed, monkeypatch):
     _compose(monkeypatch, composed, "_searching")
     a = np.array([[0, 3, 0], [-1, 0, 2]])
     got = xp.nonzero(xp.asarray(a))
+    assert len(got) == a.ndim
     assert all(np.array_equal(np.asarray(g), w) for g, w in zip(got, np.nonzero(a)))
     w = xp.where(xp.asarray(a) > 0, xp.asarray(a), -7)
     assert np.array_equal(np.asarray(w), np.where(a > 0, a, -7))

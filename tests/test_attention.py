@@ -240,15 +240,16 @@ def test_c_kernels_match_the_numpy_kernels(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
-def test_the_joint_c_backward_gives_the_bits_of_the_two_gradient_kernels(dtype):
-    """One pass per head for dq, dk, dv (sdpa_bwd) against sdpa_bwd_q and sdpa_bwd_kv,
-    bit for bit: ragged tails, t_q != t_k both ways, causal with t_q < t_k, a key mask,
-    d != dv, the packed layout, on one and two threads."""
+def test_every_backward_mode_and_thread_count_gives_the_same_bits(dtype):
+    """The forward twice and on one thread; the backward by modes 1 and 2 (a task per query
+    tile, per key tile) and by mode 3 (a task per head), each on one and two threads: the
+    same bits every time. Ragged tails, t_q != t_k both ways, causal with t_q < t_k, a key
+    mask, d != dv, the packed layout."""
     import ml_dtypes
 
     c = _c()
+    ks = c.kernels["sdpa"].__self__  # the device's SdpaKernels
     npd = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
-    joint = c.kernels["sdpa_bwd_q"].joint[1]
     rng = np.random.default_rng(21)
     cases = [
         (3, 70, 45, 16, 16, True, False, 0),
@@ -266,16 +267,20 @@ def test_the_joint_c_backward_gives_the_bits_of_the_two_gradient_kernels(dtype):
                 rng, bh, t_q, t_k, d * max(heads, 1), dv * max(heads, 1), npd, masked
             )
             params = (1 / math.sqrt(d), causal, heads)
-            o, lse = c.kernels["sdpa"](vals, params)
-            do = rng.standard_normal(o.shape).astype(npd)
-            delta = do.astype(lse.dtype) * o.astype(lse.dtype)
-            delta = delta.reshape(*lse.shape, -1).sum(-1)
-            bwd = [*vals[:3], do, lse, delta, *vals[3:]]
-            want = c.kernels["sdpa_bwd_q"](bwd, params) + c.kernels["sdpa_bwd_kv"](bwd, params)
-            for threads in (1, 2):
+            runs, bwd = [], None
+            for threads in (2, 2, 1):
                 c.set_threads(threads)
-                got = joint(bwd, params, joint=True)
-                assert [a.tobytes() for a in got] == [a.tobytes() for a in want]
+                o, lse = c.kernels["sdpa"](vals, params)
+                if bwd is None:
+                    do = rng.standard_normal(o.shape).astype(npd)
+                    delta = do.astype(lse.dtype) * o.astype(lse.dtype)
+                    bwd = [*vals[:3], do, lse, delta.reshape(*lse.shape, -1).sum(-1), *vals[3:]]
+                runs.append([o.tobytes(), lse.tobytes()])
+                for modes in ((1, 2), (3,)):
+                    got = sum((ks.bwd(bwd, params, m) for m in modes), ())
+                    runs.append([a.tobytes() for a in got])
+            assert all(r == runs[0] for r in runs[::3]) and all(r == runs[1] for r in runs[1::3])
+            assert all(r == runs[1] for r in runs[2::3])
     finally:
         c.set_threads(old)
 
@@ -311,32 +316,6 @@ def _grads_on_numpy(q, k, v):
     qs, ks, vs = (Tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
     (sdpa_fn(qs, ks, vs, is_causal=True) ** 2).sum().backward()
     return qs.grad, ks.grad, vs.grad
-
-
-def test_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
-    c = _c()
-    rng = np.random.default_rng(9)
-    vals = _kernel_inputs(rng, 4, 150, 150, 32, 32, np.float32, True)
-    params = (0.2, True, 0)
-    do = rng.standard_normal((4, 150, 32)).astype(np.float32)
-    runs = []
-    old = c.threads
-    try:
-        for threads in (2, 2, 1):
-            c.set_threads(threads)
-            o, lse = c.kernels["sdpa"](vals, params)
-            delta = (do * o).sum(-1)
-            bwd = [*vals[:3], do, lse, delta, vals[3]]
-            outs = (
-                o,
-                lse,
-                *c.kernels["sdpa_bwd_q"](bwd, params),
-                *c.kernels["sdpa_bwd_kv"](bwd, params),
-            )
-            runs.append([a.tobytes() for a in outs])
-    finally:
-        c.set_threads(old)
-    assert runs[0] == runs[1] == runs[2]
 
 
 def test_the_forward_siblings_run_as_one_kernel_call(monkeypatch):
@@ -488,28 +467,6 @@ def test_packed_kernels_match_the_same_kernels_on_split_heads(dtype):
             np.testing.assert_allclose(a.astype(float), w.astype(float), atol=tol * scale)
 
 
-def test_packed_c_kernels_give_the_same_bits_twice_and_on_one_or_two_threads():
-    c = _c()
-    rng = np.random.default_rng(14)
-    vals = _packed_inputs(rng, 2, 3, 150, 150, 32, 32, np.float32, True)
-    params = (0.2, True, 3)
-    do = rng.standard_normal((2, 150, 96)).astype(np.float32)
-    runs = []
-    old = c.threads
-    try:
-        for threads in (2, 2, 1):
-            c.set_threads(threads)
-            o, lse = c.kernels["sdpa"](vals, params)
-            delta = (do * o).reshape(2, 150, 3, 32).sum(-1)
-            bwd = [*vals[:3], do, lse, delta, vals[3]]
-            outs = (o, lse, *c.kernels["sdpa_bwd_q"](bwd, params))
-            outs += c.kernels["sdpa_bwd_kv"](bwd, params)
-            runs.append([a.tobytes() for a in outs])
-    finally:
-        c.set_threads(old)
-    assert runs[0] == runs[1] == runs[2]
-
-
 def test_heads_split_off_a_projection_reach_the_kernels_without_a_copy():
     """MultiHeadAttention's q, k, v are views of its projections: the CUSTOM nodes take
     the projections in the packed layout, and neither the step's forward nor its backward
@@ -603,3 +560,220 @@ def test_half_widths_compute_in_float32_and_round_once(dtype):
     for a, b in zip(got, want):
         # one rounding of the float32 result (the incoming gradient is the same half values)
         np.testing.assert_allclose(a, b, rtol=2 * eps, atol=2 * eps * np.abs(b).max())
+
+
+# ---- inf, nan and -0.0 in every input: the kernels against the reference ---------------
+
+SPECIAL_CASES = [  # bh, t_q, t_k, d, dv, causal, key mask
+    (2, 8, 8, 4, 4, True, None),
+    (2, 70, 45, 5, 13, True, "rows"),  # ragged tiles, widths off the vector width
+    (2, 33, 130, 24, 7, False, "rows"),
+    (2, 1, 20, 8, 8, False, "cache"),  # one query against a partly filled cache
+    (3, 130, 70, 16, 16, True, "random"),
+]
+
+
+def _special_mask(rng, bh, t_k, kind):
+    if kind is None:
+        return []
+    m = rng.random((bh, t_k)) > 0.3
+    if kind == "rows":  # a head that sees no key; the first rows of the next see none
+        m[0], m[1, :5] = False, False
+    if kind == "cache":  # the unfilled end of a key/value cache
+        m[:, 12:] = False
+    return [m]
+
+
+def assert_same_specials(got, want, what):
+    """nan where the reference has nan, the same infs, the same signs of zero, and the
+    finite values close."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    nan = np.isnan(w)
+    assert np.array_equal(np.isnan(g), nan), f"{what}: nan at {np.argwhere(np.isnan(g) != nan)[:4]}"
+    assert np.array_equal(g[~nan & np.isinf(w)], w[~nan & np.isinf(w)]), f"{what}: infs"
+    fin = np.isfinite(w)
+    assert np.array_equal(np.signbit(g[fin & (w == 0)]), np.signbit(w[fin & (w == 0)])), what
+    np.testing.assert_allclose(g[fin], w[fin], rtol=2e-2, atol=2e-2 * np.abs(w[fin]).max(initial=1))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("where", ["q", "k", "v", "do"])
+def test_c_kernels_put_inf_nan_and_negative_zero_where_the_reference_does(where, dtype):
+    """An inf, a nan, a -inf or a -0.0 at two places of one input (the queries, keys,
+    values or the output gradient), under causal and key masks that hide whole rows,
+    ragged tiles, t_q != t_k, one query against a cache: the forward and every backward
+    mode give the reference's nans, infs and zero signs. The reference multiplies a hidden
+    pair's terms by its exact 0 probability, so a nan value row reaches every row it is
+    hidden from (the c kernels, which skip hidden pairs, used to keep it in the rows of
+    one register block)."""
+    import ml_dtypes
+
+    c = _c()
+    ks = c.kernels["sdpa"].__self__
+    npd = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(hash((where, dtype)) % 2**32)
+    for bh, t_q, t_k, d, dv, causal, kind in SPECIAL_CASES:
+        for value in (np.nan, np.inf, -np.inf, -0.0):
+            arrays = {n: rng.standard_normal((bh, t, w)) for n, t, w in
+                      (("q", t_q, d), ("k", t_k, d), ("v", t_k, dv), ("do", t_q, dv))}  # fmt: skip
+            for _ in range(2):
+                arrays[where][tuple(rng.integers(0, n) for n in arrays[where].shape)] = value
+            q, k, v, do = (arrays[n].astype(npd) for n in ("q", "k", "v", "do"))
+            vals = [q, k, v, *_special_mask(rng, bh, t_k, kind)]
+            params = (1 / math.sqrt(d), causal, 0)
+            what = f"{dtype} {where}={value} in {(bh, t_q, t_k, d, dv, causal, kind)}"
+            want = REF["sdpa"](vals, params)
+            for name, a, b in zip(("o", "lse"), c.kernels["sdpa"](vals, params), want):
+                assert_same_specials(a, b, f"{what}: {name}")
+            o, lse = want
+            delta = (do.astype(lse.dtype) * o.astype(lse.dtype)).sum(-1)
+            bwd = [q, k, v, do, lse, delta, *vals[3:]]
+            want = REF["sdpa_bwd_q"](bwd, params) + REF["sdpa_bwd_kv"](bwd, params)
+            for modes in ((1, 2), (3,)):
+                got = sum((ks.bwd(bwd, params, m) for m in modes), ())
+                for name, a, b in zip(("dq", "dk", "dv"), got, want):
+                    assert_same_specials(a, b, f"{what}: {name} by modes {modes}")
+
+
+def _step(arrays, causal, mask):
+    """o and the q, k, v gradients of one fused step on this device."""
+    q, k, v = (Tensor(arrays[n], requires_grad=True) for n in "qkv")
+    o = sdpa_fn(q, k, v, is_causal=causal, key_mask=None if mask is None else Tensor(mask))
+    (o * Tensor(arrays["g"])).sum().backward()
+    return [o.numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()]
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_a_nan_value_hidden_by_the_causal_mask_is_nan_in_every_row_as_in_torch(device):
+    """The issue's case: v[0, 0, 5, 1] = nan, causal, t = 8. Row 4 cannot see key 5, yet
+    the reference (and torch) multiply its value row by a zero probability: every row."""
+    _c() if device == "c" else None
+    limn.set_device(device)
+    rng = np.random.default_rng(23)
+    arrays = {n: rng.standard_normal((1, 1, 8, 4)).astype(np.float32) for n in "qkvg"}
+    arrays["v"][0, 0, 5, 1] = np.nan
+    o = _step(arrays, True, None)[0]
+    want = F.scaled_dot_product_attention(*(torch.tensor(arrays[n]) for n in "qkv"), is_causal=True)
+    assert np.isnan(o[0, 0]).any(-1).all() and np.isnan(want[0, 0].numpy()).any(-1).all()
+    np.testing.assert_array_equal(np.isnan(o), np.isnan(want.numpy()))
+
+
+@pytest.mark.parametrize("where", ["q", "k", "v", "g"])
+def test_inf_and_nan_reach_the_answer_and_gradients_where_the_reference_and_torch_put_them(where):
+    """inf, nan or -0.0 in the queries, keys, values or the output gradient, with causal
+    and key masks that hide whole rows and one query against a cache: the c device's fused
+    step gives the nans and infs of the numpy device's (the reference), forward and
+    backward, and for the values and the gradient those are torch's. In the queries and
+    keys torch differs: it adds -inf to a hidden pair's score, which keeps a nan score nan
+    and spreads it through the row, where limn selects the score away."""
+    _c()
+    rng = np.random.default_rng(24)
+    for b, h, t_q, t_k, d, causal, kind in [
+        (1, 1, 8, 8, 4, True, None),
+        (2, 2, 9, 13, 5, True, "rows"),
+        (2, 2, 6, 11, 7, False, "rows"),
+        (1, 2, 1, 10, 8, False, "cache"),
+    ]:
+        for value in (np.nan, np.inf, -0.0):
+            arrays = {n: rng.standard_normal((b, h, t_k if n in "kv" else t_q, d)) for n in "qkvg"}
+            arrays = {n: a.astype(np.float32) for n, a in arrays.items()}
+            arrays[where][tuple(rng.integers(0, n) for n in arrays[where].shape)] = value
+            mask = _special_mask(rng, b * h, t_k, kind)
+            mask = mask[0].reshape(b, h, t_k) if mask else None
+            runs = {}
+            for device in ("numpy", "c"):
+                limn.set_device(device)
+                runs[device] = _step(arrays, causal, mask)
+            if where in "vg":
+                ts = [torch.tensor(arrays[n], requires_grad=True) for n in "qkv"]
+                to = F.scaled_dot_product_attention(
+                    *ts, attn_mask=_torch_mask(t_q, t_k, causal, mask)
+                )
+                (to * torch.tensor(arrays["g"])).sum().backward()
+                runs["torch"] = [to.detach().numpy()] + [t.grad.numpy() for t in ts]
+            for name, *outs in zip(("o", "dq", "dk", "dv"), *runs.values()):
+                what = f"{where}={value} {name} in {(b, h, t_q, t_k, d, causal, kind)}"
+                for a in outs[1:]:
+                    assert np.array_equal(np.isnan(a), np.isnan(outs[0])), what
+                    assert np.array_equal(np.isinf(a), np.isinf(outs[0])), what
+
+
+def test_float32_kernels_are_as_close_to_the_float64_answer_as_the_reference_and_torch():
+    """The c kernels fold every product with one fused multiply-add (written fma(); the
+    c device compiles with -ffp-contract=off): their float32 answer and gradients stay
+    within 16 float32 ulps of the largest float64 value, and within the error of the
+    numpy reference's float32 and torch's, measured on the same inputs."""
+    c = _c()
+    ks = c.kernels["sdpa"].__self__
+    rng = np.random.default_rng(25)
+    eps = np.finfo(np.float32).eps
+    for bh, t, d, causal in ((4, 200, 64, True), (4, 300, 32, False)):
+        arrays = [rng.standard_normal((bh, t, d)).astype(np.float32) for _ in range(4)]
+        params = (1 / math.sqrt(d), causal, 0)
+        wide = [a.astype(np.float64) for a in arrays]
+        o64, lse64 = REF["sdpa"](wide[:3], params)
+        bwd64 = [*wide, lse64, (wide[3] * o64).sum(-1)]
+        truth = [o64, *REF["sdpa_bwd_q"](bwd64, params), *REF["sdpa_bwd_kv"](bwd64, params)]
+        o32, lse32 = REF["sdpa"](arrays[:3], params)
+        bwd = [*arrays, lse32, (arrays[3] * o32).sum(-1)]
+        mine = [c.kernels["sdpa"](arrays[:3], params)[0], *ks.bwd(bwd, params, 3)]
+        ref = [o32, *REF["sdpa_bwd_q"](bwd, params), *REF["sdpa_bwd_kv"](bwd, params)]
+        ts = [torch.tensor(a, requires_grad=True) for a in arrays[:3]]
+        to = F.scaled_dot_product_attention(*ts, is_causal=causal)
+        to.backward(torch.tensor(arrays[3]))
+        theirs = [to.detach().numpy()] + [x.grad.numpy() for x in ts]
+        for a, r, th, w in zip(mine, ref, theirs, truth):
+            err = [
+                np.abs(x.astype(np.float64) - w).max() / (np.abs(w).max() * eps) for x in (a, r, th)
+            ]
+            assert err[0] <= 16 and err[0] <= 1.5 * max(err[1:]) + 2, err
+
+
+# ---- the kernels' source is a printed stage --------------------------------------------
+
+
+def test_ir_prints_the_attention_kernels_sources_that_the_devices_compile():
+    """``ir(x, stage="c")`` of a fused step holds each kernel's unit, as ir/c/sdpa.py
+    makes it for the c device, under a line naming the function, its buffers and params;
+    ``stage="cuda"`` the NVRTC program the cuda device launches from."""
+    from ir.c import sdpa as c_sdpa
+    from ir.cuda import sdpa as cuda_sdpa
+    from ir.graph import dtypes
+
+    rng = np.random.default_rng(26)
+    q = Tensor(rng.standard_normal((1, 2, 5, 8)).astype(np.float32), requires_grad=True)
+    o = sdpa_fn(q, q, q, is_causal=True)
+    o.sum().backward()
+    text = limn.ir([o, q.grad], stage="c")
+    for part in ("fwd", "bwd"):
+        assert c_sdpa.unit(part, dtypes.float32) in text
+        assert text.count(c_sdpa.unit(part, dtypes.float32)) == 1  # siblings share it
+    assert "CUSTOM sdpa[0]: limn_sdpa_fwd_float32(q=buf0, k=buf0, v=buf0" in text
+    assert "CUSTOM sdpa_bwd_kv[1]: limn_sdpa_bwd_float32(" in text and "causal=1" in text
+    cuda = limn.ir([o, q.grad], stage="cuda")
+    assert cuda_sdpa.source(dtypes.float32, 8, 8) in cuda and "limn_sdpa_bwd_q(buf0" in cuda
+
+
+def test_the_profiler_and_the_viewer_show_the_source_a_custom_kernel_runs(tmp_path):
+    from ir.c import sdpa as c_sdpa
+    from ir.graph import dtypes
+    from limn import viewer
+
+    _c()
+    limn.set_device("c")
+    rng = np.random.default_rng(27)
+    q = Tensor(rng.standard_normal((1, 2, 5, 8)).astype(np.float32), requires_grad=True)
+    with limn.profile():
+        o = sdpa_fn(q, q, q, is_causal=True)
+        o.sum().backward()
+        limn.realize(o, q.grad)
+    rows = {r["kernel"]: r for r in limn.runtime.profile.stats(nest=True)}
+    fwd = next(r for name, r in rows.items() if name.startswith("CUSTOM sdpa "))
+    assert "limn_sdpa_fwd_float32" in fwd["kernel"]
+    assert fwd["nest"].endswith(c_sdpa.unit("fwd", dtypes.float32))
+    data, graph = viewer.graph_data([sdpa_fn(q, q, q, is_causal=True).node])
+    viewer.fill_kernels(data, graph)
+    custom = [k for k in data["kernels"] if k["kind"] == "CUSTOM"]
+    assert custom and all(k["pipelines"]["c"]["source"] for k in custom)
+    assert custom[0]["pipelines"]["c"]["source"] == c_sdpa.unit("fwd", dtypes.float32).splitlines()
+    assert "scale=" in custom[0]["pipelines"]["c"]["steps"][0]["lines"][0]

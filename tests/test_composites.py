@@ -124,10 +124,10 @@ def test_special_values_match_numpy_on_the_numpy_and_c_devices(op, dtype):
 
 
 @pytest.mark.parametrize("op", [Op.SIN, Op.COS, Op.TAN], ids=lambda o: o.value)
-def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(op):
-    """float32 sin, cos and tan: a kernel whose arguments all lie below 2**24 runs the
-    Cody-Waite spelling; one argument past it reruns the kernel with Payne-Hanek. Both
-    within an ulp of numpy at float64, and the small elements come out the same either way."""
+def test_c_trig_is_within_an_ulp_below_2_24_and_past_it_by_one_reduction(op):
+    """float32 sin, cos and tan: one Payne-Hanek reduction serves every argument (one C
+    function, whatever the kernel's arguments), within an ulp of numpy at float64, and an
+    element's result does not depend on the other arguments of its kernel."""
     _c_or_skip()
     rng = np.random.default_rng(11)
     near = np.r_[
@@ -139,19 +139,17 @@ def test_c_trig_takes_the_short_reduction_below_2_24_and_the_exact_one_past_it(o
     ].astype(np.float32)
     far = np.r_[near, np.float32(1e30)]
     src = limn.ir(Tensor(near, device="c").p_op(op), stage="c")
-    assert f"limn_{op.value.lower()}_float_near(" in src and "if (limn_far)" in src
+    assert src.count(f"limn_{op.value.lower()}_float(") >= 1 and "_near" not in src
     got_near, got_far = _apply(op, [near], "c"), _apply(op, [far], "c")
     assert not _mismatches(op, [near], got_near, _numpy_reference(op, [near]), 1.0)
     assert not _mismatches(op, [far], got_far, _numpy_reference(op, [far]), 1.0)
     assert got_near.tobytes() == got_far[:-1].tobytes()
 
 
-def test_c_float32_tanh_and_log1p_hold_an_ulp_across_their_branches():
-    """c float32 tanh and log1p compute in float lanes with a branch point each (tanh:
-    the polynomial below |x| = 1, 1 - 2/(e**2|x| + 1) above, clamped at 9.5; log1p: the
-    rounding error of 1 + x taken one way below x = 1 and the other above): points on
-    both sides of each, out to the saturation and the ends of the range, within an ulp of
-    numpy at float64 (every float32 was measured: examples/fit_float32_libm.py)."""
+def test_c_float32_tanh_and_log1p_hold_an_ulp_at_their_edges():
+    """c float32 tanh and log1p (the double function, rounded once): points on both sides
+    of where their values change regime, out to the saturation and the ends of the range,
+    within an ulp of numpy at float64, and one rounding from double (ir/c/libm.py)."""
     _c_or_skip()
     rng = np.random.default_rng(5)
     edges = np.float32([1.0, 9.5, 9.0, 0.5493, 2.0**24, 2.0**-24, 1e-45])
@@ -174,7 +172,7 @@ def test_c_float32_tanh_and_log1p_hold_an_ulp_across_their_branches():
     ):
         x = x.astype(np.float32)
         src = limn.ir(Tensor(x, device="c").p_op(op), stage="c")
-        assert "double" not in src.split(f"limn_{op.value.lower()}_float(")[1].split("}")[0]
+        assert f"(float){op.value.lower()}((double)x)" in src
         got = _apply(op, [x], "c")
         assert not _mismatches(op, [x], got, _numpy_reference(op, [x]), 1.0)
 

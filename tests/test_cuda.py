@@ -150,22 +150,65 @@ def test_long_reduces_over_few_cells_take_the_split_shape_and_assemble():
             assert not spills(assemble(cu.source(graph_of(outs)), arch))
 
 
+def _cells(plan, tb: int, thread: int):
+    """The (outer, row, col) cells block ``tb``'s thread stores, by the arithmetic the tile
+    phase writes (``ir/cuda/render._Cuda.tile``): its TM x TN patch."""
+    tm_count, tn_count = -(-plan.m // cu.BM), -(-plan.n // cu.BN)
+    o, tm, tn = tb // (tm_count * tn_count), tb // tn_count % tm_count, tb % tn_count
+    tx, ty = thread % (cu.BN // cu.TN), thread // (cu.BN // cu.TN)
+    for a in range(cu.TM):
+        for b in range(cu.TN):
+            row, col = tm * cu.BM + ty * cu.TM + a, tn * cu.BN + tx * cu.TN + b
+            if row < plan.m and col < plan.n:
+                yield o, row, col
+
+
+def _staged(thread: int, width: int):
+    """The [kk][j] slots of a width-wide slab that ``thread`` writes when staging."""
+    for e in range(thread, cu.BK * width, cu.THREADS):
+        yield e // width, e % width
+
+
+def _read(plan, thread: int, t0: int):
+    """The A [kk][row] and B [kk][col] slots the thread reads for the slab at ``t0``."""
+    tx, ty = thread % (cu.BN // cu.TN), thread // (cu.BN // cu.TN)
+    for kk in range(min(cu.BK, plan.r - t0)):
+        for a in range(cu.TM):
+            yield "a", kk, ty * cu.TM + a
+        for b in range(cu.TN):
+            yield "b", kk, tx * cu.TN + b
+
+
 @pytest.mark.parametrize("m,n,r", [(64, 64, 16), (100, 90, 70), (17, 130, 33), (65, 63, 1000)])
-def test_the_tile_plan_covers_every_cell_once_and_reads_only_staged_slots(m, n, r):
+def test_the_tile_shapes_arithmetic_covers_every_cell_once_and_reads_only_staged_slots(m, n, r):
+    """The index arithmetic the tile phase writes, run in Python (no GPU needed); that the
+    CUDA spells it so is checked by the words below, and on a GPU by gpu_check.py."""
     plan = cu.TilePlan(outer=2, m=m, n=n, r=r)
     seen: dict = {}
     for tb in range(plan.tiles):
         for thread in range(cu.THREADS):
-            for cell in plan.cells(tb, thread):
+            for cell in _cells(plan, tb, thread):
                 seen[cell] = seen.get(cell, 0) + 1
     assert set(seen) == {(o, i, j) for o in range(2) for i in range(m) for j in range(n)}
     assert set(seen.values()) == {1}
     for t0 in range(0, r, cu.BK):
-        wa = {s for th in range(cu.THREADS) for s in plan.staged(th, cu.BM)}
-        wb = {s for th in range(cu.THREADS) for s in plan.staged(th, cu.BN)}
+        wa = {s for th in range(cu.THREADS) for s in _staged(th, cu.BM)}
+        wb = {s for th in range(cu.THREADS) for s in _staged(th, cu.BN)}
         for th in range(cu.THREADS):
-            for side, kk, j in plan.read(th, t0):
+            for side, kk, j in _read(plan, th, t0):
                 assert (kk, j) in (wa if side == "a" else wb)
+    # the same arithmetic, as the CUDA writes it
+    a, b = Tensor.randn((2, m, r)), Tensor.randn((2, r, n))
+    (kernel,) = cu.kernels(graph_of([a @ b])).values()
+    assert [ln.shape for ln in kernel.launches] == ["tile"]
+    for words in (
+        f"const int tx = threadIdx.x % {cu.BN // cu.TN}, ty = threadIdx.x / {cu.BN // cu.TN};",
+        f"const int64_t tm = tb / {-(-n // cu.BN)} % {-(-m // cu.BM)}, tn = tb % {-(-n // cu.BN)};",
+        f"for (int e = threadIdx.x; e < {cu.BK * cu.BM}; e += {cu.THREADS}) {{",
+        f"= tm * {cu.BM} + ty * {cu.TM} + a;",
+        f"= tn * {cu.BN} + tx * {cu.TN} + b;",
+    ):
+        assert words in kernel.source, words
 
 
 def test_a_narrow_scatter_is_declined_naming_dtype_and_device():
@@ -248,6 +291,28 @@ def test_the_binding_matches_the_headers_prototypes(table, header):
                 assert a is w, (name, declared[name], a)
 
 
+def test_a_cached_ptx_that_changed_on_disk_is_built_again(tmp_path, monkeypatch):
+    class Nvrtc:  # stands in for NVRTC: counts the compiles
+        version, made = (12, 4), 0
+
+        def ptx(self, source, arch):
+            self.made += 1
+            return f"// {source} at sm_{arch}\n.visible .entry k0() {{ ret; }}\n".encode()
+
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    nvrtc = Nvrtc()
+    ptx = rt.ptx_cache("src", 90, nvrtc)
+    assert rt.ptx_cache("src", 90, nvrtc) == ptx and nvrtc.made == 1  # from the disk
+    (path,) = (tmp_path / "cuda").glob("*.ptx")
+    for damage in (lambda b: b[:-5], lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:]):
+        path.write_bytes(damage(path.read_bytes()))
+        assert rt.ptx_cache("src", 90, nvrtc) == ptx
+    rt.ptx_cache("another", 90, nvrtc)
+    other = next(p for p in (tmp_path / "cuda").glob("*.ptx") if p != path)
+    path.write_bytes(other.read_bytes())  # another key's entry, whole, under this name
+    assert rt.ptx_cache("src", 90, nvrtc) == ptx and nvrtc.made == 5
+
+
 def test_set_device_cuda_without_a_driver_fails_at_once_with_the_reason():
     if NO_GPU is None:
         pytest.skip("a GPU is present: the device starts")
@@ -310,15 +375,13 @@ class _FakeDriver:
     kernels with its arguments bound by the names the CUDA signature declares."""
 
     def __init__(self, dims: tuple[int, int]):
-        from limn.runtime import cuda_sdpa
+        from ir.cuda import sdpa
 
         self.dims = dims  # (d, dv): what the compiled source has as constants
         self.mem: dict[int, np.ndarray] = {}
         self.sigs = {
             name: [p.split()[-1].lstrip("*") for p in params.split(",")]
-            for name, params in re.findall(
-                r"(limn_sdpa_\w+)\((.*?)\)\s*\{\{", cuda_sdpa._TEMPLATE, re.S
-            )
+            for name, params in re.findall(r"(limn_sdpa_\w+)\((.*?)\)\s*\{", sdpa.SOURCE, re.S)
         }
 
     def alloc(self, n: int) -> int:
@@ -428,3 +491,20 @@ def test_fused_attention_launches_bind_sources_mask_outputs_and_params_as_declar
         spec = graph.buffers[sink.buffer]
         got = drv.get(ptrs[sink.buffer], dtypes.to_numpy(spec.dtype), spec.shape)
         np.testing.assert_array_equal(got, w)
+
+
+def test_limn_nvrtc_and_cuda_home_say_where_nvrtc_is(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIMN_NVRTC", "/opt/nv/libnvrtc.so.13")
+    assert rt.find_nvrtc() == "/opt/nv/libnvrtc.so.13"  # taken as given
+    monkeypatch.delenv("LIMN_NVRTC")
+    monkeypatch.setattr(rt, "wheel_dirs", lambda: [])  # no cuda extra: a toolkit's
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libnvrtc.so.12").write_bytes(b"")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+        monkeypatch.setenv(var, str(tmp_path))
+        assert rt.find_nvrtc() == str(tmp_path / "lib64" / "libnvrtc.so.12")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    with pytest.raises(RuntimeError, match="NVRTC not found.*set LIMN_NVRTC"):
+        rt.find_nvrtc()

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +138,73 @@ def test_a_rank_that_stops_taking_part_times_out_instead_of_hanging(tmp_path):
     assert "DistributedTimeout" in r.stderr and "not finished after 3 s on rank 0" in r.stderr
 
 
+def _branch_reference() -> list[dict[str, np.ndarray]]:
+    """The branch scenario in one process: rank 0's extra gradient, averaged with rank 1's
+    none, is half of it."""
+    from limn import optim
+
+    limn.set_device("numpy")
+    limn.set_seed(0)
+    m = nn.Sequential(nn.Linear(6, 3))
+    m.extra, m.unused = nn.Linear(6, 3), nn.Linear(6, 3)
+    opt = optim.SGD(m.named_parameters(), lr=0.1, momentum=0.9)
+    out = []
+    for s in range(1, 4):
+        opt.zero_grad()
+        x = Tensor(np.full((4, 6), float(s), np.float32))
+        (m(x).sum() + m.extra(x).sum() * 0.5).backward()
+        opt.step()
+        out.append({k: v.numpy() for k, v in m.named_parameters()})
+    return out
+
+
+@mpi
+@pytest.mark.parametrize("scenario,device", [("branch", "numpy"), ("branch-captured", "c")])
+def test_a_parameter_with_a_gradient_on_some_ranks_only_is_stepped_alike_on_every_rank(
+    tmp_path, scenario, device
+):
+    r = launch(scenario, device, tmp_path, limit=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for s, want in enumerate(_branch_reference(), start=1):
+        p0, p1 = (rank_params(tmp_path, "branch", rank, s) for rank in (0, 1))
+        assert sorted(p0) == sorted(p1) and "grad.extra.weight" in p1
+        assert not any(k.startswith("grad.unused") for k in p0)  # no gradient anywhere
+        for k in want:
+            assert p0[k].tobytes() == p1[k].tobytes(), (s, k)
+            np.testing.assert_allclose(p0[k], want[k], rtol=1e-6, atol=1e-6, err_msg=f"{s} {k}")
+
+
+@mpi
+def test_every_collective_refuses_ranks_that_disagree_on_every_rank_and_they_go_on(tmp_path):
+    r = launch("disagree", "numpy", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cases = ["lengths", "dtypes", "roots", "object roots", "shapes", "names", "extra"]
+    cases.append("collectives")
+    for rank in (0, 1):
+        for case in cases:
+            assert f"rank {rank} refused {case}: " in r.stdout, (rank, case, r.stdout)
+        assert f"rank {rank} still in step" in r.stdout
+    assert "accepted" not in r.stdout
+    assert "ranks [1] call another collective or hold other tensors" in r.stdout
+
+
+@mpi
+def test_a_rank_whose_program_ends_early_makes_the_others_raise_at_once(tmp_path):
+    start = time.monotonic()
+    r = launch("exit", "numpy", tmp_path)
+    assert r.returncode != 0
+    assert "RankFailed" in r.stderr and "rank 1 of 2 ended its program" in r.stderr
+    assert time.monotonic() - start < 30  # the worker's timeout is 60 s
+
+
+@mpi
+def test_a_rank_that_is_killed_ends_the_launch(tmp_path):
+    start = time.monotonic()
+    r = launch("killed", "numpy", tmp_path)
+    assert r.returncode != 0 and time.monotonic() - start < 30
+    assert not list(tmp_path.glob("killed_rank0_step3.npz"))
+
+
 def test_importing_without_mpi4py_works_and_init_says_how_to_install(monkeypatch):
     import limn.distributed as dist
 
@@ -169,3 +237,11 @@ def test_a_one_rank_world_shards_nothing_and_trains_like_plain_limn():
     want = mpi_worker.reference(range(1, 4))[-1]
     for k, v in mpi_worker.params(model).items():
         np.testing.assert_array_equal(v, want[k])  # the slot holds grad / 1: the same bits
+
+
+def test_limn_dist_timeout_sets_the_default_timeout():
+    """The default of ``init(timeout=...)``; importing the module needs no MPI."""
+    code = "import limn.distributed as d; print(d.DEFAULT_TIMEOUT)"
+    env = {**os.environ, "LIMN_DIST_TIMEOUT": "7.5"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "7.5", out.stderr[-2000:]

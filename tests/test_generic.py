@@ -1,6 +1,8 @@
 """Size-generic kernels on the c device: one compile per structure, the same bits as the
 kernels specialized to their sizes, on many shapes."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -174,7 +176,7 @@ def test_the_generic_nest_is_what_runs(devices):
         graph = schedule([x.node]).graph
         nest, sizes = lower_generic(graph, 0)
         nest = apply_passes(nest, GENERIC_PASSES)
-        assert "sizes  s0" in nest.format() and "i0*s" in nest.format()
+        assert "sizes  n0, n1" in nest.format() and "i0*st" in nest.format()
         out = np.empty(graph.buffers[graph.kernels[0].output].shape, np.float32)
         interpret(nest, [a], out, sizes)
         assert np.array_equal(_bits(out.reshape(-1)), _bits(_realize(gen, [x])[0].reshape(-1)))
@@ -185,7 +187,19 @@ def test_the_generic_nest_is_what_runs(devices):
         assert f"void {name}(void *const *args, int64_t *err, const int64_t *sizes)" in ir(
             x, stage="c"
         )
-        assert name in gen.generic
+        assert name in gen.generic_keys
+
+
+def test_a_generic_nest_prints_each_run_time_value_by_name_with_the_value_it_has():
+    """A constant and a loop's stop read ``c0 (=2.5)``, ``n0 (=4)`` (not the bits of 2.5);
+    with those written as their values, each CONST and LOOP line is the specialized one."""
+    x = Tensor(_data((4, 3), np.float32, 21)) * 2.5 + 1.0
+    generic, special = ir(x, passes=c_passes()), ir(x)
+    assert "CONST   v1 = c0 (=2.5) : float32" in generic and "LOOP    i0 < n0 (=4)" in generic
+    assert "c0=2.5, c1=1.0" in generic and str(np.float32(2.5).view(np.int32)) not in generic
+    lines = [ln for ln in generic.splitlines() if ln.strip().startswith(("CONST", "LOOP"))]
+    valued = [re.sub(r"\w+ \(=(.*?)\)", r"\1", ln) for ln in lines]
+    assert valued == [ln for ln in special.splitlines() if ln.strip().startswith(("CONST", "LOOP"))]
 
 
 def _scalar_of_nested_pads(n, row, col):
@@ -249,3 +263,16 @@ def test_which_kernels_stay_specialized():
     w = Tensor(rng.standard_normal((8, 8)).astype(np.float32))
     assert not is_generic(Tensor(small) @ w)
     assert not is_generic(Tensor(small) + 1.0, passes=c_passes()[:-1])
+
+
+def test_limn_generic_0_specializes_every_kernel(monkeypatch):
+    x = Tensor(_data((4, 3), np.float32, 22)) * 2.5 + 1.0
+    steps = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv("LIMN_GENERIC", value)
+        dev = CDevice()
+        dev.keep_plans = False
+        assert dev.generic_kernels == (value == "1")
+        plan, _ = dev.plan_for([x.node])
+        steps[value] = {step[0] for step in plan.recipe}
+    assert steps == {"0": {"k"}, "1": {"g"}}

@@ -6,6 +6,7 @@ and the resulting graph must have no cycle.
 """
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,3 +80,30 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     real = import_graph()
     assert "ir.graph.dtypes" in real["ir.graph.node"]  # ``from ir.graph.dtypes import DType``
     assert "ir.graph.compose" in real["limn.tensor"]  # ``from ir.graph import compose``
+
+
+# how the code reads a variable: os.environ.get("X"), os.environ["X"], "X" in os.environ,
+# env_number("X", ...)
+_READS = re.compile(
+    r'(?:environ(?:\.get)?\(|environ\[|env_number\()"([A-Z_]+)"|"([A-Z_]+)" in os\.environ'
+)
+
+
+def test_every_environment_variable_limn_reads_is_in_the_runtime_table():
+    """docs/runtime.md's table names each variable the code reads, and each row names a
+    test that exists."""
+    read = set()
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            read |= {a or b for a, b in _READS.findall(path.read_text())}
+    assert "LIMN_CACHE_DIR" in read and "OMP_NUM_THREADS" in read  # the pattern sees them
+    table = {}
+    for line in (ROOT / "docs" / "runtime.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 4:
+            for name in re.findall(r"`([A-Z_]+)`", cells[0]):
+                table[name] = cells[3].strip("`")
+    assert read == set(table), (sorted(read - set(table)), sorted(set(table) - read))
+    for name, test in table.items():
+        file, func = test.split("::")
+        assert f"def {func}(" in (ROOT / "tests" / file).read_text(), (name, test)

@@ -1,7 +1,9 @@
 """Lowering, passes and the printer, held to the numpy device through the nest interpreter."""
 
 import copy
+import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 from corpus import CASES, assert_matches, conv2d, reference
 
+import limn
 from ir.graph import dtypes
 from ir.kernel.kernel import BufferSpec
 from ir.kernel.schedule import schedule
@@ -275,3 +278,75 @@ def test_an_address_summed_in_one_pass_is_the_index_added_dim_by_dim():
             offset = rng.randint(-9, 9)
             want, got = added(idx, strides, offset), _flat(idx, strides, offset)
             assert (got.terms, got.const, got.scaled) == (want.terms, want.const, want.scaled)
+
+
+# The three edits docs/passes.md shows for a new primitive: (file, the line after which
+# it goes, the line), each checked to stand in the doc as written here.
+NEW_PRIMITIVE = [
+    ("ir/graph/opcodes.py", '    RECIP = "RECIP"', '    SQUARE = "SQUARE"'),
+    (
+        "ir/graph/ops.py",
+        '    OpRow(Op.RECIP, 1, "unary", "float", numpy=np.reciprocal, grad=grads.recip, cost=2),',
+        '    OpRow(Op.SQUARE, 1, "unary", "numeric", numpy=np.square, grad=lambda ctx, out, g: '
+        "(g.p_mul(ctx.parents[0]).p_mul(g.p_const(2)),)),",
+    ),
+    (
+        "ir/c/spell.py",
+        '    Op.RECIP: {"": "(({t})1 / {0})"},',
+        '    Op.SQUARE: {"": "(({t})({0} * {0}))"},',
+    ),
+]
+
+SQUARE_PROGRAM = """
+import numpy as np, limn
+from ir.graph.ops import Op
+from ir.loop.interp import run
+from limn import Tensor
+a = np.array([1.5, -2.0, 3.0, np.nan, -0.0], np.float32)
+for dev in ("numpy", "c"):
+    x = Tensor(a, device=dev, requires_grad=True)
+    y = x._unary(Op.SQUARE) + 1
+    y.sum().backward()
+    assert np.array_equal(y.numpy(), np.square(a) + 1, equal_nan=True), (dev, y.numpy())
+    assert np.array_equal(x.grad.numpy(), 2 * a, equal_nan=True), (dev, x.grad.numpy())
+got = run([(Tensor(a)._unary(Op.SQUARE)).node])[0]
+assert np.array_equal(got, np.square(a), equal_nan=True)
+assert "ARITH   v1 = SQUARE v0 : float32" in limn.ir(Tensor(a)._unary(Op.SQUARE))
+assert "= ((float)(v0 * v0));" in limn.ir(Tensor(a)._unary(Op.SQUARE), stage="c")
+assert "= ((float)(v0 * v0));" in limn.ir(Tensor(a)._unary(Op.SQUARE), stage="cuda")
+print("ok")
+"""
+
+
+def test_a_new_primitive_is_its_row_and_its_spelling_end_to_end(tmp_path):
+    """docs/passes.md's three lines, added to a copy of the tree (not this one), give an op
+    the numpy and c devices compute, autograd differentiates, the interpreter runs and both
+    renderers spell."""
+    try:
+        limn.get_device("c")
+    except (ValueError, RuntimeError, OSError) as e:
+        pytest.skip(f"c device: {e}")
+    root = Path(__file__).parents[1]
+    doc = (root / "docs" / "passes.md").read_text()
+    for pkg in ("ir", "limn", "limn_array"):
+        shutil.copytree(root / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for path, after, line in NEW_PRIMITIVE:
+        assert line in doc, line
+        text = (tmp_path / path).read_text()
+        assert text.count(after + "\n") == 1, after
+        (tmp_path / path).write_text(text.replace(after + "\n", after + "\n" + line + "\n"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", SQUARE_PROGRAM],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_the_nest_docs_passes_md_shows_is_what_ir_prints():
+    doc = (Path(__file__).parents[1] / "docs" / "passes.md").read_text()
+    shown = re.search(r"```\n(k0  SUM.*?)```", doc, re.S).group(1).strip()
+    assert shown == ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))).strip()

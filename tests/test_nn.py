@@ -302,3 +302,192 @@ def test_load_state_dict_rejects_bad_names_shapes_and_dtypes_without_writing():
     np.testing.assert_array_equal(lin.weight.numpy(), w0)
     lin.load_state_dict({"weight": good["weight"]}, strict=False)
     np.testing.assert_array_equal(lin.weight.numpy(), good["weight"])
+
+
+# ---- torch's containers, stateless layers and functional forms ---------------------
+
+
+def torch_style(lib, tensor):
+    """A module written as torch code writes one: super().__init__(), containers, buffers."""
+
+    class TorchStyle(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = lib.ModuleList([lib.Linear(4, 4) for _ in range(2)])
+            self.heads = lib.ModuleDict({"a": lib.Linear(4, 3), "b": lib.Linear(4, 1)})
+            self.body = lib.Sequential(lib.Linear(4, 4), lib.GELU(), lib.Dropout(0.0))
+            self.norm = lib.RMSNorm(4)
+            self.register_buffer("offset", tensor(np.ones(4, np.float32)))
+
+    return TorchStyle()
+
+
+def test_containers_name_their_parameters_as_torch_does():
+    ours, theirs = torch_style(nn, Tensor), torch_style(torch.nn, torch.tensor)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert set(ours.state_dict()) == set(theirs.state_dict())  # torch lists own buffers first
+    assert len(ours.layers) == 2 and ours.heads["a"] is ours.heads.a and len(ours.body) == 3
+    assert [type(m).__name__ for m in ours.body] == ["Linear", "GELU", "Dropout"]
+    assert isinstance(ours.layers[:1], nn.ModuleList) and len(ours.layers[1:]) == 1
+    assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]
+    seen = []
+    ours.apply(lambda m: seen.append(type(m).__name__))
+    assert seen[-1] == "TorchStyle" and seen.count("Linear") == 5
+
+
+STATELESS = [
+    (nn.ReLU(), torch.nn.ReLU()),
+    (nn.GELU(), torch.nn.GELU()),
+    (nn.GELU(approximate="tanh"), torch.nn.GELU(approximate="tanh")),
+    (nn.SiLU(), torch.nn.SiLU()),
+    (nn.Tanh(), torch.nn.Tanh()),
+    (nn.Sigmoid(), torch.nn.Sigmoid()),
+    (nn.Softplus(), torch.nn.Softplus()),
+    (nn.LeakyReLU(0.2), torch.nn.LeakyReLU(0.2)),
+    (nn.Softmax(dim=1), torch.nn.Softmax(dim=1)),
+    (nn.LogSoftmax(dim=-1), torch.nn.LogSoftmax(dim=-1)),
+    (nn.Flatten(), torch.nn.Flatten()),
+    (nn.Identity(), torch.nn.Identity()),
+    (nn.MaxPool2d(2), torch.nn.MaxPool2d(2)),
+    (nn.MaxPool2d(3, stride=2, padding=1), torch.nn.MaxPool2d(3, stride=2, padding=1)),
+    (nn.AvgPool2d(2, stride=1), torch.nn.AvgPool2d(2, stride=1)),
+    (nn.AvgPool2d(3, padding=1), torch.nn.AvgPool2d(3, padding=1)),
+    (nn.AdaptiveAvgPool2d(1), torch.nn.AdaptiveAvgPool2d(1)),
+    (nn.AdaptiveAvgPool2d((2, 3)), torch.nn.AdaptiveAvgPool2d((2, 3))),
+    (nn.RMSNorm(6), torch.nn.RMSNorm(6)),
+    (nn.RMSNorm((4, 6), eps=1e-3), torch.nn.RMSNorm((4, 6), eps=1e-3)),
+    (nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)),
+]
+
+
+@pytest.mark.parametrize("m,tm", STATELESS, ids=[type(m).__name__ for m, _ in STATELESS])
+def test_layer_modules_match_torch(m, tm):
+    check_against_torch(m, tm, randn(2, 3, 4, 6) * 2)  # (relu'(0) differs: docs/torch.md)
+
+
+def test_batch_norm_keeps_running_statistics_as_torch_and_uses_them_in_eval():
+    m, tm = nn.BatchNorm1d(3, momentum=0.2), torch.nn.BatchNorm1d(3, momentum=0.2)
+    for i in range(3):
+        x = randn(8, 3, 5) * (i + 1) + i
+        np.testing.assert_allclose(
+            m(Tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5
+        )
+    for name in ("running_mean", "running_var"):
+        np.testing.assert_allclose(
+            getattr(m, name).numpy(), getattr(tm, name).numpy(), rtol=1e-5, err_msg=name
+        )
+    m.eval(), tm.eval()
+    x = randn(4, 3, 5)
+    np.testing.assert_allclose(
+        m(Tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5
+    )
+
+
+LOSSES = [
+    ("CrossEntropyLoss", {}, "class"),
+    ("CrossEntropyLoss", {"ignore_index": 1, "reduction": "sum"}, "class"),
+    ("NLLLoss", {}, "class"),
+    ("MSELoss", {}, "float"),
+    ("L1Loss", {"reduction": "none"}, "float"),
+    ("BCEWithLogitsLoss", {}, "prob"),
+]
+
+
+@pytest.mark.parametrize("name,kw,kind", LOSSES)
+def test_loss_modules_match_torch(name, kw, kind):
+    x = randn(6, 4) * 3
+    target = {
+        "class": RNG.integers(0, 4, 6),
+        "float": randn(6, 4),
+        "prob": RNG.random((6, 4)).astype(np.float32),
+    }[kind]
+    if name == "NLLLoss":
+        x = np.log(np.exp(x) / np.exp(x).sum(1, keepdims=True)).astype(np.float32)
+    xl, xt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y = getattr(nn, name)(**kw)(xl, Tensor(target))
+    ty = getattr(torch.nn, name)(**kw)(xt, torch.tensor(target))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    y.sum().backward(), ty.sum().backward()
+    np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+FUNCTIONAL = {
+    "layer_norm": lambda F, x, w: F.layer_norm(x, (4,), w[0, :4], w[1, :4], 1e-3),
+    "rms_norm": lambda F, x, w: F.rms_norm(x, (4,), w[0, :4]),
+    "linear": lambda F, x, w: F.linear(x, w[:, :4], w[0, :2]),
+    "embedding": lambda F, x, w: F.embedding((x[0, 0, :3] > 0).long(), w) * 2,
+    "pad": lambda F, x, w: F.pad(x, (1, 2, 0, 1), value=0.5),
+    "softmax": lambda F, x, w: F.softmax(x, dim=1),
+    "dropout eval": lambda F, x, w: F.dropout(x, 0.5, training=False),
+    "leaky_relu": lambda F, x, w: F.leaky_relu(x, 0.1),
+    "max_pool1d": lambda F, x, w: F.max_pool1d(x[0], 2),
+    "conv2d": lambda F, x, w: F.conv2d(x, w.reshape(2, 1, 2, 3).expand(2, 3, 2, 3), padding=1),
+    "sdpa causal": lambda F, x, w: F.scaled_dot_product_attention(x, x, x, is_causal=True),
+    "sdpa bool mask": lambda F, x, w: F.scaled_dot_product_attention(x, x, x, attn_mask=x > -1),
+    "sdpa float mask": lambda F, x, w: F.scaled_dot_product_attention(
+        x, x * 0.5, x, attn_mask=x[0, 0, :, :1] * x[0, 0, :1, :]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", FUNCTIONAL)
+def test_functional_forms_match_torch(name):
+    x, w = randn(2, 3, 4, 4), randn(2, 6)
+    xl, xt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    wl, wt = Tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = FUNCTIONAL[name](nn.functional, xl, wl)
+    ty = FUNCTIONAL[name](torch.nn.functional, xt, wt)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    g = randn(*y.shape)
+    y.backward(Tensor(g)), ty.backward(torch.tensor(g))
+    for ours, theirs in ((xl, xt), (wl, wt)):
+        if theirs.grad is not None:
+            np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_init_functions_draw_torchs_distributions_in_place():
+    limn.set_seed(0)
+    w = nn.Linear(400, 300).weight
+    for fn, std in [
+        (lambda t: nn.init.normal_(t, std=0.02), 0.02),
+        (lambda t: nn.init.xavier_uniform_(t), math.sqrt(2 / 700)),
+        (lambda t: nn.init.xavier_normal_(t), math.sqrt(2 / 700)),
+        (lambda t: nn.init.kaiming_normal_(t, nonlinearity="relu"), math.sqrt(2 / 400)),
+        (lambda t: nn.init.kaiming_uniform_(t, a=math.sqrt(5)), math.sqrt(1 / 3 / 400) * 1.0),
+        (lambda t: nn.init.trunc_normal_(t, std=0.02, a=-0.04, b=0.04), 0.0176),
+    ]:
+        assert fn(w) is w and w.requires_grad
+        assert abs(w.numpy().std() - std) < 0.05 * std
+    nn.init.uniform_(w, -2, -1)
+    assert -2 <= w.numpy().min() and w.numpy().max() <= -1
+    nn.init.zeros_(w), nn.init.ones_(w.T[0])
+    assert w.numpy().sum() == 300 and nn.init.constant_(w, 3.0).numpy().min() == 3
+
+
+def test_clip_grad_norm_scales_the_gradients_as_torch_does():
+    for max_norm, norm_type in [(1.0, 2.0), (0.5, 1.0), (0.1, math.inf), (1e6, 2.0)]:
+        ours, theirs = nn.Linear(5, 3), torch.nn.Linear(5, 3)
+        copy_into_torch(ours, theirs)
+        x = randn(4, 5) * 10
+        ours(Tensor(x)).sum().backward()
+        theirs(torch.tensor(x)).sum().backward()
+        total = nn.utils.clip_grad_norm_(ours.parameters(), max_norm, norm_type)
+        want = torch.nn.utils.clip_grad_norm_(theirs.parameters(), max_norm, norm_type)
+        np.testing.assert_allclose(total.item(), want.item(), rtol=1e-5)
+        for (name, p), tp in zip(ours.named_parameters(), theirs.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, err_msg=name)
+    p = Tensor([1.0], requires_grad=True)
+    p.grad = Tensor([-5.0])
+    nn.utils.clip_grad_value_([p], 2.0)
+    assert p.grad.tolist() == [-2.0]
+
+
+def test_parameter_and_buffer_are_the_attributes_torch_code_makes():
+    m = nn.Module()
+    m.w = nn.Parameter(Tensor([1.0, 2.0]))
+    m.register_buffer("b", Tensor([3.0]))
+    m.register_parameter("v", nn.Parameter(Tensor([0.0]), requires_grad=False))
+    assert [n for n, _ in m.named_parameters()] == ["w"] and m.w.requires_grad
+    assert [n for n, _ in m.named_buffers()] == ["b", "v"]
+    m.requires_grad_(False)
+    assert m.parameters() == []

@@ -101,6 +101,95 @@ def test_adamw_matches_torch_every_step(kw):
     run_side_by_side(model, opt, tmodel, topt)
 
 
+ADAM_CASES = [{}, {"betas": (0.8, 0.99), "weight_decay": 0.1, "eps": 1e-6}]
+
+
+@pytest.mark.parametrize("kw", ADAM_CASES, ids=[str(k) for k in ADAM_CASES])
+def test_adam_matches_torch_every_step(kw):
+    limn.set_seed(4)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.Adam(model.named_parameters(), lr=0.01, **kw)
+    topt = torch.optim.Adam(tmodel.parameters(), lr=0.01, **kw)
+    run_side_by_side(model, opt, tmodel, topt)
+
+
+SCHEDULERS = [
+    ("StepLR", {"step_size": 4, "gamma": 0.5}),
+    ("MultiStepLR", {"milestones": [3, 7, 12], "gamma": 0.3}),
+    ("ExponentialLR", {"gamma": 0.9}),
+    ("ConstantLR", {"factor": 0.25, "total_iters": 6}),
+    ("LinearLR", {"start_factor": 0.1, "total_iters": 8}),
+    ("PolynomialLR", {"total_iters": 15, "power": 2.0}),
+    ("CosineAnnealingLR", {"T_max": STEPS, "eta_min": 1e-4}),
+    ("LambdaLR", {"lr_lambda": lambda e: 1 / (1 + e)}),
+]
+
+
+@pytest.mark.parametrize("name,kw", SCHEDULERS, ids=[n for n, _ in SCHEDULERS])
+def test_learning_rate_schedulers_match_torch_every_step(name, kw):
+    limn.set_seed(5)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.AdamW(model.named_parameters(), lr=0.02)
+    topt = torch.optim.AdamW(tmodel.parameters(), lr=0.02)
+    sched = getattr(optim.lr_scheduler, name)(opt, **kw)
+    tsched = getattr(torch.optim.lr_scheduler, name)(topt, **kw)
+
+    def step(i, opt, topt):
+        if i:
+            sched.step(), tsched.step()
+        np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-12)
+        np.testing.assert_allclose(opt.lr, topt.param_groups[0]["lr"], rtol=1e-12)
+
+    run_side_by_side(model, opt, tmodel, topt, on_step=step)
+
+
+def _lrs(lib, opt, make, metrics=None):
+    sched = make(lib, opt)
+    out = []
+    for i in range(STEPS):
+        sched.step(*([metrics[i]] if metrics else []))
+        out.append(sched.get_last_lr()[0])
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step")
+@pytest.mark.parametrize(
+    "make,metrics",
+    [
+        (
+            lambda L, o: L.SequentialLR(
+                o, [L.LinearLR(o, 0.1, total_iters=5), L.CosineAnnealingLR(o, 15)], [5]
+            ),
+            None,
+        ),  # noqa: E501
+        (
+            lambda L, o: L.ReduceLROnPlateau(o, factor=0.5, patience=2),
+            [1.0, 0.9, 0.9, 0.95, 0.91, 0.9, 0.89] * 3,
+        ),  # noqa: E501
+        (
+            lambda L, o: L.ReduceLROnPlateau(o, "max", 0.1, 1, cooldown=2, min_lr=1e-3),
+            [1, 2, 2, 2, 1, 1, 1] * 3,
+        ),  # noqa: E501
+    ],
+    ids=["SequentialLR", "ReduceLROnPlateau", "ReduceLROnPlateau max"],
+)
+def test_chained_and_metric_driven_schedulers_match_torch(make, metrics):
+    opt = optim.SGD([Tensor([1.0], requires_grad=True)], lr=0.1)
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    ours = _lrs(optim.lr_scheduler, opt, make, metrics)
+    theirs = _lrs(torch.optim.lr_scheduler, topt, make, metrics)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_param_groups_lr_writes_the_optimizers_rate_as_in_torch():
+    opt = optim.AdamW([Tensor([1.0], requires_grad=True)], lr=0.1)
+    for group in opt.param_groups:
+        group["lr"] = 0.03
+    assert opt.lr == 0.03 and opt.param_groups[0]["lr"] == 0.03
+
+
 def test_changing_lr_between_steps_matches_torch():
     limn.set_seed(2)
     model = MLP()

@@ -92,9 +92,38 @@ def test_metadata_round_trips_with_the_library(tmp_path):
     meta = {"step": "7", "note": "résumé"}
     serialize.save({"x": np.ones(2, np.float32)}, tmp_path / "a", metadata=meta)
     with safetensors.safe_open(str(tmp_path / "a"), "np") as f:
-        assert f.metadata() == meta
+        assert f.metadata() == {**meta, serialize.DIGEST: f.metadata()[serialize.DIGEST]}
+    assert serialize.load_metadata(tmp_path / "a") == meta
     safetensors.numpy.save_file({"x": np.ones(2)}, str(tmp_path / "b"), metadata=meta)
     assert serialize.load_metadata(tmp_path / "b") == meta
+
+
+@pytest.mark.parametrize("where", ["data", "a shape", "a name", "the metadata", "the digest"])
+def test_a_bit_flipped_in_a_file_limn_wrote_is_refused_and_assigns_nothing(tmp_path, where):
+    pair = {"w": Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),
+            "v": Tensor(np.arange(6, dtype=np.float32).reshape(3, 2))}  # fmt: skip
+    serialize.save(pair, tmp_path / "f", metadata={"step": "4"})
+    raw = bytearray((tmp_path / "f").read_bytes())
+    n = int.from_bytes(raw[:8], "little")
+    header = raw[8 : 8 + n].decode()
+    at = {
+        "data": 8 + n + 13,  # a float's mantissa: still a number, a wrong one
+        "a shape": 8 + header.index('"shape":[2,3]') + 9,  # "2" -> "3"
+        "a name": 8 + header.index('"w"') + 1,
+        "the metadata": 8 + header.index('"4"') + 1,
+        "the digest": 8 + header.index(serialize.DIGEST) + len(serialize.DIGEST) + 5,
+    }[where]
+    raw[at] ^= 1
+    (tmp_path / "f").write_bytes(bytes(raw))
+    dest = {k: t.zeros_like().contiguous() for k, t in pair.items()}
+    with pytest.raises(CheckpointError):
+        serialize.load_into(dest, tmp_path / "f")
+    assert not any(t.numpy().any() for t in dest.values())
+
+
+def test_a_reserved_metadata_key_is_refused_when_saving(tmp_path):
+    with pytest.raises(CheckpointError, match="limn.sha256"):
+        serialize.save({"x": np.ones(2)}, tmp_path / "f", metadata={serialize.DIGEST: "0"})
 
 
 def test_complex128_is_refused_with_the_tensor_name(tmp_path):
@@ -367,3 +396,17 @@ def test_a_pickle_is_rejected_as_a_header_without_being_run(tmp_path):
     torch.save({"w": torch.ones(2)}, str(tmp_path / "model.pt"))
     with pytest.raises(CheckpointError, match="header"):
         serialize.load(tmp_path / "model.pt")
+
+
+def test_load_into_lists_every_mismatch_at_once(tmp_path):
+    small, big = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2)), nn.Sequential(nn.Linear(5, 4))
+    path = tmp_path / "small.safetensors"
+    serialize.save(small, path)
+    before = big.state_dict()["0.weight"].numpy()
+    with pytest.raises(CheckpointError) as e:
+        serialize.load_into(big, path)
+    text = str(e.value)
+    assert "2 mismatches" in text and "not in the destination: ['1.bias', '1.weight']" in text
+    assert "'0.weight' is float32[4, 5] but the source holds float32[4, 3]" in text
+    assert "'0.bias'" not in text  # that one fits
+    np.testing.assert_array_equal(big.state_dict()["0.weight"].numpy(), before)

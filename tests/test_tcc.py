@@ -6,9 +6,10 @@ import shutil
 import numpy as np
 import pytest
 
+from ir.c.units import QUICK
 from limn import Tensor, where
+from limn.runtime import tcc
 from limn.runtime.c import CDevice
-from limn.runtime.cc import QUICK, TCC_PRELUDE, find_tcc, tcc_can_build
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tcc") is None,
@@ -88,7 +89,7 @@ CASES = dict(_cases())
 def devices(tmp_path_factory):
     """(tcc, gcc) c devices, each also with every kernel specialized; each pair with a disk
     cache of its own, so every unit is compiled here (by the compiler under test)."""
-    assert find_tcc(True)[0] is not None, "tcc is installed but fails the c device's self-check"
+    assert tcc.find(True)[0] is not None, "tcc is installed but fails the c device's self-check"
     pairs = {
         "generic": (CDevice(tcc=True, generic=True), CDevice(tcc=False, generic=True)),
         "specialized": (CDevice(tcc=True, generic=False), CDevice(tcc=False, generic=False)),
@@ -120,14 +121,14 @@ def test_tcc_units_give_gcc_bits(name, kind, devices):
 
 def test_which_units_go_to_tcc():
     body = "void f(void *const *a, int64_t *e) { float x = 1.0f; (void)x; }\n"
-    assert tcc_can_build(QUICK + body)
-    assert not tcc_can_build(body)  # an -O3 unit: large or specialized kernels stay on gcc
-    assert not tcc_can_build(QUICK + "_Float16 h;\n" + body)  # tcc has no half type
-    assert not tcc_can_build(QUICK + "#pragma omp parallel for\n" + body)
-    assert tcc_can_build(QUICK + "#pragma omp simd reduction(|:limn_far)\n" + body)  # lanes
-    assert not tcc_can_build(QUICK + "float y = __builtin_sqrtf(2.0f);\n" + body)
-    assert tcc_can_build(QUICK + "float y = __builtin_rintf(2.5f);\n" + body)
-    assert "#define __builtin_rintf rintf" in TCC_PRELUDE
+    assert tcc.builds(QUICK + body)
+    assert not tcc.builds(body)  # an -O3 unit: large or specialized kernels stay on gcc
+    assert not tcc.builds(QUICK + "_Float16 h;\n" + body)  # tcc has no half type
+    assert not tcc.builds(QUICK + "#pragma omp parallel for\n" + body)
+    assert tcc.builds(QUICK + "#pragma omp simd reduction(|:limn_far)\n" + body)  # lanes
+    assert not tcc.builds(QUICK + "float y = __builtin_sqrtf(2.0f);\n" + body)
+    assert tcc.builds(QUICK + "float y = __builtin_rintf(2.5f);\n" + body)
+    assert "#define __builtin_rintf rintf" in tcc.PRELUDE
 
 
 def test_the_switch_and_the_cache_key(monkeypatch):

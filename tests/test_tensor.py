@@ -525,13 +525,51 @@ def test_dropout_keeps_the_expectation_and_is_identity_when_off():
 # ---- laziness and printing ----------------------------------------------------------
 
 
-def test_repr_and_graph_building_do_not_compute():
+def test_graph_building_does_not_compute():
     huge = Tensor.zeros((100_000, 100_000)) + 1  # 40 GB if anything computed it
-    r = repr(huge * 2)
-    assert "float32[100000, 100000]" in r and "lazy" in r
-    assert huge.node.op == Op.ADD
     s = (huge.sum(0) * 3).graph()
     assert "SUM" in s and "CONST" in s
+    assert huge.node.op == Op.ADD
+
+
+def test_printing_a_large_lazy_tensor_computes_only_its_edges():
+    n = 30_000  # (past 2**31 elements the c device's index arithmetic overflows)
+    huge = (Tensor.zeros((n, n), device="c") + 1) * Tensor.arange(n, device="c")
+    text = repr(huge)  # 3.6 GB if the whole tensor were computed
+    first = "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 2.9997e+04, 2.9998e+04,"
+    assert text.splitlines()[0] == first
+    assert "...," in text and text.endswith("device='c')")
+    assert huge.node.op == Op.MUL  # still lazy
+
+
+PRINTED = [
+    [[1.5, 2.0], [3.0, -4.25]],
+    [1.0, 2.0, 3.0],
+    [1, 2, 3],
+    [True, False],
+    3.5,
+    [1e-5, 1.0],
+    [-1.5, 2.0, float("inf")],
+    np.arange(2000.0).reshape(40, 50).astype(np.float32),
+    np.arange(3000).reshape(3, 1000),
+    np.zeros((0, 3), np.float32),
+]
+
+
+@pytest.mark.parametrize("data", PRINTED, ids=range(len(PRINTED)))
+def test_print_shows_the_values_as_torch_prints_them(data):
+    assert str(Tensor(data)) == str(torch.tensor(data))
+
+
+def test_print_names_a_dtype_device_or_gradient_that_is_not_the_default():
+    assert repr(Tensor([1.0, 2.0], dtype="float64")) == "tensor([1., 2.], dtype=float64)"
+    assert repr(Tensor([1, 2], dtype="int32")) == "tensor([1, 2], dtype=int32)"
+    x = Tensor([1.0], requires_grad=True)
+    assert repr(x) == "tensor([1.], requires_grad=True)"
+    assert repr(x * 2) == "tensor([2.], grad_fn=<MUL>)"
+    other = "c" if limn.current_device() != "c" else "numpy"
+    assert repr(Tensor([1.0], device=other)) == f"tensor([1.], device={other!r})"
+    assert f"{Tensor(2.5):.2f}" == "2.50"
 
 
 def test_the_graph_prints_one_node_per_line():

@@ -46,6 +46,41 @@ def test_a_resumed_run_takes_the_uninterrupted_trajectory(tmp_path):
         np.testing.assert_array_equal(a[k].numpy(), b[k].numpy(), err_msg=k)
 
 
+def test_the_log_line_gives_the_rate_over_recent_steps_not_the_first_compile(capsys):
+    _run("--steps", "4")
+    steps = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("step")]
+    assert len(steps) == 4 and "- tok/s  ETA -" in steps[0]  # the first step compiled
+    assert all(" tok/s  ETA " in ln and "ETA -" not in ln for ln in steps[1:])
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--checkpoint", "{tmp}/missing.safetensors", "--resume"], "--resume: cannot read"),
+        (["--checkpoint", "{tmp}/junk.safetensors", "--resume"], "--resume: checkpoint"),
+        (["--data", "{tmp}/missing.txt"], "cannot read --data"),
+    ],
+)
+def test_a_missing_or_broken_input_is_one_line_not_a_traceback(tmp_path, args, message):
+    (tmp_path / "junk.safetensors").write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit) as e:
+        _run("--steps", "1", *[a.format(tmp=tmp_path) for a in args])
+    assert str(e.value).startswith("train_stories: ") and message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_gpu_check_without_a_gpu_says_so_in_one_line():
+    try:
+        limn.get_device("cuda")
+        pytest.skip("this machine has a GPU")
+    except RuntimeError:
+        pass
+    gpu_check = EXAMPLE.parent / "gpu_check.py"
+    out = subprocess.run([sys.executable, str(gpu_check)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("gpu_check: needs a GPU") and out.stderr.count("\n") == 1
+
+
 def test_the_shipped_slice_is_small_and_carries_its_license():
     data = EXAMPLE.parent / "data"
     assert (data / "tinystories-sample.txt").stat().st_size <= 256 * 1024
@@ -117,3 +152,22 @@ def test_distributed_two_ranks_take_the_steps_of_one_process_on_the_whole_batch(
     resumed = serialize.load(stopped, numpy=True)
     for k in got:
         assert resumed[k].tobytes() == got[k].tobytes(), k
+
+
+@pytest.mark.slow
+@mpi
+def test_a_hostfile_naming_localhost_twice_runs_the_two_machine_launch_and_resumes(tmp_path):
+    """docs/distributed.md's two-machine command, with both hosts this one: rank 0 writes
+    the checkpoint, a stopped run resumes from it, the ranks end identical."""
+    doc = (EXAMPLE.parent.parent / "docs" / "distributed.md").read_text()
+    assert "mpiexec -f hosts -n 2 -ppn 1" in doc
+    hosts, ckpt = tmp_path / "hosts", tmp_path / "s.safetensors"
+    hosts.write_text("localhost:1\nlocalhost:1\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [MPIEXEC, "-f", str(hosts), "-n", "2", "-ppn", "1", sys.executable, str(EXAMPLE)]
+    cmd += [*DIST, "--distributed", "--checkpoint", str(ckpt)]
+    for extra in (["--stop-at", "3"], ["--resume"]):
+        r = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "parameters identical on all 2 ranks" in r.stdout and ckpt.exists()
+    assert "resumed from" in r.stdout and len(_step_losses(r.stdout)) == 3

@@ -290,6 +290,39 @@ def test_limn_viz_with_limn_profile_shows_each_kernels_time(tmp_path):
     assert step["kernels"] and all(k["stats"]["calls"] == 4 for k in step["kernels"])
 
 
+def test_a_training_steps_kernel_times_add_up_to_the_profilers_total(tmp_path):
+    """Two layers of one shape make kernels with one body: each gets its own share of the
+    body's measured time, so the page adds up to what the profiler measured, not twice it."""
+    from limn import nn, optim
+    from limn.viewer import record
+
+    _c_device()
+    try:
+        model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh())
+        opt = optim.AdamW(model.named_parameters(), lr=1e-2)
+        x, y = Tensor.randn((4, 8)), Tensor.randn((4, 8))
+        with limn.profile() as prof:
+            rec = record(tmp_path / "step.html", at_exit=False)
+            for _ in range(3):
+                opt.zero_grad()
+                loss = nn.mse_loss(model(x), y)
+                loss.backward()
+                opt.step(loss)
+            rec.stop()
+        graphs = page_data(rec.write().read_text())["graphs"]
+    finally:
+        limn.set_device("numpy")
+    kernels = [k for g in graphs for k in g["kernels"] if k["stats"]]
+    total = sum(r["total_s"] for r in prof.stats())
+    assert sum(k["stats"]["seconds"] for k in kernels) == pytest.approx(total, rel=1e-9)
+    step = max(graphs, key=lambda g: len(g["kernels"]))
+    assert step["count"] == 3 and step["name"].startswith("test_viewer.py:")
+    assert all(k["stats"]["calls"] == 3 for k in step["kernels"] if k["stats"])
+    assert any(r["calls"] == 6 for r in prof.stats())  # one body, the two layers' kernels
+    modules = {k["module"] for k in step["kernels"]}
+    assert {"0", "2", "AdamW 0.weight"} <= modules
+
+
 def test_the_browser_tests_fail_rather_than_skip_where_chromium_is_required(tmp_path):
     # .ci/run sets LIMN_REQUIRE_CHROMIUM=1: there a missing chromium is a failure, not a skip
     def run(**env):

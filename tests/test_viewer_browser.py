@@ -132,9 +132,12 @@ def test_a_pass_step_shows_what_it_changed_as_a_diff(browser, matmul_page):
 def test_search_keeps_the_kernels_that_match(browser, matmul_page):
     g = load(browser, matmul_page)
     browser.click("#search")
-    browser.send("Input.insertText", text="MAX")
-    want = [i for i, k in enumerate(g["kernels"]) if "max" in (k["title"] + k["summary"]).lower()]
+    browser.send("Input.insertText", text="WHERE")  # the relu's kernel has it, the matmul not
+    want = [i for i, k in enumerate(g["kernels"]) if "where" in (k["title"] + k["summary"]).lower()]
+    assert 0 < len(want) < len(g["kernels"])
     browser.wait_for(f"document.querySelectorAll('#kernels .krow').length === {len(want)}")
+    shown = browser.eval("[...document.querySelectorAll('#kernels .krow')].map(e => +e.dataset.k)")
+    assert shown == want
     browser.eval("document.getElementById('search').value = ''; renderKernelList()")
     assert browser.errors == []
 
@@ -303,4 +306,45 @@ def test_the_cuda_tab_links_a_node_to_its_cuda_lines_and_back(browser, matmul_pa
     assert at in lines(browser, ".source .ln.hl")
     assert pipe["origin"][at] in lines(browser, ".nest .ln.hl")
     assert browser.eval("document.querySelector('#kernels .krow.sel').dataset.k") == str(k)
+    assert browser.errors == []
+
+
+def test_a_training_steps_op_graph_opens_as_named_layers_and_a_layer_opens_to_its_nodes(
+    browser, gpt_page
+):
+    g = load(browser, gpt_page)
+    assert (
+        len(g["nodes"]) > 1500 and g["name"].startswith("viz_gpt.py:") and "opt.step" in g["name"]
+    )
+    assert browser.eval(
+        "document.getElementById('graph-select').selectedOptions[0].text"
+    ).startswith(g["name"])
+    browser.click('#views button[data-view="op"]')
+    browser.wait_for("drawn.key.endsWith(':op')")
+    browser.eval("layers.open.clear(); renderDrawing()")
+    boxes = browser.eval("drawn.keys.filter(k => typeof k === 'string').map(k => k.slice(6))")
+    assert 5 < len(boxes) < 60 and len(boxes) == browser.eval("drawn.keys.length")
+    for name in ("blocks.0", "blocks.1", "blocks.1 (grad)", "AdamW blocks.0", "head"):
+        assert name in boxes, name
+    item = browser.eval("drawn.keys.indexOf('layer:blocks.1')")
+    browser.eval(f"drawn.zoom.focus(drawn.box.x[{item}], drawn.box.y[{item}])")
+    browser.click(f'#drawing g.node[data-i="{item}"]')
+    browser.wait_for("layers.open.has('blocks.1')")
+    node = next(
+        i
+        for i, n in enumerate(g["nodes"])
+        if (n.get("module") or "").startswith("blocks.1.attn") and "(grad)" not in n["site"]
+    )
+    at = browser.eval(f"drawn.keys.indexOf({node})")
+    assert at >= 0 and "layer:blocks.1" not in browser.eval("drawn.keys")
+    browser.eval(f"drawn.zoom.focus(drawn.box.x[{at}], drawn.box.y[{at}])")
+    browser.click(f'#drawing g.node[data-i="{at}"]')
+    browser.wait_for(f"sel.node === {node}")
+    made = browser.eval("document.querySelector('#details .made').textContent")
+    assert made.startswith("made by viz_gpt.py:") and made.endswith(
+        "in " + g["nodes"][node]["module"]
+    )
+    browser.click("#layers")  # every node again
+    browser.wait_for("!layers.on.op")
+    assert browser.eval("drawn.keys.filter(k => typeof k === 'string').length") == 0
     assert browser.errors == []

@@ -1,6 +1,6 @@
 """Writing into a view reaches its base, on both frontends and every device.
 
-One mechanism (``compose.place``) serves ``limn.Tensor.assign`` on a view and limn_array's
+One mechanism (``ir/graph/write.place``) serves ``limn.Tensor.assign`` on a view and limn_array's
 in-place operators and ``__setitem__`` on a view; numpy, with its own view rules, is the
 oracle: basic indexing (ints, slices of any step, ``...``, ``None``), ``permute_dims``,
 ``reshape`` where it stays a view, ``flip`` and ``.T`` give views; an index of only ints

@@ -1,99 +1,60 @@
-"""C spellings of the composite math rows: branch-free inline functions the c device emits.
+"""C spellings of the composite math rows: the inline functions the c device emits.
 
 A composite row (``sin``, ``tanh``, ``divide``, ...) stays one op-graph node down to the
-loop nest, and the c device renders it as a call to ``limn_<name>_<ctype>``, defined
-here. What each definition computes, and why it looks the way it does:
+loop nest, and the c device renders it as a call to ``limn_<name>_<ctype>``, defined here:
 
-* float32 functions compute in double and round once, like the decomposition rules of
-  ``ir/graph/elementary.py`` they stand in for, so most results are correctly rounded. They are
-  straight-line code (every ``?:`` is a select, bits move through ``memcpy``), so gcc
-  vectorizes a loop that calls them (eight double lanes under AVX-512).
-* float32 tanh and log1p are the exceptions: they compute in float lanes (sixteen to a
-  vector, 1.8x and 2.3x faster) with fitted polynomials and error-free float steps, within
-  0.95 and 0.86 ulp over every float32 (``examples/fit_float32_libm.py`` fits and measures).
-* float32 arguments of sin, cos and tan are reduced by one Payne-Hanek step in integer
-  arithmetic: 96 bits of 2/pi taken at the argument's exponent from a table of 32-bit
-  words, times the 24-bit mantissa, give x * 2/pi mod 4 with 62 fractional bits, so
-  ``sin(1e38)`` is as accurate as ``sin(1.0)``, with no second path for large arguments.
-* sin, cos and tan also have a ``_near`` spelling for arguments below 2**24 (Cody-Waite
-  in double, a third of the cost), with a predicate that says an argument is beyond it
-  (``NEAR``): a kernel runs with those, and again with the exact functions only when one
-  of its arguments was beyond (``ir/c/render.py``).
-* float64 functions call the C library (glibc: within one ulp, measured in the precision
-  table); they are not vectorized. Division, sqrt and rounding are C's own operators and
-  builtins: IEEE, exact or correctly rounded, and vectorized.
+* float64 calls the C library (glibc: within one ulp, measured in the precision table of
+  ``docs/array_api.md``); logaddexp, which C lacks, is max + log1p(exp(-|a - b|));
+* float32 calls the same double function on the widened argument and rounds once, so a
+  result is the float nearest a double within an ulp: correctly rounded but in the rare
+  case of a double landing within an ulp of a float halfway point. On the machine this was
+  measured on that costs nothing against hand-written float32 code (a sin, tanh, log1p,
+  atan or pow of 4M float32 values: 22-33 ms either way, ``docs/runtime.md``);
+* division, absolute value and rounding are C's own operators and builtins (IEEE, exact
+  or correctly rounded, and vectorized).
 
-The C lives in ``ir/c/libm.c``, cut into named pieces; the float64 library calls and
-C's own operators are generated below. ``definitions(names)`` returns the source of the
-named functions and of every helper they use, in dependency order, so a kernel carries
-only what it calls.
+``definitions(names)`` returns the source of the named functions and of every helper
+they use, helpers first, so a kernel carries only what it calls.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 # name: (helpers it uses, C source)
 _SNIPPETS: dict[str, tuple[tuple[str, ...], str]] = {}
 
 
-def _c(name: str, deps: tuple[str, ...], src: str) -> None:
-    _SNIPPETS[name] = (deps, src.strip("\n"))
+def _def(name: str, t: str, args: str, body: str, deps: tuple[str, ...] = ()) -> None:
+    """``limn_<name>_<t>(args)`` returning ``body``, an expression of the arguments."""
+    _SNIPPETS[f"{name}_{t}"] = (deps, f"static inline {t} limn_{name}_{t}({args}) {{ {body} }}")
 
 
-def _read(path: Path) -> None:
-    """The pieces of a C file: each starts at a line ``// @limn <name>: <helpers>``."""
-    name, deps, lines = None, (), []
-    for line in path.read_text().splitlines() + ["// @limn"]:
-        if line.startswith("// @limn"):
-            if name:
-                _c(name, deps, "\n".join(lines))
-            head, _, used = line[len("// @limn") :].partition(":")
-            name, deps, lines = head.strip(), tuple(used.split()), []
-        elif name:
-            lines.append(line)
-
-
-_read(Path(__file__).with_name("libm.c"))
-
-# ---- float64: the C library, and C's own exact operations -------------------------------
-
-_LIBM64 = {
-    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
-    "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh",
-    "atanh": "atanh", "exp2": "exp2", "expm1": "expm1", "log1p": "log1p", "log2": "log2",
-    "log10": "log10",
-}  # fmt: skip
-for _name, _fn in _LIBM64.items():
-    _c(
-        f"{_name}_double",
-        (),
-        f"static inline double limn_{_name}_double(double x) {{ return {_fn}(x); }}",
-    )
-for _name, _fn in {"pow": "pow", "hypot": "hypot", "atan2": "atan2", "fmod": "fmod"}.items():
-    _c(
-        f"{_name}_double",
-        (),
-        f"static inline double limn_{_name}_double(double a, double b) {{ return {_fn}(a, b); }}",
-    )
+for _fn in """sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh exp2 expm1 log1p log2
+log10""".split():
+    _def(_fn, "double", "double x", f"return {_fn}(x);")
+    _def(_fn, "float", "float x", f"return (float){_fn}((double)x);")
+for _fn in ("pow", "hypot", "atan2", "fmod"):
+    _def(_fn, "double", "double a, double b", f"return {_fn}(a, b);")
+    _def(_fn, "float", "float a, float b", f"return (float){_fn}((double)a, (double)b);")
+_def(
+    "logaddexp",
+    "double",
+    "double a, double b",
+    "double m = a > b ? a : b, r = m + log1p(exp(LIMN_NEG(fabs(a - b))));\n"
+    "  r = (a == b && fabs(a) == INFINITY) ? a : r;  /* equal infinities give themselves */\n"
+    "  return (a != a || b != b) ? a + b : r;",
+)
+_def("logaddexp", "float", "float a, float b", "return (float)limn_logaddexp_double(a, b);",
+     ("logaddexp_double",))  # fmt: skip
 for _t, _s in (("float", "f"), ("double", "")):
-    _c(f"abs_{_t}", (), f"static inline {_t} limn_abs_{_t}({_t} x) {{ return fabs{_s}(x); }}")
-    _c(f"div_{_t}", (), f"static inline {_t} limn_div_{_t}({_t} a, {_t} b) {{ return a / b; }}")
+    _def("abs", _t, f"{_t} x", f"return fabs{_s}(x);")
+    _def("div", _t, f"{_t} a, {_t} b", "return a / b;")
     for _name, _fn in {"floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "rint"}.items():
-        _c(
-            f"{_name}_{_t}",
-            (),
-            f"static inline {_t} limn_{_name}_{_t}({_t} x) {{ return __builtin_{_fn}{_s}(x); }}",
-        )
-
-
-# composite: the predicate that its ``<composite>_near`` spelling cannot take an argument
-NEAR = {f"{name}_float": "limn_trig_far_float" for name in ("sin", "cos", "tan")}
+        _def(_name, _t, f"{_t} x", f"return __builtin_{_fn}{_s}(x);")
 
 
 def available() -> frozenset[str]:
     """The ``<name>_<ctype>`` pairs this file defines as functions."""
-    return frozenset(k for k in _SNIPPETS if k.endswith(("_float", "_double")))
+    return frozenset(_SNIPPETS)
 
 
 def definitions(names) -> str:

@@ -183,7 +183,7 @@ def contraction(block: Block):
             return None
         if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
             return None
-        names = set(tail[-1].index.names)
+        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
         if not {loops[-1].var, loops[-2].var} <= names:
             return None
         return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
@@ -193,7 +193,7 @@ def contraction(block: Block):
     if not isinstance(fold, Accum) or fold.index is None:
         return None
     written = set(fold.index.names)
-    kinds = ["out" if lp.var in written else "red" for lp in loops]
+    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
     if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
         return None
     first_red = kinds.index("red")
@@ -256,6 +256,29 @@ def _outputs_first(block: Block) -> Block:
     return rebuild([*outs, *reds, loops[-1]], inner)
 
 
+def _one_row(block: Block) -> bool:
+    """One output loop folding products of a value it moves by one it does not: a matmul
+    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
+    loops, inner = chain(block)
+    if _folds_in_register(inner):
+        cols, body = loops, chain(inner[1])[1]
+    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
+        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
+    else:
+        return False
+    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
+        return False
+    moves, made = {}, {}
+    for x in body:
+        if defines(x):
+            made[defines(x)] = x
+            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
+    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
+    if not isinstance(mul, Arith) or mul.op != Op.MUL:
+        return False
+    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
+
+
 def _folds_in_register(inner) -> bool:
     """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
     return (
@@ -298,7 +321,7 @@ def _register_outputs(loops: list[Loop], inner) -> Block:
     return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
 
 
-def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
+def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
     """Whether a register block saves loads: the operands read along the reduce split into
     ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
 
@@ -312,12 +335,17 @@ def _reuses(body, a: str, b: str, reds: set[str]) -> bool:
         names = set(ins.index.names)
         if a in names and b in names:
             return False
-        rows |= a in names
+        rows |= a in names or one_row and b not in names
         cols |= b in names
     return rows and cols
 
 
 def _tile_block(block: Block, nest: LoopNest) -> Block:
+    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
+        # folds as a matmul's rows do (FMAs in order), however many rows there are
+        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
+        if tiled is not None:
+            return tiled
     moved = _outputs_first(block)
     tiled = _tile(moved, nest)
     if tiled is not None:
@@ -345,16 +373,21 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
     if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
         return None  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(_extent(lp) for lp in reds)
-    if _extent(ib) < 8 or _extent(ia) < 2 or k < 4:
+    if _extent(ib) < 8 or k < 4:
         return None
-    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}):
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, _extent(ia) == 1):
         return None
     mr, nr = tile_shape(
         4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
     )
     loops, inner = chain(block)
     tagged = [
-        _attr(lp, tile=mr) if lp is ia else _attr(lp, tile=nr) if lp is ib else lp for lp in loops
+        _attr(lp, tile=1 if _extent(ia) == 1 else mr)
+        if lp is ia
+        else _attr(lp, tile=nr)
+        if lp is ib
+        else lp
+        for lp in loops
     ]
     cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
     if cells * k >= MIN_PARALLEL_WORK:
@@ -406,7 +439,13 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
     lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
     its own lanes, so a team can share the blocks; the blocks are combined by the same
-    tree. The grouping depends only on the shape, never on the thread count.
+    tree. The grouping depends only on the shape and the elements' order, never on the
+    thread count, nor on whether a pad or a concatenation cut the loop into pieces (each
+    piece folds element ``r`` into the lane, and block, the whole loop would). One choice
+    still follows the layout: a reduce over several dims runs as one loop only where every
+    access walks them as one (a contiguous array), and otherwise lanes its innermost dim
+    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
+    shorter than 4 blocks.
     """
     used = {defines(i) for i in nest.body if defines(i)} | {
         i.var for i in nest.body if isinstance(i, Loop)
@@ -432,17 +471,15 @@ def _lanes(items, top: bool, fresh) -> list:
     i = 0
     while i < len(items):
         it = items[i]
-        if isinstance(it, DefAcc) and not it.shape and i + 1 < len(items) and _one_fold(items, i):
-            nxt = items[i + 1]
-            later = [
-                x for x in instructions(items[i + 2 :]) if isinstance(x, Accum) and x.dst == it.out
-            ]
-            if later:  # folded by several loops (a reduce cut by a pad): keep one register
-                nxt = None
-            new = _lane_group(it, nxt, top, fresh) if isinstance(nxt, Block) else None
+        if isinstance(it, DefAcc) and not it.shape:
+            j = i + 1  # the loop folding into it, or the pieces of one that a pad cut
+            while j < len(items) and isinstance(items[j], Block) and _folds_into(items[j], it.out):
+                j += 1
+            later = any(_folds_into(x, it.out) for x in items[j:])
+            new = None if later or j == i + 1 else _lane_group(it, items[i + 1 : j], top, fresh)
             if new is not None:
                 out += new
-                i += 2
+                i = j
                 continue
         if isinstance(it, Block) and dict(it.loop.attrs).get("tile"):
             out.append(it)  # a tiled contraction keeps each cell's plain order
@@ -452,12 +489,6 @@ def _lanes(items, top: bool, fresh) -> list:
             out.append(it)
         i += 1
     return out
-
-
-def _one_fold(items, i: int) -> bool:
-    """The loop after DEFACC ``items[i]`` is the only one folding into it: no later piece of
-    a split loop does (those keep the scalar total, which lanes would leave behind)."""
-    return not any(_folds_into(x, items[i].out) for x in items[i + 2 :])
 
 
 def _folds_into(item, name: str) -> bool:
@@ -480,66 +511,91 @@ def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
     return reds, body
 
 
-def _lane_group(acc: DefAcc, block: Block, top: bool, fresh):
-    reds, body = chain(block)
-    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or any(isinstance(x, Block) for x in body):
+def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
+    """Lanes for the reduce loop after ``acc``, given whole or as the consecutive pieces a
+    pad cut it into (a reduce over a concatenation): element ``r`` goes to lane ``r % L``
+    either way, so an array built from slices folds as the same array built whole."""
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4:
         return None
-    fold = body[-1] if body else None
-    if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
-        return None
-    if fold.dst != acc.out or any(isinstance(x, Store | Accum | Check) for x in body[:-1]):
-        return None
-    reds, body = _merge_inner(list(reds), body)
-    r = reds[-1]
-    if r.start or r.step != 1 or r.lo or r.hi:
-        return None
-    n = _extent(r)
+    parts = []  # (its loop, the work before its fold, the fold) per piece, in order
+    for block in blocks:
+        reds, body = chain(block)
+        fold = body[-1] if body else None
+        if any(isinstance(x, Block | Store | Accum | Check) for x in body[:-1]):
+            return None
+        if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
+            return None
+        if len(blocks) == 1:
+            reds, body = _merge_inner(list(reds), body)
+        elif len(reds) != 1:
+            return None
+        r, outer = reds[-1], reds[:-1]
+        if r.step != 1 or r.lo or r.hi or r.start != (parts[-1][0].stop if parts else 0):
+            return None
+        if parts and r.var != parts[-1][0].var:
+            return None
+        parts.append((r, body[:-1], fold))
+    n, var = parts[-1][0].stop, parts[0][0].var
     lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
     if n < 2 * lanes:
         return None
-    work, tail_fold = body[:-1], fold
 
-    def copy(at: dict[str, Index], lane: Index) -> tuple:
-        names = {defines(x): fresh("v") for x in work if defines(x)}
-        moved = tuple(rename(substitute(x, at), names) for x in work)
-        src = names.get(tail_fold.src, tail_fold.src)
-        mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
-        return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
+    def copier(work, tail_fold):
+        def copy(at: dict[str, Index], lane: Index) -> tuple:
+            names = {defines(x): fresh("v") for x in work if defines(x)}
+            moved = tuple(rename(substitute(x, at), names) for x in work)
+            src = names.get(tail_fold.src, tail_fold.src)
+            mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
+            return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
 
-    lv = fresh("l")
-    rv = Index.var(r.var)
-    if top and len(reds) == 1 and n >= 4 * BLOCK:
-        bv = fresh("b")
-        nb, rem = n // BLOCK, n % BLOCK
-        blocks = nb + (1 if rem else 0)
-        at = Index.var(bv) * BLOCK + rv + Index.var(lv)
-        inner = Block(
-            Loop(lv, lanes, attrs=(("lanes", True),)),
-            copy({r.var: at}, Index.var(bv) * lanes + Index.var(lv)),
-        )
-        main = Block(
-            Loop(bv, nb, attrs=(("parallel", 1),)),
-            (Block(Loop(r.var, BLOCK, step=lanes), (inner,)),),
-        )
-        pieces = [main, *_tail(r.var, nb * BLOCK, n, lanes, lv, fresh, copy, nb * lanes)]
-        return [
-            replace(acc, shape=(blocks, lanes)),
-            *pieces,
-            PairwiseFold(acc.out, fold.op, (blocks, lanes)),
-        ]
-    pieces = _tail(r.var, 0, n, lanes, lv, fresh, copy, 0)
-    loops = pieces if len(reds) == 1 else [rebuild(list(reds[:-1]), tuple(pieces))]
-    return [replace(acc, shape=(lanes,)), *loops, PairwiseFold(acc.out, fold.op, (lanes,))]
+        return copy
+
+    lv, op = fresh("l"), parts[0][2].op
+    blocked = top and not outer and n >= 4 * BLOCK
+    shape = (-(-n // BLOCK), lanes) if blocked else (lanes,)
+    loops = []
+    for r, work, fold in parts:
+        copy = copier(work, fold)
+        if not blocked:
+            loops += _tail(var, r.start, r.stop, lanes, lv, copy, 0)
+            continue
+        first, last = -(-r.start // BLOCK), r.stop // BLOCK  # the blocks it holds whole
+        if first > last:  # inside one block
+            loops += _tail(var, r.start, r.stop, lanes, lv, copy, last * lanes)
+            continue
+        loops += _tail(var, r.start, first * BLOCK, lanes, lv, copy, (first - 1) * lanes)
+        if last > first:  # whole blocks, shared by a team
+            bv = fresh("b")
+            at = Index.var(bv) * BLOCK + Index.var(var) + Index.var(lv)
+            inner = Block(
+                Loop(lv, lanes, attrs=(("lanes", True),)),
+                copy({var: at}, Index.var(bv) * lanes + Index.var(lv)),
+            )
+            loops.append(
+                Block(
+                    Loop(bv, last, start=first, attrs=(("parallel", 1),)),
+                    (Block(Loop(var, BLOCK, step=lanes), (inner,)),),
+                )
+            )
+        loops += _tail(var, last * BLOCK, r.stop, lanes, lv, copy, last * lanes)
+    if outer:
+        loops = [rebuild(list(outer), tuple(loops))]
+    return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
 
 
-def _tail(var: str, start: int, stop: int, lanes: int, lv: str, fresh, copy, lane0: int):
-    """Lanes over [start, stop): whole groups of ``lanes``, then one element per lane."""
-    whole = start + (stop - start) // lanes * lanes
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0: int):
+    """Lanes over [start, stop), element ``r`` to lane ``lane0 + r % lanes``: the elements
+    before the first multiple of ``lanes``, whole groups of ``lanes``, then the rest."""
+    head = min(stop, -(-start // lanes) * lanes)
+    whole = head + (stop - head) // lanes * lanes
     out = []
-    if whole > start:
+    if head > start:
+        body = copy({}, Index.var(var) - start // lanes * lanes + lane0)
+        out.append(Block(Loop(var, head, start=start), body))
+    if whole > head:
         body = copy({var: Index.var(var) + Index.var(lv)}, Index.var(lv) + lane0)
         inner = Block(Loop(lv, lanes, attrs=(("lanes", True),)), body)
-        out.append(Block(Loop(var, whole, start=start, step=lanes), (inner,)))
+        out.append(Block(Loop(var, whole, start=head, step=lanes), (inner,)))
     if stop > whole:
         body = copy({}, Index.var(var) - whole + lane0)
         out.append(Block(Loop(var, stop, start=whole), body))

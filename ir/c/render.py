@@ -1,13 +1,15 @@
 """Stage 4 for C: a loop nest (stage 3) becomes the text of one C function. Pure.
 
-The rendering is literal: each instruction is one C statement, each value a ``const``
-local of the C type of its dtype, each Index the same sum of products. What the C
+The rendering is literal: each instruction is one C statement (``Statements``, which the
+cuda renderer shares), each value a ``const`` local of the C type of its dtype, each Index
+the same sum of products; a register-tiled contraction's block is the exception, written
+by ``ir/c/tile.py`` around the nest's instructions. What the C
 compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
 
-Each ARITH is its op row's C template (``ir/graph/ops.py``); a composite row (sin, pow,
-division, ...) is a call of an inline function from ``ir/c/libm.py``, emitted once per
+Each ARITH is its op's C template (``ir/c/spell.OPS``); a composite (sin, pow, division,
+...) is a call of an inline function from ``ir/c/libm.py``, emitted once per
 program, and only where the c device renders that composite at that dtype (``renders``).
 Where C itself leaves a case undefined, the rendering defines it the way ``ir/graph/semantics``
 does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
@@ -15,12 +17,6 @@ the width give 0 or the sign fill, a float converts to bfloat16 by round-to-near
 ``exp`` and ``log`` are rendered as branch-free inline functions (range reduction and a
 polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
 error is a couple of ulp, measured in the c device's tests.
-
-A nest that calls sin, cos or tan at float32 runs twice when it must: first with their
-``_near`` spellings (valid below 2**24, a third of the cost), OR-ing into ``limn_far``
-whether an argument was beyond, and only if one was, again with the exact functions
-(``ir/c/libm.py``). A kernel computes its output from its inputs alone, so the second run
-replaces the first. Tiled contractions keep the exact functions.
 
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
@@ -32,13 +28,13 @@ from __future__ import annotations
 import math
 
 from ir.c import sort
-from ir.c.libm import NEAR, available, definitions
+from ir.c.libm import available, definitions
 from ir.c.passes import contraction
-from ir.c.spell import ctype, index, literal
+from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
 from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import COMPOSITE, TABLE, Op
+from ir.graph.ops import COMPOSITE, Op
 from ir.loop.nest import (
     Accum,
     Arith,
@@ -56,9 +52,6 @@ from ir.loop.nest import (
 from ir.loop.rewrite import Block, chain, to_tree, value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
-
-UNSIGNED_OF = {"int8_t": "uint8_t", "int16_t": "uint16_t", "int32_t": "uint32_t"}
-UNSIGNED_OF["int64_t"] = "uint64_t"
 
 PRELUDE = r"""
 #include <stdint.h>
@@ -143,31 +136,6 @@ def _preds(preds: tuple[Range, ...], values=None) -> str:
     return " && ".join(out)
 
 
-def _cast(src: str, s: DType, d: DType) -> str:
-    """Convert a value of dtype ``s`` to ``d`` (bfloat16 goes through float bits)."""
-    if s == d:
-        return src
-    if s == dtypes.bfloat16:
-        src, s = f"limn_bf2f({src})", dtypes.float32
-        if d == s:
-            return src
-    if d == dtypes.bfloat16:
-        return f"limn_f2bf((float){_cast(src, s, dtypes.float32)})"
-    if d == dtypes.bool_:
-        return f"(({src}) != 0)"
-    return f"(({ctype(d)}){src})"
-
-
-def _arith(ins: Arith, src_dtypes: list[DType]) -> str:
-    """The row's C template; CAST and BITCAST convert, which the renderer owns."""
-    op, a, d = ins.op, ins.srcs, ins.dtype
-    if op == Op.CAST:
-        return _cast(a[0], src_dtypes[0], d)
-    if op == Op.BITCAST:
-        return f"limn_bitcast_{ctype(src_dtypes[0])}_{ctype(d)}({a[0]})"
-    return TABLE[op].spell_c(list(a), ctype(d), ctype(src_dtypes[-1]), d)
-
-
 def renders(op: Op, d: DType) -> bool:
     """Whether C renders the composite ``op`` at compute dtype ``d`` (else it decomposes)."""
     if op == Op.ARGSORT:  # a merge sort per row, at every key dtype (ir/c/sort.py)
@@ -175,48 +143,13 @@ def renders(op: Op, d: DType) -> bool:
     return d in (dtypes.float32, dtypes.float64) and f"{op.value.lower()}_{ctype(d)}" in MATH
 
 
-def _int_helpers(used: set[tuple[str, str]]) -> str:
-    """Definitions of the integer and bitcast helpers a program uses, and only those."""
+def _tile_and_sort_helpers(used) -> str:
+    """The micro-kernels, transposes and row sorts a program calls (``tile``, ``sort``)."""
     out = []
-    for kind, t in sorted(used):
-        if kind == "gemm":
-            out.append(micro_kernel(t))
-        elif kind == "t8":
-            out.append(TRANSPOSE_8)
-        elif kind == "idiv":
-            mn = "" if t.startswith("u") else f" if (b == ({t})-1) return ({t})(0 - a);"
-            out.append(
-                f"static inline {t} limn_idiv_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
-                f"{mn} return ({t})(a / b); }}"
-            )
-        elif kind == "mod":
-            mn = "" if t.startswith("u") else f" if (b == ({t})-1) return 0;"
-            out.append(
-                f"static inline {t} limn_mod_{t}({t} a, {t} b) {{ if (b == 0) return 0;"
-                f"{mn} return ({t})(a % b); }}"
-            )
-        elif kind == "shl":
-            u = UNSIGNED_OF.get(t, t)
-            out.append(
-                f"static inline {t} limn_shl_{t}({t} a, {t} b) {{ "
-                f"if (b < 0 || b >= (int64_t)(8 * sizeof({t}))) return 0; "
-                f"return ({t})(({u})a << b); }}"
-            )
-        elif kind == "shr":
-            fill = "0" if t.startswith("u") else "(a < 0 ? -1 : 0)"
-            out.append(
-                f"static inline {t} limn_shr_{t}({t} a, {t} b) {{ "
-                f"if (b < 0 || b >= (int64_t)(8 * sizeof({t}))) return ({t}){fill}; "
-                f"return ({t})(a >> b); }}"
-            )
-        elif kind == "argsort":
-            out.append(sort.definition(t))
-        elif kind.startswith("bitcast:"):
-            d = kind.split(":")[1]
-            out.append(
-                f"static inline {d} limn_bitcast_{t}_{d}({t} x) {{ {d} y; "
-                f"memcpy(&y, &x, sizeof y); return y; }}"
-            )
+    for kind, t in sorted(u for u in used if len(u) == 2 and u[0] in ("argsort", "gemm", "t8")):
+        out.append(
+            {"argsort": sort.definition, "gemm": micro_kernel}.get(kind, lambda t: TRANSPOSE_8)(t)
+        )
     return "\n".join(out)
 
 
@@ -253,21 +186,172 @@ def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, 
     return text, used, origins
 
 
-class _Renderer:
-    """The state of rendering one nest: what each name is, and the lines so far."""
+class Statements:
+    """Each instruction as one C statement, given what each name is so far: the part of
+    rendering a nest that a C-like target shares. ``ir/cuda/render.py`` overrides the
+    words (its types, literals, conversions, op spellings, error record), not the cases."""
 
-    def __init__(self, nest: LoopNest, openmp: bool):
+    OPS = OPS  # how each op is spelled (ir/c/spell.py); a target overlays it
+    target = "c device"  # who is rendering, for errors
+
+    def __init__(self, nest: LoopNest):
         self.nest = nest
-        self.openmp = openmp
         self.bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)}
         self.bufs["out"] = nest.output.dtype
         self.dtype_of: dict[str, DType] = {}
         self.values: dict[str, str] = {}  # names used in addresses, as int64 expressions
         self.used: set = set()
-        self.lines: list[str] = []
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
-        self.near = False  # rendering the first run, with the _near functions
+
+    def ctype(self, d: DType) -> str:
+        return ctype(d)
+
+    def literal(self, value, d: DType) -> str:
+        return literal(value, d)
+
+    def cast(self, src: str, s: DType, d: DType) -> str:
+        return cast(src, s, d)
+
+    def preds(self, preds: tuple[Range, ...]) -> str:
+        return _preds(preds, self.values)
+
+    def fail(self, ins: Check) -> str:
+        """Record a failed CHECK in ``err``, the first one only (``render`` says the layout)."""
+        return (
+            f"if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){ins.value}; err[2] = {ins.axis}; "
+            f"err[3] = {ins.size}; err[4] = {int(ins.what == 'scatter')}; }}"
+        )
+
+    def fold(self, op: Op, dst: str, src: str, d: DType) -> str:
+        """``dst = op(dst, src)`` in dtype ``d``, as the nest's ACCUM: ADD, MUL, or MAX keeping
+        nan (a tie of -0.0 and 0.0 takes the later value, as numpy and torch do)."""
+        sym = {Op.ADD: "+", Op.MUL: "*"}.get(op)
+        if d in dtypes.HALF:  # fold at float32, store the rounded result
+            cur, new = self.cast(dst, d, dtypes.float32), self.cast(src, d, dtypes.float32)
+            if sym:
+                return f"{dst} = {self.cast(f'({cur} {sym} {new})', dtypes.float32, d)};"
+            return f"{dst} = ({new} >= {cur} || {new} != {new}) ? {src} : {dst};"
+        if sym:
+            if d == dtypes.bool_:
+                return f"{dst} = {dst} {'|' if op == Op.ADD else '&'} {src};"
+            return f"{dst} = ({self.ctype(d)})({dst} {sym} {src});"
+        if d.is_float:
+            return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
+        return f"{dst} = {src} > {dst} ? {src} : {dst};"
+
+    def accum(self, ins: Accum) -> str:
+        d = self.dtype_of[ins.dst] if ins.index is None else self.bufs[ins.dst]
+        dst = ins.dst if ins.index is None else f"{ins.dst}[{index(ins.index, self.values)}]"
+        if ins.mul is not None:  # the printed FMA: one rounding, as the interpreter computes it
+            return (
+                f"{dst} = {'fmaf' if d == dtypes.float32 else 'fma'}({ins.src}, {ins.mul}, {dst});"
+            )
+        return self.fold(ins.op, dst, ins.src, d)
+
+    def arith(self, ins: Arith, srcd: list[DType]) -> str:
+        """The op's spelling (``OPS``); CAST converts (``cast``)."""
+        if ins.op == Op.CAST:
+            return self.cast(ins.srcs[0], srcd[0], ins.dtype)
+        t, s = self.ctype(ins.dtype), self.ctype(srcd[-1])
+        return spell(self.OPS, ins.op, ins.srcs, t, s, ins.dtype)
+
+    def declare(self, ins) -> None:
+        """Note the dtype of the value ``ins`` defines, and how an address reads it."""
+        out = getattr(ins, "out", None)
+        if out is not None:
+            self.dtype_of[out] = value_dtype(ins)
+            self.values.setdefault(out, f"(int64_t){out}")
+
+    def statement(self, ins) -> str:
+        values = self.values
+        if isinstance(ins, DefAcc) and ins.shape:
+            n, t = math.prod(ins.shape), self.ctype(ins.dtype)
+            self.arrays.add(ins.out)
+            init = self.literal(ins.value, ins.dtype)
+            fill = f"for (int64_t q = 0; q < {n}; q++) {ins.out}_l[q] = {init};"
+            if n <= STACK_CELLS:
+                return f"{t} {ins.out}_l[{n}]; {fill}"
+            # a block per BLOCK elements: sized by the reduce, so it lives on the heap
+            self.heap.add(ins.out)
+            return (
+                f"{t} *{ins.out}_l = ({t} *)malloc(sizeof({t}) * {n}); "
+                f"if (!{ins.out}_l) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }} "
+                f"{fill}"
+            )
+        if isinstance(ins, PairwiseFold):
+            return self.pairwise_fold(ins)
+        if isinstance(ins, Accum) and ins.lane is not None:
+            cell = f"{ins.dst}_l[{index(ins.lane, values)}]"
+            if ins.op == Op.ADD:
+                return f"{cell} = {cell} + {ins.src};"
+            return f"{cell} = ({ins.src} > {cell} || {ins.src} != {ins.src}) ? {ins.src} : {cell};"
+        if isinstance(ins, Const) and ins.given is not None:  # its bits, given at run time
+            t = self.ctype(ins.dtype)
+            if ins.dtype.is_float:
+                return f"const {t} {ins.out} = limn_given_{t}({ins.given});"
+            return f"const {t} {ins.out} = ({t}){ins.given};"
+        if isinstance(ins, Const | DefAcc):
+            kw = "" if isinstance(ins, DefAcc) else "const "
+            return f"{kw}{self.ctype(ins.dtype)} {ins.out} = {self.literal(ins.value, ins.dtype)};"
+        if isinstance(ins, Load):
+            at = f"{ins.buf}[{index(ins.index, values)}]"
+            if ins.guard:
+                at = f"(({self.preds(ins.guard)}) ? {at} : ({self.ctype(ins.dtype)})0)"
+            return f"const {self.ctype(ins.dtype)} {ins.out} = {at};"
+        if isinstance(ins, Mask):
+            return f"const uint8_t {ins.out} = {self.preds(ins.preds)};"
+        if isinstance(ins, Arith):
+            srcd = [self.dtype_of[s] for s in ins.srcs]
+            if ins.op in HELPERS:
+                self.used.add((ins.op, self.ctype(srcd[-1]), self.ctype(ins.dtype)))
+            if ins.op in COMPOSITE:
+                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
+            return f"const {self.ctype(ins.dtype)} {ins.out} = {self.arith(ins, srcd)};"
+        if isinstance(ins, Check):
+            v = ins.value
+            cond = f"({v} < 0 || {v} >= {ins.size})"
+            if ins.guard:
+                cond = f"({self.preds(ins.guard)}) && {cond}"
+            check = f"if ({cond}) {{ {self.fail(ins)} }}"
+            if values.get(v) == f"{v}_c":  # checked before: the clamped copy exists
+                return check
+            values[v] = f"{v}_c"  # a clamped copy keeps the kernel inside its buffers
+            return (
+                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
+            )
+        if isinstance(ins, Accum):
+            return self.accum(ins)
+        if isinstance(ins, Store):
+            return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
+        if isinstance(ins, Sort):
+            keys = tuple(self.bufs[k] for k in ins.keys)
+            self.used.add(("argsort", sort.signature(keys, ins.descending)))
+            at = index(ins.index, values)
+            rows = ", ".join(f"{k} + {at}" for k in ins.keys)
+            fn = sort.name(keys, ins.descending)
+            return f"{fn}({rows}, {ins.n}, {ins.dst} + {at}, err);"
+        raise TypeError(f"{self.target}: {type(ins).__name__} is not a loop-nest instruction")
+
+    def pairwise_fold(self, ins: PairwiseFold) -> str:
+        """The pairwise order of FOLD, written out: each row, then the rows' totals."""
+        a, t = f"{ins.acc}_l", self.ctype(self.dtype_of[ins.acc])
+        rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
+        row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
+        col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
+        done = f" free({a});" if ins.acc in self.heap else ""
+        return (
+            f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
+        )
+
+
+class _Renderer(Statements):
+    """The state of rendering one nest: what each name is, and the lines so far."""
+
+    def __init__(self, nest: LoopNest, openmp: bool):
+        super().__init__(nest)
+        self.openmp = openmp
+        self.lines: list[str] = []
         self.tile_start = None  # the fill constant the tiled block being rendered starts from
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
@@ -292,16 +376,7 @@ class _Renderer:
         t = ctype(nest.output.dtype)
         self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
         self.lines.append("  (void)err;")
-        tree = to_tree(nest.body)
-        self.near = _has_near(nest) and not _any_tiled(tree)
-        if self.near:
-            self.lines.append("  int limn_far = 0;  /* an argument beyond the _near functions */")
-        self.items(tree, 1)
-        if self.near:
-            self.near, self.values = False, {}
-            self.lines.append("  if (limn_far) {  /* again, with the exact functions */")
-            self.items(tree, 2)
-            self.lines.append("  }")
+        self.items(to_tree(nest.body), 1)
         self.lines.append("}")
         return "\n".join(self.lines), self.used
 
@@ -334,11 +409,8 @@ class _Renderer:
             return
         pad = "  " * depth
         par = attrs.get("parallel")
-        far = " reduction(|:limn_far)" if self.near else ""
         if par and self.openmp and not collapse:
-            self.lines.append(
-                f"{pad}#pragma omp parallel for collapse({par}) schedule(static){far}"
-            )
+            self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
             collapse = par
         lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
@@ -347,7 +419,7 @@ class _Renderer:
         for e in lp.hi:
             stop = f"limn_min64({stop}, {index(e, self.values)})"
         if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
-            self.lines.append(f"{pad}#pragma omp simd{far}")
+            self.lines.append(f"{pad}#pragma omp simd")
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
             self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
             stop = f"{lp.var}_end"
@@ -361,119 +433,11 @@ class _Renderer:
 
     def instr(self, ins, depth: int) -> None:
         pad = "  " * depth
-        out = getattr(ins, "out", None)
-        if out is not None:
-            self.dtype_of[out] = value_dtype(ins)
-            self.values.setdefault(out, f"(int64_t){out}")
+        self.declare(ins)
         outside = self.at
         self.mark(ins)
         self.lines.append(pad + self.statement(ins))
         self.mark(outside)
-
-    def statement(self, ins) -> str:
-        values = self.values
-        if isinstance(ins, DefAcc) and ins.shape:
-            n, t = math.prod(ins.shape), ctype(ins.dtype)
-            self.arrays.add(ins.out)
-            init = literal(ins.value, ins.dtype)
-            fill = f"for (int64_t q = 0; q < {n}; q++) {ins.out}_l[q] = {init};"
-            if n <= STACK_CELLS:
-                return f"{t} {ins.out}_l[{n}]; {fill}"
-            # a block per BLOCK elements: sized by the reduce, so it lives on the heap
-            self.heap.add(ins.out)
-            return (
-                f"{t} *{ins.out}_l = ({t} *)malloc(sizeof({t}) * {n}); "
-                f"if (!{ins.out}_l) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }} "
-                f"{fill}"
-            )
-        if isinstance(ins, PairwiseFold):
-            return self.pairwise_fold(ins)
-        if isinstance(ins, Accum) and ins.lane is not None:
-            cell = f"{ins.dst}_l[{index(ins.lane, values)}]"
-            if ins.op == Op.ADD:
-                return f"{cell} = {cell} + {ins.src};"
-            return f"{cell} = ({ins.src} > {cell} || {ins.src} != {ins.src}) ? {ins.src} : {cell};"
-        if isinstance(ins, Const) and ins.given is not None:  # its bits, given at run time
-            t = ctype(ins.dtype)
-            if ins.dtype.is_float:
-                return f"const {t} {ins.out} = limn_given_{t}({ins.given});"
-            return f"const {t} {ins.out} = ({t}){ins.given};"
-        if isinstance(ins, Const | DefAcc):
-            kw = "" if isinstance(ins, DefAcc) else "const "
-            return f"{kw}{ctype(ins.dtype)} {ins.out} = {literal(ins.value, ins.dtype)};"
-        if isinstance(ins, Load):
-            at = f"{ins.buf}[{index(ins.index, values)}]"
-            if ins.guard:
-                at = f"(({_preds(ins.guard, values)}) ? {at} : ({ctype(ins.dtype)})0)"
-            return f"const {ctype(ins.dtype)} {ins.out} = {at};"
-        if isinstance(ins, Mask):
-            return f"const uint8_t {ins.out} = {_preds(ins.preds, values)};"
-        if isinstance(ins, Arith):
-            srcd = [self.dtype_of[s] for s in ins.srcs]
-            if ins.op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
-                self.used.add((ins.op.value.lower(), ctype(srcd[-1])))
-            if ins.op == Op.BITCAST:
-                self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
-            if ins.op in COMPOSITE:
-                fn = f"{ins.op.value.lower()}_{ctype(ins.dtype)}"
-                if self.near and fn in NEAR:
-                    self.used.add(("math", f"{fn}_near"))
-                    a = ins.srcs[0]
-                    return (
-                        f"const float {ins.out} = limn_{fn}_near({a}); limn_far |= {NEAR[fn]}({a});"
-                    )
-                self.used.add(("math", fn))
-            return f"const {ctype(ins.dtype)} {ins.out} = {_arith(ins, srcd)};"
-        if isinstance(ins, Check):
-            v = ins.value
-            cond = f"({v} < 0 || {v} >= {ins.size})"
-            if ins.guard:
-                cond = f"({_preds(ins.guard, values)}) && {cond}"
-            check = (
-                f"if ({cond}) {{ if (!err[0]) {{ err[0] = 1; err[1] = (int64_t){v}; "
-                f"err[2] = {ins.axis}; err[3] = {ins.size}; "
-                f"err[4] = {int(ins.what == 'scatter')}; }} }}"
-            )
-            if values.get(v) == f"{v}_c":  # checked before: the clamped copy exists
-                return check
-            values[v] = f"{v}_c"  # a clamped copy keeps the kernel inside its buffers
-            return (
-                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
-            )
-        if isinstance(ins, Accum):
-            return _accum(ins, self.dtype_of, self.bufs, values)
-        if isinstance(ins, Store):
-            return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
-        if isinstance(ins, Sort):
-            keys = tuple(self.bufs[k] for k in ins.keys)
-            self.used.add(("argsort", sort.signature(keys, ins.descending)))
-            at = index(ins.index, values)
-            rows = ", ".join(f"{k} + {at}" for k in ins.keys)
-            fn = sort.name(keys, ins.descending)
-            return f"{fn}({rows}, {ins.n}, {ins.dst} + {at}, err);"
-        raise TypeError(f"c device: {type(ins).__name__} is not a loop-nest instruction")
-
-    def pairwise_fold(self, ins: PairwiseFold) -> str:
-        """The pairwise order of FOLD, written out: each row, then the rows' totals."""
-        a, t = f"{ins.acc}_l", ctype(self.dtype_of[ins.acc])
-        rows, width = math.prod(ins.shape[:-1]), ins.shape[-1]
-        row = _pairwise(lambda i: f"{a}[r*{width} + {i}]", width, ins.op)
-        col = _pairwise(lambda i: f"{a}[{width}*{i}]", rows, ins.op)
-        done = f" free({a});" if ins.acc in self.heap else ""
-        return (
-            f"for (int64_t r = 0; r < {rows}; r++) {{ {row} }} {col} {t} {ins.acc} = {a}[0];" + done
-        )
-
-
-def _has_near(nest: LoopNest) -> bool:
-    """Whether the nest calls a composite that has a ``_near`` spelling."""
-    return any(
-        isinstance(i, Arith) and f"{i.op.value.lower()}_{ctype(i.dtype)}" in NEAR for i in nest.body
-    )
-
-
-def _any_tiled(items) -> bool:
-    return any(isinstance(b, Block) and (tiled(b) or _any_tiled(b.body)) for b in items)
 
 
 def _pairwise(at, n: int, op: Op) -> str:
@@ -487,28 +451,6 @@ def _pairwise(at, n: int, op: Op) -> str:
         f"for (int64_t n = {n}, h; n > 1; n = h) {{ h = (n + 1) / 2; "
         f"for (int64_t i = 0; i < n - h; i++) {{ {step} }} }}"
     )
-
-
-def _accum(ins: Accum, dtype_of: dict[str, DType], bufs: dict[str, DType], values) -> str:
-    d = dtype_of[ins.dst] if ins.index is None else bufs[ins.dst]
-    dst = ins.dst if ins.index is None else f"{ins.dst}[{index(ins.index, values)}]"
-    src = ins.src
-    if ins.mul is not None:  # the printed FMA: one rounding, as the interpreter computes it
-        return f"{dst} = {'fmaf' if d == dtypes.float32 else 'fma'}({src}, {ins.mul}, {dst});"
-    if d in dtypes.HALF:  # fold at float32, store the rounded result
-        cur = _cast(dst, d, dtypes.float32)
-        new = _cast(src, d, dtypes.float32)
-        if ins.op in (Op.ADD, Op.MUL):
-            sign = "+" if ins.op == Op.ADD else "*"
-            return f"{dst} = {_cast(f'({cur} {sign} {new})', dtypes.float32, d)};"
-        return f"{dst} = ({new} >= {cur} || {new} != {new}) ? {src} : {dst};"
-    if ins.op in (Op.ADD, Op.MUL):
-        if d == dtypes.bool_:
-            return f"{dst} = {dst} {'|' if ins.op == Op.ADD else '&'} {src};"
-        return f"{dst} = ({ctype(d)})({dst} {'+' if ins.op == Op.ADD else '*'} {src});"
-    if d.is_float:  # a tie (-0.0 and 0.0) takes the later value, as numpy and torch do
-        return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
-    return f"{dst} = {src} > {dst} ? {src} : {dst};"
 
 
 def _fill_before_tile(fill: Block, nxt) -> Const | None:
@@ -543,6 +485,7 @@ def program(functions: list[tuple[str, set]]) -> str:
         "void limn_set_threads(int n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n#endif\n"
         "  (void)n;\n}\n"
     )
-    maths = definitions(name for kind, name in used if kind == "math")
-    parts = [PRELUDE, _int_helpers(used), maths, setter, *(f for f, _ in functions)]
+    maths = definitions(u[1] for u in used if u[0] == "math")
+    parts = [PRELUDE, _tile_and_sort_helpers(used), helpers(used), maths, setter]
+    parts += [f for f, _ in functions]
     return "\n".join(parts) + "\n"

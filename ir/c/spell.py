@@ -1,8 +1,10 @@
-"""How C spells a dtype, a literal and an Index: the words both C renderers share.
+"""How C spells a dtype, a literal, an Index and each op: the words of the C target.
 
 ``ir/c/render.py`` (a whole nest) and ``ir/c/tile.py`` (a register-tiled contraction inside
 it) write the same types, constants and addresses; they take them from here, so the tile
-renderer depends on these words and not on the renderer that calls it.
+renderer depends on these words and not on the renderer that calls it. ``OPS`` is the
+C spelling of every elementwise op of ``ir/graph/ops.py`` (the op table says what an op
+is, this one how C writes it); ``ir/cuda/render.py`` overlays it with CUDA's words.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
+from ir.graph.ops import COMPOSITE, ELEMENTWISE, TABLE, Op
 from ir.loop.nest import Index
 
 CTYPE = {
@@ -30,12 +33,29 @@ CTYPE = {
 }
 
 
-def ctype(d: DType) -> str:
+def ctype(d: DType, device: str = "c") -> str:
     if d not in CTYPE:
-        raise TypeError(
-            f"c device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
+        accepted = ", ".join(map(str, CTYPE))
+        raise TypeError(f"{device} device: dtype {d} is not supported; accepted: {accepted}")
     return CTYPE[d]
+
+
+def cast(src: str, s: DType, d: DType, bits: dict[DType, str] | None = None) -> str:
+    """A value of dtype ``s`` as dtype ``d``. A half width held as its bits (``bits``: the
+    dtype -> its helpers' letter; C holds bfloat16 so, CUDA float16 too) converts through
+    float32 (``limn_bf2f``, ``limn_f2bf``, ...)."""
+    bits = {dtypes.bfloat16: "bf"} if bits is None else bits
+    if s == d:
+        return src
+    if s in bits:
+        src, s = f"limn_{bits[s]}2f({src})", dtypes.float32
+        if d == s:
+            return src
+    if d in bits:
+        return f"limn_f2{bits[d]}((float){cast(src, s, dtypes.float32, bits)})"
+    if d == dtypes.bool_:
+        return f"(({src}) != 0)"
+    return f"(({ctype(d)}){src})"
 
 
 def literal(value, d: DType) -> str:
@@ -73,3 +93,86 @@ def index(idx: Index, values: dict[str, str] | None = None) -> str:
     if idx.const or not parts:
         parts.append(str(idx.const))
     return " + ".join(parts).replace("+ -", "- ")
+
+
+def _libm_call(op: Op) -> str:
+    """A composite's template: ir/c/libm.py's ``limn_sin_float(x)``, ``limn_pow_double(a, b)``."""
+    args = ", ".join(f"{{{i}}}" for i in range(TABLE[op].arity))
+    return f"limn_{op.value.lower()}_{{t}}({args})"
+
+
+# Each op's C: a template per result dtype name ("" for any other), filled with the
+# operands {0}, {1}, {2}, the result's C type {t} and the last operand's C type {s}. A
+# composite calls ir/c/libm.py's function; CAST converts in the renderer (``cast``).
+OPS: dict[Op, dict[str, str]] = {
+    Op.NEG: {"": "(({t})LIMN_NEG({0}))", "bool": "{0}"},
+    Op.EXP: {"": "exp({0})", "float32": "limn_expf({0})"},
+    Op.LOG: {"": "log({0})", "float32": "limn_logf({0})"},
+    Op.SQRT: {"": "sqrt({0})", "float32": "sqrtf({0})"},
+    Op.RECIP: {"": "(({t})1 / {0})"},
+    Op.ADD: {"": "(({t})({0} + {1}))", "bool": "({0} | {1})"},
+    Op.MUL: {"": "(({t})({0} * {1}))", "bool": "({0} & {1})"},
+    Op.CMPLT: {"": "({0} < {1})"},
+    Op.IDIV: {"": "limn_idiv_{s}({0}, {1})"},
+    Op.MOD: {"": "limn_mod_{s}({0}, {1})"},
+    Op.AND: {"": "(({t})({0} & {1}))"},
+    Op.OR: {"": "(({t})({0} | {1}))"},
+    Op.XOR: {"": "(({t})({0} ^ {1}))"},
+    Op.SHL: {"": "limn_shl_{s}({0}, {1})"},
+    Op.SHR: {"": "limn_shr_{s}({0}, {1})"},
+    Op.BITCAST: {"": "limn_bitcast_{s}_{t}({0})"},
+    Op.WHERE: {"": "({0} ? {1} : {2})"},
+} | {op: {"": _libm_call(op)} for op in COMPOSITE & ELEMENTWISE}
+
+
+def _signed(t: str) -> bool:
+    return not t.startswith("u")
+
+
+# The helper functions the templates above call, by op: the C definition at operand C type
+# s and result C type t, where C leaves a case undefined that ir/graph/semantics defines
+# (division by zero gives 0, INT_MIN / -1 wraps, a shift past the width gives 0 or the sign
+# fill). A program carries each once per (op, s, t) it uses (``helpers``).
+HELPERS = {
+    Op.IDIV: lambda s, t: (
+        f"static inline {s} limn_idiv_{s}({s} a, {s} b) {{ if (b == 0) return 0;"
+        + (f" if (b == ({s})-1) return ({s})(0 - a);" if _signed(s) else "")
+        + f" return ({s})(a / b); }}"
+    ),
+    Op.MOD: lambda s, t: (
+        f"static inline {s} limn_mod_{s}({s} a, {s} b) {{ if (b == 0) return 0;"
+        + (f" if (b == ({s})-1) return 0;" if _signed(s) else "")
+        + f" return ({s})(a % b); }}"
+    ),
+    Op.SHL: lambda s, t: (
+        f"static inline {s} limn_shl_{s}({s} a, {s} b) {{ "
+        f"if (b < 0 || b >= (int64_t)(8 * sizeof({s}))) return 0; "
+        f"return ({s})((u{s.lstrip('u')})a << b); }}"
+    ),
+    Op.SHR: lambda s, t: (
+        f"static inline {s} limn_shr_{s}({s} a, {s} b) {{ "
+        f"if (b < 0 || b >= (int64_t)(8 * sizeof({s}))) return ({s})"
+        + ("(a < 0 ? -1 : 0)" if _signed(s) else "0")
+        + f"; return ({s})(a >> b); }}"
+    ),
+    Op.BITCAST: lambda s, t: (
+        f"static inline {t} limn_bitcast_{s}_{t}({s} x) {{ {t} y; "
+        f"memcpy(&y, &x, sizeof y); return y; }}"
+    ),
+}
+
+
+def spell(table: dict[Op, dict[str, str]], op: Op, args, t: str, s: str, d: DType) -> str:
+    """``op`` on the C expressions ``args`` by ``table`` (``OPS`` or a target's overlay):
+    t is the result's C type, s the last operand's, d the result dtype."""
+    by_dtype = table.get(op)
+    if by_dtype is None:
+        raise NotImplementedError(f"render: no spelling of {op.value} for this target")
+    return by_dtype.get(d.name, by_dtype[""]).format(*args, t=t, s=s)
+
+
+def helpers(used) -> str:
+    """The definitions of the helpers a program uses: ``used`` holds (op, s, t) for them
+    among other things (which their own owners define)."""
+    calls = sorted((op.value, s, t) for op, s, t in (u for u in used if len(u) == 3))
+    return "\n".join(HELPERS[Op(op)](s, t) for op, s, t in calls)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ir.c.passes import c_passes
 from ir.c.render import program, render
@@ -72,6 +72,7 @@ class Units:
     units: list[tuple[list[int], str]]  # (kernel indices, translation unit), in cc's order
     generic: dict[str, tuple[str, set]]  # function name -> (its text, the helpers it needs)
     calls: dict[int, tuple[str, tuple[int, ...]]]  # generic kernel -> (function, its sizes)
+    functions: list = field(default_factory=list)  # every function's (text, helpers), in order
 
     def sources(self) -> list[str]:
         """Every translation unit, the generic kernels' last (what ``ir(stage="c")`` prints)."""
@@ -167,7 +168,8 @@ def plan_units(
         for part in split_for_cores(funcs, cores or os.cpu_count() or 1) if funcs else []:
             kernels = sorted(i for same, _ in part for i in same)
             out.append((kernels, mark + program([f for _, f in part])))
-    return Units(out, gen, calls)
+    funcs = [f for _, f in large + small] + [gen[name] for name in sorted(gen)]
+    return Units(out, gen, calls, funcs)
 
 
 _GENERIC_SEEN: dict[tuple, tuple[str, tuple[str, set]]] = {}

@@ -20,10 +20,11 @@ wrote. The shape of a phase:
 Only a scatter's colliding adds use atomics, so only a float scatter may differ between
 runs; a scatter whose dtype has no atomic add is declined by name.
 
-The spelling is C's (``ir/c/spell.py``), with what CUDA lacks defined in the prelude: the
-fixed-width integer names, and float16 held as its bits and converted by PTX ``cvt``
-(round to nearest even, as numpy). NVRTC compiles with ``--fmad=false``: a*b+c rounds
-twice, as the nest says.
+Each instruction is C's statement (``ir/c/render.Statements``) spelled by C's table
+(``ir/c/spell.OPS``) overlaid with CUDA's math library (``CUDA_OPS``), with what CUDA lacks
+defined in the prelude: the fixed-width integer names, and float16 held as its bits and
+converted by PTX ``cvt`` (round to nearest even, as numpy). NVRTC compiles with
+``--fmad=false``: a*b+c rounds twice, as the nest says.
 """
 
 from __future__ import annotations
@@ -31,17 +32,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ir.c.render import _int_helpers
-from ir.c.spell import CTYPE, index, literal
+from ir.c import spell as c
+from ir.c.render import Statements
+from ir.c.spell import OPS, helpers, index, literal
 from ir.cuda.passes import cuda_passes, written_vars
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import COMPOSITE, TABLE, Op
+from ir.graph.ops import COMPOSITE, Op
 from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
-from ir.loop.nest import Accum, Arith, Check, Const, DefAcc, Load, Loop, LoopNest, Mask, Store
+from ir.loop.nest import Accum, Check, DefAcc, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import Block, chain, instructions, to_tree, value_dtype
+from ir.loop.rewrite import Block, chain, instructions, to_tree
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -50,15 +52,11 @@ SPLIT_CELLS = 1024  # ... at most this many cells takes the split shape
 BM, BN, BK, TM, TN = 64, 64, 16, 4, 4  # the tile: block cells, reduce slab, thread patch
 SMEM_LIMIT = 48 * 1024  # static shared memory a block may declare
 
-# atomicAdd overloads: the C type an out cell is added through
-ATOMIC = {
-    dtypes.float32: "float",
-    dtypes.float64: "double",
-    dtypes.int32: "int",
-    dtypes.uint32: "unsigned int",
-    dtypes.int64: "unsigned long long",  # two's complement: wraps as a signed add does
-    dtypes.uint64: "unsigned long long",
-}
+# atomicAdd overloads: the C type an out cell is added through (int64 as unsigned: two's
+# complement wraps as a signed add does)
+ATOMIC = {dtypes.float32: "float", dtypes.float64: "double", dtypes.int32: "int",
+          dtypes.uint32: "unsigned int", dtypes.int64: "unsigned long long",
+          dtypes.uint64: "unsigned long long"}  # fmt: skip
 
 PRELUDE = r"""
 typedef signed char int8_t; typedef short int16_t; typedef int int32_t;
@@ -87,13 +85,7 @@ static __device__ __forceinline__ void limn_fail(int64_t *err, int64_t v, int64_
 
 
 def ctype(d: DType) -> str:
-    if d == dtypes.float16:
-        return "limn_half"
-    if d not in CTYPE:
-        raise TypeError(
-            f"cuda device: dtype {d} is not supported; accepted: {', '.join(map(str, CTYPE))}"
-        )
-    return CTYPE[d]
+    return "limn_half" if d == dtypes.float16 else c.ctype(d, "cuda")
 
 
 def cliteral(value, d: DType) -> str:
@@ -105,57 +97,19 @@ def cliteral(value, d: DType) -> str:
 
 
 def cast(src: str, s: DType, d: DType) -> str:
-    """A value of dtype ``s`` as dtype ``d``; the half widths convert through float32."""
-    if s == d:
-        return src
+    """A value of dtype ``s`` as dtype ``d``; both half widths are held as bits and convert
+    through float32, but float64 goes to float16 in one rounding, as numpy."""
     if s == dtypes.float64 and d == dtypes.float16:
-        return f"limn_d2h({src})"  # one rounding, as numpy
-    if s in dtypes.HALF:
-        src = f"limn_{'h' if s == dtypes.float16 else 'bf'}2f({src})"
-        s = dtypes.float32
-        if d == s:
-            return src
-    if d in dtypes.HALF:
-        return (
-            f"limn_f2{'h' if d == dtypes.float16 else 'bf'}((float){cast(src, s, dtypes.float32)})"
-        )
-    if d == dtypes.bool_:
-        return f"(({src}) != 0)"
-    return f"(({ctype(d)}){src})"
+        return f"limn_d2h({src})"
+    return c.cast(src, s, d, {dtypes.float16: "h", dtypes.bfloat16: "bf"})
 
 
-def arith(ins: Arith, src_dtypes: list[DType]) -> str:
-    """The op row's C template (``ir/graph/ops.py``), except where CUDA's math library
-    spells it otherwise; CAST and BITCAST convert, which the renderer owns."""
-    op, a, d = ins.op, ins.srcs, ins.dtype
-    if op == Op.CAST:
-        return cast(a[0], src_dtypes[0], d)
-    if op == Op.BITCAST:
-        return f"limn_bitcast_{ctype(src_dtypes[0])}_{ctype(d)}({a[0]})"
-    if op in (Op.EXP, Op.LOG, Op.SQRT):
-        fn = op.value.lower()
-        return f"{fn}f({a[0]})" if d == dtypes.float32 else f"{fn}({a[0]})"
-    if op in COMPOSITE:  # the cuda device renders none: they were decomposed before
-        raise NotImplementedError(f"cuda device: no CUDA C for {op.value}")
-    return TABLE[op].spell_c(list(a), ctype(d), ctype(src_dtypes[-1]), d)
-
-
-def fold(op: Op, dst: str, src: str, d: DType) -> str:
-    """``dst = op(dst, src)`` in dtype ``d``: ADD, MUL, or MAX keeping nan (a tie of -0.0
-    and 0.0 takes the later value), as the nest's ACCUM."""
-    sym = {Op.ADD: "+", Op.MUL: "*"}.get(op)
-    if d in dtypes.HALF:
-        cur, new = cast(dst, d, dtypes.float32), cast(src, d, dtypes.float32)
-        if sym:
-            return f"{dst} = {cast(f'({cur} {sym} {new})', dtypes.float32, d)};"
-        return f"{dst} = ({new} >= {cur} || {new} != {new}) ? {src} : {dst};"
-    if sym:
-        if d == dtypes.bool_:
-            return f"{dst} = {dst} {'|' if op == Op.ADD else '&'} {src};"
-        return f"{dst} = ({ctype(d)})({dst} {sym} {src});"
-    if d.is_float:
-        return f"{dst} = ({src} >= {dst} || {src} != {src}) ? {src} : {dst};"
-    return f"{dst} = {src} > {dst} ? {src} : {dst};"
+# C's spellings, but CUDA's math library for exp and log (C's are the c device's inline
+# ones); no composite: the cuda device decomposes them all first
+CUDA_OPS = {op: spelling for op, spelling in OPS.items() if op not in COMPOSITE} | {
+    Op.EXP: {"": "exp({0})", "float32": "expf({0})"},
+    Op.LOG: {"": "log({0})", "float32": "logf({0})"},
+}
 
 
 @dataclass(frozen=True)
@@ -180,7 +134,7 @@ class CudaKernel:
 
 @dataclass(frozen=True)
 class TilePlan:
-    """The index arithmetic of the tile shape, for the renderer and for checking it."""
+    """The sizes of a tile-shaped phase (``tests/test_cuda.py`` models its index arithmetic)."""
 
     outer: int  # cells of the loops outside the tile
     m: int  # extent of the row loop
@@ -190,31 +144,6 @@ class TilePlan:
     @property
     def tiles(self) -> int:
         return self.outer * -(-self.m // BM) * -(-self.n // BN)
-
-    def cells(self, tb: int, thread: int):
-        """The (outer, row, col) cells block ``tb``'s thread stores: its TM x TN patch."""
-        tm_count, tn_count = -(-self.m // BM), -(-self.n // BN)
-        o, tm, tn = tb // (tm_count * tn_count), tb // tn_count % tm_count, tb % tn_count
-        tx, ty = thread % (BN // TN), thread // (BN // TN)
-        for a in range(TM):
-            for b in range(TN):
-                row, col = tm * BM + ty * TM + a, tn * BN + tx * TN + b
-                if row < self.m and col < self.n:
-                    yield o, row, col
-
-    def staged(self, thread: int, width: int):
-        """The [kk][j] slots of a width-wide slab that ``thread`` writes when staging."""
-        for e in range(thread, BK * width, THREADS):
-            yield e // width, e % width
-
-    def read(self, thread: int, t0: int):
-        """The A [kk][row] and B [kk][col] slots the thread reads for the slab at ``t0``."""
-        tx, ty = thread % (BN // TN), thread // (BN // TN)
-        for kk in range(min(BK, self.r - t0)):
-            for a in range(TM):
-                yield "a", kk, ty * TM + a
-            for b in range(TN):
-                yield "b", kk, tx * TN + b
 
 
 def _extent(lp: Loop) -> int:
@@ -262,73 +191,51 @@ def _decls(out: _Src, loops: list[Loop], linear: str, pad: str) -> None:
         out.add(lp, pad + d)
 
 
-class _Cuda:
+class _Cuda(Statements):
     """The state of rendering one nest: each name's dtype, the functions so far, and for
-    each function the instruction behind each line (the source map)."""
+    each function the instruction behind each line (the source map). Each instruction is
+    C's statement (``ir/c/render.Statements``) in CUDA's words."""
+
+    OPS = CUDA_OPS
+    target = "cuda device"
 
     def __init__(self, nest: LoopNest, name: str):
-        self.nest, self.name = nest, name
-        self.bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)}
-        self.bufs["out"] = nest.output.dtype
-        self.dtype_of: dict[str, DType] = {}
-        self.values: dict[str, str] = {}
-        self.used: set = set()
+        super().__init__(nest)
+        self.name = name
         self.funcs: list[str] = []
         self.maps: list[list] = []  # per function: the instruction of each line, or None
         self.launches: list[Launch] = []
         self.scatter = nest.kind == "SCATTER"
 
-    # ---- statements ------------------------------------------------------------------
+    # ---- CUDA's words for C's statements -----------------------------------------------
+
+    def ctype(self, d: DType) -> str:
+        return ctype(d)
+
+    def literal(self, value, d: DType) -> str:
+        return cliteral(value, d)
+
+    def cast(self, src: str, s: DType, d: DType) -> str:
+        return cast(src, s, d)
+
+    def fail(self, ins: Check) -> str:
+        kind = int(ins.what == "scatter")
+        return f"limn_fail(err, (int64_t){ins.value}, {ins.axis}, {ins.size}, {kind});"
+
+    def accum(self, ins: Accum) -> str:
+        if self.scatter and ins.index is not None:  # colliding adds: atomic
+            cell = f"{ins.dst}[{index(ins.index, self.values)}]"
+            return self.atomic(ins, cell, self.bufs[ins.dst])
+        return super().accum(ins)
+
+    def statement(self, ins) -> str:
+        if isinstance(ins, DefAcc) and ins.shape:
+            raise NotImplementedError("cuda device: array accumulators are a c-device form")
+        return super().statement(ins)
 
     def stmt(self, ins) -> str:
-        out = getattr(ins, "out", None)
-        if out is not None:
-            self.dtype_of[out] = value_dtype(ins)
-            self.values.setdefault(out, f"(int64_t){out}")
-        values = self.values
-        if isinstance(ins, Const | DefAcc):
-            if getattr(ins, "shape", ()):
-                raise NotImplementedError("cuda device: array accumulators are a c-device form")
-            kw = "" if isinstance(ins, DefAcc) else "const "
-            return f"{kw}{ctype(ins.dtype)} {ins.out} = {cliteral(ins.value, ins.dtype)};"
-        if isinstance(ins, Load):
-            at = f"{ins.buf}[{index(ins.index, values)}]"
-            if ins.guard:
-                at = f"(({self.preds(ins.guard)}) ? {at} : ({ctype(ins.dtype)})0)"
-            return f"const {ctype(ins.dtype)} {ins.out} = {at};"
-        if isinstance(ins, Mask):
-            return f"const uint8_t {ins.out} = {self.preds(ins.preds)};"
-        if isinstance(ins, Arith):
-            srcd = [self.dtype_of[s] for s in ins.srcs]
-            if ins.op in (Op.IDIV, Op.MOD, Op.SHL, Op.SHR):
-                self.used.add((ins.op.value.lower(), CTYPE[srcd[-1]]))
-            if ins.op == Op.BITCAST:
-                self.used.add((f"bitcast:{ctype(ins.dtype)}", ctype(srcd[0])))
-            return f"const {ctype(ins.dtype)} {ins.out} = {arith(ins, srcd)};"
-        if isinstance(ins, Check):
-            v = ins.value
-            cond = f"({v} < 0 || {v} >= {ins.size})"
-            if ins.guard:
-                cond = f"({self.preds(ins.guard)}) && {cond}"
-            kind = int(ins.what == "scatter")
-            check = f"if ({cond}) limn_fail(err, (int64_t){v}, {ins.axis}, {ins.size}, {kind});"
-            if values.get(v) == f"{v}_c":
-                return check
-            values[v] = f"{v}_c"
-            return (
-                f"{check} const int64_t {v}_c = ({v} < 0 || {v} >= {ins.size}) ? 0 : (int64_t){v};"
-            )
-        if isinstance(ins, Accum):
-            if ins.index is None:
-                return fold(ins.op, ins.dst, ins.src, self.dtype_of[ins.dst])
-            d = self.bufs[ins.dst]
-            cell = f"{ins.dst}[{index(ins.index, values)}]"
-            if self.scatter:
-                return self.atomic(ins, cell, d)
-            return fold(ins.op, cell, ins.src, d)
-        if isinstance(ins, Store):
-            return f"{ins.buf}[{index(ins.index, values)}] = {ins.src};"
-        raise TypeError(f"cuda device: {type(ins).__name__} is not a loop-nest instruction")
+        self.declare(ins)
+        return self.statement(ins)
 
     def atomic(self, ins: Accum, cell: str, d: DType) -> str:
         if ins.op != Op.ADD or d not in ATOMIC:
@@ -339,13 +246,6 @@ class _Cuda:
             )
         t = ATOMIC[d]
         return f"atomicAdd(({t} *)&{cell}, ({t}){ins.src});"
-
-    def preds(self, preds) -> str:
-        out = []
-        for p in preds:
-            e = index(p.index, self.values)
-            out.append(f"({p.lo} <= {e} && {e} < {p.hi})")
-        return " && ".join(out)
 
     def items(self, items, depth: int) -> _Src:
         pad, lines = "  " * depth, _Src()
@@ -377,11 +277,8 @@ class _Cuda:
             f"{ctype(self.nest.output.dtype)} *__restrict__ out",
             "int64_t *__restrict__ err",
         ]
-        return (
-            f'extern "C" __global__ void __launch_bounds__({THREADS}, 1) {func}('
-            + ", ".join(params)
-            + ") {"
-        )
+        bounds = f"__launch_bounds__({THREADS}, 1)"
+        return f'extern "C" __global__ void {bounds} {func}({", ".join(params)}) {{'
 
     def emit(self, shape: str, body: _Src, grid: int, smem: int = 0) -> None:
         func = f"{self.name}_{len(self.funcs)}"
@@ -488,7 +385,7 @@ class _Cuda:
         _decls(lines, reds, "t", "      ")
         lines += self.items(body, 3)
         lines.add(reds[0], "    }")
-        step = fold(red_op(body), "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
+        step = self.fold(body[-1].op, "part[threadIdx.x]", "part[threadIdx.x + h]", acc.dtype)
         lines.add(
             fin,
             f"    part[threadIdx.x] = {acc.out};",
@@ -597,7 +494,7 @@ class _Cuda:
             else:
                 lines.add(ins, "            " + self.stmt(ins))
         self.dtype_of[acc.out] = acc.dtype
-        lines.add(fin, "            " + fold(fin.op, "acc[a][b]", fin.src, acc.dtype))
+        lines.add(fin, "            " + self.fold(fin.op, "acc[a][b]", fin.src, acc.dtype))
         lines.add(red0, "          }\n        }\n      }", "      __syncthreads();", "    }")
         lines.add(top, f"    for (int a = 0; a < {TM}; a++) for (int b = 0; b < {TN}; b++) {{")
         lines.add(ia, f"      const int64_t {ia.var} = tm * {BM} + ty * {TM} + a;")
@@ -607,10 +504,6 @@ class _Cuda:
         lines += self.items(tail, 4)
         lines.add(top, "      }\n    }\n  }")
         self.emit("tile", lines, plan.tiles, smem)
-
-
-def red_op(body) -> Op:
-    return body[-1].op
 
 
 def _rebuild(loops: list[Loop], inner) -> Block:
@@ -626,24 +519,20 @@ def _register_fold(items: tuple):
     Returns (pre, acc, reduce loops, body, tail) or None.
     """
     k = next((j for j, x in enumerate(items) if isinstance(x, DefAcc)), None)
-    if k is None or k + 2 >= len(items) + 1 or k + 1 >= len(items):
+    if k is None or k + 1 >= len(items):
         return None
     pre, acc, blk, tail = items[:k], items[k], items[k + 1], items[k + 2 :]
-    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store):
+    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store) or acc.shape:
         return None
-    if any(isinstance(x, Block | Load | Accum) for x in pre) or acc.shape:
+    if any(isinstance(x, Block | Load | Accum) for x in pre):
         return None
     reds, body = chain(blk)
-    if any(isinstance(x, Block) for x in (*body, *tail)) or not body:
-        return None
-    last = body[-1]
+    last = body[-1] if body else None
     if not isinstance(last, Accum) or last.index is not None or last.dst != acc.out:
         return None
-    if any(isinstance(x, Accum | Store) for x in body[:-1]) or any(
-        isinstance(x, Accum | Store) for x in tail[:-1]
-    ):
+    if any(isinstance(x, Block) for x in (*body, *tail)) or any(lp.lo or lp.hi for lp in reds):
         return None
-    if any(lp.lo or lp.hi for lp in reds):
+    if any(isinstance(x, Accum | Store) for x in (*body[:-1], *tail[:-1])):
         return None
     return pre, acc, reds, body, tail
 
@@ -657,12 +546,7 @@ def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
     """``render``, plus its source map: for each line of the kernel's source, the position
     in ``nest.body`` of the instruction it was written for (None for a function's header,
     its closing brace, the blank line between functions and a single-thread guard).
-
-    A loop's ``for`` and closing brace map to its LOOP, as do the grid-stride loop over a
-    phase's cells (its first LOOP) and each cell variable decoded from it; in a split
-    reduce the partial totals and their tree map to the ACCUM they fold; in a tile the
-    block's bookkeeping maps to its first LOOP, the slab loops to the first reduce LOOP,
-    staging an operand to its LOAD and the register array to the DEFACC.
+    docs/viewer.md says what each shape's own lines map to.
     """
     r = _Cuda(nest, name)
     kernel = r.render()
@@ -678,8 +562,8 @@ def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
 def program(kernels: list[CudaKernel]) -> str:
     """One NVRTC program: the prelude, the helpers any kernel needs, every kernel."""
     used = set().union(*(k.used for k in kernels)) if kernels else set()
-    helpers = _int_helpers(used).replace("static inline", "static __device__ __forceinline__")
-    return "\n".join([PRELUDE, helpers, *(k.source for k in kernels)]) + "\n"
+    defs = helpers(used).replace("static inline", "static __device__ __forceinline__")
+    return "\n".join([PRELUDE, defs, *(k.source for k in kernels)]) + "\n"
 
 
 def kernels(graph: KernelGraph, passes=None) -> dict[int, CudaKernel]:
@@ -697,15 +581,3 @@ def kernels(graph: KernelGraph, passes=None) -> dict[int, CudaKernel]:
 def source(graph: KernelGraph, passes=None) -> str:
     """The CUDA C program a plan compiles to: what ``ir(x, stage="cuda")`` prints."""
     return program(list(kernels(graph, passes).values()))
-
-
-__all__ = [
-    "CudaKernel",
-    "Launch",
-    "TilePlan",
-    "kernels",
-    "program",
-    "render",
-    "render_mapped",
-    "source",
-]

@@ -34,7 +34,6 @@ import operator
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.opcodes import Op
-from ir.graph.view import View
 
 # ---- shapes and axes (the one owner of broadcasting) --------------------------------
 
@@ -289,45 +288,6 @@ def eq(a, b):
 
 def ne(a, b):
     return logical_not(eq(a, b))
-
-
-# ---- rounding -----------------------------------------------------------------------
-
-
-def trunc(x):
-    """Round toward zero through an int64 cast; values past 2**52 are integers already."""
-    if not x.dtype.is_float:
-        return x
-    t = x.p_cast(dtypes.int64).p_cast(x.dtype)
-    big = x.p_const(2.0**52 if x.dtype == dtypes.float64 else 2.0**23)
-    small = abs_(x).p_cmplt(big)
-    return small.p_where(t, x)
-
-
-def floor(x):
-    if not x.dtype.is_float:
-        return x
-    t = trunc(x)
-    return x.p_cmplt(t).p_where(sub(t, t.p_const(1)), t)
-
-
-def ceil(x):
-    if not x.dtype.is_float:
-        return x
-    t = trunc(x)
-    return t.p_cmplt(x).p_where(t.p_add(t.p_const(1)), t)
-
-
-def round_half_even(x):
-    if not x.dtype.is_float:
-        return x
-    f = floor(x)
-    diff = sub(x, f)
-    half = x.p_const(0.5)
-    up = f.p_add(f.p_const(1))
-    f_even = eq(floor(f.p_mul(half)), f.p_mul(half))
-    tie = eq(diff, half).p_where(f_even.p_where(f, up), f)
-    return half.p_cmplt(diff).p_where(up, tie)
 
 
 # ---- transcendental -----------------------------------------------------------------
@@ -620,68 +580,3 @@ def matmul(a, b):
     if -1 in squeeze:
         shape = shape[:-1]
     return out.p_reshape(shape)
-
-
-# ---- writing through a view (both frontends' one mechanism) ---------------------------
-
-
-def apply_moves(x, moves):
-    """Replay movement ops recorded as ``(kind, arg)`` pairs (``p_<kind>(arg)``) on ``x``."""
-    for kind, arg in moves:
-        x = x.p_window(*arg) if kind == "window" else getattr(x, f"p_{kind}")(arg)
-    return x
-
-
-def check_writable(shape: tuple[int, ...], moves, op: str) -> None:
-    """Raise unless the view ``moves`` make of a ``shape`` tensor can be written through.
-
-    It can when it is one View with no pad cells (a pad has no bytes to receive a value)
-    whose elements all live at distinct places (a broadcast or an overlapping window
-    would send two values to one place; numpy and torch refuse those writes too).
-    """
-    v: View | None = View.contiguous(tuple(shape))
-    for kind, arg in moves:
-        v = v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
-        if v is None:
-            raise ValueError(
-                f"{op}: the target is a copy, not a view: its {kind} of shape {tuple(shape)} "
-                "cannot be one view of the base, so a write could not reach the base; "
-                "write into the base directly"
-            )
-    if v.mask is not None:
-        raise ValueError(
-            f"{op}: the target is a padded view of shape {v.shape}; its pad cells have no "
-            "bytes in the base to write; write into the base's own region instead"
-        )
-    if not v.is_injective:
-        raise ValueError(
-            f"{op}: the target view of shape {v.shape} (strides {v.strides}) reads some "
-            "element of its base more than once (a broadcast or an overlapping window), so "
-            "a write would be ambiguous; write into a copy (or the base) instead"
-        )
-
-
-def place(base, moves, value):
-    """``base`` with the elements ``apply_moves(base, moves)`` reads replaced by ``value``.
-
-    The write of an assignment into a view, as the next value of its whole base (the
-    caller has run ``check_writable``). Each view element's flat position in the base is
-    the same view of an arange; SCATTERing the values into a -0.0 base (the additive
-    identity that keeps every bit, -0.0 included) and ones into a zero base marks what
-    is written, and a select keeps the base everywhere else.
-    """
-    n, m = math.prod(base.shape), math.prod(value.shape)
-    if n == 0 or m == 0:
-        return base
-    idx = dtypes.int64
-    pos = apply_moves(arange(base, n, idx).p_reshape(tuple(base.shape)), moves).p_reshape((m,))
-    hit = pos.p_const(0, shape=(n,)).p_scatter(pos, pos.p_const(1), 0)
-    hit = ne(hit, hit.p_const(0)).p_reshape(tuple(base.shape))
-    vals = value.p_reshape((m,))
-    if base.dtype == dtypes.bool_:
-        got = pos.p_const(0, shape=(n,)).p_scatter(pos, vals.p_cast(idx), 0)
-        got = ne(got, got.p_const(0))
-    else:
-        zero = -0.0 if base.dtype.is_float else 0
-        got = base.p_const(zero, shape=(n,)).p_scatter(pos, vals, 0)
-    return hit.p_where(got.p_reshape(tuple(base.shape)), base)

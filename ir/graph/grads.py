@@ -229,9 +229,38 @@ def fmod(ctx, out, g):
     return (g, g.p_mul(_div(a, b).p_op(Op.TRUNC)).p_neg())
 
 
+def _constant(t):
+    """The value of an operand that is one number (a CONST, or one broadcast), else None."""
+    n = t.node
+    if n.op == Op.VIEW and n.arg.mask is None:
+        n = n.srcs[0]
+    return n.arg if n.op == Op.CONST else None
+
+
+def _power(x, e: float):
+    """x**e as torch computes a power by a Python number, its special exponents included
+    (sqrt for 0.5, 1/sqrt for -0.5, products for 2 and 3, ...), so each special value
+    (x = -0.0, -inf, nan) comes out as torch's."""
+    if e in (0, 1):
+        return x.p_const(1) if e == 0 else x
+    if e in (2, 3, -1, -2):
+        sq = x.p_mul(x) if e in (2, 3, -2) else x
+        return sq.p_recip() if e < 0 else sq.p_mul(x) if e == 3 else sq
+    if e in (0.5, -0.5):
+        return x.p_sqrt() if e > 0 else x.p_sqrt().p_recip()
+    return x.p_op(Op.POW, x.p_const(e))
+
+
 def pow_(ctx, out, g):
-    """y x**(y-1) and x**y log x; torch's zeros where y == 0 (base) and x == 0 <= y (exponent)."""
+    """y x**(y-1) and x**y log x; torch's zeros where y == 0 (base) and x == 0 <= y (exponent).
+
+    A power by one number (``x ** 2``) is torch's rule for a scalar exponent:
+    g * (c * x**(c-1)) with the power spelled as ``_power``, and nothing for the exponent,
+    so ``x ** 2`` differentiates to 2 * x in a few nodes."""
     x, y = ctx.parents
+    c = _constant(y)
+    if c is not None:
+        return (g.p_const(0) if c == 0 else g.p_mul(_power(x, c - 1).p_mul(x.p_const(c))), None)
     zero = g.p_const(0)
     base = g.p_mul(y).p_mul(x.p_op(Op.POW, y.p_add(y.p_const(-1))))
     base = compose.eq(y, zero).p_where(zero, base)

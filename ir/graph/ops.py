@@ -3,10 +3,11 @@
 A row says how many sources the op takes; its family (the scheduler and the lowering
 dispatch on it); which operand dtypes it accepts and how its result dtype follows; how
 numpy computes it (``ir/graph/semantics.py``: the numpy reference device and the loop-nest
-interpreter both call ``evaluate``); its gradient rule (``ir/graph/grads.py``); its C
-spelling, a template the c renderer fills; and, for a composite, its decomposition into
-primitives (``ir/graph/elementary.py``). Adding a primitive is one row here plus each
-device's rendering.
+interpreter both call ``evaluate``); its gradient rule (``ir/graph/grads.py``); and, for a
+composite, its decomposition into primitives (``ir/graph/elementary.py``). How a target
+spells an op is the target's: C's table is ``ir/c/spell.OPS``, which CUDA overlays. Adding
+a primitive is one row here plus one line in each target's spelling table
+(``docs/passes.md`` works an example).
 
 Primitives (``PRIMITIVE``, 29 rows) are the closed set a new device implements: the
 seed's nineteen, CUSTOM, SCAN (a prefix fold, linear where shifted adds are log2(n) passes
@@ -43,11 +44,11 @@ Op arguments (``Node.arg``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ir.graph import elementary, grads, semantics, sorting
+from ir.graph import elementary, grads, semantics, sorting, trig
 from ir.graph.dtypes import HALF, DType, compute_dtype, to_numpy
 from ir.graph.opcodes import Op
 
@@ -63,7 +64,6 @@ class OpRow:
     result: str = "same"  # result dtype: same (as the last source), bool, target (the node's)
     numpy: Callable | None = None  # elementwise: f(*arrays at compute dtype) -> array
     grad: object = None  # (ctx, out, g) -> a gradient per source; VIEW: a rule per movement
-    c: dict[str, str] = field(default_factory=dict)  # dtype name or "" -> C template
     decompose: Callable | None = None  # composites: the spelling in primitives
     cost: int = 1  # weighted ops per element, for the schedule's recompute budget
 
@@ -71,22 +71,8 @@ class OpRow:
     def composite(self) -> bool:
         return self.decompose is not None
 
-    def spell_c(self, args: list[str], t: str, s: str, d: DType) -> str:
-        """The C expression for this op on ``args``: t is the result's C type, s the last
-        source's, d the result dtype (a row may spell bool or float32 differently)."""
-        tpl = self.c.get(d.name, self.c.get(""))
-        if tpl is None:
-            raise NotImplementedError(f"render_c: no C for {self.op.value}")
-        return tpl.format(*args, t=t, s=s)
-
-
-def _c(default: str, **by_dtype: str) -> dict[str, str]:
-    return {"": default, **by_dtype}
-
 
 def _composite(op: Op, arity: int, numpy, grad, decompose, cost: int = 8) -> OpRow:
-    name = op.value.lower()
-    args = ", ".join(f"{{{i}}}" for i in range(arity))
     return OpRow(
         op,
         arity,
@@ -94,7 +80,6 @@ def _composite(op: Op, arity: int, numpy, grad, decompose, cost: int = 8) -> OpR
         accepts="float",
         numpy=numpy,
         grad=grad,
-        c=_c(f"limn_{name}_{{t}}({args})"),
         decompose=decompose,
         cost=cost,
     )
@@ -104,47 +89,31 @@ _ROWS = [
     OpRow(Op.BUFFER, 0, "source", result="target"),
     OpRow(Op.CONST, 0, "source", result="target"),
     OpRow(Op.VIEW, 1, "movement", grad=grads.MOVEMENT),
-    OpRow(Op.NEG, 1, "unary", "numeric", numpy=semantics.neg, grad=grads.neg,
-          c=_c("(({t})LIMN_NEG({0}))", bool="{0}")),
-    OpRow(Op.EXP, 1, "unary", "float", numpy=np.exp, grad=grads.exp,
-          c=_c("exp({0})", float32="limn_expf({0})"), cost=2),
-    OpRow(Op.LOG, 1, "unary", "float", numpy=np.log, grad=grads.log,
-          c=_c("log({0})", float32="limn_logf({0})"), cost=2),
-    OpRow(Op.SQRT, 1, "unary", "float", numpy=np.sqrt, grad=grads.sqrt,
-          c=_c("sqrt({0})", float32="sqrtf({0})"), cost=2),
-    OpRow(Op.RECIP, 1, "unary", "float", numpy=np.reciprocal, grad=grads.recip,
-          c=_c("(({t})1 / {0})"), cost=2),
-    # the renderer converts itself (bfloat16 goes through float bits): no template
+    OpRow(Op.NEG, 1, "unary", "numeric", numpy=semantics.neg, grad=grads.neg),
+    OpRow(Op.EXP, 1, "unary", "float", numpy=np.exp, grad=grads.exp, cost=2),
+    OpRow(Op.LOG, 1, "unary", "float", numpy=np.log, grad=grads.log, cost=2),
+    OpRow(Op.SQRT, 1, "unary", "float", numpy=np.sqrt, grad=grads.sqrt, cost=2),
+    OpRow(Op.RECIP, 1, "unary", "float", numpy=np.reciprocal, grad=grads.recip, cost=2),
+    # a target converts itself (C's bfloat16 goes through float bits)
     OpRow(Op.CAST, 1, "unary", result="target", grad=grads.cast),
-    OpRow(Op.ADD, 2, "binary", numpy=semantics.add, grad=grads.add,
-          c=_c("(({t})({0} + {1}))", bool="({0} | {1})")),
-    OpRow(Op.MUL, 2, "binary", numpy=semantics.mul, grad=grads.mul,
-          c=_c("(({t})({0} * {1}))", bool="({0} & {1})")),
-    OpRow(Op.CMPLT, 2, "binary", result="bool", numpy=np.less, grad=grads.none,
-          c=_c("({0} < {1})")),
+    OpRow(Op.ADD, 2, "binary", numpy=semantics.add, grad=grads.add),
+    OpRow(Op.MUL, 2, "binary", numpy=semantics.mul, grad=grads.mul),
+    OpRow(Op.CMPLT, 2, "binary", result="bool", numpy=np.less, grad=grads.none),
     # Added for the Array API: integer division and bit operations cannot be composed
     # exactly from float arithmetic, and a float's sign bit (signbit of -0.0 or of a
     # negative nan, copysign, nextafter) is invisible to every comparison.
     # IDIV truncates toward zero, x/0 = 0; MOD has the dividend's sign, x%0 = 0
-    OpRow(Op.IDIV, 2, "binary", "int", numpy=semantics.idiv, grad=grads.none,
-          c=_c("limn_idiv_{s}({0}, {1})"), cost=2),
-    OpRow(Op.MOD, 2, "binary", "int", numpy=semantics.mod, grad=grads.none,
-          c=_c("limn_mod_{s}({0}, {1})"), cost=2),
-    OpRow(Op.AND, 2, "binary", "bits", numpy=np.bitwise_and, grad=grads.none,
-          c=_c("(({t})({0} & {1}))")),
-    OpRow(Op.OR, 2, "binary", "bits", numpy=np.bitwise_or, grad=grads.none,
-          c=_c("(({t})({0} | {1}))")),
-    OpRow(Op.XOR, 2, "binary", "bits", numpy=np.bitwise_xor, grad=grads.none,
-          c=_c("(({t})({0} ^ {1}))")),
+    OpRow(Op.IDIV, 2, "binary", "int", numpy=semantics.idiv, grad=grads.none, cost=2),
+    OpRow(Op.MOD, 2, "binary", "int", numpy=semantics.mod, grad=grads.none, cost=2),
+    OpRow(Op.AND, 2, "binary", "bits", numpy=np.bitwise_and, grad=grads.none),
+    OpRow(Op.OR, 2, "binary", "bits", numpy=np.bitwise_or, grad=grads.none),
+    OpRow(Op.XOR, 2, "binary", "bits", numpy=np.bitwise_xor, grad=grads.none),
     # a count past the width gives 0 (SHL) or the sign fill (SHR, arithmetic for signed)
-    OpRow(Op.SHL, 2, "binary", "int", numpy=semantics.shl, grad=grads.none,
-          c=_c("limn_shl_{s}({0}, {1})")),
-    OpRow(Op.SHR, 2, "binary", "int", numpy=semantics.shr, grad=grads.none,
-          c=_c("limn_shr_{s}({0}, {1})")),
-    # the target dtype has the source's width; the renderer names the helper
+    OpRow(Op.SHL, 2, "binary", "int", numpy=semantics.shl, grad=grads.none),
+    OpRow(Op.SHR, 2, "binary", "int", numpy=semantics.shr, grad=grads.none),
+    # the target dtype has the source's width
     OpRow(Op.BITCAST, 1, "unary", result="target", grad=grads.none),
-    OpRow(Op.WHERE, 3, "ternary", numpy=np.where, grad=grads.where,
-          c=_c("({0} ? {1} : {2})")),
+    OpRow(Op.WHERE, 3, "ternary", numpy=np.where, grad=grads.where),
     # accumulated in acc_dtype (ir/graph/dtypes.py), rounded once
     OpRow(Op.SUM, 1, "reduce", grad=grads.sum_),
     OpRow(Op.MAX, 1, "reduce", grad=grads.max_),
@@ -166,12 +135,12 @@ _ROWS = [
     _composite(Op.TRUNC, 1, np.trunc, grads.zero, elementary.trunc, cost=2),
     _composite(Op.ROUND, 1, np.rint, grads.zero, elementary.rint, cost=2),
     _composite(Op.FMOD, 2, np.fmod, grads.fmod, elementary.fmod),
-    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), elementary.sin),
-    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), elementary.cos),
-    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), elementary.tan),
-    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), elementary.asin),
-    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), elementary.acos),
-    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), elementary.atan),
+    _composite(Op.SIN, 1, np.sin, grads.unary(Op.SIN), trig.sin),
+    _composite(Op.COS, 1, np.cos, grads.unary(Op.COS), trig.cos),
+    _composite(Op.TAN, 1, np.tan, grads.unary(Op.TAN), trig.tan),
+    _composite(Op.ASIN, 1, np.arcsin, grads.unary(Op.ASIN), trig.asin),
+    _composite(Op.ACOS, 1, np.arccos, grads.unary(Op.ACOS), trig.acos),
+    _composite(Op.ATAN, 1, np.arctan, grads.unary(Op.ATAN), trig.atan),
     _composite(Op.SINH, 1, np.sinh, grads.unary(Op.SINH), elementary.sinh),
     _composite(Op.COSH, 1, np.cosh, grads.unary(Op.COSH), elementary.cosh),
     _composite(Op.TANH, 1, np.tanh, grads.unary(Op.TANH), elementary.tanh),
@@ -185,7 +154,7 @@ _ROWS = [
     _composite(Op.LOG10, 1, np.log10, grads.unary(Op.LOG10), elementary.log10),
     _composite(Op.POW, 2, np.power, grads.pow_, elementary.pow),
     _composite(Op.HYPOT, 2, np.hypot, grads.hypot, elementary.hypot),
-    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, elementary.atan2),
+    _composite(Op.ATAN2, 2, np.arctan2, grads.atan2, trig.atan2),
     _composite(Op.LOGADDEXP, 2, semantics.logaddexp, grads.logaddexp, elementary.logaddexp),
     # a whole-row composite: the permutation that sorts its keys along the last axis.
     # Lowered as its own kernel where a device renders it (a merge sort per row in C),

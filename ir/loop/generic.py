@@ -6,8 +6,10 @@ lowers a kernel the way ``ir/loop/lower.py`` does, except that every number that
 from a shape is a name instead: each loop's stop, each coefficient and constant of an
 address or of a pad predicate, each bound of a pad and each CHECK's size; and so is each
 constant of the program (``x + 2.5``: the bits of 2.5, so a test drawing scalars compiles
-once, not once per scalar). The names are ``s0, s1, ...`` in the order the lowering meets
-them, and ``lower_generic`` returns their values for this kernel beside the nest.
+once, not once per scalar). Each name says what it is and is numbered in the order the
+lowering meets it: ``n0`` an extent, ``st0`` a stride, ``off0`` an offset, ``lo0``/``hi0`` a
+pad's bounds, ``c0`` a constant; ``lower_generic`` returns their values for this kernel
+beside the nest, and the nest prints with them (``CONST v1 = c0 (=2.5) : float32``).
 
 The index arithmetic between a loop variable and memory (views of views, a view over a
 fused computation followed back by ``kernel.reindex``, a gathered index) runs here at this
@@ -37,14 +39,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from ir.graph import dtypes
-from ir.graph.dtypes import DType, to_numpy
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.kernel.kernel import Kernel, KernelGraph
 from ir.loop.lower import _flat, _Lowering
-from ir.loop.nest import Index, Loop, LoopNest, Range
+from ir.loop.nest import Index, Loop, LoopNest, Range, const_bits
 from ir.loop.passes import Pass, drop_dead_values, reduce_placement, renumber
 
 GENERIC_KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER")
@@ -74,42 +73,8 @@ def lower_generic(graph: KernelGraph, i: int) -> tuple[LoopNest, tuple[int, ...]
             f"lower_generic: k{i} ({k.kind}) has a row only a specialized nest can hold"
         )
     low = _Generic(k)
-    if k.kind == "MAP":
-        low.map_kernel()
-    elif k.kind == "SCAN":
-        low.scan_kernel()
-    elif k.kind == "SCATTER":
-        low.scatter_kernel()
-    else:
-        low.reduce_kernel()
-    inputs = tuple(graph.buffers[b] for b in k.inputs)
-    names = tuple(f"s{j}" for j in range(len(low.sizes)))
-    nest = LoopNest(
-        f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], tuple(low.body), names
-    )
+    nest = low.nest(graph, i)
     return nest, tuple(low.sizes)
-
-
-def const_bits(value, d: DType) -> int:
-    """The int64 that carries constant ``value`` of dtype ``d``: a float's bits (a nan as
-    C's NAN, as the literal would be), an integer or bool as itself (uint64 wrapped)."""
-    if d.is_float:
-        if np.isnan(value):
-            value = float("nan")
-        raw = np.array(value, to_numpy(d))
-        return int(raw.view(f"i{raw.itemsize}"))
-    if d == dtypes.uint64:
-        return int(np.array(int(value), np.uint64).view(np.int64))
-    return int(value)
-
-
-def bits_const(bits: int, d: DType) -> np.ndarray:
-    """The constant of dtype ``d`` that ``const_bits`` carried as ``bits``."""
-    if d.is_float:
-        return np.array(bits, f"i{np.dtype(to_numpy(d)).itemsize}").view(to_numpy(d))
-    if d == dtypes.uint64:
-        return np.array(bits, np.int64).view(np.uint64)
-    return np.asarray(bits).astype(to_numpy(d))
 
 
 class _Generic(_Lowering):
@@ -121,16 +86,20 @@ class _Generic(_Lowering):
         self.extent: dict[str, str] = {}  # loop variable -> the size that is its stop
         self.scope: list[str] = []  # the loop variables open where the lowering is
 
-    def size(self, value: int) -> str:
-        """A fresh name for a number that comes from a shape; its value is remembered."""
+    def size(self, value: int, role: str) -> str:
+        """A fresh name for a number that comes from a shape, saying what it is (``role``:
+        ``n`` an extent, ``st`` a stride, ``off`` an offset, ``lo``/``hi`` a pad's bounds,
+        ``c`` a constant's bits), numbered within its role; its value is remembered."""
+        name = f"{role}{sum(n.rstrip('0123456789') == role for n in self.names)}"
         self.sizes.append(int(value))
-        return f"s{len(self.sizes) - 1}"
+        self.names += (name,)
+        return name
 
     def open(self, names: list[str], extents: list[int]) -> tuple[Index, ...]:
         self.memo = {}
         for name, n in zip(names, extents):  # a loop variable names one dim: one size
             if name not in self.extent:
-                self.extent[name] = self.size(n)
+                self.extent[name] = self.size(n, "n")
             self.emit(Loop(name, self.extent[name]))
             self.scope.append(name)
         return tuple(Index.var(n) for n in names)
@@ -153,8 +122,8 @@ class _Generic(_Lowering):
         coeff = dict(at.terms)
         if set(coeff) - set(names) or at.scaled:
             raise ValueError(f"lower_generic: {at} uses a name outside {names}")
-        scaled = tuple(sorted((n, self.size(coeff.get(n, 0))) for n in names))
-        return Index(((self.size(at.const), 1),), 0, scaled)
+        scaled = tuple(sorted((n, self.size(coeff.get(n, 0), "st")) for n in names))
+        return Index(((self.size(at.const, "off"), 1),), 0, scaled)
 
     def flat(self, idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
         """The specialized address, generalized: the view arithmetic above a buffer (strides
@@ -163,7 +132,7 @@ class _Generic(_Lowering):
         return self.generalize(_flat(idx, strides, offset), self.names_of(idx))
 
     def bound(self, n: int) -> str:
-        return self.size(n)
+        return self.size(n, "n")
 
     def known_in(self, name: str, size: int) -> None:
         pass  # nothing is settled from a range in a generic nest
@@ -177,7 +146,7 @@ class _Generic(_Lowering):
         lit = self.body[-1]
         if not lit.dtype.is_float or lit.dtype in (dtypes.float32, dtypes.float64):
             bits = const_bits(lit.value, lit.dtype)  # the value lives in the sizes only
-            self.body[-1] = replace(lit, value=None, given=self.size(bits))
+            self.body[-1] = replace(lit, value=None, given=self.size(bits, "c"))
         return out
 
     def pad(self, v, idx: tuple[Index, ...]) -> list[Range] | None:
@@ -199,5 +168,7 @@ class _Generic(_Lowering):
                 if not lo <= at.const < hi:
                     return None
                 continue
-            preds.append(Range(self.generalize(at, names), self.size(lo), self.size(hi)))
+            preds.append(
+                Range(self.generalize(at, names), self.size(lo, "lo"), self.size(hi, "hi"))
+            )
         return preds

@@ -27,7 +27,6 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph
 from ir.kernel.schedule import schedule
-from ir.loop.generic import bits_const
 from ir.loop.lower import lower
 from ir.loop.nest import (
     Accum,
@@ -44,6 +43,7 @@ from ir.loop.nest import (
     PairwiseFold,
     Sort,
     Store,
+    bits_const,
 )
 from ir.loop.passes import Pass, apply_passes
 from ir.loop.rewrite import defines, value_dtype

@@ -62,21 +62,7 @@ def lower(graph: KernelGraph, i: int) -> LoopNest:
     k = graph.kernels[i]
     if k.kind == "CUSTOM":
         raise ValueError(f"lower: k{i} is a CUSTOM kernel ({k.result.arg[0]}); a device runs it")
-    low = _Lowering(k)
-    if k.kind == "MAP":
-        low.map_kernel()
-    elif k.kind in ("SUM", "MAX"):
-        low.reduce_kernel()
-    elif k.kind == "SCAN":
-        low.scan_kernel()
-    elif k.kind == "SCATTER":
-        low.scatter_kernel()
-    elif k.kind == "ARGSORT":
-        low.sort_kernel()
-    else:
-        raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
-    inputs = tuple(graph.buffers[b] for b in k.inputs)
-    return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, graph.buffers[k.output], tuple(low.body))
+    return _Lowering(k).nest(graph, i)
 
 
 def _flat(idx: tuple[Index, ...], strides: tuple[int, ...], offset: int = 0) -> Index:
@@ -120,6 +106,21 @@ class _Lowering:
         self.widened_from: dict[str, tuple[DType, str]] = {}  # exact float widenings
         self.ranges: dict[str, tuple[int, int]] = {}  # inclusive bounds of each index name
         self.row: int | None = len(kernel.rows) - 1  # the row being lowered, tagged on each ins
+        self.names: tuple[str, ...] = ()  # a size-generic nest's run-time sizes
+
+    # a kernel kind -> the method that lowers it
+    KINDS = {"MAP": "map_kernel", "SUM": "reduce_kernel", "MAX": "reduce_kernel",
+             "SCAN": "scan_kernel", "SCATTER": "scatter_kernel",
+             "ARGSORT": "sort_kernel"}  # fmt: skip
+
+    def nest(self, graph: KernelGraph, i: int) -> LoopNest:
+        """Lower kernel ``i`` (this lowering's) by its kind into a nest."""
+        k = self.kernel
+        if k.kind not in self.KINDS:
+            raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
+        getattr(self, self.KINDS[k.kind])()
+        inputs, out = tuple(graph.buffers[b] for b in k.inputs), graph.buffers[k.output]
+        return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, out, tuple(self.body), self.names)
 
     # ---- emission ----------------------------------------------------------------
 

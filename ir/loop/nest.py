@@ -27,10 +27,10 @@ name is a loop variable or a loaded value (a gather's index). A pad is a ``Range
 on an Index.
 
 A size-generic nest (``ir/loop/generic.py``) names its sizes instead of writing them: the
-header lists ``sizes s0, s1, ...``, int64 values the caller passes at run time, and a
+header lists ``sizes n0, st0, off0, c0, ...``, int64 values the caller passes at run time, and a
 loop's stop, a predicate's bounds and a CHECK's size may be one of those names, as may a
 CONST's value (``given``: its bits, as an int64). Its
-addresses multiply a loop variable by a size name (``i0*s3``: a stride known at run time),
+addresses multiply a loop variable by a size name (``i0*st3``: a stride known at run time),
 the Index's ``scaled`` terms, and may add a size name (an offset) as a plain term.
 
 A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they never
@@ -57,7 +57,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from ir.graph.dtypes import DType
+import numpy as np
+
+from ir.graph import dtypes
+from ir.graph.dtypes import DType, to_numpy
 from ir.graph.ops import Op
 from ir.kernel.kernel import BufferSpec
 
@@ -213,12 +216,9 @@ class Loop(Instruction):
     lo: tuple[Index, ...] = ()
     hi: tuple[Index, ...] = ()
 
-    def text(self) -> str:
-        s = (
-            f"{self.var} < {self.stop}"
-            if self.start == 0
-            else f"{self.start} <= {self.var} < {self.stop}"
-        )
+    def text(self, values: dict[str, str] | None = None) -> str:
+        stop = _shown(self.stop, values)
+        s = f"{self.var} < {stop}" if self.start == 0 else f"{self.start} <= {self.var} < {stop}"
         if self.step != 1:
             s += f" step {self.step}"
         if self.lo or self.hi:
@@ -249,10 +249,39 @@ class Const(Instruction):
     dtype: DType
     given: str | None = None
 
-    def text(self) -> str:
-        if self.given is not None:
+    def text(self, values: dict[str, str] | None = None) -> str:
+        if self.given is not None and (values is None or self.given not in values):
             return f"{self.out} = {self.given} : {self.dtype}  (given)"
-        return f"{self.out} = {self.value!r} : {self.dtype}"
+        return f"{self.out} = {_shown(self.given, values) or repr(self.value)} : {self.dtype}"
+
+
+def _shown(size: Size | None, values: dict[str, str] | None) -> str:
+    """A size as a nest prints it: a run-time size with the value it has here, if known."""
+    if values is None or size not in values:
+        return "" if size is None else str(size)
+    return f"{size} (={values[size]})"
+
+
+def const_bits(value, d: DType) -> int:
+    """The int64 that carries constant ``value`` of dtype ``d``: a float's bits (a nan as
+    C's NAN, as the literal would be), an integer or bool as itself (uint64 wrapped)."""
+    if d.is_float:
+        if np.isnan(value):
+            value = float("nan")
+        raw = np.array(value, to_numpy(d))
+        return int(raw.view(f"i{raw.itemsize}"))
+    if d == dtypes.uint64:
+        return int(np.array(int(value), np.uint64).view(np.int64))
+    return int(value)
+
+
+def bits_const(bits: int, d: DType) -> np.ndarray:
+    """The constant of dtype ``d`` that ``const_bits`` carried as ``bits``."""
+    if d.is_float:
+        return np.array(bits, f"i{np.dtype(to_numpy(d)).itemsize}").view(to_numpy(d))
+    if d == dtypes.uint64:
+        return np.array(bits, np.int64).view(np.uint64)
+    return np.asarray(bits).astype(to_numpy(d))
 
 
 @dataclass(frozen=True)
@@ -434,38 +463,46 @@ class LoopNest:
     inputs: tuple[BufferSpec, ...]  # in0, in1, ...
     output: BufferSpec  # out
     body: tuple[Instr, ...]
-    sizes: tuple[str, ...] = ()  # a size-generic nest's run-time sizes: s0, s1, ...
+    sizes: tuple[str, ...] = ()  # a size-generic nest's run-time sizes: n0, st0, c0, ...
 
     def __post_init__(self):
         object.__setattr__(self, "body", tuple(self.body))  # a pass may hand back a list
 
     def format(self, input_names=None, output_name=None, size_values=None) -> str:
         """The nest as text; the names (``buf0`` ...) say which buffers the header binds,
-        ``size_values`` the values a size-generic nest's sizes take in this call."""
+        ``size_values`` the values a size-generic nest's sizes take in this call (each
+        shown where it is a loop's stop or a constant, and all in the header)."""
         lines = [f"{self.name}  {self.kind}  loop{list(self.loop_shape)}"]
         for i, spec in enumerate(self.inputs):
             bound = f" = {input_names[i]}" if input_names else ""
             lines.append(f"    in{i}{bound}  {spec}")
         bound = f" = {output_name}" if output_name else ""
         lines.append(f"    out{bound}  {self.output}")
+        values = None
         if self.sizes and size_values is not None:
-            bound = ", ".join(f"{n}={v}" for n, v in zip(self.sizes, size_values))
+            given = {i.given: i.dtype for i in self.body if isinstance(i, Const) and i.given}
+            values = {
+                n: str(bits_const(v, given[n])[()]) if n in given else str(v)
+                for n, v in zip(self.sizes, size_values)
+            }
+            bound = ", ".join(f"{n}={v}" for n, v in values.items())
             lines.append(f"    sizes  {bound}  (given at run time)")
         elif self.sizes:
             lines.append(f"    sizes  {', '.join(self.sizes)}  (int64, given at run time)")
-        lines += format_body(self.body)
+        lines += format_body(self.body, values=values)
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
 
 
-def format_body(body: tuple[Instr, ...], depth: int = 1) -> list[str]:
+def format_body(body: tuple[Instr, ...], depth: int = 1, values=None) -> list[str]:
     lines = []
     for ins in body:
         if isinstance(ins, EndLoop):
             depth -= 1
-        lines.append(f"{'  ' * depth}{OPCODE[type(ins)]:<8}{ins.text()}")
+        text = ins.text(values) if isinstance(ins, Loop | Const) else ins.text()
+        lines.append(f"{'  ' * depth}{OPCODE[type(ins)]:<8}{text}")
         if isinstance(ins, Loop):
             depth += 1
     return lines

@@ -18,14 +18,6 @@ structure, not once per shape. Each is a C function named by a hash of its text;
 device keeps the library that holds each one it has compiled, and a later plan that
 needs it calls it there instead of compiling it again.
 
-Tiered compilation: a unit of large kernels that tcc can build (``limn/runtime/cc.py``,
-``tcc_first``) is built by tcc at once, so its plan runs now, while gcc -O3 builds the same
-source in the background; when that build is ready the plan's calls into the unit are
-swapped for the optimized functions, between two runs of the plan, never during one. The
-two compute the same bits, so nothing a program sees changes but the speed.
-``LIMN_TIERED=0`` / ``CDevice(tiered=False)`` builds such units by gcc before the first run;
-``wait_compiles()`` waits for the background builds (for tests and benchmarks).
-
 A plan is built as a recipe, one step per kernel (a library function by the library's
 cache key, with a generic kernel's sizes; a constant kernel's values; a CUSTOM kernel), and
 the recipe is kept on disk (``limn/runtime/plan_cache.py``), so the next process that
@@ -37,15 +29,13 @@ two freely. Dtypes C cannot spell (complex) are refused by name.
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import os
-import threading
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
+from ir.c import sdpa
 from ir.c.passes import c_passes
 from ir.c.render import renders
 from ir.c.units import C_PASS_LIST, generic_unit, plan_units
@@ -54,7 +44,7 @@ from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.passes import Pass
 from limn.runtime import plan_cache
-from limn.runtime.cc import CompilerError, CompileStopped, find_toolchain
+from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
 
@@ -113,7 +103,6 @@ class CDevice(CompiledDevice):
         composites: bool = True,
         generic: bool | None = None,
         tcc: bool | None = None,
-        tiered: bool | None = None,
     ):
         super().__init__()
         # small kernels lowered once per structure, sizes given at run time (ir/c/units
@@ -127,20 +116,12 @@ class CDevice(CompiledDevice):
             self.toolchain = find_toolchain(tcc)
         except CompilerError as e:
             raise RuntimeError(str(e)) from None
-        # large units tcc can take run its build first, gcc's once ready (None: unless
-        # LIMN_TIERED=0)
-        self.toolchain.tiered = (
-            os.environ.get("LIMN_TIERED", "1") != "0" if tiered is None else tiered
-        )
-        self.upgrades: list[_Upgrade] = []  # background builds whose plans await them
-        self.compile_errors: list[BaseException] = []  # background builds that failed
         self.openmp = self.toolchain.openmp if openmp is None else openmp
         if self.openmp:
             short_spin(self.toolchain.version)
         self.passes = list(passes) if passes is not None else c_passes()
         self.threads = default_threads()
-        self.generic: dict[str, ctypes.CDLL] = {}  # size-generic kernel -> the library holding it
-        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> that library's cache key
+        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
         # every library loaded, by its dlopen handle (one per file, however often loaded):
         # set_threads reaches them all, also those of plans the cache has dropped
@@ -158,17 +139,20 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
-        for lib in list(self.libraries.values()):  # an upgrade may add one meanwhile
+        for lib in self.libraries.values():
             lib.limn_set_threads(n)
 
     def build(self, graph: KernelGraph) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
-        missing = {name: f for name, f in u.generic.items() if name not in self.generic}
+        missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        built = self.toolchain.tiered_libraries(sources)
-        libs = [lib for lib, _ in built]
+        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
+        # their first call loads them), not after it, one at a time
+        custom = [sdpa.kernel_source(k) for k in graph.kernels if k.kind == "CUSTOM"]
+        custom = list(dict.fromkeys(got[1] for got in custom if got is not None))
+        libs = self.toolchain.libraries(sources + custom)[: len(sources)]
         for lib in libs:
             lib.limn_set_threads(self.threads)
             self.libraries[lib._handle] = lib
@@ -178,7 +162,7 @@ class CDevice(CompiledDevice):
         by_key = dict(zip(keys, libs))
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         for name in missing:
-            self.generic[name], self.generic_keys[name] = libs[-1], keys[-1]
+            self.generic_keys[name] = keys[-1]
         recipe: list[tuple] = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -192,24 +176,17 @@ class CDevice(CompiledDevice):
                 recipe.append(("custom",))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                by_key.setdefault(self.generic_keys[name], self.generic[name])
-                recipe.append(("g", self.generic_keys[name], name, sizes))
+                key = self.generic_keys[name]
+                by_key.setdefault(key, self.by_key.get(key))
+                recipe.append(("g", key, name, sizes))
             else:
                 recipe.append(("k", unit_key[i], f"k{i}"))
         calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
-        first_tier = {key for key, (_, later) in zip(keys, built) if later is not None}
-        for key, lib in by_key.items():  # final builds only: a tcc build is this plan's
-            if key not in first_tier:
-                self.by_key.setdefault(key, lib)
+        for key, lib in by_key.items():
+            self.by_key.setdefault(key, lib)
         used = {step[1]: by_key[step[1]] for step in recipe if step[0] in ("k", "g")}
         plan = Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
         plan.recipe = recipe
-        self.upgrades = [up for up in self.upgrades if not up.done]
-        for (kernels, _), key, (_, later) in zip(u.units, keys, built):
-            if later is not None:  # a tcc build for now: gcc's replaces it when ready
-                up = _Upgrade(plan, kernels, later, key)
-                self.upgrades.append(up)
-                later.add_done_callback(lambda _, up=up: self._upgrade(up))
         return plan
 
     def call(self, graph: KernelGraph, i: int, step: tuple, libs: dict):
@@ -223,8 +200,7 @@ class CDevice(CompiledDevice):
         lib = libs[step[1]]
         if step[0] == "g":
             name, sizes = step[2], step[3]
-            self.generic.setdefault(name, lib)  # a later plan calls it there too
-            self.generic_keys.setdefault(name, step[1])
+            self.generic_keys.setdefault(name, step[1])  # a later plan calls it there too
             return _c_call(getattr(lib, name), k, sizes)
         return _c_call(getattr(lib, step[2]), k)
 
@@ -246,46 +222,6 @@ class CDevice(CompiledDevice):
     def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
         if self.keep_plans and plan.recipe is not None:
             plan_cache.save(self, key, plan, plan.recipe, build_s)
-
-    def _upgrade(self, up: _Upgrade) -> None:
-        """Swap a plan's calls into a unit's tcc build for its gcc build (run by the worker
-        that finished it, or by ``wait_compiles``; once). A failed build keeps the tcc
-        build, which computes the same bits, and says why."""
-        with up.lock:  # held throughout: a second caller returns once the swap is made
-            if up.done:
-                return
-            up.done = True
-            err = up.later.exception()
-            if isinstance(err, CompileStopped):  # the process is exiting: nothing to say
-                return
-            if err is not None:
-                self.compile_errors.append(err)
-                warnings.warn(
-                    f"c device: the optimized build of {len(up.kernels)} kernel(s) failed; "
-                    f"they keep their tcc build (the same results, slower): {err}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                return
-            lib = up.later.result()
-            lib.limn_set_threads(self.threads)
-            self.libraries[lib._handle] = lib
-            kernels = up.plan.graph.kernels
-            calls = {i: _c_call(getattr(lib, f"k{i}"), kernels[i]) for i in up.kernels}
-            up.plan.swap(calls, lib)
-            self.by_key.setdefault(up.key, lib)
-
-    def wait_compiles(self) -> None:
-        """Wait for every background build of this device's plans and swap each one in, so
-        that from here on every plan calls its final code; raises ``CompilerError`` with
-        the first background build that failed (its plans keep their tcc build)."""
-        concurrent.futures.wait([up.later for up in self.upgrades])
-        for up in self.upgrades:
-            self._upgrade(up)
-        self.upgrades = [up for up in self.upgrades if not up.done]
-        if self.compile_errors:
-            errors, self.compile_errors = self.compile_errors, []
-            raise CompilerError(f"c device: {len(errors)} background build(s) failed: {errors[0]}")
 
     def _custom_call(self, k):
         name, out_index, params = k.result.arg
@@ -309,17 +245,8 @@ class CDevice(CompiledDevice):
             np.copyto(out, made)
             return None
 
+        call.source = sdpa.kernel_source(k)  # (the C function, its unit), for the profiler
         return call
-
-
-class _Upgrade:
-    """A plan waiting for the gcc build of one of its units (``kernels`` live there; ``key``
-    is its cache key)."""
-
-    def __init__(self, plan: Plan, kernels: list[int], later: concurrent.futures.Future, key):
-        self.plan, self.kernels, self.later, self.key = plan, kernels, later, key
-        self.lock = threading.Lock()
-        self.done = False
 
 
 def _host_call(value: np.ndarray):

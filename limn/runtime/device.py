@@ -194,6 +194,11 @@ def device_names() -> tuple[str, ...]:
     return tuple(sorted(_factories))
 
 
+def installed(name: str) -> bool:
+    """Whether a configured instance was installed under ``name`` (``install``)."""
+    return name in _devices
+
+
 def install(name: str, device: Device) -> Device | None:
     """Put ``device`` behind ``name`` (a configured instance); returns the one it replaces."""
     old = _devices.get(name)

@@ -35,14 +35,13 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
-from limn.runtime import profile
+from limn.runtime import profile, progress
 from limn.runtime.device import (
     KEEP_BYTES,
     Buffer,
     Device,
     env_number,
     forget_kept,
-    get_device,
     recall,
     remember,
 )
@@ -109,19 +108,6 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[N
 VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
 
 
-def _work(roots: Sequence[Node]) -> int:
-    """How many elements the graph computes, not looking behind nodes that hold bytes."""
-    total, seen, stack = 0, set(), list(roots)
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or n.op == Op.BUFFER or recall(n) is not None:
-            continue
-        seen.add(id(n))
-        total += math.prod(n.shape)
-        stack.extend(n.srcs)
-    return total
-
-
 @dataclass
 class Plan:
     """A compiled kernel graph: one callable per kernel, and when each buffer dies."""
@@ -146,27 +132,10 @@ class Plan:
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
     _spent: tuple = field(default=(), repr=False)  # ASSIGN sources, pooled after the commit
 
-    def swap(self, calls: dict[int, Callable], lib=None) -> None:
-        """From the next run on, kernel ``i`` runs ``calls[i]`` (a tiered device's optimized
-        build, ``lib``, replacing its first one). A run already under way keeps the calls
-        it started with: it holds the steps it read when it began."""
-        with _swap_lock:
-            new = list(self.calls)
-            for i, call in calls.items():
-                new[i] = call
-            if lib is not None:
-                self.libs = [*self.libs, lib]
-            self.calls = new
-            self._steps = ()
-
     def _prepare(self) -> tuple:
         """Per kernel: (its index, call, output buffer, shape, numpy dtype, whether its
         output comes from the pool, input buffers, the intermediates that die after it, and
         which of those go back to the pool): what every run would otherwise look up."""
-        with _swap_lock:  # a swap from another thread lands before or after, never between
-            return self._prepare_steps()
-
-    def _prepare_steps(self) -> tuple:
         g = self.graph
         values = {s.buffer for s in g.sinks if s.source is None}  # what becomes a Tensor
         sources = {s.source for s in g.sinks if s.source is not None}  # what ASSIGNs copy
@@ -240,9 +209,6 @@ class Plan:
                 pool.give(a)
 
 
-_swap_lock = threading.Lock()  # Plan.swap against Plan._prepare
-
-
 def lifetimes(graph: KernelGraph) -> dict[int, int]:
     last: dict[int, int] = {}
     for i, k in enumerate(graph.kernels):
@@ -273,10 +239,6 @@ class CompiledDevice(Device):
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.pool = BufferPool()  # the plans' large intermediates, kept between runs
-        # graphs that compute at most this many elements run on the numpy reference instead
-        # of compiling (LIMN_TINY): for code that makes many shapes once each, such as a
-        # property-based test suite; 0, the default, compiles everything
-        self.tiny = env_number("LIMN_TINY", 0, "a number of elements (0: off)")
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
@@ -324,11 +286,12 @@ class CompiledDevice(Device):
                 realized = lambda n: recall(n) is not None  # noqa: E731
                 keep = lambda n: n.op != Op.ASSIGN and realized(n)  # noqa: E731
                 spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
-                sched = schedule(decompose(roots, self.renders, keep, spelled), realized)
+                with progress.compiling():  # a live line on a terminal if this is slow
+                    sched = schedule(decompose(roots, self.renders, keep, spelled), realized)
+                    plan = self.build(sched.graph)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
                 slots = tuple(where[id(n)] for n in sched.inputs)
-                plan = self.build(sched.graph)
                 plan.slots = slots
                 plan.last_use = lifetimes(sched.graph)
                 plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
@@ -346,8 +309,6 @@ class CompiledDevice(Device):
         return plan
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        if self.tiny and self.recorder is None and _work(roots) <= self.tiny:
-            return get_device("numpy").realize(roots)
         key, inputs, bufs, nodes = walk(roots)
         plan = self._plan(key, roots, inputs, nodes)
         in_bufs = [bufs[i] for i in plan.slots]

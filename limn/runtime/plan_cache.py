@@ -18,9 +18,11 @@ in-memory plan cache compares keys. A recipe is written under a temporary name a
 renamed, with the sha256 of its bytes in front, checked before it is unpickled; like the
 libraries beside it, it lives in the user's private cache directory (a pickle, like a
 shared library, is code: only this user can write there). A recipe whose libraries are not
-all on disk (a unit whose gcc build was still running when its process exited) is not
-used: the plan is built again. Plans built under the profiler or with other passes than
-the device's default are neither stored nor loaded (``LIMN_PLAN_CACHE=0``: never).
+all on disk (one was removed, or failed its digest), or that verifies but does not hold a
+recipe of this key's shape (the wrong pickle, a kernel's call missing, a constant of
+another shape), is not used: the plan is built again. Plans built under the profiler or
+with other passes than the device's default are neither stored nor loaded
+(``LIMN_PLAN_CACHE=0``: never).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ir.graph.dtypes import to_numpy
+from ir.kernel.kernel import KernelGraph
 from limn.runtime.jit import Plan, lifetimes
 
 _SOURCE_DIGEST: str | None = None
@@ -136,21 +140,33 @@ def load(device, key: tuple) -> Plan | None:
     # whole heap (a big program's: scikit-learn's) for them: none of them is garbage
     enabled = gc.isenabled()
     gc.disable()
-    try:
+    try:  # a file that verifies but holds something else is built again, like a torn one
         stored_settings, stored_key, graph, slots, kept, recipe = pickle.loads(data)
+        if stored_settings != settings or stored_key != key:
+            return None
+        if not isinstance(graph, KernelGraph) or len(recipe) != len(graph.kernels):
+            return None
+        specs = [graph.buffers[k.output] for k in graph.kernels]
+        if any(b >= len(graph.buffers) or r >= len(key[0]) for b, r in kept):
+            return None  # a kept intermediate no buffer or node of this plan has
+        if len(slots) != graph.n_inputs or any(
+            step[0] == "host" and (step[1].shape, step[1].dtype) != (b.shape, to_numpy(b.dtype))
+            for step, b in zip(recipe, specs)
+        ):
+            return None
+        libs = {}
+        for step in recipe:
+            if step[0] in ("k", "g") and step[1] not in libs:
+                lib = device.library_by_key(step[1])
+                if lib is None:
+                    return None
+                libs[step[1]] = lib
+        calls = [device.call(graph, i, step, libs) for i, step in enumerate(recipe)]
+    except Exception:
+        return None
     finally:
         if enabled:
             gc.enable()
-    if stored_settings != settings or stored_key != key:
-        return None
-    libs = {}
-    for step in recipe:
-        if step[0] in ("k", "g") and step[1] not in libs:
-            lib = device.library_by_key(step[1])
-            if lib is None:
-                return None
-            libs[step[1]] = lib
-    calls = [device.call(graph, i, step, libs) for i, step in enumerate(recipe)]
     plan = Plan(graph, calls, libs=list(libs.values()))
     plan.slots, plan.kept = slots, kept
     plan.last_use = lifetimes(graph)

@@ -65,6 +65,8 @@ class BufferPool:
             free = self._free.get(key)
             if free:
                 a = free.pop()
+                if not free:  # no empty list stays behind for ``give`` to evict from
+                    del self._free[key]
                 self.held -= a.nbytes
                 self.hits += 1
                 return a

@@ -47,6 +47,14 @@ def _ours(frame) -> bool:
     return name.split(".")[0] in _PACKAGES
 
 
+def user_line(depth: int = 2) -> str | None:
+    """``file:line`` of the first frame above ``depth`` outside limn's own packages."""
+    f = sys._getframe(depth)
+    while f is not None and _ours(f):
+        f = f.f_back
+    return None if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
 _NOT_WORK = {Op.BUFFER, Op.VIEW, Op.CONST, Op.CAST, Op.CONTIGUOUS, Op.ASSIGN}
 
 
@@ -91,7 +99,10 @@ class Profiler:
     def __init__(self):
         self.kernels: dict[tuple, KernelStat] = {}
         self.sites: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        self.blamed: list[str] = []  # the forward op's line while its gradient is built
+        self.modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> path
+        self.blamed: list[tuple] = []  # the forward op's (line, module) while its gradient is built
+        self.scope: list[tuple] = []  # (module, its path) of each nn.Module call running
+        self._names: dict[tuple, str] = {}  # (id(parent), id(child)) -> the child's name
         self.pools: dict[int, tuple] = {}  # id -> (a plan's buffer pool, its stats then)
         self.started = time.perf_counter()
         self.stopped: float | None = None
@@ -99,27 +110,54 @@ class Profiler:
     # ---- recording ---------------------------------------------------------------------
 
     def note(self, node) -> None:
-        """Record where ``node`` was made (the op-graph creation hook)."""
+        """Record where ``node`` was made (the op-graph creation hook): the user's line,
+        and the path of the nn.Module whose call made it (``blocks.3.attn``)."""
         if self.blamed:
-            self.sites[node] = self.blamed[-1]
+            self.sites[node], module = self.blamed[-1]
+            if module is not None:
+                self.modules[node] = module
             return
-        f = sys._getframe(2)
-        while f is not None and _ours(f):
-            f = f.f_back
-        if f is not None:
-            self.sites[node] = f"{f.f_code.co_filename}:{f.f_lineno}"
+        if self.scope:
+            module, path = self.scope[-1]
+            self.modules[node] = path or type(module).__name__
+        site = user_line(3)
+        if site is not None:
+            self.sites[node] = site
 
     @contextlib.contextmanager
     def blame(self, node):
-        """Nodes made inside are charged to the line that made ``node`` (a gradient's op)."""
+        """Nodes made inside are charged to the line (and module) that made ``node`` (a
+        gradient's op)."""
         site = self.sites.get(node)
         if site is not None and not site.endswith(" (grad)"):
             site += " (grad)"
-        self.blamed.append(site or "?")
+        self.blamed.append((site or "?", self.modules.get(node)))
         try:
             yield
         finally:
             self.blamed.pop()
+
+    @contextlib.contextmanager
+    def within(self, module, path: str | None = None):
+        """Nodes made inside belong to ``module``, named by its path from the outermost
+        module called (nn.Module.__call__ enters here while profiling), or by ``path``
+        (an optimizer's update of one parameter: ``AdamW blocks.0.fc1.weight``)."""
+        if path is not None:
+            pass
+        elif not self.scope:
+            path = ""
+        else:
+            parent, above = self.scope[-1]
+            key = (id(parent), id(module))
+            if key not in self._names:
+                found = (p for p, m in parent.named_modules() if m is module)
+                self._names[key] = next(found, type(module).__name__)
+            path = f"{above}.{self._names[key]}" if above else self._names[key]
+        self.scope.append((module, path))
+        try:
+            yield
+        finally:
+            self.scope.pop()
 
     def site(self, node) -> str:
         return self.sites.get(node, "?")
@@ -138,7 +176,7 @@ class Profiler:
             stat = self.kernels.get(key)
             if stat is None:
                 stat = KernelStat(
-                    _name(g, k),
+                    _name(g, k, plan.calls[i]),
                     k.kind,
                     site,
                     _flop(k),
@@ -176,7 +214,8 @@ class Profiler:
         Keys: ``kernel`` (its name: kind and shapes), ``kind``, ``site`` (file:line that
         made it, `` (grad)`` for a gradient), ``source`` (that line's text), ``calls``,
         ``total_s``, ``mean_s``, ``flop`` and ``bytes`` per call, ``gflops``, ``gbps``;
-        with ``nest=True`` also ``nest``, the loop nest as printed after the device's passes.
+        with ``nest=True`` also ``nest``, the loop nest as printed after the device's passes
+        (a CUSTOM kernel's: the source the device runs it from).
         """
         rows = sorted(self.kernels.values(), key=lambda s: -s.seconds)
         return [s.as_dict(nest) for s in rows if s.calls]
@@ -287,9 +326,11 @@ def from_env() -> None:
 # ---- naming and counting --------------------------------------------------------------
 
 
-def _name(g, k) -> str:
-    if k.kind == "CUSTOM":
-        return f"CUSTOM {k.result.arg[0]} -> {list(g.buffers[k.output].shape)}"
+def _name(g, k, call=None) -> str:
+    if k.kind == "CUSTOM":  # and the function it runs, where the device says
+        runs = getattr(call, "source", None)
+        fn = f" {runs[0].partition('(')[0]}" if runs else ""
+        return f"CUSTOM {k.result.arg[0]}{fn} -> {list(g.buffers[k.output].shape)}"
     out = list(g.buffers[k.output].shape)
     if k.kind in ("SUM", "MAX"):
         return f"{k.kind} {list(k.loop_shape)} -> {out}"
@@ -331,6 +372,7 @@ def _nest_text(plan, index: int, passes) -> str:
     from ir.loop.passes import apply_passes
 
     k = plan.graph.kernels[index]
-    if k.kind == "CUSTOM":
-        return f"CUSTOM {k.result.arg[0]}"
+    if k.kind == "CUSTOM":  # the source the device runs it from, under its call
+        runs = getattr(plan.calls[index], "source", None)
+        return f"/* {runs[0]} */\n{runs[1]}" if runs else f"CUSTOM {k.result.arg[0]}"
     return str(apply_passes(lower(plan.graph, index), passes))

@@ -197,17 +197,99 @@ function kernelItems(g) {
   return { items, edges, keys };
 }
 
+// ---- layers: a big graph is drawn one box per layer until a box is opened -------------
+//
+// A node's layer is the top of its module path (`blocks.3` of `blocks.3.attn.out_proj`,
+// `head`; a gradient's is its forward op's, marked "(grad)"; an optimizer's update is
+// named by its parameter's); else the line that made it; else the first output that
+// needs it. Closed layers are one box each, with the edges between boxes kept once; a
+// click opens one. The op graph starts closed past 1500 nodes, the kernel graph past 600.
+const layers = { g: -1, node: null, open: new Set(), on: { op: false, kernel: false } };
+
+function layerName(n) {
+  const grad = n.site && n.site.includes("(grad)") ? " (grad)" : "";
+  if (!n.module) return n.site || null;
+  const parts = n.module.split(".");
+  return parts.slice(0, /^\d+$/.test(parts[1] || "") ? 2 : 1).join(".") + grad;
+}
+
+function nodeLayers(g) {
+  if (layers.g === sel.g) return layers.node;
+  const out = g.nodes.map(layerName);
+  const seen = new Uint8Array(g.nodes.length);
+  for (const r of g.roots) {
+    const stack = [r];
+    while (stack.length) {
+      const v = stack.pop();
+      if (seen[v]) continue;
+      seen[v] = 1;
+      if (out[v] === null) out[v] = `${g.nodes[r].name} ${g.nodes[r].op}`;
+      stack.push(...g.nodes[v].srcs);
+    }
+  }
+  Object.assign(layers, { g: sel.g, node: out.map((l) => l || "inputs"), open: new Set() });
+  layers.on = { op: g.nodes.length > 1500, kernel: g.kernels.length > 600 };
+  return layers.node;
+}
+
+function layerOfKey(g, k) {
+  const of = nodeLayers(g);
+  if (sel.view === "op") return k >= 0 ? of[k] : null;
+  return k >= 0 ? of[g.kernels[k].top] : null;
+}
+
+function collapse(g, made) {
+  if (!layers.on[sel.view]) return made;
+  const items = [], keys = [], at = [], box = new Map(), count = new Map();
+  const of = made.keys.map((k) => layerOfKey(g, k));
+  for (const [a, b] of made.edges) if (made.items[a].cls.includes("input")) of[a] = of[b]; // drawn above its user
+  of.forEach((l) => count.set(l, (count.get(l) || 0) + 1));
+  made.items.forEach((it, i) => {
+    const l = of[i];
+    if (l === null || layers.open.has(l)) {
+      at[i] = items.push(it) - 1;
+      keys.push(made.keys[i]);
+      return;
+    }
+    if (!box.has(l)) {
+      const lines = [l.length > 44 ? l.slice(0, 43) + "\u2026" : l, `${count.get(l)} ${sel.view === "op" ? "nodes" : "kernels"}`];
+      box.set(l, items.push({ w: textWidth(lines), h: 32, lines, cls: "layer", title: `${l}: click to open` }) - 1);
+      keys.push(`layer:${l}`);
+    }
+    at[i] = box.get(l);
+  });
+  const seen = new Set();
+  const edges = [];
+  for (const [a, b] of made.edges) {
+    const e = `${at[a]},${at[b]}`;
+    if (at[a] !== at[b] && !seen.has(e)) edges.push([at[a], at[b]]) && seen.add(e);
+  }
+  return { items, edges, keys };
+}
+
+function openLayerOf(k) {
+  const l = layerOfKey(graph(), k);
+  if (layers.on[sel.view] && l !== null && !layers.open.has(l)) layers.open.add(l);
+}
+
 function renderDrawing() {
   const g = graph();
   for (const b of document.querySelectorAll("#views button")) b.classList.toggle("on", b.dataset.view === sel.view);
-  const key = `${sel.g}:${sel.view}`;
+  nodeLayers(g);
+  $("layers").classList.toggle("on", layers.on[sel.view]);
+  const key = `${sel.g}:${layers.on[sel.view]}:${[...layers.open].join("|")}:${sel.view}`;
   if (drawn.key !== key) {
     // one drawing at a time: a graph's layout is computed when its view is first shown
     const op = sel.view === "op";
-    const made = op ? opItems(g) : kernelItems(g);
+    const made = collapse(g, op ? opItems(g) : kernelItems(g));
     const click = (i) => {
       const k = made.keys[i];
-      if (op) selectNode(k, false);
+      if (typeof k === "string") {
+        layers.open.add(k.slice(6));
+        renderDrawing();
+        const at = drawn.keys.findIndex((kk) => typeof kk === "number" && kk >= 0 && layerOfKey(g, kk) === k.slice(6));
+        if (at >= 0) drawn.zoom.focus(drawn.box.x[at], drawn.box.y[at]);
+      } else if (op) selectNode(k, false);
       else if (k >= 0) selectKernel(k);
     };
     drawn = drawDag($("drawing"), made.items, made.edges, click);
@@ -218,7 +300,10 @@ function renderDrawing() {
   drawn.groups.forEach((el, i) => {
     const k = drawn.keys[i];
     let isSel, ink, match;
-    if (sel.view === "op") {
+    if (typeof k === "string") {
+      isSel = ink = false;
+      match = !!q && matches(k, q);
+    } else if (sel.view === "op") {
       const n = g.nodes[k];
       isSel = k === sel.node;
       ink = sel.k >= 0 && (n.home === sel.k || n.fused.includes(sel.k));
@@ -241,6 +326,9 @@ function itemOf(key) {
 }
 
 function focusNode() {
+  if (sel.node >= 0 && sel.view === "op") openLayerOf(sel.node);
+  if (sel.k >= 0 && sel.view === "kernel") openLayerOf(sel.k);
+  renderDrawing();
   const d = drawn;
   if (!d.zoom || sel.node < 0) return focusKernel();
   const i = itemOf(sel.view === "op" ? sel.node : sel.k);
@@ -248,12 +336,15 @@ function focusNode() {
 }
 
 function focusKernel() {
+  if (sel.k >= 0 && sel.view === "kernel") openLayerOf(sel.k);
+  if (sel.k >= 0 && sel.view === "op") graph().nodes.forEach((n, i) => n.home === sel.k && openLayerOf(i));
+  renderDrawing();
   const d = drawn;
   if (!d.zoom || sel.k < 0) return;
   const el = document.querySelector(`#kernels [data-k="${sel.k}"]`);
   if (el) el.scrollIntoView({ block: "nearest" });
   const g = graph();
-  const i = sel.view === "kernel" ? itemOf(sel.k) : d.keys.findIndex((n) => g.nodes[n].home === sel.k);
+  const i = sel.view === "kernel" ? itemOf(sel.k) : d.keys.findIndex((n) => typeof n === "number" && g.nodes[n].home === sel.k);
   if (i >= 0) d.zoom.focus(d.box.x[i], d.box.y[i]);
 }
 
@@ -295,7 +386,7 @@ function kernelGroups(g, order, by) {
 
 function kernelRow(g, i) {
   const k = g.kernels[i];
-  return h("div", { class: "krow" + (i === sel.k ? " sel" : ""), "data-k": i, onclick: () => selectKernel(i) },
+  return h("div", { class: "krow" + (i === sel.k ? " sel" : ""), "data-k": i, title: k.module || "", onclick: () => selectKernel(i) },
     h("span", { class: "kname" }, k.name), h("span", { class: "kkind" }, k.kind), h("span", { class: "kloop" }, k.loop),
     h("span", { class: "ksum" }, k.summary), h("span", { class: "kstat" }, statsText(k)));
 }
@@ -374,6 +465,7 @@ function renderDetails() {
   if (sel.node >= 0) {
     const n = g.nodes[sel.node];
     const links = h("div", { class: "links" }, h("b", {}, n.text));
+    if (n.site || n.module) links.append(h("div", { class: "made" }, `made by ${n.site || "?"}${n.module ? `  in ${n.module}` : ""}`));
     if (n.home >= 0) links.append(" computed in ", klink(n.home));
     if (n.reads.length) {
       links.append(" read by ");
@@ -435,6 +527,7 @@ function start() {
   $("title").textContent = DATA.title;
   for (const b of document.querySelectorAll("#views button")) b.onclick = () => { sel.view = b.dataset.view; renderDrawing(); focusNode(); };
   $("fit").onclick = () => drawn.zoom && drawn.zoom.fit(true);
+  $("layers").onclick = () => { layers.on[sel.view] = !layers.on[sel.view]; renderDrawing(); };
   $("search").oninput = () => { renderKernelList(); renderDrawing(); };
   $("search").onkeydown = (ev) => {
     if (ev.key !== "Enter") return;

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 
 from ir.graph import dtypes
 from limn.autograd import no_grad
+from limn.runtime import profile
 from limn.serialize import assign_named
 from limn.tensor import Tensor, realize
 
@@ -104,22 +105,31 @@ class Optimizer:
         with no_grad():
             nxt = self._next_scalars()
             out = [self._scalars[k].assign(v) for k, v in nxt.items() if k != "lr"]
+            prof = profile.active()  # the stage viewer names each update by its parameter
             for name, p in self.named:
                 if p.grad is None:
                     continue
-                g = p.grad.detach().cast(p.dtype)
-                new_p, new_state = self._update(p, g, self.state[name], nxt)
-                out.append(p.assign(new_p))
-                out += [self.state[name][k].assign(v) for k, v in new_state.items()]
+                label = type(self).__name__ + ("" if name.isdigit() else f" {name}")
+                with prof.within(self, label) if prof else no_grad():
+                    g = p.grad.detach().cast(p.dtype)
+                    new_p, new_state = self._update(p, g, self.state[name], nxt)
+                    out.append(p.assign(new_p))
+                    out += [self.state[name][k].assign(v) for k, v in new_state.items()]
         return out
 
     def step(self, *extra: Tensor) -> None:
         """Commit one update of every parameter (and compute ``extra``) in one realize."""
         realize(*self.updates(), *extra)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
             p.grad = None
+
+    @property
+    def param_groups(self) -> list[dict]:
+        """torch's view of the settings: one group, whose ``"lr"`` reads and writes
+        ``self.lr`` (``for g in opt.param_groups: g["lr"] = x`` works as in torch)."""
+        return [_Group(self)]
 
     def _update(self, p: Tensor, g: Tensor, state: dict, s: dict):
         raise NotImplementedError
@@ -134,6 +144,17 @@ class Optimizer:
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
         assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
+
+
+class _Group(dict):
+    def __init__(self, opt: Optimizer):
+        super().__init__(params=opt.params, lr=opt.lr)
+        self.opt = opt
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if key == "lr":
+            self.opt.lr = value
 
 
 def _scalar(t: Tensor, p: Tensor) -> Tensor:
@@ -191,9 +212,11 @@ class SGD(Optimizer):
 
 class AdamW(Optimizer):
     """Adam with decoupled weight decay (p *= 1 - lr*wd before the Adam step), with
-    bias correction from beta**t kept on the device."""
+    bias correction from beta**t kept on the device. ``Adam`` is the same step with
+    torch's Adam decay: coupled, the gradient plus wd * p (none by default)."""
 
     state_names = ("exp_avg", "exp_avg_sq")
+    decoupled = True
 
     def __init__(
         self,
@@ -205,8 +228,8 @@ class AdamW(Optimizer):
     ):
         if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or eps < 0 or weight_decay < 0:
             raise ValueError(
-                f"AdamW: needs 0 <= betas < 1, eps >= 0, weight_decay >= 0; got betas={betas}, "
-                f"eps={eps}, weight_decay={weight_decay}"
+                f"{type(self).__name__}: needs 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
+                f"got betas={betas}, eps={eps}, weight_decay={weight_decay}"
             )
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         super().__init__(params, lr)
@@ -223,13 +246,23 @@ class AdamW(Optimizer):
     def _update(self, p, g, state, s):
         b1, b2 = self.betas
         lr = s["lr"]
-        p = p * _scalar(1 - lr * self.weight_decay, p)
+        if self.decoupled:
+            p = p * _scalar(1 - lr * self.weight_decay, p)
+        elif self.weight_decay:
+            g = g + p * self.weight_decay
         m = _lerp(state["exp_avg"], g, 1 - b1)
         v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
         step_size = _scalar(lr / (1 - s["beta1_power"]), p)
         bc2_sqrt = _scalar((1 - s["beta2_power"]).sqrt(), p)
         denom = v.sqrt() / bc2_sqrt + self.eps
         return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
+
+
+class Adam(AdamW):
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr, betas, eps, weight_decay)
 
 
 def newton_schulz(
@@ -313,7 +346,7 @@ class Combined:
     def step(self, *extra: Tensor) -> None:
         realize(*self.updates(), *extra)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for opt in self.parts.values():
             opt.zero_grad()
 
@@ -346,3 +379,6 @@ def muon_with_adamw(
     if to_adamw:
         parts["adamw"] = AdamW(to_adamw, lr=adamw_lr, **(adamw_kwargs or {}))
     return Combined(**parts)
+
+
+from limn.optim import lr_scheduler  # noqa: E402, F401  (it reads Optimizer)

@@ -1,0 +1,196 @@
+"""Making tensors: from data, constants, ranges and random draws, on a named device.
+
+``Creation`` is a mixin of ``limn.Tensor`` (its methods are classmethods, so they make
+Tensors without importing the class). Data becomes a BUFFER with torch's default dtypes
+(Python floats float32, ints int64); constants are CONST nodes, lazy until used; random
+numbers are drawn on the host by one numpy generator (``set_seed``), so a seed gives the
+same numbers on every device. A device is checked where a tensor is made (``device=``):
+an unknown name fails there, naming the accepted ones, and ``"cpu"`` is the c device
+where a C compiler works, else the numpy reference (``limn.runtime.device.resolve``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType, as_dtype
+from ir.graph.node import Node
+from ir.graph.ops import Op
+from limn.runtime.device import current_device, device_names, installed, resolve
+from limn.torch_movement import _shape_arg
+
+_rng = [np.random.default_rng(0)]
+
+
+def set_seed(seed: int) -> None:
+    """Seed the generator behind rand, randn, randint and dropout."""
+    _rng[0] = np.random.default_rng(seed)
+
+
+def _as_array(data) -> np.ndarray:
+    """np.asarray, with a Tensor-level message when nested lists do not form a box."""
+    try:
+        return np.asarray(data)
+    except ValueError:
+        where = _ragged_at(data, 0)
+        if where is None:
+            raise
+        depth, a, b = where
+        a, b = (f"length {n}" if n is not None else "a scalar" for n in (a, b))
+        raise ValueError(
+            f"Tensor: nested data is ragged: items at depth {depth} have {a} and {b}; "
+            "accepted: nested lists or tuples with equal lengths at every depth"
+        ) from None
+
+
+def _ragged_at(data, depth: int):
+    """(depth, length, length) of the first siblings whose lengths differ (None for a
+    scalar), or None if the data is a box."""
+    if not isinstance(data, list | tuple) or not data:
+        return None
+    lengths = [len(d) if isinstance(d, list | tuple) else None for d in data]
+    for n in lengths[1:]:
+        if n != lengths[0]:
+            return depth + 1, lengths[0], n
+    for d in data:
+        found = _ragged_at(d, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def device_name(name=None, op: str = "device") -> str:
+    """The device a tensor made with ``device=name`` lives on (the default for None): a
+    registered name, ``"cpu"`` resolved, torch's ``"cuda:0"`` as ``"cuda"``; an unknown
+    name raises here, naming ``op`` and the accepted names."""
+    if name is None:
+        return current_device()
+    name = str(name).split(":")[0]
+    if name not in device_names() and name != "cpu" and not installed(name):
+        raise ValueError(
+            f"{op}: unknown device {name!r}; accepted: {', '.join(device_names())} and "
+            "'cpu' (c where a C compiler works, else numpy)"
+        )
+    return resolve(name)
+
+
+def _infer_dtype(data) -> DType:
+    arr = _as_array(data)
+    if arr.dtype == np.float64 and not isinstance(data, np.ndarray | np.generic):
+        return dtypes.float32  # Python floats become float32, as in torch
+    if arr.dtype.kind in "iu" and not isinstance(data, np.ndarray | np.generic):
+        return dtypes.int64
+    return as_dtype(arr.dtype)
+
+
+class Creation:
+    @classmethod
+    def full(cls, shape, value, dtype=None, device=None, requires_grad=False):
+        shape = _shape_arg((shape,))
+        d = as_dtype(dtype) if dtype is not None else _infer_dtype(value)
+        value = dtypes.python_type(d)(value)
+        if d.is_int and not dtypes.min_value(d) <= value <= dtypes.max_value(d):
+            raise ValueError(
+                f"full: {value} is out of range for {d}; accepted: "
+                f"{dtypes.min_value(d)}..{dtypes.max_value(d)}"
+            )
+        node = Node(Op.CONST, d, shape, (), value)
+        t = cls._make(node, device_name(device, "Tensor"))
+        return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
+
+    @classmethod
+    def zeros(cls, *shape, dtype=dtypes.float32, device=None, requires_grad=False):
+        """``zeros(2, 3)`` or ``zeros((2, 3))``, as in torch."""
+        return cls.full(_shape_arg(shape), 0, dtype, device, requires_grad)
+
+    @classmethod
+    def ones(cls, *shape, dtype=dtypes.float32, device=None, requires_grad=False):
+        return cls.full(_shape_arg(shape), 1, dtype, device, requires_grad)
+
+    def zeros_like(self, dtype=None):
+        return self.full(self.shape, 0, dtype or self.dtype, device=self.device)
+
+    def ones_like(self, dtype=None):
+        return self.full(self.shape, 1, dtype or self.dtype, device=self.device)
+
+    def full_like(self, value, dtype=None):
+        return self.full(self.shape, value, dtype or self.dtype, device=self.device)
+
+    @classmethod
+    def arange(cls, start, stop=None, step=1, dtype=None, device=None):
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        n = max(0, math.ceil((stop - start) / step))
+        is_int = all(isinstance(v, int) for v in (start, stop, step))
+        d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
+        anchor = cls._make(Node(Op.CONST, d, (), (), 0), device_name(device, "Tensor"))
+        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
+        if step != 1:
+            idx = idx * step
+        if start != 0:
+            idx = idx + start
+        return idx.p_cast(d)
+
+    @classmethod
+    def eye(cls, n: int, m: int | None = None, dtype=dtypes.float32, device=None):
+        m = n if m is None else m
+        i = cls.arange(n, device=device).reshape(n, 1).expand(n, m)
+        j = cls.arange(m, device=device).reshape(1, m).expand(n, m)
+        return (i == j).cast(dtype)
+
+    @classmethod
+    def rand(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):
+        data = _rng[0].random(_shape_arg(shape))
+        return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @classmethod
+    def randn(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):
+        data = _rng[0].standard_normal(_shape_arg(shape))
+        return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @classmethod
+    def uniform(
+        cls, shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None
+    ):
+        data = _rng[0].uniform(low, high, _shape_arg((shape,)))
+        return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
+
+    @classmethod
+    def randint(cls, low, high=None, size=None, dtype=dtypes.int64, device=None):
+        """Integers in [low, high); torch's ``randint(high, size)`` form too."""
+        if size is None:
+            low, high, size = 0, low, high
+        return cls(_rng[0].integers(low, high, _shape_arg((size,))), dtype=dtype, device=device)
+
+    def one_hot(self, num_classes: int, dtype=dtypes.float32):
+        if not self.dtype.is_int:
+            raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
+        return compose.one_hot(self, num_classes, as_dtype(dtype))
+
+    def dropout(self, p: float = 0.5, training: bool = True):
+        """Zero each element with probability p and scale the rest by 1/(1-p)."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        if not training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = self._lift(_rng[0].random(self.shape) >= p)
+        return keep.where(self * (1 / (1 - p)), 0.0)
+
+
+def multinomial(probs, num_samples: int = 1, replacement: bool = False):
+    """Indices drawn by the weights along the last dim, by inverting the running total:
+    for u ~ U(0, total), the index is how many running totals are <= u. Draws are
+    independent (with replacement), so more than one needs ``replacement=True``."""
+    if num_samples > 1 and not replacement:
+        raise ValueError("multinomial: num_samples > 1 needs replacement=True in limn")
+    cdf = probs.float().cumsum(-1)
+    u = probs._lift(_rng[0].random(probs.shape[:-1] + (num_samples,)))
+    u = u * cdf[..., -1:]
+    return (cdf.unsqueeze(-2) <= u.unsqueeze(-1)).sum(-1).minimum(probs.shape[-1] - 1)

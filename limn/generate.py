@@ -1,0 +1,163 @@
+"""limn.generate: sample a language model one token per step over a fixed-size kv cache.
+
+Sampling by the window runs the whole (1, ctx) window again for every token. A kv cache
+keeps each attention layer's keys and values of the tokens so far instead, in (1, ctx,
+embed) tensors of a fixed size: a step embeds one token, writes its key and value at its
+position (``KVCache.write``, a select against the position) and attends over the whole
+cache, ``key_mask`` marking the filled part. Every step has the same shapes, so one plan
+serves them all and costs the same at every position; a hidden key weighs exactly 0, so a
+step's logits are the bits the windowed forward gives at its last position.
+
+A model takes part by having ``ctx`` (its context) and ``forward(idx, cache=None)``: with
+``cache``, a list of one ``KVCache`` per ``nn.MultiHeadAttention`` (in ``named_modules``
+order), ``idx`` is (1, 1) and the token's position is ``cache[0].pos``. When the cache is
+full, the text so far is cut to its last ``ctx // 2`` tokens and fed again from position 0.
+
+The sampling rule is written so that a few lines of C compute the same token
+(``examples/export_story.py`` does): splitmix64 for the random numbers, the ``top_k``
+largest logits by a stable sort (ties in index order), weights exp((logit - max) / T) in
+double by the C library's ``exp``, summed in that order, and the first token whose running
+sum exceeds u * total for u uniform in [0, 1). Temperature 0 takes the first maximum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from ir.graph import dtypes
+from limn.capture import capture
+from limn.nn import Module, MultiHeadAttention
+from limn.tensor import Tensor
+
+MASK64 = (1 << 64) - 1
+
+
+class KVCache:
+    """One attention layer's keys and values, (1, ctx, embed), and this step's position
+    ``pos`` ((1,) int32); ``write`` returns the next cache's tensors and keeps them."""
+
+    def __init__(self, k: Tensor, v: Tensor, pos: Tensor):
+        self.k, self.v, self.pos = k, v, pos
+
+    def write(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Put one position's key and value (each (1, 1, embed)) at ``pos``; return every
+        key, every value and the (1, ctx) mask of the filled part, positions 0..pos."""
+        if k.shape != (1, 1, self.k.shape[2]) or v.shape != k.shape:
+            raise ValueError(
+                f"KVCache.write: key {k.shape} and value {v.shape} must be (1, 1, "
+                f"{self.k.shape[2]}): one new position per step"
+            )
+        ctx = self.k.shape[1]
+        cols = Tensor.arange(ctx, dtype=dtypes.int32, device=k.device).reshape(1, ctx)
+        here = (cols == self.pos).reshape(1, ctx, 1)
+        self.k, self.v = here.where(k, self.k), here.where(v, self.v)
+        return self.k, self.v, cols <= self.pos
+
+
+def step_function(model: Module):
+    """``step(token (1, 1) int32, pos (1,) int32, k0, v0, k1, v1, ...)`` -> (logits (1, V),
+    k0', v0', ...): one token through ``model`` over the caches, the next caches out."""
+
+    def step(token: Tensor, pos: Tensor, *kv: Tensor):
+        caches = [KVCache(kv[i], kv[i + 1], pos) for i in range(0, len(kv), 2)]
+        logits = model(token, cache=caches)
+        return (logits[:, -1], *[t for c in caches for t in (c.k, c.v)])
+
+    return step
+
+
+def empty_cache(model: Module) -> list[np.ndarray]:
+    """Zeroed keys and values for every attention layer of ``model``: k0, v0, k1, v1, ..."""
+    widths = [m.embed_dim for _, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
+    if not widths:
+        raise ValueError(f"generate: {type(model).__name__} has no nn.MultiHeadAttention")
+    return [np.zeros((1, model.ctx, e), np.float32) for e in widths for _ in "kv"]
+
+
+class Rng:
+    """splitmix64: a 64-bit state, one add and three xor-shift-multiplies per number."""
+
+    def __init__(self, seed: int):
+        self.state = seed & MASK64
+
+    def next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def uniform(self) -> float:
+        """A double in [0, 1): the top 53 bits over 2**53."""
+        return (self.next() >> 11) * 2.0**-53
+
+
+def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: Rng) -> int:
+    """One token id from ``logits`` by the rule in the module docstring."""
+    logits = np.asarray(logits, np.float32).reshape(-1)
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    order = np.argsort(-logits, kind="stable")[: top_k or logits.size].tolist()
+    top = float(logits[order[0]])
+    weights = [math.exp((float(logits[i]) - top) / temperature) for i in order]
+    total = 0.0
+    for w in weights:  # left to right (sum() of floats compensates since Python 3.12)
+        total += w
+    r, run = rng.uniform() * total, 0.0
+    for i, w in zip(order, weights):
+        run += w
+        if r < run:
+            return i
+    return order[-1]
+
+
+def generate(
+    model: Module,
+    prompt,
+    n: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+) -> list[int]:
+    """The ``prompt`` token ids, then ``n`` sampled ones (``stream``'s first ``n``)."""
+    tokens = [int(t) for t in prompt]
+    return tokens + list(itertools.islice(stream(model, tokens, temperature, top_k, seed), n))
+
+
+def stream(
+    model: Module, prompt, temperature: float = 1.0, top_k: int | None = None, seed: int = 0
+) -> Iterator[int]:
+    """Sampled token ids after ``prompt``, one step over the kv cache each (captured on a
+    compiled device: every step replays one plan), for as long as they are asked for."""
+    tokens = [int(t) for t in prompt]
+    if not tokens:
+        raise ValueError("generate: the prompt must hold at least one token")
+    ctx = model.ctx
+    step, rng = capture(step_function(model)), Rng(seed)
+    kv = [Tensor(a) for a in empty_cache(model)]
+    pos, logits = 0, None
+
+    def push(j: int) -> None:  # feed tokens[j], which follows tokens[:j]
+        nonlocal pos
+        if pos == ctx:  # full: the last ctx // 2 tokens again, from position 0
+            pos = 0
+            for kept in tokens[j + 1 - ctx // 2 : j]:
+                push_one(kept)
+        push_one(tokens[j])
+
+    def push_one(token: int) -> None:
+        nonlocal pos, kv, logits
+        tok = Tensor(np.array([[token]], np.int32))
+        logits, *kv = step(tok, Tensor(np.array([pos], np.int32)), *kv)
+        pos += 1
+
+    for j in range(len(tokens)):
+        push(j)
+    while True:
+        tokens.append(sample(logits.numpy(), temperature, top_k, rng))
+        yield tokens[-1]
+        push(len(tokens) - 1)

@@ -1,0 +1,187 @@
+"""limn.nn.functional: the layers and losses as functions, in torch.nn.functional's names.
+
+Each layer module of ``limn.nn`` calls one of these, and most are a Tensor method under
+torch's name. Arguments follow torch's signatures; what differs is said where it does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+
+from ir.graph import dtypes
+from limn.attention import scaled_dot_product_attention as _sdpa
+from limn.autograd import no_grad
+from limn.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv, max_pool1d, max_pool2d  # noqa: F401
+from limn.tensor import Tensor
+
+relu, gelu, silu, tanh, sigmoid, softplus = (
+    Tensor.relu, Tensor.gelu, Tensor.silu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
+)  # fmt: skip
+softmax, log_softmax, linear, dropout, one_hot = (
+    Tensor.softmax, Tensor.log_softmax, Tensor.linear, Tensor.dropout, Tensor.one_hot
+)  # fmt: skip
+conv1d = conv2d = conv
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
+
+
+def pad(x: Tensor, pad: tuple, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """torch's order: (before, after) of the last dim first, then the one before it, ..."""
+    if mode != "constant" or len(pad) % 2:
+        raise ValueError(
+            f"pad: needs mode='constant' and (before, after) pairs, got {mode!r}, {pad}"
+        )
+    return x.pad([(pad[i], pad[i + 1]) for i in range(len(pad) - 2, -1, -2)], value)
+
+
+def embedding(ids: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` picked by the integer ``ids``: a gather, whose gradient adds."""
+    if not ids.dtype.is_int:
+        raise TypeError(f"embedding: ids must be an integer tensor, got {ids.dtype}")
+    n, dim = ids.numel(), weight.shape[1]
+    return weight.gather(0, ids.reshape(n, 1).expand(n, dim)).reshape(*ids.shape, dim)
+
+
+def _trailing(x: Tensor, shape: tuple, op: str) -> tuple[int, ...]:
+    n = len(shape)
+    if x.ndim < n or tuple(x.shape[x.ndim - n :]) != tuple(shape):
+        raise ValueError(f"{op}: input shape {x.shape} does not end in {tuple(shape)}")
+    return tuple(range(x.ndim - n, x.ndim))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing dims (biased variance), then scale and shift."""
+    axes = _trailing(x, tuple(normalized_shape), "layer_norm")
+    mean = x.mean(axes, keepdim=True)
+    y = (x - mean) * (x.var(axes, keepdim=True, correction=0) + eps).rsqrt()
+    y = y if weight is None else y * weight
+    return y if bias is None else y + bias
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x**2) + eps) over the trailing dims; eps defaults to the dtype's
+    machine epsilon, as torch's."""
+    axes = _trailing(x, tuple(normalized_shape), "rms_norm")
+    eps = float(ml_dtypes.finfo(dtypes.to_numpy(x.dtype)).eps) if eps is None else eps
+    y = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+def batch_norm(
+    x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5
+):
+    """Normalize each channel (dim 1) over the batch and the spatial dims. Training uses
+    the batch's statistics and writes the running ones (``assign``: the unbiased variance,
+    as torch keeps it); evaluation uses the running ones."""
+    axes = (0, *range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if training:
+        mean, var = x.mean(axes), x.var(axes, correction=0)
+        if running_mean is not None:
+            n = x.numel() // x.shape[1]
+            with no_grad():
+                running_mean.assign(running_mean * (1 - momentum) + mean.detach() * momentum)
+                unbiased = var.detach() * (n / max(n - 1, 1))
+                running_var.assign(running_var * (1 - momentum) + unbiased * momentum)
+    else:
+        mean, var = running_mean, running_var
+    y = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def scaled_dot_product_attention(
+    q, k, v, attn_mask=None, dropout_p: float = 0.0, is_causal=False, scale=None
+) -> Tensor:
+    """torch's signature. Without a mask or dropout this is limn's fused attention
+    (``limn.attention``); an ``attn_mask`` (bool: True takes part; float: added to the
+    scores) or ``dropout_p`` composes it from matmul and softmax."""
+    if attn_mask is None and dropout_p == 0:
+        return _sdpa(q, k, v, is_causal=is_causal, scale=scale)
+    s = (q @ k.mT) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if is_causal:
+        s = s.masked_fill(
+            Tensor.ones(s.shape[-2:], dtype="bool", device=s.device).triu(1), -math.inf
+        )
+    if attn_mask is not None:
+        s = attn_mask.where(s, -math.inf) if attn_mask.dtype == dtypes.bool_ else s + attn_mask
+    return s.softmax(-1).dropout(dropout_p) @ v
+
+
+# ---- losses -----------------------------------------------------------------------
+
+
+def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Squared error, averaged (or summed) over every element."""
+    if input.shape != target.shape:
+        raise ValueError(
+            f"mse_loss: input {input.shape} and target {target.shape} must share a shape"
+        )
+    return _reduce((input - target).square(), reduction, "mse_loss")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy_with_logits(x: Tensor, y: Tensor, reduction: str = "mean") -> Tensor:
+    """-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), as max(x, 0) - x y +
+    log1p(exp(-|x|)): finite for any logit."""
+    loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def cross_entropy(
+    logits: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100
+) -> Tensor:
+    """-log softmax(logits)[target] from raw logits and integer class ids.
+
+    logits (N, C) or (N, C, *d) with target (N,) or (N, *d), or logits (C,) with a 0-d
+    target, as in torch. log_softmax subtracts the row max before exponentiating, so huge
+    logits stay finite. Targets equal to ``ignore_index`` count for nothing, and the mean
+    is over the rest.
+    """
+    return _nll(logits, target, reduction, ignore_index, "cross_entropy")
+
+
+def nll_loss(
+    logp: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100
+) -> Tensor:
+    """-logp[target], for log-probabilities laid out as cross_entropy's logits."""
+    return _nll(logp, target, reduction, ignore_index, "nll_loss")
+
+
+def _nll(scores: Tensor, target: Tensor, reduction: str, ignore_index: int, name: str):
+    if not target.dtype.is_int:
+        raise TypeError(f"{name}: target must hold integer class ids, got {target.dtype}")
+    class_axis = 0 if scores.ndim == 1 else 1
+    expected = scores.shape[:class_axis] + scores.shape[class_axis + 1 :]
+    if scores.ndim == 0 or target.shape != expected:
+        raise ValueError(
+            f"{name}: logits {scores.shape} need target of shape {expected} "
+            f"(class dim {class_axis} removed), got {target.shape}"
+        )
+    order = tuple(a for a in range(scores.ndim) if a != class_axis) + (class_axis,)
+    logp = scores.permute(order)  # classes last
+    logp = logp.log_softmax(-1) if name == "cross_entropy" else logp
+    keep = target != ignore_index
+    safe = keep.where(target, 0)
+    picked = logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    nll = keep.where(-picked, 0.0)
+    if reduction == "mean":
+        return nll.sum() / keep.sum().cast(nll.dtype)
+    return _reduce(nll, reduction, name)

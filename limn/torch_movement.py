@@ -1,0 +1,370 @@
+"""The torch-like movement and indexing of limn.Tensor: views, splits, and ``x[key]``.
+
+A mixin like ``limn/torch_methods.py``: each method checks its arguments in torch's
+forms (``view(2, -1)`` or ``view((2, -1))``, negative dims) and hands the work to a
+movement primitive or ``ir/graph/compose.py``. Basic indexing (ints, slices, ``...``,
+``None``) is a view. Integer tensors and boolean masks (numpy's advanced indexing) are a
+gather of the rows they pick; a mask is turned into those integers on the host, since
+its count of True decides the result's shape (so ``x[mask]`` realizes the mask, as torch's
+does). ``x[key] = v`` writes through the same view (``Tensor.assign``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Self
+
+import numpy as np
+
+from ir.graph import compose, dtypes
+from ir.graph.dtypes import DType
+from limn.torch_methods import accept_torch_names
+
+
+class TorchMovement:
+    def reshape(self, *shape) -> Self:
+        shape = compose.resolve_shape(_shape_arg(shape), self.shape)
+        return self.p_reshape(shape)
+
+    view = reshape
+
+    def view_as(self, other) -> Self:
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def permute(self, *order) -> Self:
+        order = _shape_arg(order)
+        norm = tuple(compose.normalize_axis(a, self.ndim, "permute") for a in order)
+        if sorted(norm) != list(range(self.ndim)):
+            raise ValueError(
+                f"permute: {order} is not a permutation of the {self.ndim} dims of {self.shape}"
+            )
+        return self.p_permute(norm)
+
+    def transpose(self, dim0: int = -2, dim1: int = -1) -> Self:
+        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
+            return self
+        a = compose.normalize_axis(dim0, self.ndim, "transpose")
+        b = compose.normalize_axis(dim1, self.ndim, "transpose")
+        order = list(range(self.ndim))
+        order[a], order[b] = order[b], order[a]
+        return self.p_permute(tuple(order))
+
+    def t(self) -> Self:
+        return self.transpose()
+
+    @property
+    def T(self) -> Self:
+        return self.p_permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Self:
+        return self.transpose(-2, -1)
+
+    def expand(self, *shape) -> Self:
+        shape = _shape_arg(shape)
+        if len(shape) < self.ndim:
+            raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {shape}")
+        lead = len(shape) - self.ndim
+        full = tuple(
+            self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape)
+        )
+        for i, s in enumerate(self.shape):
+            if s != 1 and s != full[i + lead]:
+                raise ValueError(
+                    f"expand: dim {i} of {self.shape} has size {s}, cannot expand to "
+                    f"{full[i + lead]} in {shape}; only size-1 dims expand"
+                )
+        return compose.expand_to(self, full)
+
+    def broadcast_to(self, shape) -> Self:
+        return self.expand(*shape)
+
+    def expand_as(self, other) -> Self:
+        return self.expand(*other.shape)
+
+    def pad(self, pads, value: float = 0.0) -> Self:
+        """``pads`` is one (before, after) per dim, or per trailing dims if fewer."""
+        pads = tuple(tuple(p) for p in pads)
+        if len(pads) > self.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
+            raise ValueError(
+                f"pad: needs up to {self.ndim} non-negative (before, after) pairs for shape "
+                f"{self.shape}, got {pads}"
+            )
+        pads = ((0, 0),) * (self.ndim - len(pads)) + pads
+        out = self.p_pad(pads)
+        if value != 0:
+            inside = self.p_const(True, dtype=dtypes.bool_).p_pad(pads)
+            out = inside.p_where(out, out.p_const(value))
+        return out
+
+    def shrink(self, bounds) -> Self:
+        bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
+        if len(bounds) != self.ndim or any(
+            not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)
+        ):
+            raise ValueError(
+                f"shrink: bounds {bounds} do not fit shape {self.shape}; each needs "
+                f"0 <= start <= end <= size"
+            )
+        return self.p_shrink(bounds)
+
+    def flip(self, *axes) -> Self:
+        axes = _shape_arg(axes)
+        return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s = compose.normalize_axis(start_dim, self.ndim, "flatten")
+        e = compose.normalize_axis(end_dim, self.ndim, "flatten")
+        shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
+        return self.reshape(shape)
+
+    def unflatten(self, axis: int, sizes) -> Self:
+        a = compose.normalize_axis(axis, self.ndim, "unflatten")
+        sizes = compose.resolve_shape(_shape_arg((sizes,)), (self.shape[a],))
+        return self.reshape(self.shape[:a] + sizes + self.shape[a + 1 :])
+
+    def squeeze(self, axis=None) -> Self:
+        if axis is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        axes = compose.normalize_axes(axis, self.ndim, "squeeze")
+        for a in axes:
+            if self.shape[a] != 1:
+                raise ValueError(
+                    f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}; "
+                    "only size-1 dims can be squeezed"
+                )
+        return compose.squeeze_axes(self, axes)
+
+    def unsqueeze(self, axis: int) -> Self:
+        a = compose.normalize_axis(axis, self.ndim + 1, "unsqueeze")
+        return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
+
+    def contiguous(self) -> Self:
+        return self.p_contiguous()
+
+    def repeat(self, *repeats) -> Self:
+        reps = _shape_arg(repeats)
+        if len(reps) < self.ndim:
+            raise ValueError(
+                f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}"
+            )
+        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        shape = []
+        for r, s in zip(reps, x.shape):
+            shape += [r, s]
+        y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
+        return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+
+    def split(self, size, axis: int = 0) -> list[Self]:
+        axis = compose.normalize_axis(axis, self.ndim, "split")
+        n = self.shape[axis]
+        sizes = (
+            [size] * (n // size) + ([n % size] if n % size else [])
+            if isinstance(size, int)
+            else list(size)
+        )
+        if sum(sizes) != n:
+            raise ValueError(f"split: sizes {sizes} do not add up to dim {axis} of {self.shape}")
+        return compose.split(self, sizes, axis)
+
+    def chunk(self, n: int, axis: int = 0) -> list[Self]:
+        return self.split(max(1, -(-self.shape[axis] // n)), axis)
+
+    def unbind(self, axis: int = 0) -> list[Self]:
+        axis = compose.normalize_axis(axis, self.ndim, "unbind")
+        return [p.squeeze(axis) for p in self.split(1, axis)]
+
+    def gather(self, axis: int, index: Self) -> Self:
+        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
+        axis = compose.normalize_axis(axis, self.ndim, "gather")
+        if not index.dtype.is_int or index.ndim != self.ndim:
+            raise TypeError(
+                f"gather: index must be an integer tensor with {self.ndim} dims, got "
+                f"{index.dtype}{list(index.shape)}"
+            )
+        bounds = [(0, s) for s in index.shape]
+        bounds[axis] = (0, self.shape[axis])
+        if any(index.shape[d] > self.shape[d] for d in range(self.ndim) if d != axis):
+            raise ValueError(f"gather: index {index.shape} is larger than {self.shape}")
+        src = self.p_shrink(tuple(bounds))
+        return src.p_gather(index, axis)
+
+    def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
+        axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
+        if index.shape != src.shape or not index.dtype.is_int:
+            raise ValueError(
+                f"scatter_add: index and src must share a shape and index be an integer, got "
+                f"{index.dtype}{list(index.shape)} and {src.dtype}{list(src.shape)}"
+            )
+        return self.p_scatter(index, src.p_cast(self.dtype), axis)
+
+    def index_select(self, axis: int, index) -> Self:
+        axis = compose.normalize_axis(axis, self.ndim, "index_select")
+        return _take(self, [axis], [self._lift(index) if isinstance(index, list) else index])
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iter: cannot iterate over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, key) -> Self:
+        return _index(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        """``x[key] = value``: a write through the view ``x[key]``; a boolean mask over the
+        leading dims writes where it is True (``Tensor.assign`` commits it)."""
+        if isinstance(value, TorchMovement):
+            value = value.cast(self.dtype)
+        m = np.asarray(key) if isinstance(key, list | np.ndarray) else key
+        if isinstance(m, TorchMovement | np.ndarray) and m.dtype in (dtypes.bool_, np.bool_):
+            m = self._lift(m) if isinstance(m, np.ndarray) else m
+            if tuple(m.shape) != self.shape[: m.ndim]:
+                raise IndexError(
+                    f"index: a mask of shape {m.shape} does not match the leading dims of "
+                    f"{self.shape}"
+                )
+            m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim)).expand(*self.shape)
+            self.assign(m.where(value, self))
+            return
+        for k in key if isinstance(key, tuple) else (key,):
+            if isinstance(k, list | np.ndarray) or isinstance(k, TorchMovement) and k.ndim:
+                raise IndexError(
+                    "index assignment: integer-tensor indices cannot be written through; "
+                    "accepted: ints, slices, ..., None, or one bool mask over the leading dims"
+                )
+        self[key].assign(value)
+
+
+accept_torch_names(TorchMovement)
+
+
+def _advanced(x, k):
+    """A key item that picks by integers (an integer or bool tensor, list or array): the
+    integer tensors it stands for (one per dim a mask covers), else None."""
+    if isinstance(k, list | np.ndarray):
+        k = np.asarray(k)
+        if k.dtype.kind not in "iub":
+            raise IndexError(f"index: an index array must hold ints or bools, got {k.dtype}")
+    elif not (isinstance(k, TorchMovement) and k.ndim > 0):
+        return None
+    if k.dtype in (dtypes.bool_, np.bool_):  # its True positions decide the shape: computed now
+        where = np.nonzero(k.numpy() if isinstance(k, TorchMovement) else k)
+        return [x._lift(w.astype(np.int64)) for w in where]
+    if isinstance(k, np.ndarray):
+        return [x._lift(k.astype(np.int64))]
+    if not k.dtype.is_int:
+        raise IndexError(f"index: tensors used as indices must be integer or bool, got {k.dtype}")
+    return [k]
+
+
+def _take(x, dims: list[int], idxs: list) -> TorchMovement:
+    """x at the integer tensors ``idxs`` along ``dims`` (broadcast together), numpy's
+    advanced indexing: one gather over the dims flattened into one. The index dims take the
+    place of ``dims`` if those are adjacent, else they come first."""
+    shape = compose.broadcast_shapes(*(tuple(i.shape) for i in idxs), op="index")
+    flat = None  # the row-major position within the indexed dims
+    for d, i in zip(dims, idxs):
+        n = x.shape[d]
+        i = i.cast(dtypes.int64)
+        i = (i < 0).where(i + n, i).expand(*shape)
+        flat = i if flat is None else flat * n + i
+    rest = [a for a in range(x.ndim) if a not in dims]
+    inner = [x.shape[a] for a in rest]
+    z = x.permute(*dims, *rest).reshape(math.prod(x.shape[d] for d in dims), math.prod(inner))
+    k, m = math.prod(shape), z.shape[1]
+    out = z.gather(0, flat.reshape(k, 1).expand(k, m)).reshape(*shape, *inner)
+    at = dims[0] if dims == list(range(dims[0], dims[0] + len(dims))) else 0
+    order = list(range(len(shape), len(shape) + at)) + list(range(len(shape)))
+    return out.permute(*order, *range(len(shape) + at, out.ndim))
+
+
+def _index(x: TorchMovement, key) -> TorchMovement:
+    """Basic indexing as views: ints, slices of any step, ``...`` and ``None``; then the
+    advanced items (integer tensors, masks) as one ``_take``."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    picks, items = [], []  # the advanced items' integer tensors; the key with them as ":"
+    for k in key:
+        found = _advanced(x, k)
+        if found is None:
+            items.append(k)
+            continue
+        picks.append((len(items), found))
+        items += [slice(None)] * len(found)
+    key = tuple(items)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("index: only one ellipsis allowed")
+    if n_real > x.ndim:
+        raise IndexError(f"index: too many indices ({n_real}) for a tensor of shape {x.shape}")
+    expanded, where = [], {}  # where: key position -> position in expanded
+    for i, k in enumerate(key):
+        where[i] = len(expanded)
+        if k is Ellipsis:
+            expanded += [slice(None)] * (x.ndim - n_real)
+        else:
+            expanded.append(k)
+    expanded += [slice(None)] * (x.ndim - sum(1 for k in expanded if k is not None))
+    bounds, steps, flips, out_shape, dim, out_dim = [], [], [], [], 0, {}
+    for j, k in enumerate(expanded):
+        out_dim[j] = len(out_shape)
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = x.shape[dim]
+        if isinstance(k, TorchMovement) and k.ndim == 0 and k.dtype.is_int:
+            k = int(k.item())
+        if isinstance(k, int) and not isinstance(k, bool):
+            if not -size <= k < size:
+                raise IndexError(
+                    f"index: {k} is out of range for dim {dim} of size {size} in shape "
+                    f"{x.shape}; accepted: {-size}..{size - 1}"
+                )
+            k %= size
+            bounds.append((k, k + 1))
+            steps.append(1)
+        elif isinstance(k, slice):
+            if k.step == 0:
+                raise ValueError(
+                    f"index: slice step cannot be zero (dim {dim} of shape {x.shape}); "
+                    "accepted: any non-zero step"
+                )
+            start, stop, step = k.indices(size)
+            if step > 0:
+                lo, hi = start, max(start, stop)
+                count = len(range(start, stop, step))
+            else:
+                count = len(range(start, stop, step))
+                lo, hi = (start - (count - 1) * -step, start + 1) if count else (0, 0)
+                flips.append(dim)
+            bounds.append((lo, hi))
+            steps.append(abs(step))
+            out_shape.append(count)
+        else:
+            raise TypeError(
+                f"index: {type(k).__name__} is not supported; accepted: int, slice, ..., None, "
+                "an integer or bool tensor (or list, or numpy array)"
+            )
+        dim += 1
+    y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
+    y = y.p_reshape(tuple(out_shape))
+    if not picks:
+        return y
+    dims = [out_dim[where[at] + j] for at, found in picks for j in range(len(found))]
+    return _take(y, dims, [i for _, found in picks for i in found])
+
+
+def _shape_arg(shape) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    try:
+        return compose.as_ints(shape, "shape", "shape")
+    except TypeError:
+        hint = ""
+        if any(isinstance(s, str | DType | np.dtype | type) for s in shape):
+            hint = "; pass a dtype by keyword (dtype=...)"
+        raise TypeError(f"shape: needs ints, got {shape}{hint}") from None

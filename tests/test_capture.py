@@ -1,0 +1,179 @@
+"""limn.capture: a captured call gives what calling the function again would give, or the
+function runs again; every kind of thing a step reads, seen or not seen, is pinned here.
+
+Each test runs the same calls captured and plain and compares the bits, on the numpy
+device (where capture calls the function) and the c device (where it replays)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import limn
+from limn import Tensor, nn, optim
+
+
+@pytest.fixture(params=["numpy", "c"])
+def device(request):
+    limn.set_device(request.param)
+    yield request.param
+    limn.set_device("numpy")
+
+
+def _data(*shape, seed=0):
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _bits(t) -> bytes:
+    return t.numpy().tobytes()
+
+
+def test_a_changed_python_scalar_argument_records_again(device):
+    w = _data(4, 3)
+    f = limn.capture(lambda x, k=1.0: (x @ w) * k)
+    x = _data(2, 4, seed=1)
+    assert _bits(f(x)) == _bits(x @ w)
+    assert _bits(f(x, k=3.0)) == _bits((x @ w) * 3.0)
+    assert _bits(f(x, 3.0)) == _bits((x @ w) * 3.0)  # positionally: another call again
+    assert _bits(f(x)) == _bits(x @ w)  # the first recording replays
+    if device == "c":
+        assert f.records == 3 and len(f.recordings) == 3
+
+
+def test_a_changed_shape_or_dtype_records_again_instead_of_failing(device):
+    f = limn.capture(lambda x: (x * 2).sum(axis=0))
+    for x in (_data(3, 4), _data(5, 4), Tensor(np.ones((3, 4), np.float64)), _data(3, 4)):
+        assert _bits(f(x)) == _bits((x * 2).sum(axis=0))
+    if device == "c":
+        assert f.records == 3
+
+
+def test_a_changed_closure_variable_or_global_records_again(device):
+    global SCALE
+    SCALE, k = 2.0, 5.0
+    f = limn.capture(lambda x: x * SCALE + k)
+    x = _data(3)
+    assert _bits(f(x)) == _bits(x * 2.0 + 5.0)
+    SCALE = 7.0
+    assert _bits(f(x)) == _bits(x * 7.0 + 5.0)
+    k = -1.0  # noqa: F841 (the lambda reads it)
+    assert _bits(f(x)) == _bits(x * 7.0 - 1.0)
+
+
+def test_python_state_changed_in_place_records_again(device):
+    cfg = {"scale": 2.0, "shift": [1.0]}
+    f = limn.capture(lambda x: x * cfg["scale"] + cfg["shift"][0])
+    x = _data(3)
+    f(x)
+    cfg["scale"] = 4.0
+    assert _bits(f(x)) == _bits(x * 4.0 + 1.0)
+    cfg["shift"][0] = 9.0
+    assert _bits(f(x)) == _bits(x * 4.0 + 9.0)
+
+
+class Halves(nn.Module):
+    """A module whose graph depends on ``training``, without random numbers."""
+
+    def __init__(self):
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) * (0.5 if self.training else 1.0)
+
+
+def test_a_model_switched_between_train_and_eval_replays_each_mode(device):
+    limn.set_seed(0)
+    m = Halves()
+    f = limn.capture(lambda x: m(x))
+    x = _data(2, 4)
+    for mode in ("train", "eval", "train", "eval"):
+        getattr(m, mode)()
+        assert _bits(f(x)) == _bits(m(x)), mode
+    if device == "c":
+        assert f.records == 2  # one recording per mode, both kept
+
+
+def _training(device, captured, change):
+    """Four AdamW steps, ``change(opt, model, step)`` between them; the final weights."""
+    limn.set_seed(0)
+    model = nn.Sequential(nn.Linear(5, 3))
+    opt = optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step(loss)
+        return loss
+
+    f = limn.capture(step) if captured else step
+    losses = []
+    for s in range(4):
+        change(opt, model, s)
+        losses.append(_bits(f(_data(6, 5, seed=s), _data(6, 3, seed=10 + s))))
+    return losses, [_bits(p) for p in model.parameters()], f
+
+
+def _lr_schedule(opt, model, s):
+    opt.lr = 1e-2 / (1 + s)
+
+
+def _weight_decay_off(opt, model, s):
+    if s == 2:
+        opt.weight_decay = 0.0
+
+
+@pytest.mark.parametrize("change", [_lr_schedule, _weight_decay_off])
+def test_a_captured_training_step_follows_what_changes_between_steps(device, change):
+    losses, weights, f = _training(device, True, change)
+    assert (losses, weights) == _training(device, False, change)[:2]
+    if device == "c":  # an lr schedule lives on the device: one recording serves it
+        assert f.records == (1 if change is _lr_schedule else 2)
+
+
+def test_a_tensor_rebound_between_calls_records_again(device):
+    limn.set_seed(0)
+    m = Halves()
+    w = _data(4, 2, seed=4)
+    f = limn.capture(lambda x: m(x) @ w)
+    x = _data(2, 4)
+    f(x)
+    m.fc.weight = _data(4, 4, seed=5)  # an attribute: a new Tensor, a new buffer
+    assert _bits(f(x)) == _bits(m(x) @ w)
+    w = _data(4, 2, seed=6)  # a closure variable
+    assert _bits(f(x)) == _bits(m(x) @ w)
+
+
+def test_a_step_that_draws_host_random_numbers_runs_every_call(device):
+    def steps(captured):
+        limn.set_seed(3)
+        m = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+        f = limn.capture(lambda x: m(x)) if captured else (lambda x: m(x))
+        return [_bits(f(_data(4, 8))) for _ in range(3)]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = steps(True)
+    assert got == steps(False) and len(set(got)) == 3  # a fresh mask every call
+    assert any("draws host random numbers" in str(w.message) for w in caught) == (device == "c")
+
+
+def test_a_tensor_made_inside_the_step_from_fixed_host_data_replays(device):
+    f = limn.capture(lambda x: x + Tensor(np.arange(3, dtype=np.float32)) + Tensor.ones(3))
+    for i in range(3):
+        x = Tensor(np.full(3, float(i), np.float32))
+        assert f(x).numpy().tolist() == [i + 1.0, i + 2.0, i + 3.0]
+
+
+def test_a_numpy_array_the_step_reads_is_replayed_as_recorded_on_c(device):
+    """Documented: the contents of an array turned into a Tensor inside the step are not
+    seen; a replay uses the recorded value. Pass such data in as a Tensor."""
+    table = np.zeros(3, np.float32)
+    f = limn.capture(lambda x: x + Tensor(table))
+    x = Tensor(np.ones(3, np.float32))
+    f(x)
+    table[:] = 5.0
+    assert f(x).numpy().tolist() == ([1.0] * 3 if device == "c" else [6.0] * 3)
+    g = limn.capture(lambda x, t: x + t)  # the way that follows it
+    g(x, Tensor(np.zeros(3, np.float32)))
+    assert g(x, Tensor(table)).numpy().tolist() == [6.0] * 3

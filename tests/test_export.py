@@ -1,0 +1,121 @@
+"""limn.export_c: a plan as one C file, built by cc alone, computing the c device's bits."""
+
+import runpy
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import limn
+from limn import Tensor, nn
+from limn.export import export_c
+from limn.generate import empty_cache, step_function
+
+CC = shutil.which("cc")
+pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")
+
+DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "model.h"
+/* driver WEIGHTS IN... : reads each input file, runs, writes out<j>.bin */
+static const long OUT_BYTES[] = {@SIZES@};
+int main(int argc, char **argv) {
+  if (model_load(argv[1])) return 10;
+  const void *in[MODEL_INPUTS]; void *out[MODEL_OUTPUTS];
+  for (int j = 0; j < MODEL_INPUTS && j + 2 < argc; j++) {
+    FILE *f = fopen(argv[j + 2], "rb"); fseek(f, 0, SEEK_END); long n = ftell(f); rewind(f);
+    void *b = malloc(n); if (fread(b, 1, n, f) != (size_t)n) return 11; fclose(f); in[j] = b;
+  }
+  for (int j = 0; j < MODEL_OUTPUTS; j++) out[j] = malloc(OUT_BYTES[j]);
+  int rc = model_run(in, out);
+  for (int j = 0; j < MODEL_OUTPUTS; j++) {
+    char p[32]; snprintf(p, sizeof p, "out%d.bin", j);
+    FILE *f = fopen(p, "wb"); fwrite(out[j], 1, OUT_BYTES[j], f); fclose(f);
+  }
+  model_free();
+  return rc;
+}
+"""
+
+
+def _build_and_run(tmp_path: Path, fn, args, flags=("-std=c11", "-O2", "-Wall", "-Werror")):
+    """Export ``fn``, build it with a driver, run it on ``args``; (C outputs, c device's)."""
+    with limn.no_grad():
+        info = export_c(fn, *args, path=tmp_path / "model.c")
+        want = fn(*args)
+        want = [want] if isinstance(want, Tensor) else list(want)
+        want = [t.numpy() for t in want]
+    sizes = ", ".join(str(w.nbytes) for w in want)
+    (tmp_path / "driver.c").write_text(DRIVER.replace("@SIZES@", sizes))
+    build = [CC, *flags, "-o", "driver", "driver.c", "model.c", "-lm"]
+    r = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True)
+    # no warnings (gcc's note that 64-byte vector arguments changed ABI in gcc 4.6 is not one)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    files = []
+    for j, a in enumerate(args):
+        files.append(f"in{j}.bin")
+        a.numpy().tofile(tmp_path / files[-1])
+    r = subprocess.run(["./driver", "model.bin", *files], cwd=tmp_path, capture_output=True)
+    assert r.returncode == 0, r
+    got = [
+        np.fromfile(tmp_path / f"out{j}.bin", w.dtype).reshape(w.shape) for j, w in enumerate(want)
+    ]
+    assert [shape for _, shape in info["outputs"]] == [w.shape for w in want]
+    return got, want
+
+
+def test_an_exported_gpt_step_computes_the_c_devices_bits(tmp_path):
+    """The kv-cache step of a 2-layer GPT (gathers, LayerNorm, one-row matmuls, the fused
+    attention kernel, the cache write) built with cc -std=c11 -O2 -Wall alone: no warning,
+    every output the c device's bytes."""
+    limn.set_device("c")
+    gpt = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "train_stories.py"))
+    limn.set_seed(0)
+    model = gpt["GPT"](32, 32, 2, 2).eval()
+    step = step_function(model)
+    kv = [Tensor(np.random.default_rng(j).standard_normal(a.shape, np.float32)) for j, a in
+          enumerate(empty_cache(model))]  # fmt: skip
+    args = [Tensor(np.array([[65]], np.int32)), Tensor(np.array([5], np.int32)), *kv]
+    got, want = _build_and_run(tmp_path, step, args)
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+    text = (tmp_path / "model.c").read_text()
+    assert "limn_sdpa_fwd_float32(" in text and "_Float16" not in text  # one dtype's kernels
+
+
+def test_an_exported_mlp_built_without_openmp_or_optimization_is_bit_exact(tmp_path):
+    limn.set_device("c")
+    limn.set_seed(1)
+    mlp = nn.Sequential(nn.Linear(24, 48), Tensor.relu, nn.Linear(48, 5))
+    x = Tensor(np.random.default_rng(2).standard_normal((3, 24), np.float32))
+    (got,), (want,) = _build_and_run(tmp_path, mlp, [x], ("-O0", "-Wall"))
+    assert got.tobytes() == want.tobytes()
+    h = (tmp_path / "model.h").read_text()
+    assert "in[0]: float32 [3, 24], 288 bytes" in h and "out[0]: float32 [3, 5]" in h
+
+
+def test_a_missing_or_short_weights_file_is_refused_by_model_load(tmp_path):
+    limn.set_device("c")
+    lin = nn.Linear(4, 3)
+    x = Tensor(np.ones((1, 4), np.float32))
+    _build_and_run(tmp_path, lin, [x])
+    (tmp_path / "model.bin").write_bytes((tmp_path / "model.bin").read_bytes()[:-4])
+    r = subprocess.run(["./driver", "model.bin", "in0.bin"], cwd=tmp_path)
+    assert r.returncode == 10
+    r = subprocess.run(["./driver", "nothing.bin", "in0.bin"], cwd=tmp_path)
+    assert r.returncode == 10
+
+
+def test_export_refuses_a_function_that_assigns(tmp_path):
+    limn.set_device("c")
+    w = Tensor(np.ones(3, np.float32))
+
+    def bump(x):
+        w.assign(w + x)
+        return w
+
+    with pytest.raises(ValueError, match="export_c: fn assigns"):
+        export_c(bump, Tensor(np.ones(3, np.float32)), path=tmp_path / "m.c")

@@ -1,0 +1,68 @@
+"""The live compile line: shown on a terminal for slow work, never in a log."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+import pytest
+
+import limn
+from limn import Tensor
+from limn.runtime import progress
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _fresh_compile():
+    """A graph the c device (fresh, on an empty cache: the fixture) has to compile."""
+    return (Tensor.arange(9, device="c").float() * 3.0).exp().sum()
+
+
+@pytest.fixture
+def c_device(monkeypatch, tmp_path):
+    try:
+        limn.get_device("c")
+    except (RuntimeError, OSError) as e:
+        pytest.skip(f"c device: {e}")
+    from limn.runtime.c import CDevice
+    from limn.runtime.device import install
+
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    old = install("c", CDevice())
+    yield
+    install("c", old)
+
+
+def test_a_slow_compile_prints_one_live_line_with_kernels_and_elapsed(monkeypatch, c_device):
+    out = Terminal()
+    monkeypatch.setattr(sys, "stderr", out)
+    monkeypatch.setattr(progress, "AFTER", 0.0)
+    _fresh_compile().realize()
+    text = out.getvalue()
+    assert re.fullmatch(
+        r"(\r\x1b\[Klimn: compiling \d+/\d+ kernels, [\d.]+ s)*"
+        r"\r\x1b\[Klimn: compiled \d+ kernels in [\d.]+ s\n",
+        text,
+    ), text
+
+
+def test_the_line_is_quiet_when_stderr_is_not_a_terminal(monkeypatch, c_device):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    monkeypatch.setattr(progress, "AFTER", 0.0)
+    _fresh_compile().realize()
+    assert out.getvalue() == ""
+
+
+def test_work_quicker_than_a_second_prints_nothing(monkeypatch, c_device):
+    x = Tensor.arange(5, device="c").float() * 2
+    x.numpy()  # the plan is built (or loaded) here
+    out = Terminal()
+    monkeypatch.setattr(sys, "stderr", out)
+    (Tensor.arange(5, device="c").float() * 2).numpy()
+    assert out.getvalue() == ""

@@ -1,0 +1,301 @@
+"""torch's names on limn, checked by running the same code on both.
+
+Each case below is one function of a namespace ``m`` and a tensor: it runs once with
+``m = torch`` on a torch tensor and once with ``m = limn`` on a limn Tensor, and the two
+must agree in value and in the gradient of a random upstream gradient. Then the devices a
+user names, the namespace after ``import limn``, and a torch GPT training script run on
+limn with its imports changed and nothing else (``examples/torch_gpt.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import limn
+from limn import Tensor, nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+X[0, 0, 0] = 0.0
+
+SAME_CODE = {
+    "sum dim": lambda m, x: x.sum(dim=1),
+    "sum dims keepdim": lambda m, x: x.sum(dim=(0, 2), keepdim=True),
+    "mean dim": lambda m, x: x.mean(dim=-1, keepdim=True),
+    "var unbiased": lambda m, x: x.var(dim=-1, unbiased=False),
+    "std dim": lambda m, x: x.std(dim=1),
+    "max dim values": lambda m, x: x.max(dim=1).values,
+    "min dim values": lambda m, x: x.min(dim=-1, keepdim=True)[0],
+    "amax": lambda m, x: x.amax(dim=(1, 2)),
+    "logsumexp": lambda m, x: x.logsumexp(dim=-1),
+    "softmax dim": lambda m, x: m.softmax(x, dim=-1),
+    "log_softmax": lambda m, x: x.log_softmax(dim=1),
+    "cumsum dim": lambda m, x: x.cumsum(dim=2),
+    "norm": lambda m, x: x.norm(dim=-1),
+    "norm all": lambda m, x: x.norm(),
+    "clone": lambda m, x: x.clone() * 2,
+    "masked_fill": lambda m, x: x.masked_fill(x > 0.5, float("-inf")).softmax(-1),
+    "masked_fill tensor mask": lambda m, x: x.masked_fill(m.tril(m.ones(3, 4)) == 0, 0.0),
+    "tril": lambda m, x: x.tril(),
+    "triu 1": lambda m, x: m.triu(x, 1),
+    "tril -1": lambda m, x: m.tril(x, diagonal=-1),
+    "einsum batched matmul": lambda m, x: m.einsum("bij,bkj->bik", x, x),
+    "einsum outer": lambda m, x: m.einsum("i,j->ij", x[0, 0], x[1, 1]),
+    "einsum implicit": lambda m, x: m.einsum("ij,jk", x[0], x[1].T),
+    "einsum trace of product": lambda m, x: m.einsum("ij,ji->", x[0], x[1].T),
+    "bool mask": lambda m, x: x[x > 0],
+    "bool mask rows": lambda m, x: x[(x > 0).any(-1)],
+    "int tensor": lambda m, x: x[m.tensor([1, 0, 1])],
+    "int tensor dim 1": lambda m, x: x[:, m.tensor([2, 0])],
+    "int tensors apart": lambda m, x: x[m.tensor([0, 1]), :, m.tensor([3, -2])],
+    "int tensors adjacent": lambda m, x: x[:, m.tensor([0, 1]), m.tensor([3, 2])],
+    "list": lambda m, x: x[[1, 0]],
+    "index_select": lambda m, x: x.index_select(2, m.tensor([3, 3, 0])),
+    "view": lambda m, x: x.view(-1, 4),
+    "view tuple": lambda m, x: x.view((6, 4)),
+    "view_as": lambda m, x: x.view_as(x[0].reshape(12, 1).expand(12, 2)),
+    "permute": lambda m, x: x.permute(2, 0, 1),
+    "permute tuple": lambda m, x: x.permute((1, 2, 0)),
+    "transpose": lambda m, x: x.transpose(0, 2),
+    "t": lambda m, x: x[0].t(),
+    "flatten": lambda m, x: x.flatten(1),
+    "flatten range": lambda m, x: m.flatten(x, 0, 1),
+    "unflatten": lambda m, x: x.unflatten(2, (2, 2)),
+    "unsqueeze": lambda m, x: x.unsqueeze(dim=1),
+    "squeeze": lambda m, x: x[:, :1].squeeze(1),
+    "chunk": lambda m, x: x.chunk(2, dim=-1)[1],
+    "chunk uneven": lambda m, x: x.chunk(2, dim=1)[1],
+    "split": lambda m, x: x.split([1, 3], dim=-1)[1],
+    "split size": lambda m, x: x.split(2, dim=2)[0],
+    "unbind": lambda m, x: x.unbind(1)[2],
+    "expand_as": lambda m, x: x[:, :1].expand_as(x),
+    "cat dim": lambda m, x: m.cat([x, x * 2], dim=1),
+    "stack dim": lambda m, x: m.stack([x, x], dim=-1),
+    "topk": lambda m, x: x.topk(2, dim=-1).values,
+    "sort descending": lambda m, x: x.sort(dim=1, descending=True).values,
+    "argsort": lambda m, x: x + x.argsort(dim=-1),
+    "where": lambda m, x: m.where(x > 0, x, x * 0.1),
+    "functions": lambda m, x: m.exp(x) + m.sqrt(m.abs(x)) + m.tanh(x) + m.sigmoid(x),
+    "matmul": lambda m, x: m.matmul(x, x.transpose(-2, -1)),
+    "pow 2": lambda m, x: x**2,
+    "pow 3": lambda m, x: x**3,
+    "pow 0": lambda m, x: x**0,
+    "pow 1": lambda m, x: x**1,
+    "pow -1": lambda m, x: x**-1,
+    "pow half of abs": lambda m, x: x.abs() ** 0.5,
+    "sub and div aliases": lambda m, x: x.sub(1).div(2).mul(3).add(4).neg(),
+}
+
+
+@pytest.mark.parametrize("case", SAME_CODE)
+def test_the_same_code_gives_torchs_values_and_gradients(case):
+    xt = torch.tensor(X, requires_grad=True)
+    xl = Tensor(X, requires_grad=True)
+    want, got = SAME_CODE[case](torch, xt), SAME_CODE[case](limn, xl)
+    assert got.shape == tuple(want.shape) and str(got.dtype) == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    if not want.requires_grad:
+        return
+    g = np.random.default_rng(1).standard_normal(want.shape).astype(np.float32)
+    want.backward(torch.tensor(g))
+    got.backward(Tensor(g))
+    np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x", [0.0, -0.0, 2.0, -3.0, np.inf, -np.inf, np.nan], ids=str)
+@pytest.mark.parametrize("y", [0.0, 1.0, 2.0, 3.0, -1.0, -2.0, 0.5, 2.5])
+def test_the_gradient_of_x_to_a_constant_power_matches_torch_at_special_values(x, y):
+    xt = torch.tensor([x], requires_grad=True)
+    xl = Tensor([x], requires_grad=True)
+    (xt**y).sum().backward()
+    (xl**y).sum().backward()
+    np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), rtol=1e-6, equal_nan=True)
+
+
+def test_the_gradient_of_a_square_is_a_small_graph():
+    for f in (lambda x: x**2, lambda x: x * x):
+        x = Tensor([1.0, 2.0], requires_grad=True)
+        f(x).sum().backward()
+        assert len(x.grad.graph().splitlines()) <= 8  # 61 before the constant-power rule
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x**2.5).sum().backward()
+    assert len(x.grad.graph().splitlines()) <= 10
+
+
+def test_max_and_min_by_dim_give_torchs_values_and_indices():
+    got, want = Tensor(X).max(dim=1), torch.tensor(X).max(dim=1)
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    values, indices = Tensor(X).min(dim=-1)
+    np.testing.assert_array_equal(indices.numpy(), torch.tensor(X).min(dim=-1).indices.numpy())
+    assert Tensor(X).max(1).shape == (2, 4)  # positional: limn's reduction, the values
+
+
+def test_assignment_through_an_index_or_a_mask_matches_torch():
+    got, want = Tensor(X).contiguous().realize(), torch.tensor(X)
+    for key, value in [((0, 1), 5.0), ((slice(None), 2), -1.0), ((1, ..., 3), 7.0)]:
+        got[key], want[key] = value, value
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    got[got > 0], want[want > 0] = 0.0, 0.0
+    got[Tensor([True, False])] = Tensor([9.0])
+    want[torch.tensor([True, False])] = torch.tensor([9.0])
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(IndexError, match="integer-tensor indices cannot be written"):
+        got[Tensor([0])] = 1.0
+
+
+def test_in_place_methods_write_the_tensor_as_torch_does():
+    got, want = Tensor(X).contiguous().realize(), torch.tensor(X)
+    for call in [
+        lambda t: t.mul_(2),
+        lambda t: t.add_(1),
+        lambda t: t.clamp_(-1, 1),
+        lambda t: t.masked_fill_(t < 0, 0.5),
+        lambda t: t.tril_(),
+        lambda t: t.sub_(t * 0.5),
+        lambda t: t.pow_(2),
+        lambda t: t.fill_(3),
+        lambda t: t.zero_(),
+    ]:
+        call(got), call(want)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    p = Tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        p.mul_(2)
+
+
+def test_size_dim_and_numel_answer_as_in_torch():
+    t = Tensor(X)
+    assert t.size() == (2, 3, 4) and t.size(-1) == 4 and t.size == 24 and t.dim() == 3
+    assert t.numel() == 24 and t.nelement() == 24
+    b, c, d = t.size()
+    assert (b, c, d) == (2, 3, 4)
+
+
+def test_multinomial_draws_by_the_weights():
+    limn.manual_seed(0)
+    probs = Tensor([[0.0, 0.25, 0.75], [1.0, 0.0, 0.0]])
+    draws = limn.multinomial(probs, 4000, replacement=True).numpy()
+    assert draws.shape == (2, 4000) and (draws[1] == 0).all() and (draws[0] != 0).all()
+    assert abs((draws[0] == 2).mean() - 0.75) < 0.03
+    assert limn.multinomial(probs, num_samples=1).shape == (2, 1)
+
+
+# ---- devices ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: Tensor([1.0], device=d),
+        lambda d: limn.zeros(2, device=d),
+        lambda d: limn.arange(3, device=d),
+        lambda d: limn.randn(2, device=d),
+        lambda d: limn.randint(0, 5, (2,), device=d),
+        lambda d: limn.full((2,), 1.0, device=d),
+    ],
+)
+def test_an_unknown_device_fails_where_the_tensor_is_made_naming_the_accepted_ones(make):
+    with pytest.raises(
+        ValueError, match=r"unknown device 'gpu'; accepted: (.*, )?c, cuda, numpy(, .*)? and 'cpu'"
+    ):
+        make("gpu")
+    assert make("cpu").device == limn.runtime.device.resolve("cpu")
+
+
+def test_to_moves_between_devices_and_dtypes_in_torchs_forms():
+    x = Tensor([1.5, 2.5], requires_grad=True)
+    assert x.to("c").device == "c" and x.to("numpy").device == "numpy"
+    assert x.to("cpu").device == limn.runtime.device.resolve("cpu") == x.cpu().device
+    assert x.to("float64").dtype == limn.float64 and x.double().dtype == limn.float64
+    assert x.to(limn.long).tolist() == [1, 2]
+    y = x.to("c", limn.float16)
+    assert (y.device, y.dtype) == ("c", limn.float16)
+    z = x.to(Tensor([1], dtype="int32", device="c"))
+    assert (z.device, z.dtype) == ("c", limn.int32)
+    assert x.to(dtype=limn.float64, device="c").device == "c"
+    (x.to("c") * 3).sum().backward()  # a move between host devices keeps the gradient
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    with pytest.raises(TypeError, match="neither a device .* nor a dtype"):
+        x.to("gpu")
+
+
+def test_module_to_moves_every_tensor_in_place_and_keeps_the_optimizers_hold():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    opt = limn.optim.SGD(model.parameters(), lr=0.1)
+    weight = model[0].weight
+    model.to("c")
+    assert {t.device for t in model.state_dict().values()} == {"c"}
+    assert model[0].weight is weight and opt.params[0] is weight
+    model.to(limn.float64)
+    assert model[0].weight.dtype == limn.float64 and model[1].running_mean.dtype == limn.float64
+
+
+def test_import_limn_makes_nn_and_optim_reachable():
+    code = (
+        "import limn; print(limn.nn.Linear(2, 3)(limn.ones(2)).shape, limn.optim.Adam, "
+        "limn.nn.functional.relu, limn.optim.lr_scheduler.StepLR, limn.nn.init.normal_)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.startswith("(3,)"), out.stderr
+
+
+def test_the_namespace_answers_torchs_names():
+    assert limn.long is limn.int64 and limn.float is limn.float32 and limn.bool is limn.bool_
+    assert limn.tensor is Tensor and limn.cuda.is_available() in (True, False)
+    assert limn.zeros_like(Tensor([1.0, 2.0])).tolist() == [0.0, 0.0]
+    assert limn.device("cpu") == limn.runtime.device.resolve("cpu")
+    with pytest.raises(AttributeError, match="no attribute 'not_a_torch_name'"):
+        limn.not_a_torch_name  # noqa: B018
+
+
+# ---- a torch training script, ported by its imports ---------------------------------
+
+PORT = [  # the diff that makes examples/torch_gpt.py a limn program
+    ("import torch\n", "import limn as torch\n"),
+    ("import torch.nn as nn\n", "import limn.nn as nn\n"),
+    ("from torch.nn import functional as F\n", "from limn.nn import functional as F\n"),
+]
+
+
+def ported(text: str) -> str:
+    for torch_line, limn_line in PORT:
+        assert text.count(torch_line) == 1, torch_line
+        text = text.replace(torch_line, limn_line)
+    return text
+
+
+def _run_script(text: str, tmp_path, name: str, device: str, steps: int = 12) -> list[float]:
+    path = tmp_path / name
+    path.write_text(text)
+    data = os.path.join(ROOT, "examples", "data", "tinystories-sample.txt")
+    env = {**os.environ, "PYTHONPATH": ROOT, "GPT_DATA": data, "GPT_DEVICE": device}
+    env.update(GPT_STEPS=str(steps), GPT_EVAL="2", GPT_GEN="3")
+    out = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    losses = [float(ln.split()[-1]) for ln in out.stdout.splitlines() if ln.startswith("step")]
+    assert "generated:" in out.stdout
+    return losses
+
+
+def test_the_torch_gpt_script_runs_on_limn_with_only_its_imports_changed(tmp_path):
+    text = open(os.path.join(ROOT, "examples", "torch_gpt.py")).read()
+    limn_losses = _run_script(ported(text), tmp_path, "limn_gpt.py", "numpy")
+    torch_losses = _run_script(text, tmp_path, "torch_gpt.py", "cpu")
+    assert len(limn_losses) == len(torch_losses) == 2
+    assert limn_losses[-1] < limn_losses[0] - 0.5  # it trains
+    assert abs(limn_losses[0] - torch_losses[0]) < 0.1  # both start near ln(256)
+
+
+@pytest.mark.slow
+def test_the_ported_gpt_script_trains_on_the_cpu_device(tmp_path):
+    text = ported(open(os.path.join(ROOT, "examples", "torch_gpt.py")).read())
+    losses = _run_script(text, tmp_path, "limn_gpt.py", "cpu", steps=60)
+    assert losses[-1] < losses[0] - 1.0
