@@ -705,6 +705,13 @@ def test_array_api_extra_runs_unchanged_and_matches_numpy():
 # ---- extensions ---------------------------------------------------------------------------
 
 
+def test_a_host_call_is_one_custom_node_and_the_c_stage_prints_it_as_a_host_function():
+    x = xp.asarray(np.linspace(0.0, 1.0, 8))
+    for y, name in ((xp.fft.rfft(x), "fft.rfft"), (xp.searchsorted(x, x), "searchsorted")):
+        assert y._t.node.op is Op.CUSTOM and y._t.node.arg[0] == name
+        assert f"CUSTOM {name}: a host function of the device" in limn.ir(y._t, stage="c")
+
+
 @COMPOSED
 @pytest.mark.parametrize("n", [1, 6, 8, 13])
 def test_fft_matches_numpy(n, composed, monkeypatch):
