@@ -8,8 +8,8 @@ its own (limn's OpenMP team and OpenBLAS's slow each other in one), in rounds wh
 alternates, and each process times every case twice, its first call (what a user waits)
 and its second. The c device runs twice per round: from an empty compile cache, then in a
 new process on the cache the first one filled (warm). The per-op figures and the fft sizes
-of issue 22 are timed in the limn processes too. No floor: a case that is fast is compared
-as it is.
+of issue 22 are timed in the numpy and limn processes too (``--per-op``: those alone). No
+floor: a case that is fast is compared as it is.
 
     uv run python examples/bench_clients.py [--rounds 3] [--only sklearn.PCA ...] [--per-op]
 
@@ -139,12 +139,12 @@ def main(rounds: int, names: list[str]) -> None:
 def report_per_op(results: dict) -> None:
     print("per op, x 400x6 float64: median (min..max) over 7 repeats x rounds, us; fft in s")
     sides = ["numpy", "limn-numpy", "c warm", "c cold"]
-    print(f"{'':<32}" + "".join(f"{s:>24}" for s in sides))
+    print(f"{'':<30}" + "".join(f"{s:>28}" for s in sides) + "   ratios to numpy")
     for op in results["numpy"][0]["per_op"]:
         row = {s: [v for r in results[s] for v in r["per_op"][op]] for s in sides}
-        cells = [f"{statistics.median(v):.4g} ({min(v):.3g}..{max(v):.3g})" for v in row.values()]
+        cells = [f"{statistics.median(v):.3g} ({min(v):.3g}..{max(v):.3g})" for v in row.values()]
         ratios = [statistics.median(row[s]) / statistics.median(row["numpy"]) for s in sides[1:]]
-        print(f"{op:<32}" + "".join(f"{c:>24}" for c in cells)
+        print(f"{op:<30}" + "".join(f"{c:>28}" for c in cells)
               + "   " + " ".join(f"{q:.1f}x" for q in ratios))  # fmt: skip
     for side, limit in (("limn-numpy", 0.05), ("c warm", 0.2)):
         ops = {k: statistics.median(v for r in results[side] for v in r["per_op"][k])
