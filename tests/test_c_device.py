@@ -899,3 +899,16 @@ def test_a_long_reduce_over_a_concatenation_folds_into_the_whole_arrays_blocks(m
     pieced = [cat([Tensor(p) for p in parts]).sum().node]
     assert dev.realize(pieced)[0].data.tobytes() == want.tobytes()
     assert run(pieced, passes=c_passes())[0].tobytes() == want.tobytes()
+
+
+def test_a_write_into_one_column_compiles_to_a_bounded_nest_and_the_reference_bits():
+    """The write's positions come from an arange built of 17 pads over 17 loops of 2:
+    cutting each loop at its pad copies the loops below it, so uncapped cuts made 2**17
+    copies of the body (the compile never finished)."""
+    w = limn.Tensor(np.arange(120_000, dtype=np.float32).reshape(400, 300), device="c")
+    with limn.no_grad():
+        w.T[0].assign(-1.5)
+    assert len(ir(w, stage="c").splitlines()) < 6_000  # uncapped: millions
+    want = np.arange(120_000, dtype=np.float32).reshape(400, 300)
+    want[:, 0] = -1.5
+    assert w.numpy().tobytes() == want.tobytes()

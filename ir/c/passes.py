@@ -627,13 +627,19 @@ def _split_items(items) -> list:
         if not isinstance(it, Block):
             out.append(it)
         elif any(isinstance(x, Block) for x in it.body):
-            out += _split_outer(Block(it.loop, tuple(_split_items(it.body))))
+            inner = Block(it.loop, tuple(_split_items(it.body)))
+            pieces = _split_outer(inner)
+            # each cut copies the body below it: nested cuts multiply (17 nested loops of
+            # 2, one pad each, would make 2**17 copies), so the copies stay within a bound
+            grown = sum(len(list(instructions(b.body))) for b in pieces)
+            out += pieces if grown <= MAX_GROWTH * len(list(instructions(it.body))) else [inner]
         else:
             out += _split_loop(it)
     return out
 
 
 MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copies its body)
+MAX_GROWTH = 32  # a loop's cut pieces hold at most this many times its instructions
 
 
 def _split_outer(block: Block) -> list:
