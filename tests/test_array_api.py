@@ -116,9 +116,13 @@ def test_a_value_read_once_is_kept_for_the_next_read_until_a_buffer_is_written(d
     square = a @ a
     assert (square + 0.0).sum().item() == 512.0
     assert recall(square.node.srcs[0]) is not None
+    double = a * 2.0
+    asked = double.node
+    double.realize()
     a.assign(limn.Tensor(np.zeros((8, 8)), device=device)).realize()
     # the write made every kept value stale: the lazy value reads the bytes as written
     assert recall(square.node.srcs[0]) is None and (square + 0.0).sum().item() == 0.0
+    assert recall(asked) is not None  # a value asked for is a result, not a kept value
 
 
 def test_namespace_is_found_through_array_api_compat_and_limn():

@@ -155,7 +155,9 @@ class NumpyDevice(Device):
                     values[id(node)] = custom_memo[key][at]
                 else:
                     v = values[id(node)] = evaluate(node, vals, self.kernels)
-                    if node.op not in _CHEAP and v.nbytes <= KEEP_BYTES and v.flags.owndata:
+                    # (a root is remembered as a result below, past the next write)
+                    small = v.nbytes <= KEEP_BYTES and v.flags.owndata and id(node) not in keep
+                    if small and node.op not in _CHEAP:
                         remember(node, Buffer(node.dtype, node.shape, v), kept=True)
                 for src in node.srcs:  # a value goes after its last reader (see _walk)
                     if last[id(src)] == i and id(src) not in keep:
