@@ -295,7 +295,9 @@ class CompiledDevice(Device):
                 plan.slots = slots
                 plan.last_use = lifetimes(sched.graph)
                 plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
-                plan.kept = kept_values(sched, nodes, spelled)
+                # a value the pool would take goes back to it: only smaller ones are kept
+                most = min(KEEP_BYTES, self.pool.smallest - 1) if self.pool.limit else KEEP_BYTES
+                plan.kept = kept_values(sched, nodes, spelled, most)
                 if prof is None:
                     self.store_plan(key, plan, time.perf_counter() - t0)
             plan.pool = self.pool if self.pool.limit > 0 else None
@@ -320,9 +322,9 @@ class CompiledDevice(Device):
         return out
 
 
-def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
+def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple:
     """(buffer, key row) for each kernel output a plan's runs leave to be remembered: the
-    value of a node of the user's graph (a row of its key), at most ``KEEP_BYTES``, that no
+    value of a node of the user's graph (a row of its key), at most ``most`` bytes, that no
     sink already returns. Client code reads a result and goes on with graphs that share
     what it read; a remembered value is an input there, so the next plan neither walks nor
     computes that history again."""
@@ -334,7 +336,7 @@ def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
         if r is None or k.output in sinks or n.op is Op.ASSIGN or spec.dtype is not n.dtype:
             continue
         size = math.prod(spec.shape)
-        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= KEEP_BYTES:
+        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= most:
             kept.append((k.output, r))
     return tuple(kept)
 
