@@ -901,6 +901,65 @@ def test_a_long_reduce_over_a_concatenation_folds_into_the_whole_arrays_blocks(m
     assert run(pieced, passes=c_passes())[0].tobytes() == want.tobytes()
 
 
+def _layouts(a: np.ndarray) -> dict:
+    """The same logical array, laid out six ways: whole, from slices along the first and
+    the last axis, as a view of a buffer holding it with its first two axes swapped, or its
+    last axis first, and as a strided view."""
+    h, w = a.shape[0] // 2 + 1, a.shape[-1] // 3 + 1
+    swapped = Tensor(np.ascontiguousarray(np.swapaxes(a, 0, 1)))
+    big = np.zeros((2 * a.shape[0], *a.shape[1:]), a.dtype)
+    big[::2] = a
+    return {
+        "whole": Tensor(a),
+        "rows": cat([Tensor(a[:h]), Tensor(a[h:])], 0),
+        "columns": cat(
+            [Tensor(a[..., :w]), Tensor(a[..., w : w + 1]), Tensor(a[..., w + 1 :])], -1
+        ),
+        "transposed": swapped.permute(1, 0, *range(2, a.ndim)),
+        "strided": Tensor(big)[::2],
+        "turned": Tensor(np.ascontiguousarray(np.moveaxis(a, -1, 0))).permute(*range(1, a.ndim), 0),
+    }
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(40, 45), (3, 5, 37)])
+def test_a_reduce_over_several_axes_gives_the_same_bits_whatever_the_layout(device, dtype, shape):
+    """The rows are 45 and 37 long, no multiple of a vector's lanes: a c order that follows
+    the memory, not the logical index, would fold them into other lanes, and a loop order
+    that followed the strides would fold the "turned" layout's rows one after another."""
+    a = np.random.default_rng(1).standard_normal(shape).astype(dtype) * 10
+    a.flat[3] = -0.0
+    axes = [None, (0, 1), (0,)] + ([(1, 2), (0, 2)] if len(shape) == 3 else [])
+    outs = {
+        (name, f, axis): getattr(x, f)(axis)
+        for name, x in _layouts(a).items()
+        for f in ("sum", "var")
+        for axis in axes
+    }
+    got = dict(zip(outs, get_device(device).realize([t.node for t in outs.values()])))
+    for (name, f, axis), buf in got.items():
+        want = got["whole", f, axis].data
+        assert buf.data.tobytes() == want.tobytes(), (name, f, axis)
+
+
+def test_a_long_reduce_over_several_axes_folds_into_the_same_blocks_whatever_the_layout(
+    monkeypatch,
+):
+    from ir.c import passes
+
+    monkeypatch.setattr(passes, "BLOCK", 64)  # blocks of 64: long from 256 elements on
+    dev, serial = CDevice(), CDevice(openmp=False)
+    dev.keep_plans = serial.keep_plans = False
+    for shape in [(19, 37), (5, 7, 9), (3, 130), (2, 3, 64)]:  # rows per block: 1, 1, 1, 1
+        a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+        nodes = [x.sum().node for x in _layouts(a).values()]
+        got = [b.data.tobytes() for b in dev.realize(nodes)]
+        assert got == [got[0]] * len(got), shape
+        assert [b.data.tobytes() for b in serial.realize(nodes)] == got
+        assert [r.tobytes() for r in run(nodes, passes=c_passes())] == got
+
+
 def test_a_write_into_one_column_compiles_to_a_bounded_nest_and_the_reference_bits():
     """The write's positions come from an arange built of 17 pads over 17 loops of 2:
     cutting each loop at its pad copies the loops below it, so uncapped cuts made 2**17

@@ -141,3 +141,17 @@ def test_a_cache_refuses_more_than_one_position_a_step():
 def test_generate_needs_a_prompt(GPT):
     with pytest.raises(ValueError, match="at least one token"):
         generate(_model(GPT), b"", 3)
+
+
+def test_the_generation_benchmark_runs_both_sides_in_their_own_processes():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "examples" / "bench_generate.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--smoke", "--tokens", "6"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "limn / torch tok/s per round" in r.stdout

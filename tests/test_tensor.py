@@ -538,7 +538,8 @@ def test_printing_a_large_lazy_tensor_computes_only_its_edges():
     text = repr(huge)  # 3.6 GB if the whole tensor were computed
     first = "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 2.9997e+04, 2.9998e+04,"
     assert text.splitlines()[0] == first
-    assert "...," in text and text.endswith("device='c')")
+    default = limn.current_device() == "c"  # then repr leaves the device out
+    assert "...," in text and text.endswith("]])" if default else "device='c')")
     assert huge.node.op == Op.MUL  # still lazy
 
 

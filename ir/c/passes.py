@@ -436,21 +436,21 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
 
     A running total in one register cannot be vectorized (float adds do not reassociate)
     and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
-    ``r`` goes to lane ``r % L``, each lane folds its elements in order, and FOLD adds the
-    lanes pairwise. A long full reduce is also cut into blocks of BLOCK elements, each with
-    its own lanes, so a team can share the blocks; the blocks are combined by the same
-    tree. The grouping depends only on the shape and the elements' order, never on the
-    thread count, nor on whether a pad or a concatenation cut the loop into pieces (each
-    piece folds element ``r`` into the lane, and block, the whole loop would). One choice
-    still follows the layout: a reduce over several dims runs as one loop only where every
-    access walks them as one (a contiguous array), and otherwise lanes its innermost dim
-    alone; the two agree when that dim's extent is a multiple of L and the whole reduce is
-    shorter than 4 blocks.
+    ``r`` of the last axis goes to lane ``r % L``, each lane folds its elements in order
+    (the outer reduce axes in turn), and FOLD adds the lanes pairwise. A long full reduce
+    is also cut into blocks, each with its own lanes, so a team can share them: K whole
+    rows of the outermost axis, K*row about BLOCK elements; the blocks are combined by the
+    same tree. The grouping depends only on the logical shape, never on the thread count,
+    the strides, or the pieces a pad or a concatenation cut a loop into: a contiguous
+    reduce runs as one loop only where that gives the same lanes (a last axis of whole
+    vectors). A reduce whose last axis is kept folds in order, unlaned, as its
+    fill-then-add form in memory does.
     """
     used = {defines(i) for i in nest.body if defines(i)} | {
         i.var for i in nest.body if isinstance(i, Loop)
     }
     fresh = _Fresh(used)
+    fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
     return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
 
 
@@ -498,92 +498,117 @@ def _folds_into(item, name: str) -> bool:
 
 
 def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
-    """Fuse the two innermost reduce loops while every index walks them as one."""
+    """Fuse the two innermost reduce loops (each from 0, by 1) while every index walks them
+    as one."""
     while len(reds) >= 2:
         a, b = reds[-2], reds[-1]
-        if any(lp.start or lp.step != 1 or lp.lo or lp.hi for lp in (a, b)):
-            break
         idxs = [idx for ins in body for idx in indices(ins)]
-        if any(idx.coeff(a.var) != _extent(b) * idx.coeff(b.var) for idx in idxs):
+        if any(idx.coeff(a.var) != b.stop * idx.coeff(b.var) for idx in idxs):
             break
         body = tuple(substitute(ins, {a.var: Index((), 0)}) for ins in body)
-        reds = [*reds[:-2], replace(b, stop=_extent(a) * _extent(b))]
+        reds = [*reds[:-2], replace(b, stop=a.stop * b.stop)]
     return reds, body
 
 
 def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
-    """Lanes for the reduce loop after ``acc``, given whole or as the consecutive pieces a
-    pad cut it into (a reduce over a concatenation): element ``r`` goes to lane ``r % L``
-    either way, so an array built from slices folds as the same array built whole."""
-    if not acc.dtype.is_float or acc.dtype.itemsize < 4:
+    """Lanes for the reduce loops after ``acc``, given whole or as the consecutive pieces
+    pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
+    reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
+    outermost, however the loops lie in memory, so every layout of one array folds alike."""
+    levels, lanes = _levels(blocks, acc.out), 64 // acc.dtype.itemsize  # 16 float32 lanes
+    if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
-    parts = []  # (its loop, the work before its fold, the fold) per piece, in order
-    for block in blocks:
-        reds, body = chain(block)
-        fold = body[-1] if body else None
-        if any(isinstance(x, Block | Store | Accum | Check) for x in body[:-1]):
-            return None
-        if not isinstance(fold, Accum) or fold.index is not None or fold.lane is not None:
-            return None
-        if len(blocks) == 1:
-            reds, body = _merge_inner(list(reds), body)
-        elif len(reds) != 1:
-            return None
-        r, outer = reds[-1], reds[:-1]
-        if r.step != 1 or r.lo or r.hi or r.start != (parts[-1][0].stop if parts else 0):
-            return None
-        if parts and r.var != parts[-1][0].var:
-            return None
-        parts.append((r, body[:-1], fold))
-    n, var = parts[-1][0].stop, parts[0][0].var
-    lanes = 64 // acc.dtype.itemsize  # one 64-byte vector: 16 float32, 8 float64
-    if n < 2 * lanes:
+    n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
+    if levels[-1][0] != fresh.last or n < 2 * lanes:  # a kept axis last: in order, unlaned
         return None
+    size = w0 * max(1, BLOCK // w0)  # elements per block: whole rows of the outermost axis
+    reds, body = chain(blocks[0])  # one piece per level, lanes crossing rows as in one loop:
+    if len(blocks) == 1 and len(reds) == len(levels) and levels[-1][1] % lanes == 0:
+        blocks = [rebuild(*_merge_inner(reds, body))]
+        levels = _levels(blocks, acc.out)
+    blocked = top and n >= 4 * BLOCK
+    shape = (-(-n // size), lanes) if blocked else (lanes,)
+    lv, var, k = fresh("l"), levels[-1][0], size // w0 if len(levels) > 1 else size
 
-    def copier(work, tail_fold):
-        def copy(at: dict[str, Index], lane: Index) -> tuple:
-            names = {defines(x): fresh("v") for x in work if defines(x)}
-            moved = tuple(rename(substitute(x, at), names) for x in work)
-            src = names.get(tail_fold.src, tail_fold.src)
-            mul = None if tail_fold.mul is None else names.get(tail_fold.mul, tail_fold.mul)
-            return (*moved, replace(tail_fold, src=src, lane=lane, mul=mul))
+    def rows(items, depth: int, lane0, cut=None) -> list:
+        """The loops of ``items`` at ``depth`` (cut to ``cut``), laned from ``lane0`` on."""
+        out = []
+        for b in items:
+            lo, hi = cut or (b.loop.start, b.loop.stop)
+            if lo < hi and depth == len(levels) - 1:
+                out += _tail(var, lo, hi, lanes, lv, _copier(b.body, fresh), lane0)
+            elif lo < hi:
+                inner = tuple(rows(b.body, depth + 1, lane0))
+                out.append(Block(replace(b.loop, start=lo, stop=hi), inner))
+        return out
 
-        return copy
-
-    lv, op = fresh("l"), parts[0][2].op
-    blocked = top and not outer and n >= 4 * BLOCK
-    shape = (-(-n // BLOCK), lanes) if blocked else (lanes,)
-    loops = []
-    for r, work, fold in parts:
-        copy = copier(work, fold)
-        if not blocked:
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, 0)
-            continue
-        first, last = -(-r.start // BLOCK), r.stop // BLOCK  # the blocks it holds whole
+    loops = [] if blocked else rows(blocks, 0, 0)
+    for b in blocks if blocked else ():  # block k: rows k*K .. of the outermost axis
+        r = b.loop
+        first, last = -(-r.start // k), r.stop // k  # the blocks it holds whole
         if first > last:  # inside one block
-            loops += _tail(var, r.start, r.stop, lanes, lv, copy, last * lanes)
+            loops += rows([b], 0, last * lanes)
             continue
-        loops += _tail(var, r.start, first * BLOCK, lanes, lv, copy, (first - 1) * lanes)
+        loops += rows([b], 0, (first - 1) * lanes, (r.start, first * k))
         if last > first:  # whole blocks, shared by a team
-            bv = fresh("b")
-            at = Index.var(bv) * BLOCK + Index.var(var) + Index.var(lv)
-            inner = Block(
-                Loop(lv, lanes, attrs=(("lanes", True),)),
-                copy({var: at}, Index.var(bv) * lanes + Index.var(lv)),
-            )
-            loops.append(
-                Block(
-                    Loop(bv, last, start=first, attrs=(("parallel", 1),)),
-                    (Block(Loop(var, BLOCK, step=lanes), (inner,)),),
-                )
-            )
-        loops += _tail(var, last * BLOCK, r.stop, lanes, lv, copy, last * lanes)
-    if outer:
-        loops = [rebuild(list(outer), tuple(loops))]
+            bv = Index.var(bn := fresh("b"))
+            body = _subst(rows([b], 0, bv * lanes, (0, k)), {r.var: bv * k + Index.var(r.var)})
+            loops.append(Block(Loop(bn, last, first, attrs=(("parallel", 1),)), body))
+        loops += rows([b], 0, last * lanes, (last * k, r.stop))
+    op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))
     return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
 
 
-def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0: int):
+def _levels(items, name: str, depth: int = 0, into: list | None = None):
+    """``[(var, extent)]`` of the reduce loops folding into ``name``, outermost first, where
+    each level is one variable's loop cut into consecutive pieces from 0 and only the
+    innermost holds work, then the fold; None for anything else."""
+    into = [] if into is None else into
+    if not items or not all(isinstance(b, Block) for b in items):
+        return None
+    var, starts = items[0].loop.var, [0] + [b.loop.stop for b in items]
+    for b, at in zip(items, starts):
+        if (b.loop.var, b.loop.start, b.loop.step, b.loop.lo, b.loop.hi) != (var, at, 1, (), ()):
+            return None
+    into += [(var, starts[-1])] if len(into) == depth else []
+    if into[depth] != (var, starts[-1]):
+        return None
+    for b in items:
+        *work, fold = b.body or (None,)
+        if any(isinstance(x, Block) for x in b.body):
+            if _levels(b.body, name, depth + 1, into) is None:
+                return None
+            continue
+        if any(isinstance(x, Store | Accum | Check) for x in work) or not isinstance(fold, Accum):
+            return None
+        into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
+        if fold.dst != name or fold.index or fold.lane or into[depth + 1] is not None:
+            return None
+    return into if depth else into[:-1]
+
+
+def _subst(items, at: dict) -> tuple:
+    return tuple(
+        Block(x.loop, _subst(x.body, at)) if isinstance(x, Block) else substitute(x, at)
+        for x in items
+    )
+
+
+def _copier(body: tuple, fresh):
+    """A copy of the innermost ``body`` (work, then its fold) at an index and a lane."""
+    work, fold = body[:-1], body[-1]
+
+    def copy(at: dict[str, Index], lane: Index) -> tuple:
+        names = {defines(x): fresh("v") for x in work if defines(x)}
+        moved = tuple(rename(substitute(x, at), names) for x in work)
+        src = names.get(fold.src, fold.src)
+        mul = None if fold.mul is None else names.get(fold.mul, fold.mul)
+        return (*moved, replace(fold, src=src, lane=lane, mul=mul))
+
+    return copy
+
+
+def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0):
     """Lanes over [start, stop), element ``r`` to lane ``lane0 + r % lanes``: the elements
     before the first multiple of ``lanes``, whole groups of ``lanes``, then the rest."""
     head = min(stop, -(-start // lanes) * lanes)

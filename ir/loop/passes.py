@@ -14,7 +14,9 @@ The default list:
   axis, a scatter's colliding rows); such loops never pass one another, so every total is
   folded in the order the kernel's dims give. Where a reduce loop ends up innermost, the
   output loops move outside all reduce loops (a bias gradient's channels outside its
-  batch), so each total can be kept in a register.
+  batch), so each total can be kept in a register. A reduce over the kernel's last dim
+  stays innermost whatever the strides (but a contraction's), so a layout never changes
+  whether its total is laned (``ir/c/passes.lane_reduce``) or folded in memory.
 * ``reduce_placement``: a reduce lowered as "fill with the identity, then ACCUM into the
   output" whose reduce loops have ended up innermost keeps its total in a register
   instead (DEFACC, ACCUM into it, one STORE). With output loops inside a reduce loop the
@@ -63,13 +65,15 @@ def loop_order(nest: LoopNest) -> LoopNest:
     """Innermost loop = the variable that is stride-1 in the accesses moving the most bytes."""
     size = {f"in{i}": s.dtype.itemsize for i, s in enumerate(nest.inputs)}
     size["out"] = nest.output.dtype.itemsize
-    return replace(nest, body=flatten(_order(to_tree(nest.body), size)))
+    dims = [d for d, e in enumerate(nest.loop_shape) if e > 1]
+    last = f"r{dims[-1]}" if dims and nest.kind in ("SUM", "MAX") else None
+    return replace(nest, body=flatten(_order(to_tree(nest.body), size, last)))
 
 
-def _order(items, size: dict[str, int]) -> tuple:
+def _order(items, size: dict[str, int], last: str | None = None) -> tuple:
     out = []
     for item in items:
-        out += _order_chain(item, size) if isinstance(item, Block) else [item]
+        out += _order_chain(item, size, last) if isinstance(item, Block) else [item]
     return tuple(out)
 
 
@@ -81,9 +85,9 @@ def _extents(items, into: dict[str, int]) -> dict[str, int]:
     return into
 
 
-def _order_chain(block: Block, size: dict[str, int]) -> tuple:
+def _order_chain(block: Block, size: dict[str, int], last: str | None) -> tuple:
     loops, inner = chain(block)
-    inner = _order(inner, size)
+    inner = _order(inner, size, last)
     written = _written_vars(inner)
     folding = [j for j, loop in enumerate(loops) if loop.var not in written]
     # a folding loop may go innermost only if no other folding loop is inside it already
@@ -112,6 +116,11 @@ def _order_chain(block: Block, size: dict[str, int]) -> tuple:
         return total
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
+    kept = {lp.var for lp in loops} & written
+    loads = [x for x in instructions(inner) if isinstance(x, Load)]
+    if loops[-1].var == last and all(kept <= set(x.index.names) for x in loads):
+        best = len(loops) - 1  # a reduce over the last axis keeps its lanes, whatever the
+        # strides: its bits follow the logical order (a matmul's broadcast loads excepted)
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]
     if loops[-1].var not in written:
         # a reduce innermost: the output loops go outside every reduce loop, so each

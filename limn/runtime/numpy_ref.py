@@ -84,7 +84,10 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     if op is VIEW:
         return apply_view(vals[0], node.arg)
     if op is SUM:
-        total = np.sum(vals[0], axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
+        # numpy folds a view in its memory order: a row-major copy makes the bits the
+        # logical order's alone, whatever the view (a transposed one, a strided one)
+        x = np.ascontiguousarray(vals[0])
+        total = np.sum(x, axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
         return total.astype(npd, copy=False)
     if op is MAX:
         x = vals[0]
