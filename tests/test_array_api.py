@@ -456,6 +456,12 @@ def test_reductions_match_numpy(dtype, shape, data):
     assert bool(xp.all(x == x)) and int(xp.count_nonzero(x)) == np.count_nonzero(a)
 
 
+def test_a_reduction_of_a_0d_array_is_0d():
+    a = xp.asarray(np.array(-3.0))
+    assert xp.sum(a * 2.0).shape == () and float(xp.sum(a * 2.0)) == -6.0
+    assert float(xp.mean(a + 1.0)) == -2.0
+
+
 def test_sum_and_cumulative_sum_keep_negative_zero_and_default_dtypes():
     z = xp.asarray([-0.0, -0.0])
     assert same_bits(np.asarray(xp.cumulative_sum(z)), np.array([-0.0, -0.0]))

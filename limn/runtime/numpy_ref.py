@@ -85,8 +85,9 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         return apply_view(vals[0], node.arg)
     if op is SUM:
         # numpy folds a view in its memory order: a row-major copy makes the bits the
-        # logical order's alone, whatever the view (a transposed one, a strided one)
-        x = np.ascontiguousarray(vals[0])
+        # logical order's alone, whatever the view (a transposed one, a strided one); a
+        # 0-d value stays 0-d (np.ascontiguousarray would make it 1-d)
+        x = np.asarray(vals[0], order="C")
         total = np.sum(x, axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
         return total.astype(npd, copy=False)
     if op is MAX:
