@@ -1,22 +1,32 @@
-"""Training-speed benchmark: the kernels real models make, limn's c device against torch eager.
+"""Training-speed benchmark: the kernels real models make, limn's c device against torch and numpy.
 
-Every row is measured in this run, limn and the reference interleaved (one limn call, one
-reference call, repeated), and reported as medians with the ratio of the two medians, so
-a busy machine slows both sides alike:
+One framework per process: limn's OpenMP team, torch's and OpenBLAS's threads spin after
+each call and slow whoever runs next in the same process, so each row is timed by a
+subprocess per side (``--side limn``, ``--side torch``, ``--side numpy``), the sides'
+processes interleaved over ``--rounds`` rounds so a busy machine slows them alike. A row
+reports the medians (min..max) of all its repeats and the ratio of the two medians. Matmul
+rows also say what fraction of the FMA peak (measured at the start of the run by a C
+probe of 16 independent vector FMA chains a thread) they reach:
 
     OMP_NUM_THREADS=2 uv run python examples/bench_train.py           # the full table
     OMP_NUM_THREADS=2 uv run python examples/bench_train.py --quick   # small sizes, a smoke test
     ... --only gpt,softmax                                            # some rows
+    ... --only gpt_compile                  # the captured step against torch.compile (slow)
+    ... --side both                         # in one process, calls interleaved: a smoke test
     OMP_NUM_THREADS=1 uv run python examples/bench_train.py --cpu     # 1 thread, CPU time
     uv run --extra cuda python examples/bench_train.py --device cuda  # on a GPU
 
-The reference is torch 2.13 CPU eager at the same thread count when torch is installed
-(torch is a test-only dependency; without it the torch rows are skipped), and numpy for
-the matmul (its BLAS) and the fused chain. ``ratio`` is reference time / limn time: above
-1 limn is faster. Rows with a target print it and whether this run meets it.
+The references run at their defaults and at their best: torch CPU eager at the same thread
+count when torch is installed (torch is a test-only dependency; without it the torch rows
+are skipped), with its fused attention (sdpa) against limn's, and torch.compile against
+limn's captured step; numpy at its own defaults for the matmul (its BLAS) and the fused
+chain. ``ratio`` is reference time / limn time: above 1 limn is faster. Rows with a target
+print it and whether this run meets it.
 
 Rows: a GPT training step (vocab 256, context 256, d 192, 6 layers, 6 heads, 4x ReLU MLP,
-pre-LN, batch 8, AdamW, attention composed from matmul and softmax), softmax forward,
+pre-LN, batch 8, AdamW) with attention composed from matmul and softmax against torch's
+manual attention, with fused attention against torch's sdpa, and captured
+(``limn.capture``) against sdpa and torch.compile; softmax forward,
 cross-entropy forward+backward, LayerNorm forward+backward, two Conv2d+ReLU forward+
 backward, an MLP 784-512-512-10 step (captured with ``limn.capture``), float32 matmul in
 the three layouts autograd makes (x@W, x@W.T, x.T@g), the fused chain
@@ -26,21 +36,20 @@ the three layouts autograd makes (x@W, x@W.T, x.T@g), the fused chain
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 THREADS = os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", THREADS)
 os.environ.setdefault("MKL_NUM_THREADS", THREADS)
-# OpenBLAS's idle threads spin for about 2^28 cycles (~0.1 s) after each call, holding the
-# cores the next limn call of an interleaved pair needs: limn's 2-thread 2048 matmul timed
-# 80 ms beside them and 45 ms without, numpy's own time unchanged (74 ms). 2^4 cycles.
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np  # noqa: E402
 
@@ -83,6 +92,7 @@ class Row:
             s += f" {self.tokens / lm * 1e3:>8.0f} tok/s"
         elif self.flop:
             s += f" {self.flop / lm / 1e6:>6.1f} GFLOP/s"
+            s += f" ({self.flop / lm / 1e6 / PEAK:4.0%} of peak)" if PEAK else ""
         ok = {True: "met", False: "NOT met"}.get(self.met(), "")
         if self.ref_ms:
             rm = statistics.median(self.ref_ms)
@@ -96,24 +106,59 @@ class Row:
 
 CLOCK = time.perf_counter  # --cpu: time.process_time, the CPU time this process used
 TORCH_GPT = "cpu"  # where torch's GPT step runs ("cuda" beside limn's cuda device), or None
+SIDE = "both"  # the framework this process times: limn, torch, numpy, or both (one process)
+PEAK = 0.0  # the FMA peak in GFLOP/s at this run's thread count, once measured
 
 
-def interleave(limn_fn, ref_fn, reps: int, warm: int = 1) -> tuple[list[float], list[float]]:
-    """Warm both, then alternate one limn call and one reference call; times in ms."""
+def interleave(limn_fn, ref_fn, reps: int, warm: int = 1, ref: str = "torch"):
+    """Warm, then alternate one limn call and one reference call (``ref`` names its side),
+    each only where this process times that side; times in ms."""
+    fns = [f if SIDE in ("both", side) else None for f, side in ((limn_fn, "limn"), (ref_fn, ref))]
     for _ in range(warm):
-        limn_fn()
-        if ref_fn:
-            ref_fn()
+        for f in fns:
+            f and f()
     a, b = [], []
     for _ in range(reps):
-        t = CLOCK()
-        limn_fn()
-        a.append((CLOCK() - t) * 1e3)
-        if ref_fn:
-            t = CLOCK()
-            ref_fn()
-            b.append((CLOCK() - t) * 1e3)
+        for f, out in zip(fns, (a, b)):
+            if f:
+                t = CLOCK()
+                f()
+                out.append((CLOCK() - t) * 1e3)
     return a, b
+
+
+PROBE = r"""
+#include <immintrin.h>
+#include <omp.h>
+void limn_probe(int threads, long n, float *sink) {
+  #pragma omp parallel num_threads(threads)
+  {
+    __m512 a[16], m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+    for (int j = 0; j < 16; j++) a[j] = _mm512_set1_ps((float)j);
+    for (long i = 0; i < n; i++)
+      for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(a[j], m, c);
+    float s = 0;
+    for (int j = 0; j < 16; j++) s += _mm512_reduce_add_ps(a[j]);
+    sink[omp_get_thread_num() % 64] = s;
+  }
+}
+"""
+
+
+def fma_peak(threads: int) -> float:
+    """GFLOP/s of 16 independent 16-lane FMA chains per thread, the best of 5 runs (0: no
+    AVX-512 or no compiler)."""
+    try:
+        lib = limn.get_device("c").toolchain.library(PROBE)
+    except Exception:  # noqa: BLE001 - a machine without AVX-512: no peak to state
+        return 0.0
+    sink, n = (ctypes.c_float * 64)(), 20_000_000
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        lib.limn_probe(threads, ctypes.c_long(n), sink)
+        best = min(best, time.perf_counter() - t)
+    return threads * n * 16 * 16 * 2 / best / 1e9
 
 
 def rng(seed: int) -> np.random.Generator:
@@ -165,7 +210,7 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def limn_gpt_step(cfg, fused=False):
+def limn_gpt_step(cfg, fused=False, capture=False):
     vocab, ctx, d, layers, heads, batch = cfg
     limn.set_seed(0)
     model = GPT(vocab, ctx, d, layers, heads, fused)
@@ -173,17 +218,18 @@ def limn_gpt_step(cfg, fused=False):
     idx = Tensor(rng(1).integers(0, vocab, (batch, ctx)))
     tgt = Tensor(rng(2).integers(0, vocab, (batch * ctx,)))
 
-    def step():
+    def step(idx, tgt):
         opt.zero_grad()
         loss = nn.cross_entropy(model(idx).reshape(batch * ctx, vocab), tgt)
         loss.backward()
         opt.step(loss)
-        return loss.item()
+        return loss
 
-    return step
+    run = limn.capture(step) if capture else step
+    return lambda: run(idx, tgt).item()
 
 
-def torch_gpt_step(cfg, sdpa=False, dev="cpu"):
+def torch_gpt_step(cfg, sdpa=False, dev="cpu", compile=False):
     vocab, ctx, d, layers, heads, batch = cfg
     F = torch.nn.functional
     torch.manual_seed(0)
@@ -223,12 +269,13 @@ def torch_gpt_step(cfg, sdpa=False, dev="cpu"):
 
     model = TGPT().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    forward = torch.compile(model) if compile else model
     idx = torch.from_numpy(rng(1).integers(0, vocab, (batch, ctx))).to(dev)
     tgt = torch.from_numpy(rng(2).integers(0, vocab, (batch * ctx,))).to(dev)
 
     def step():
         opt.zero_grad()
-        loss = F.cross_entropy(model(idx).reshape(batch * ctx, vocab), tgt)
+        loss = F.cross_entropy(forward(idx).reshape(batch * ctx, vocab), tgt)
         loss.backward()
         opt.step()
         return loss.item()
@@ -237,18 +284,30 @@ def torch_gpt_step(cfg, sdpa=False, dev="cpu"):
 
 
 def gpt(cfg, reps) -> list[Row]:
+    """Manual attention on both sides, fused on both (torch's sdpa), and limn's fused step
+    captured against torch eager sdpa."""
     tokens = cfg[1] * cfg[5]
     name = f"GPT step (ctx {cfg[1]}, d {cfg[2]}, {cfg[3]} layers)"
-    ref = torch_gpt_step(cfg, dev=TORCH_GPT) if TORCH_GPT else None
-    a, b = interleave(limn_gpt_step(cfg), ref, reps)
-    rows = [Row(name + ", manual attn", a, b, "torch", tokens=tokens, target=0.5)]
-    if TORCH_GPT:
-        a2, b2 = interleave(lambda: None, torch_gpt_step(cfg, sdpa=True, dev=TORCH_GPT), reps)
-        rows.append(Row("  torch eager with sdpa", b2, [], "", tokens=tokens))
-    if hasattr(nn, "scaled_dot_product_attention"):
-        a3, b3 = interleave(limn_gpt_step(cfg, fused=True), ref, reps)
-        rows.append(Row("  limn with fused attention", a3, b3, "torch", tokens=tokens))
+
+    def ref(**kw):
+        return torch_gpt_step(cfg, dev=TORCH_GPT, **kw) if TORCH_GPT else None
+
+    a, b = interleave(limn_gpt_step(cfg), ref(), reps)
+    rows = [Row(name + ", manual attn", a, b, "torch manual", tokens=tokens, target=1.0)]
+    sdpa = ref(sdpa=True)
+    a, b = interleave(limn_gpt_step(cfg, fused=True), sdpa, reps)
+    rows.append(Row("  fused attention", a, b, "torch sdpa", tokens=tokens, target=1.0))
+    a, b = interleave(limn_gpt_step(cfg, fused=True, capture=True), sdpa, reps, warm=2)
+    rows.append(Row("  fused attention, captured", a, b, "torch sdpa", tokens=tokens, target=1.3))
     return rows
+
+
+def gpt_compile(cfg, reps) -> Row:
+    """limn's captured fused step against torch.compile's (its first calls compile)."""
+    ref = torch_gpt_step(cfg, sdpa=True, dev=TORCH_GPT, compile=True) if TORCH_GPT else None
+    a, b = interleave(limn_gpt_step(cfg, fused=True, capture=True), ref, reps, warm=2)
+    name = f"GPT step (ctx {cfg[1]}, d {cfg[2]}), fused, captured"
+    return Row(name, a, b, "torch.compile", tokens=cfg[1] * cfg[5], target=1.0)
 
 
 def first_step(cfg) -> Row:
@@ -401,20 +460,28 @@ def mlp(batch, reps) -> Row:
 
 
 def matmul(n, reps) -> list[Row]:
+    """The three layouts, against numpy's BLAS and torch.mm (each in its own process)."""
     a, b = randn(n, n), randn(n, n, seed=1)
     ta, tb = Tensor(a), Tensor(b)
+    t = (torch.from_numpy(a), torch.from_numpy(b)) if torch else None
     layouts = {
-        "x@W": (lambda: ta @ tb, lambda: a @ b),
-        "x@W.T": (lambda: ta @ tb.T, lambda: a @ b.T),
-        "x.T@g": (lambda: ta.T @ tb, lambda: a.T @ b),
+        "x@W": (lambda: ta @ tb, lambda: a @ b, t and (lambda: t[0] @ t[1])),
+        "x@W.T": (lambda: ta @ tb.T, lambda: a @ b.T, t and (lambda: t[0] @ t[1].T)),
+        "x.T@g": (lambda: ta.T @ tb, lambda: a.T @ b, t and (lambda: t[0].T @ t[1])),
     }
     rows = []
-    for name, (lf, nf) in layouts.items():
-        got, want = lf().numpy(), nf()
-        err = np.abs(got - want).max() / np.abs(want).max()
-        assert err < 1e-5, f"matmul {n} {name}: relative error {err}"
-        la, lb = interleave(lambda lf=lf: lf().realize(), nf, reps)
-        rows.append(Row(f"matmul {n} {name}", la, lb, "numpy", flop=2 * n**3, target=0.9))
+    for name, (lf, nf, tf) in layouts.items():
+        if SIDE in ("both", "limn"):  # four rows by exact sums, no BLAS (its threads spin)
+            x, w = {"x@W": (a, b), "x@W.T": (a, b.T), "x.T@g": (a.T, b)}[name]
+            got, want = lf().numpy()[:4], np.einsum("ik,kj->ij", x[:4], w)
+            err = np.abs(got - want).max() / np.abs(want).max()
+            assert err < 1e-5, f"matmul {n} {name}: relative error {err}"
+        la, lb = interleave(lambda lf=lf: lf().realize(), nf, reps, ref="numpy")
+        rows.append(Row(f"matmul {n} {name}", la, lb, "numpy", flop=2 * n**3, target=0.95))
+        _, lt = interleave(None, tf, reps)
+        rows.append(
+            Row(f"matmul {n} {name} (torch)", la, lt, "torch.mm", flop=2 * n**3, target=0.95)
+        )
     return rows
 
 
@@ -425,9 +492,10 @@ def chain(n, reps) -> Row:
     def ref():
         return np.exp(np.maximum(x * 2 + 1, 0)).sum()
 
-    got, want = tx.mul(2).add(1).relu().exp().sum().item(), ref()
-    assert abs(got - want) <= 1e-4 * abs(want), f"fused chain: {got} vs numpy {want}"
-    a, b = interleave(lambda: ((tx * 2 + 1).relu().exp()).sum().realize(), ref, reps)
+    if SIDE in ("both", "limn"):
+        got, want = tx.mul(2).add(1).relu().exp().sum().item(), ref()
+        assert abs(got - want) <= 1e-4 * abs(want), f"fused chain: {got} vs numpy {want}"
+    a, b = interleave(lambda: ((tx * 2 + 1).relu().exp()).sum().realize(), ref, reps, ref="numpy")
     return Row(f"fused ((x*2+1).relu().exp()).sum() {n}", a, b, "numpy", target=3.0)
 
 
@@ -435,6 +503,7 @@ def chain(n, reps) -> Row:
 
 FULL = {
     "gpt": (256, 256, 192, 6, 6, 8),
+    "gpt_compile": (256, 256, 192, 6, 6, 8),
     "softmax": (8192, 4096),
     "ce": (8192, 4096),
     "layernorm": (8192, 768),
@@ -460,7 +529,15 @@ QUICK = {
 def main(argv: list[str] | None = None) -> list[Row]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, two repeats: a smoke test")
-    ap.add_argument("--reps", type=int, default=None, help="interleaved repeats per row")
+    ap.add_argument("--reps", type=int, default=None, help="timed repeats per row and process")
+    ap.add_argument("--rounds", type=int, default=3, help="processes per side and row")
+    ap.add_argument(
+        "--side",
+        default="auto",
+        choices=["auto", "both", "limn", "torch", "numpy"],
+        help="auto: a process per side, interleaved; both: one process (a smoke test); "
+        "limn, torch, numpy: time that side alone and print the rows as JSON",
+    )
     ap.add_argument("--only", default="", help=f"comma-separated rows of: {', '.join(FULL)}")
     ap.add_argument(
         "--cpu",
@@ -475,7 +552,10 @@ def main(argv: list[str] | None = None) -> list[Row]:
         "build has cuda), the other torch rows are skipped and 'first' is c-only",
     )
     args = ap.parse_args(argv)
-    global torch, TORCH_GPT
+    global torch, TORCH_GPT, SIDE
+    SIDE = "both" if args.device == "cuda" else args.side
+    if SIDE in ("limn", "numpy"):
+        torch = None  # never imported into a process that times another framework
     if args.device == "cuda":
         try:
             limn.set_device("cuda")
@@ -490,8 +570,12 @@ def main(argv: list[str] | None = None) -> list[Row]:
 
 def _run(ap, args) -> list[Row]:
     sizes = QUICK if args.quick else FULL
-    reps = args.reps or (2 if args.quick else 7)
+    reps = args.reps or (2 if args.quick else 3 if SIDE != "both" else 7)
     only = [s for s in args.only.split(",") if s] or list(sizes)
+    for key in only:
+        if key not in FULL:
+            ap.error(f"--only: unknown row {key!r}; rows are {', '.join(FULL)}")
+    sizes = {**FULL, **sizes} if args.quick else sizes  # gpt_compile: no quick size
     if args.device == "cuda":
         only = [s for s in only if s != "first"]  # the empty-cache step times cc
     else:
@@ -510,12 +594,24 @@ def _run(ap, args) -> list[Row]:
         limn.get_device("c").set_threads(threads)
     if torch:
         torch.set_num_threads(threads)
+    if SIDE in ("limn", "torch", "numpy"):
+        rows = [r for key in only for r in _rows(RUNNERS[key](sizes[key], reps))]
+        print("ROWS " + json.dumps([asdict(r) for r in rows]))
+        return rows
+    global PEAK
+    PEAK = fma_peak(threads) if args.device == "c" else 0.0
     where = f"c ({limn.get_device('c').toolchain.version})" if args.device == "c" else "cuda"
+    how = (
+        f"{reps} repeats in each of {args.rounds} processes a side, interleaved"
+        if SIDE == "auto"
+        else f"{reps} interleaved repeats in one process"
+    )
     print(
         f"limn {where} vs torch "
-        f"{torch.__version__ if torch else TORCH_GPT or '(not installed)'} eager and numpy "
-        f"{np.__version__}; {threads} threads; medians of {reps} interleaved runs"
+        f"{torch.__version__ if torch else TORCH_GPT or '(not installed)'} and numpy "
+        f"{np.__version__}; {threads} threads; medians of {how}"
         + (" (CPU time)" if args.cpu else "")
+        + (f"; FMA peak {PEAK:.0f} GFLOP/s" if PEAK else "")
     )
     rows: list[Row] = []
 
@@ -524,23 +620,56 @@ def _run(ap, args) -> list[Row]:
             rows.append(r)
             print(r.line(), flush=True)
 
-    runners = {
-        "gpt": lambda s: gpt(s, max(2, reps // 2)),
-        "softmax": lambda s: softmax(s, reps),
-        "ce": lambda s: cross_entropy(s, reps),
-        "layernorm": lambda s: layernorm(s, reps),
-        "conv": lambda s: conv(s, reps),
-        "mlp": lambda s: mlp(s, reps),
-        "matmul": lambda s: [r for n in s for r in matmul(n, reps)],
-        "chain": lambda s: chain(s, reps),
-        "first": first_step,
-    }
     for key in only:
-        if key not in runners:
-            ap.error(f"--only: unknown row {key!r}; rows are {', '.join(runners)}")
-        show(runners[key](sizes[key]))
+        show(_sides(key, args, reps) if SIDE == "auto" else _rows(RUNNERS[key](sizes[key], reps)))
     print(summary(rows))
     return rows
+
+
+RUNNERS = {
+    "gpt": lambda s, reps: gpt(s, max(2, reps // 2)),
+    "gpt_compile": lambda s, reps: gpt_compile(s, max(2, reps // 2)),
+    "softmax": softmax,
+    "ce": cross_entropy,
+    "layernorm": layernorm,
+    "conv": conv,
+    "mlp": mlp,
+    "matmul": lambda s, reps: [r for n in s for r in matmul(n, reps)],
+    "chain": chain,
+    "first": lambda s, reps: first_step(s) if SIDE in ("both", "limn") else [],
+}
+
+
+def _rows(new) -> list[Row]:
+    return new if isinstance(new, list) else [new]
+
+
+def _sides(key: str, args, reps: int) -> list[Row]:
+    """Row ``key`` timed by a process per side, ``--rounds`` times, the order of the sides
+    turning each round; every row's repeats gathered from all of them."""
+    base = [sys.executable, __file__, "--only", key, "--reps", str(reps), "--device", args.device]
+    base += ["--quick"] * args.quick + ["--cpu"] * args.cpu
+    rows: dict[str, Row] = {}
+
+    def run(side: str) -> list[dict]:
+        out = subprocess.run([*base, "--side", side], capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(f"bench_train: the {side} process of {key!r} failed:\n{out.stderr}")
+        got = json.loads(out.stdout.splitlines()[-1].removeprefix("ROWS "))
+        for d in got:
+            row = rows.setdefault(d["name"], Row(**{**d, "limn_ms": [], "ref_ms": []}))
+            row.limn_ms += d["limn_ms"]
+            row.ref_ms += d["ref_ms"]
+        return got
+
+    refs = {"numpy" if d["ref"].startswith("numpy") else "torch" for d in run("limn") if d["ref"]}
+    refs = sorted(refs if torch else refs - {"torch"})
+    for side in refs:
+        run(side)
+    for r in range(1, args.rounds):
+        for side in [*refs, "limn"] if r % 2 else ["limn", *refs]:
+            run(side)
+    return list(rows.values())
 
 
 def summary(rows: list[Row]) -> str:

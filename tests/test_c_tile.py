@@ -1,5 +1,7 @@
-"""Tiled contractions on the c device: the FMA is in the printed nest, and the interpreter
-running that nest gives the C's bits exactly, for every layout, dtype, tail and thread count."""
+"""The contraction schedule (ir/c/tile.py): every pass's nest runs in the interpreter as it
+prints and the C rendering of it gives the same bits, for every layout autograd makes,
+batched and convolved contractions, edges that are not multiples of the tile, both float
+widths, and any thread count."""
 
 from fractions import Fraction
 
@@ -7,104 +9,129 @@ import numpy as np
 import pytest
 
 import limn
+from ir.c import tile
+from ir.c.passes import c_passes
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
 from limn import Tensor, nn
-from limn.runtime.c import CDevice, c_passes
+from limn.runtime.c import CDevice
 
-# tails of the MR x NR register block; the interpreter is slow, so the big one is marked slow
-SHAPES = [(16, 24, 16), (7, 5, 9), pytest.param((33, 70, 41), marks=pytest.mark.slow)]
+SCHEDULE = ("tile_contraction", "block_contraction", "pack_operands", "vectorize_tile")
 
 
-def _layouts(a, b):
-    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+def _passes(upto: str) -> list:
+    """The c device's passes, the contraction schedule cut after ``upto``."""
+    names = [p.__name__ for p in c_passes()]
+    drop = SCHEDULE[SCHEDULE.index(upto) + 1 :]
+    return [p for p, n in zip(c_passes(), names) if n not in drop]
+
+
+def _layouts(m: int, k: int, n: int, dtype, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    a, b, bt, at, w = r(m, k), r(k, n), r(n, k), r(k, m), r(n)
+    q, kk, p, v = r(2, 3, m, k), r(2, 3, n, k), r(2, 3, m, n), r(2, 3, n, k)
+    img, flt = r(1, 3, 6, 11), r(16, 3, 3, 3)
     return {
         "x@W": lambda: Tensor(a) @ Tensor(b),
         "x@W.T": lambda: Tensor(a) @ Tensor(bt).T,
         "x.T@g": lambda: Tensor(at).T @ Tensor(b),
-        "relu(x)@W+1": lambda: (Tensor(a).relu() @ Tensor(b)) + 1,
-        "pad(x)@W": lambda: Tensor(a).pad(((0, 0), (2, 1))) @ Tensor(b).pad(((2, 1), (0, 0))),
+        "relu(x)@W+b": lambda: (Tensor(a).relu() @ Tensor(b)) + Tensor(w),
+        "pad(x)@pad(W)": lambda: Tensor(a).pad(((0, 0), (2, 1))) @ Tensor(b).pad(((2, 1), (0, 0))),
+        "q@k.T": lambda: Tensor(q) @ Tensor(kk).transpose(-1, -2),
+        "p@v": lambda: Tensor(p) @ Tensor(v),
+        "conv": lambda: nn.conv(Tensor(img), Tensor(flt), padding=1),
     }
 
 
 @pytest.fixture(scope="module")
 def devices():
     try:
-        return CDevice(), CDevice(openmp=False)
+        return CDevice, CDevice(openmp=False)
     except RuntimeError as e:
         pytest.skip(f"c device unavailable: {e}")
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES, ids=["16x24x16", "7x5x9", "33x70x41"])
-def test_tiled_contraction_is_the_printed_nest_bit_for_bit(dtype, shape, devices):
-    _check_layouts(dtype, shape, devices)
-
-
-def test_packed_blocks_and_their_tails_are_the_printed_nest_bit_for_bit(devices, monkeypatch):
-    from ir.c import tile
-
-    monkeypatch.setattr(tile, "MC", 12)  # 14 rows: a whole row block and a tail
-    monkeypatch.setattr(tile, "NC", 64)  # 70 columns: a whole column block and a tail
-    _check_layouts(np.float32, (14, 4, 70), (CDevice(), CDevice(openmp=False)))
-    # x @ W.T's column panels are transposes: packed whole once, not once per row block
-    a, bt = np.ones((14, 4), np.float32), np.ones((70, 4), np.float32)
-    assert "*wb = malloc" in limn.ir(Tensor(a) @ Tensor(bt).T, stage="c")
-    assert "*wb = malloc" not in limn.ir(Tensor(a) @ Tensor(bt.T.copy()), stage="c")
-
-
-def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team(devices):
-    from ir.c import tile
-
-    # a weight's gradient, 192 x 192 over 2048 rows: one 192 x 192 block before
-    mc, nc = tile._enough_tasks(1, 192, 192, 192, 192, 6, 32)
-    assert -(-192 // mc) * -(-192 // nc) >= tile.MIN_TASKS
-    assert mc % 6 == 0 and nc % 32 == 0 and 192 % mc == 0 and 192 % nc == 0  # equal blocks
-    assert tile._enough_tasks(8, 256, 768, 192, 512, 6, 32) == (132, 384)  # many: kept
-    _check_layouts(np.float32, (30, 8, 64), devices)  # x.T @ g here: 5 slivers, 2 panels
-
-
-def _check_layouts(dtype, shape, devices):
-    threaded, serial = devices
-    m, k, n = shape
-    rng = np.random.default_rng(sum(shape))
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
-    for name, build in _layouts(a, b).items():
-        text = limn.ir(build(), passes=c_passes())
-        assert "tile=" in text and "FMA" in text, f"{name} {shape} is not tiled with an FMA"
-        want = run([build().node], passes=c_passes())[0]
-        for dev in (threaded, serial):
-            got = dev.realize([build().node])[0].data
-            assert got.tobytes() == want.tobytes(), (
-                f"{name} {shape} {dtype.__name__}: {(got != want).sum()} cells differ from "
-                "the interpreter"
+def _check(builds: dict, passes, devices, threads=(2,)) -> str:
+    """Interpreter = threaded C = serial C, bit for bit, every build in one plan."""
+    make, serial = devices
+    roots = [b().node for b in builds.values()]
+    want = run(roots, passes=passes)
+    threaded = make(passes=passes)
+    outs = []
+    for t in threads:
+        threaded.set_threads(t)
+        outs.append(threaded.realize([b().node for b in builds.values()]))
+    outs.append(make(passes=passes, openmp=False).realize([b().node for b in builds.values()]))
+    for got in outs:
+        for name, g, w in zip(builds, got, want):
+            assert g.data.tobytes() == w.tobytes(), (
+                f"{name}: {(g.data != w).sum()} cells differ from the interpreter"
             )
+    return limn.ir([b().node for b in builds.values()], passes=passes)
+
+
+@pytest.mark.parametrize("upto", SCHEDULE)
+def test_every_schedule_pass_runs_in_the_interpreter_as_the_c_runs_it(upto, devices, monkeypatch):
+    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)  # small shapes, so the interpreter is quick
+    monkeypatch.setattr(tile, "MIN_PARALLEL_WORK", 1)  # and threaded all the same
+    monkeypatch.setattr(tile, "PANEL_BYTES", 8 * 48 * 4)  # reduce blocks of 8: several
+    text = _check(_layouts(10, 21, 40, np.float32), _passes(upto), devices)
+    assert "FMA" in text
+    if upto != "tile_contraction":
+        assert "LOCAL" in text and "tile=" in text and "parallel=" in text
+    if upto in ("pack_operands", "vectorize_tile"):
+        assert text.count("LOCAL") > 8  # the tiles, and packed slivers and panels
+    if upto == "vectorize_tile":
+        assert "float32x16" in text and "= FMA acc" in text
+
+
+def test_float64_tiles_are_eight_lanes_and_keep_the_interpreters_bits(devices, monkeypatch):
+    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    builds = {k: v for k, v in _layouts(13, 20, 40, np.float64, 1).items() if k != "conv"}
+    assert "float64x8" in _check(builds, c_passes(), devices)
+
+
+def test_edges_past_every_tile_size_keep_the_interpreters_bits(devices, monkeypatch):
+    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    for m, k, n in ((1, 5, 9), (7, 4, 17), (25, 3, 33)):
+        builds = {k2: v for k2, v in _layouts(m, k, n, np.float32, m).items() if "@" in k2}
+        _check(builds, c_passes(), devices)
+
+
+@pytest.mark.slow
+def test_a_tall_tiled_contraction_keeps_the_interpreters_bits(devices):
+    _check(_layouts(33, 70, 100, np.float32, 3), c_passes(), devices, threads=(1, 2, 3))
 
 
 def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(devices):
     """x @ W for a single row x is tiled as a row block of one: each cell folds the FMAs its
     row gets in a taller x (a kv-cache step's projections give the windowed forward's bits),
     and the interpreter running that nest agrees."""
+    make, serial = devices
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((5, 16)).astype(np.float32)
-    w = rng.standard_normal((16, 40)).astype(np.float32)
+    x = rng.standard_normal((5, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 80)).astype(np.float32)
     for name, build in {"x@W": lambda a: Tensor(a) @ Tensor(w),
                         "x@W.T": lambda a: Tensor(a) @ Tensor(w.T.copy()).T}.items():  # fmt: skip
-        full = devices[0].realize([build(x).node])[0].data
+        full = make().realize([build(x).node])[0].data
         text = limn.ir(build(x[2:3]), passes=c_passes())
-        assert "tile=1" in text and "FMA" in text, name
+        assert "tile=1x" in text and "FMA" in text, name
         want = run([build(x[2:3]).node], passes=c_passes())[0]
         assert want.tobytes() == full[2:3].tobytes(), name
-        for dev in devices:
+        for dev in (make(), serial):
             assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
 
 
-def test_a_large_tiled_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
-    threaded, serial = devices
+def test_a_large_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
+    make, serial = devices
+    threaded = make()
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((200, 333)).astype(np.float32)
-    b = rng.standard_normal((333, 700)).astype(np.float32)
+    a = rng.standard_normal((200, 533)).astype(np.float32)
+    b = rng.standard_normal((533, 700)).astype(np.float32)
     outs = []
     for n in (1, 2, 3):
         threaded.set_threads(n)
@@ -113,6 +140,60 @@ def test_a_large_tiled_matmul_is_the_same_on_every_thread_count_and_close_to_num
     assert all(o.tobytes() == outs[0].tobytes() for o in outs)
     want = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(outs[0] - want).max() / np.abs(want).max() < 1e-5
+    text = limn.ir(Tensor(a) @ Tensor(b), passes=c_passes())
+    assert "LOOP    r2c < 533 step" in text  # the reduce is cut into blocks
+
+
+def test_convolutions_and_their_gradients_are_scheduled_contractions(devices):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 4, 8, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 16, 8, 16)).astype(np.float32)
+
+    def grads():
+        xt, wt = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+        (nn.conv(xt, wt, padding=1) * Tensor(g)).sum().backward()
+        return xt.grad, wt.grad
+
+    builds = {
+        "forward": lambda: nn.conv(Tensor(x), Tensor(w), padding=1),
+        "input grad": lambda: grads()[0],
+        "weight grad": lambda: grads()[1],
+    }
+    for name, build in builds.items():
+        assert "float32x16" in limn.ir(build(), passes=c_passes()), f"{name} is not vectorized"
+    _check(builds, c_passes(), devices)
+
+
+def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team():
+    # a weight's gradient, 192 x 192 over 2048 rows: one 192 x 192 block before
+    mc, nc = tile._enough_tasks(1, 192, 192, 192, 192, 8, 48)
+    assert -(-192 // mc) * -(-192 // nc) >= tile.MIN_TASKS
+    assert mc % 8 == 0 and nc % 48 == 0 and 192 % mc == 0 and 192 % nc == 0  # equal blocks
+    assert tile._enough_tasks(8, 256, 768, 192, 768, 8, 48) == (128, 768)  # many: equal
+
+
+def test_the_register_tile_fits_the_columns_it_has():
+    assert tile.tile_shape(4, 576) == (8, 48)  # 12 panels of three vectors
+    assert tile.tile_shape(4, 1024) == (12, 32)  # 32 panels of two, not 21 of three and 16
+    assert tile.tile_shape(4, 12) == (16, 16)  # one vector, more rows
+    assert tile.tile_shape(8, 576) == (8, 24)  # float64: eight lanes
+
+
+def test_a_fill_before_a_contraction_is_its_start_and_its_partial_totals_live_in_out(
+    devices, monkeypatch
+):
+    """The lowered sum fills ``out`` with 0 and folds into it: the schedule starts each
+    tile from the constant instead, and between reduce blocks keeps the partial totals in
+    ``out`` (the first block's guarded load gives that 0)."""
+    monkeypatch.setattr(tile, "PANEL_BYTES", 16 * 48 * 4)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((20, 90)).astype(np.float32)
+    b = rng.standard_normal((90, 60)).astype(np.float32)
+    nest = limn.ir(Tensor(a) @ Tensor(b), passes=c_passes())
+    assert "CONST   v0 = 0.0" not in nest  # no fill nest
+    assert "= out[i0*60 + i1] if 1 <= r2c < 90" in nest
+    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(), devices)
 
 
 def _exact(a, b, c, t):
@@ -149,95 +230,10 @@ def test_the_interpreters_fma_rounds_once(t):
     assert z == 0 and np.signbit(z)
 
 
-def test_a_side_no_outer_loop_moves_is_packed_once_and_stays_the_printed_nest(devices):
-    """A conv's weights (forward) and its output gradient (weight gradient) do not depend on
-    the outer loops: they are packed whole, once, by the team, and the bits do not move."""
-    threaded, serial = devices
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((1, 2, 3, 9)).astype(np.float32)
-    w = rng.standard_normal((8, 2, 3, 3)).astype(np.float32)
-    g = rng.standard_normal((1, 8, 3, 9)).astype(np.float32)
-
-    def forward():
-        return nn.conv(Tensor(x), Tensor(w), padding=1)
-
-    def weight_grad():
-        wt = Tensor(w, requires_grad=True)
-        (nn.conv(Tensor(x), wt, padding=1) * Tensor(g)).sum().backward()
-        return wt.grad
-
-    for build in (forward, weight_grad):
-        c_text = limn.ir(build(), stage="c")
-        assert "= malloc(sizeof(float) *" in c_text and ("*wa =" in c_text or "*wb =" in c_text)
-        want = run([build().node], passes=c_passes())[0]
-        for n in (1, 2):
-            threaded.set_threads(n)
-            assert threaded.realize([build().node])[0].data.tobytes() == want.tobytes()
-        assert serial.realize([build().node])[0].data.tobytes() == want.tobytes()
-
-
-def test_the_fill_before_a_tiled_contraction_is_its_start_value(devices):
-    """The nest fills the output with the identity and then folds into it; the C starts
-    each register block from that constant instead of storing it and reading it back."""
-    threaded, serial = devices
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((20, 9)).astype(np.float32)
-    b = rng.standard_normal((9, 40)).astype(np.float32)
-
-    def build():
-        return Tensor(a) @ Tensor(b)
-
-    nest = limn.ir(build(), passes=c_passes())
-    assert "STORE   out[" in nest and "ACCUM   out[" in nest  # the nest: fill, then fold
-    c_text = limn.ir(build(), stage="c")
-    assert "acc[a][b] = out[" not in c_text  # no cell is read back: the fill is the start
-    assert c_text.count("= ((float)0x0.0p+0);\n") <= 4  # no fill nest (the pack tails' zeros)
-    want = run([build().node], passes=c_passes())[0]
-    for dev in (threaded, serial):
-        assert dev.realize([build().node])[0].data.tobytes() == want.tobytes()
-
-
-def test_a_single_panel_contraction_reads_its_rows_in_place_and_stays_the_printed_nest(devices):
-    """attention's p @ v has one 32-wide column panel a head: each row would be packed to be
-    read once, so whole slivers are read where they are (an edge sliver is still packed)."""
-    threaded, serial = devices
-    rng = np.random.default_rng(6)
-    p = rng.standard_normal((2, 3, 13, 40)).astype(np.float32)  # 13 rows: 2 slivers + 1 row
-    v = rng.standard_normal((2, 3, 40, 32)).astype(np.float32)
-    layouts = {
-        "p@v": lambda: Tensor(p) @ Tensor(v),
-        "p.T@g": lambda: (
-            Tensor(np.ascontiguousarray(p.swapaxes(-1, -2))).transpose(-2, -1) @ Tensor(v)
-        ),
-    }
-    for name, build in layouts.items():
-        c_text = limn.ir(build(), stage="c")
-        assert "limn_mk_float_6x32(40, &in0[" in c_text, name  # in place, the load's strides
-        want = run([build().node], passes=c_passes())[0]
-        for dev in (threaded, serial):
-            assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name
-    relu = limn.ir((Tensor(p).relu() @ Tensor(v)), stage="c")
-    assert "&in0[" not in relu  # a computed row factor is packed
-
-
-def test_x_at_w_t_packs_its_transposed_panels_8_by_8_and_stays_the_printed_nest(devices):
-    """x @ W.T's column panels are transposes of W's rows: whole panels are copied by
-    8 x 8 register transposes (an edge panel, a reduce not a multiple of 8, a computed
-    factor or float64 take the scalar copy), and every layout keeps the nest's bits."""
-    threaded, serial = devices
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((20, 40)).astype(np.float32)  # the interpreter runs it four times
-    w = rng.standard_normal((70, 40)).astype(np.float32)  # panels of 32, 32 and an edge 6
-    cases = {
-        "x@W.T": (lambda: Tensor(x) @ Tensor(w).T, True),
-        "k=36": (lambda: Tensor(x[:, :36]) @ Tensor(np.ascontiguousarray(w[:, :36])).T, False),
-        "relu": (lambda: Tensor(x) @ Tensor(w).relu().T, False),
-        "f64": (lambda: Tensor(x.astype(np.float64)) @ Tensor(w.astype(np.float64)).T, False),
-    }
-    for name, (build, transposed) in cases.items():
-        c_text = limn.ir(build(), stage="c")
-        assert ("limn_t8_float(&in1[" in c_text) == transposed, name
-        assert "limn_mk_" in c_text, name  # still the packed contraction
-        want = run([build().node], passes=c_passes())[0]
-        for dev in (threaded, serial):
-            assert dev.realize([build().node])[0].data.tobytes() == want.tobytes(), name
+def test_special_values_fold_through_a_vector_tile_as_through_the_interpreter(devices):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((24, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 48)).astype(np.float32)
+    a[3, 5], a[7, :], b[2, 9], b[:, 30] = np.nan, np.inf, -np.inf, -0.0
+    a[10, :] = -0.0
+    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(), devices)

@@ -94,7 +94,7 @@ def test_bench_train_quick_runs_every_row():
     finally:
         sys.path.pop(0)
     try:
-        rows = bench_train.main(["--quick", "--reps", "1", "--only", ROWS])
+        rows = bench_train.main(["--quick", "--reps", "1", "--only", ROWS, "--side", "both"])
     finally:
         limn.set_device("numpy")
     names = " ".join(r.name for r in rows)

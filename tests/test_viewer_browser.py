@@ -83,8 +83,8 @@ def test_clicking_a_node_highlights_its_kernel_nest_lines_and_c_lines(browser, m
     assert want_nest and lines(browser, ".nest .ln.hl") == want_nest
     want_c = [i for i, o in enumerate(pipe["origin"]) if o in want_nest]
     assert want_c and lines(browser, ".source .ln.hl") == want_c
-    # the C of a MUL multiplies (in a tiled contraction, in the micro-kernel it calls)
-    assert all("*" in pipe["source"][i] or "limn_mk_" in pipe["source"][i] for i in want_c)
+    # the C of a MUL multiplies (in a tiled contraction, in the FMA it is folded into)
+    assert all("*" in pipe["source"][i] or "fma" in pipe["source"][i] for i in want_c)
     assert browser.errors == []
 
 

@@ -4,11 +4,8 @@ They only annotate or regroup loops; what each output cell folds, and in which o
 the order the nest already had, so the interpreter's answer for the annotated nest is the
 answer the C code gives, threaded or not.
 
-* ``tile_contraction``: a nest shaped like a matmul (output loops, then reduce loops, then
-  one output loop innermost, folding into memory) is marked ``tile``: the renderer keeps an
-  MR x NR block of output cells in registers while it walks the reduce loops, and stages
-  the operand that does not depend on the rows in a contiguous panel. Each cell still
-  folds its reduce axis start to finish in order.
+* ``tile_contraction``, ``block_contraction``, ``pack_operands``, ``vectorize_tile``: a
+  nest shaped like a matmul is scheduled as a BLAS runs it (``ir/c/tile.py``).
 * ``parallelize``: the leading output loops of each top-level loop chain (the dims the
   written cells are indexed by) are marked ``parallel=n``: an OpenMP team splits those n
   fused loops. A chain whose writes have a data-dependent address (a scatter's colliding
@@ -22,11 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ir.graph.dtypes import HALF, bool_
-from ir.graph.ops import Op
+from ir.c import tile
+from ir.c.tile import (
+    block_contraction,
+    pack_operands,
+    tile_contraction,
+    vectorize_tile,
+)
+from ir.graph.dtypes import bool_
 from ir.loop.nest import (
     Accum,
-    Arith,
     Check,
     Const,
     DefAcc,
@@ -43,8 +45,10 @@ from ir.loop.nest import (
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
     Block,
+    Fresh,
     chain,
     defines,
+    extent,
     flatten,
     indices,
     instructions,
@@ -52,17 +56,10 @@ from ir.loop.rewrite import (
     rename,
     substitute,
     to_tree,
-    uses,
+    with_attrs,
 )
 
-MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
-
-
-def _attr(loop: Loop, **kw) -> Loop:
-    attrs = dict(loop.attrs)
-    attrs.update(kw)
-    return replace(loop, attrs=tuple(attrs.items()))
 
 
 def _writes(items):
@@ -92,16 +89,12 @@ def _carries(items) -> bool:
     )
 
 
-def _extent(loop: Loop) -> int:
-    return len(range(loop.start, loop.stop, loop.step))
-
-
 def _work(items) -> int:
     """Roughly how many innermost iterations a tree runs (a SORT of n: n log2(n))."""
     total = 0
     for item in items:
         if isinstance(item, Block):
-            total += _extent(item.loop) * max(1, _work(item.body))
+            total += extent(item.loop) * max(1, _work(item.body))
         elif isinstance(item, Sort):
             total += item.n * max(1, item.n.bit_length())
     return total
@@ -111,19 +104,16 @@ def _work(items) -> int:
 
 
 def parallelize(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_parallel_block(item) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
+    items = [_parallel_block(x) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+    return replace(nest, body=flatten(items))
 
 
 def _parallel_block(block: Block) -> Block:
     loops, inner = chain(block)
     if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
-        return block  # the tiled renderer runs its own team; lane blocks already have one
+        return block  # a scheduled contraction and lane blocks have their own team
     writes = _writes((block,))
-    if not writes or _work((block,)) < MIN_PARALLEL_WORK or _carries((block,)):
+    if not writes or _work((block,)) < tile.MIN_PARALLEL_WORK or _carries((block,)):
         return block
     inner_vars = _loop_vars(inner) | {lp.var for lp in loops}
     for w in writes:
@@ -134,296 +124,13 @@ def _parallel_block(block: Block) -> Block:
         if not all(loop.var in w.index.names for w in writes):
             break  # a reduce loop: cells inside it are revisited
         n += 1
-        cells *= _extent(loop)
+        cells *= extent(loop)
         if cells >= MIN_PARALLEL_CELLS:
             break
     if n == 0 or cells < 2:
         return block
-    loops = [_attr(loops[0], parallel=n), *loops[1:]]
+    loops = [with_attrs(loops[0], parallel=n), *loops[1:]]
     return rebuild(loops, inner)
-
-
-# ---- register-tiled contractions ----------------------------------------------------
-
-
-def tile_contraction(nest: LoopNest) -> LoopNest:
-    items = to_tree(nest.body)
-    out = []
-    for item in items:
-        out.append(_tile_block(item, nest) if isinstance(item, Block) else item)
-    return replace(nest, body=flatten(out))
-
-
-def tile_shape(itemsize: int) -> tuple[int, int]:
-    """Rows and columns of the register block: six rows of two 64-byte vectors (12 of the
-    32 AVX-512 registers hold the block, the rest the operands)."""
-    return 6, max(8, 128 // itemsize)
-
-
-def contraction(block: Block):
-    """Recognize a contraction; returns (outer, iA, reds, iB, body, fold, init, tail) or None.
-
-    Two shapes qualify. Folding into memory: ``out* iA red+ iB`` with ``body`` ending in an
-    ACCUM into ``out`` (``init`` is None: each cell starts from what the fill stored). Folding
-    into a register: ``out* iA iB`` around DEFACC, a chain of reduce loops ending in an ACCUM
-    into that register, then ``tail`` (casts, and the STORE of the total).
-    """
-    loops, inner = chain(block)
-    if any(lp.start != 0 or lp.step != 1 for lp in loops):
-        return None
-    if inner and isinstance(inner[0], DefAcc) and len(inner) >= 3 and isinstance(inner[1], Block):
-        acc, red_block, tail = inner[0], inner[1], inner[2:]
-        reds, body = chain(red_block)
-        if any(isinstance(x, Block) for x in body) or any(isinstance(x, Block) for x in tail):
-            return None
-        if any(lp.start != 0 or lp.step != 1 for lp in reds) or len(loops) < 2:
-            return None
-        fold = body[-1] if body else None
-        if not isinstance(fold, Accum) or fold.index is not None or fold.dst != acc.out:
-            return None
-        if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
-            return None
-        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
-        if not {loops[-1].var, loops[-2].var} <= names:
-            return None
-        return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
-    if any(isinstance(x, Block) for x in inner) or not inner:
-        return None
-    fold = inner[-1]
-    if not isinstance(fold, Accum) or fold.index is None:
-        return None
-    written = set(fold.index.names)
-    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
-    if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
-        return None
-    first_red = kinds.index("red")
-    if first_red == 0 or any(k != "red" for k in kinds[first_red:-1]):
-        return None
-    return (
-        loops[: first_red - 1],
-        loops[first_red - 1],
-        loops[first_red:-1],
-        loops[-1],
-        inner[:-1],
-        fold,
-        None,
-        (),
-    )
-
-
-def _outputs_first(block: Block) -> Block:
-    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
-    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
-    offset gives way to its channels).
-
-    Each cell still meets the reduce loops in their own relative order, so what it folds,
-    and in which order, is unchanged; only which cells are in flight together moves.
-    """
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        return _register_outputs(loops, inner)
-    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
-        return block
-    if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
-        return block
-    written = set(inner[-1].index.names)
-    last = loops[-1]
-    if last.var not in written or _extent(last) < 8:
-        # a reduce innermost, or an output too narrow for a column block (a weight
-        # gradient's kernel offset): a wide output loop goes innermost instead
-        loads = [x for x in inner if isinstance(x, Load)]
-        wide = [lp for lp in loops[:-1] if lp.var in written and _extent(lp) >= 8]
-        if wide:
-            best = max(
-                wide,
-                key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp)),
-            )
-            loops = [lp for lp in loops if lp is not best] + [best]
-        elif last.var not in written:
-            return block
-    outs = [lp for lp in loops[:-1] if lp.var in written]
-    reds = [lp for lp in loops[:-1] if lp.var not in written]
-    if outs:  # the row loop: the one most operands along the columns do not depend on
-        ib = loops[-1].var
-        loads = [x for x in inner if isinstance(x, Load)]
-
-        def reuse(lp: Loop) -> int:
-            along_b = [x for x in loads if x.index.coeff(ib)]
-            return sum(1 for x in along_b if not x.index.coeff(lp.var))
-
-        best = max(range(len(outs)), key=lambda j: (reuse(outs[j]), _extent(outs[j]) >= 6, j))
-        outs = [*outs[:best], *outs[best + 1 :], outs[best]]
-    return rebuild([*outs, *reds, loops[-1]], inner)
-
-
-def _one_row(block: Block) -> bool:
-    """One output loop folding products of a value it moves by one it does not: a matmul
-    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        cols, body = loops, chain(inner[1])[1]
-    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
-        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
-    else:
-        return False
-    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
-        return False
-    moves, made = {}, {}
-    for x in body:
-        if defines(x):
-            made[defines(x)] = x
-            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
-    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
-    if not isinstance(mul, Arith) or mul.op != Op.MUL:
-        return False
-    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
-
-
-def _folds_in_register(inner) -> bool:
-    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
-    return (
-        len(inner) >= 3
-        and isinstance(inner[0], DefAcc)
-        and isinstance(inner[1], Block)
-        and isinstance(inner[-1], Store)
-    )
-
-
-def _register_outputs(loops: list[Loop], inner) -> Block:
-    """The output loops around a register total, arranged for a register block: a wide
-    loop along which the operands are unit-stride innermost (the columns), the loop most
-    of the column operands do not depend on next (the rows). Every loop here is an output
-    loop, each cell folds inside them on its own, so their order changes no number."""
-    block = rebuild(loops, inner)
-    if _extent(loops[-1]) >= 8 or len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
-        return block
-    _, body = chain(inner[1])
-    if any(isinstance(x, Block) for x in body):
-        return block
-    written = set(inner[-1].index.names)
-    loads = [x for x in body if isinstance(x, Load)]
-    wide = [lp for lp in loops if lp.var in written and _extent(lp) >= 8]
-    if not wide:
-        return block
-    col = max(
-        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), _extent(lp))
-    )
-    rest = [lp for lp in loops if lp is not col]
-    along = [x for x in loads if x.index.coeff(col.var)]
-    row = max(
-        range(len(rest)),
-        key=lambda j: (
-            sum(1 for x in along if not x.index.coeff(rest[j].var)),
-            _extent(rest[j]) >= 6,
-            j,
-        ),
-    )
-    return rebuild([*rest[:row], *rest[row + 1 :], rest[row], col], inner)
-
-
-def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
-    """Whether a register block saves loads: the operands read along the reduce split into
-    ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
-
-    A row reduce whose every element is its own (a softmax's row sum over a strided view)
-    shares nothing: tiling it would only turn its unit-stride rows into strided columns.
-    """
-    rows = cols = False
-    for ins in body:
-        if not isinstance(ins, Load) or not reds & set(ins.index.names):
-            continue
-        names = set(ins.index.names)
-        if a in names and b in names:
-            return False
-        rows |= a in names or one_row and b not in names
-        cols |= b in names
-    return rows and cols
-
-
-def _tile_block(block: Block, nest: LoopNest) -> Block:
-    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
-        # folds as a matmul's rows do (FMAs in order), however many rows there are
-        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
-        if tiled is not None:
-            return tiled
-    moved = _outputs_first(block)
-    tiled = _tile(moved, nest)
-    if tiled is not None:
-        return tiled
-    loops, inner = chain(block)
-    folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
-    if folds_into_memory and loops[-1].var in inner[-1].index.names:
-        return moved  # output loops outside the reduce loops: the same cells, better reuse
-    return block
-
-
-def _tile(block: Block, nest: LoopNest) -> Block | None:
-    """The chain marked as a tiled contraction, or None where tiling would not pay."""
-    found = contraction(block)
-    if found is None:
-        return None
-    outer, ia, reds, ib, body, fold, init, tail = found
-    if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
-        return None
-    if any(isinstance(x, Store | Accum | Check) for x in body):
-        return None  # gathers keep the plain form
-    guarded = [x for x in body if isinstance(x, Load) and x.guard]
-    if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
-        return None
-    if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
-        return None  # a pad along both a row and a column cannot be packed once per side
-    k = math.prod(_extent(lp) for lp in reds)
-    if _extent(ib) < 8 or k < 4:
-        return None
-    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, _extent(ia) == 1):
-        return None
-    mr, nr = tile_shape(
-        4 if init is not None and init.dtype.itemsize <= 4 else nest.output.dtype.itemsize
-    )
-    loops, inner = chain(block)
-    tagged = [
-        _attr(lp, tile=1 if _extent(ia) == 1 else mr)
-        if lp is ia
-        else _attr(lp, tile=nr)
-        if lp is ib
-        else lp
-        for lp in loops
-    ]
-    cells = math.prod(_extent(lp) for lp in (*outer, ia, ib))
-    if cells * k >= MIN_PARALLEL_WORK:
-        tagged[0] = _attr(tagged[0], parallel=len(outer) + 1)
-    return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
-
-
-def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
-    """Fold ``acc + a*b`` of a tiled contraction as one FMA (rounded once), as BLAS does.
-
-    It is written into the nest, so the printed nest, the interpreter and the C agree:
-    the MUL that only feeds the fold goes, and the ACCUM names both factors.
-    """
-    acc_dtype = init.dtype if init is not None else nest.output.dtype
-    if not acc_dtype.is_float or acc_dtype.itemsize < 4:
-        return block
-
-    def rewrite(b: Block) -> Block:
-        if any(isinstance(x, Block) for x in b.body):
-            return Block(b.loop, tuple(rewrite(x) if isinstance(x, Block) else x for x in b.body))
-        body = list(b.body)
-        fold = body[-1]
-        if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
-            return b
-        mul = next((x for x in body if defines(x) == fold.src), None)
-        if not isinstance(mul, Arith) or mul.op != Op.MUL or mul.dtype != acc_dtype:
-            return b
-        if sum(fold.src in uses(x) for x in body) != 1:
-            return b  # the product is read elsewhere too: it must exist
-        x, y = mul.srcs
-        gone = (*mul.folded, *(() if mul.row is None else (mul.row,)))  # for the viewer
-        fma = replace(fold, src=x, mul=y, folded=fold.folded + gone)
-        body = [i for i in body[:-1] if i is not mul] + [fma]
-        return Block(b.loop, tuple(body))
-
-    return rewrite(block)
 
 
 # ---- lane-wise reductions ------------------------------------------------------------
@@ -446,24 +153,9 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     vectors). A reduce whose last axis is kept folds in order, unlaned, as its
     fill-then-add form in memory does.
     """
-    used = {defines(i) for i in nest.body if defines(i)} | {
-        i.var for i in nest.body if isinstance(i, Loop)
-    }
-    fresh = _Fresh(used)
+    fresh = Fresh(nest.body)
     fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
     return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
-
-
-class _Fresh:
-    def __init__(self, used: set[str]):
-        self.used = set(used)
-
-    def __call__(self, prefix: str) -> str:
-        k = 0
-        while f"{prefix}{k}" in self.used:
-            k += 1
-        self.used.add(f"{prefix}{k}")
-        return f"{prefix}{k}"
 
 
 def _lanes(items, top: bool, fresh) -> list:
@@ -582,7 +274,8 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
         if any(isinstance(x, Store | Accum | Check) for x in work) or not isinstance(fold, Accum):
             return None
         into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
-        if fold.dst != name or fold.index or fold.lane or into[depth + 1] is not None:
+        # a contraction's FMA (``mul``) keeps each cell's plain order
+        if fold.dst != name or fold.index or fold.lane or fold.mul or into[depth + 1] is not None:
             return None
     return into if depth else into[:-1]
 
@@ -729,7 +422,7 @@ def _interval(p: Range, x: str):
 def _split_loop(block: Block) -> list:
     loop = block.loop
     x = loop.var
-    if loop.step != 1 or loop.lo or loop.hi or _extent(loop) < 8 or block.loop.attrs:
+    if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or block.loop.attrs:
         return [block]
     preds = []
     for ins in block.body:
@@ -789,7 +482,16 @@ def _settle(ins, known: dict):
     return ins
 
 
-C_PASSES = [split_pad_masks, tile_contraction, lane_reduce, parallelize, renumber]
+C_PASSES = [
+    split_pad_masks,
+    tile_contraction,
+    block_contraction,
+    pack_operands,
+    vectorize_tile,
+    lane_reduce,
+    parallelize,
+    renumber,
+]
 
 
 def c_passes() -> list[Pass]:

@@ -2,9 +2,8 @@
 
 The rendering is literal: each instruction is one C statement (``Statements``, which the
 cuda renderer shares), each value a ``const`` local of the C type of its dtype, each Index
-the same sum of products; a register-tiled contraction's block is the exception, written
-by ``ir/c/tile.py`` around the nest's instructions. What the C
-compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
+the same sum of products, a vector value one ``limn_f32x16_*`` helper call (``VECTORS``).
+What the C compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
 
@@ -29,9 +28,7 @@ import math
 
 from ir.c import sort
 from ir.c.libm import available, definitions
-from ir.c.passes import contraction
 from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
-from ir.c.tile import TRANSPOSE_8, micro_kernel, render_tile, tiled
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, Op
@@ -42,6 +39,7 @@ from ir.loop.nest import (
     Const,
     DefAcc,
     Load,
+    Local,
     LoopNest,
     Mask,
     PairwiseFold,
@@ -49,7 +47,7 @@ from ir.loop.nest import (
     Sort,
     Store,
 )
-from ir.loop.rewrite import Block, chain, to_tree, value_dtype
+from ir.loop.rewrite import Block, to_tree, value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
 
@@ -143,14 +141,10 @@ def renders(op: Op, d: DType) -> bool:
     return d in (dtypes.float32, dtypes.float64) and f"{op.value.lower()}_{ctype(d)}" in MATH
 
 
-def _tile_and_sort_helpers(used) -> str:
-    """The micro-kernels, transposes and row sorts a program calls (``tile``, ``sort``)."""
-    out = []
-    for kind, t in sorted(u for u in used if len(u) == 2 and u[0] in ("argsort", "gemm", "t8")):
-        out.append(
-            {"argsort": sort.definition, "gemm": micro_kernel}.get(kind, lambda t: TRANSPOSE_8)(t)
-        )
-    return "\n".join(out)
+def _sort_and_vector_helpers(used) -> str:
+    """The row sorts and vector types a program uses (``sort``, ``VECTORS``)."""
+    kinds = {"argsort": sort.definition, "vec": vector_helpers}
+    return "\n".join(kinds[k](t) for k, t in sorted(u for u in used if u[0] in kinds))
 
 
 STACK_CELLS = 64  # the most cells of an array accumulator kept on the stack (one set of lanes)
@@ -172,8 +166,7 @@ def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, 
     """``render``, plus its source map: for each line of the C text, the position in
     ``nest.body`` of the instruction it was written for (None for the function's header).
 
-    A loop's ``for``, its pragmas and its closing brace map to its LOOP; a tiled block's
-    own bookkeeping lines (packing, the register block) map to the block's first LOOP.
+    A loop's ``for``, its pragmas and its closing brace map to its LOOP.
     """
     r = _Renderer(nest, openmp)
     text, used = r.function(name)
@@ -203,6 +196,7 @@ class Statements:
         self.used: set = set()
         self.arrays: set[str] = set()  # array accumulators (lanes, blocks)
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
+        self.vectors: dict[str, int] = {}  # vector values and registers: their lanes
 
     def ctype(self, d: DType) -> str:
         return ctype(d)
@@ -265,6 +259,17 @@ class Statements:
 
     def statement(self, ins) -> str:
         values = self.values
+        if getattr(ins, "lanes", 1) > 1 or isinstance(ins, Accum) and ins.dst in self.vectors:
+            return self.vector(ins)
+        if isinstance(ins, Local):
+            self.bufs[ins.out] = ins.dtype
+            t, n = self.ctype(ins.dtype), ins.size
+            if not _on_heap(ins):  # aligned for the vector loads of a packed panel
+                return f"{t} {ins.out}[{n}] __attribute__((aligned(64)));"
+            return (
+                f"{t} *{ins.out} = ({t} *)malloc(sizeof({t}) * {n}); "
+                f"if (!{ins.out}) {{ err[0] = 2; err[3] = {n} * (int64_t)sizeof({t}); return; }}"
+            )
         if isinstance(ins, DefAcc) and ins.shape:
             n, t = math.prod(ins.shape), self.ctype(ins.dtype)
             self.arrays.add(ins.out)
@@ -333,6 +338,27 @@ class Statements:
             return f"{fn}({rows}, {ins.n}, {ins.dst} + {at}, err);"
         raise TypeError(f"{self.target}: {type(ins).__name__} is not a loop-nest instruction")
 
+    def vector(self, ins) -> str:
+        """A vector instruction: one call of the ``limn_*_<t>x<lanes>`` helpers (``VECTORS``)."""
+        reg = ins.dst if isinstance(ins, Accum) else None  # an FMA into a vector register
+        d = self.dtype_of[reg] if reg else getattr(ins, "dtype", None) or self.bufs[ins.buf]
+        n = self.vectors[reg] if reg else ins.lanes
+        v = _vector_type(d, n)
+        self.used.add(("vec", v))
+        if isinstance(ins, Load) and not ins.guard:
+            self.vectors[ins.out] = n
+            return f"const {v} {ins.out} = {v}_load(&{ins.buf}[{index(ins.index, self.values)}]);"
+        if isinstance(ins, Store):
+            return f"{v}_store(&{ins.buf}[{index(ins.index, self.values)}], {ins.src});"
+        if isinstance(ins, DefAcc) and not ins.shape:
+            self.vectors[ins.out] = n
+            first = ins.start or f"{v}_splat({literal(ins.value, ins.dtype)})"
+            return f"{v} {ins.out} = {first};"
+        if isinstance(ins, Accum) and ins.mul is not None and ins.index is None:
+            a, b = (x if x in self.vectors else f"{v}_splat({x})" for x in (ins.src, ins.mul))
+            return f"{ins.dst} = {v}_fma({ins.dst}, {a}, {b});"
+        raise TypeError(f"{self.target}: no vector form of {ins.text()}")
+
     def pairwise_fold(self, ins: PairwiseFold) -> str:
         """The pairwise order of FOLD, written out: each row, then the rows' totals."""
         a, t = f"{ins.acc}_l", self.ctype(self.dtype_of[ins.acc])
@@ -352,9 +378,9 @@ class _Renderer(Statements):
         super().__init__(nest)
         self.openmp = openmp
         self.lines: list[str] = []
-        self.tile_start = None  # the fill constant the tiled block being rendered starts from
         self.at = None  # the instruction the lines being written are for (the source map)
         self.marks: list = [(0, None)]  # (first line, instruction) each time ``at`` changes
+        self.team = False  # rendering inside an OpenMP team
 
     def mark(self, ins) -> None:
         self.at = ins
@@ -381,37 +407,27 @@ class _Renderer(Statements):
         return "\n".join(self.lines), self.used
 
     def items(self, items, depth: int, collapse: int = 0) -> None:
-        skip = -1
-        for j, item in enumerate(items):
-            if j == skip:
-                continue
+        heap = [x.out for x in items if isinstance(x, Local) and _on_heap(x)]
+        if heap and (collapse or self.team):
+            raise ValueError(f"c device: LOCAL {heap[0]} is too large for a thread's stack")
+        for item in items:
             if isinstance(item, Block):
-                nxt = items[j + 1] if j + 1 < len(items) else None
-                start = _fill_before_tile(item, nxt)
-                if start is not None:  # the fill becomes the tiled block's start value
-                    self.tile_start, skip = start, j + 1
-                    self.block(nxt, depth, collapse)
-                    self.tile_start = None
-                    continue
                 self.block(item, depth, collapse)
             else:
                 self.instr(item, depth)
+        for name in heap:
+            self.lines.append("  " * depth + f"free({name});")
 
     def block(self, b: Block, depth: int, collapse: int = 0) -> None:
         attrs = dict(b.loop.attrs)
         outside = self.at
         self.mark(b.loop)
-        if tiled(b):
-            self.lines.append("  " * depth + "{")
-            render_tile(self, b, depth + 1)
-            self.lines.append("  " * depth + "}")
-            self.mark(outside)
-            return
         pad = "  " * depth
         par = attrs.get("parallel")
+        team = self.team
         if par and self.openmp and not collapse:
             self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
-            collapse = par
+            collapse, self.team = par, True
         lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
         for e in lp.lo:
@@ -420,15 +436,17 @@ class _Renderer(Statements):
             stop = f"limn_min64({stop}, {index(e, self.values)})"
         if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
             self.lines.append(f"{pad}#pragma omp simd")
+        end = ""
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
-            self.lines.append(f"{pad}const int64_t {lp.var}_end = {stop};")
-            stop = f"{lp.var}_end"
+            end, stop = f", {lp.var}_end = {stop}", f"{lp.var}_end"
+        v = lp.var
         self.lines.append(
-            f"{pad}for (int64_t {lp.var} = {start}; {lp.var} < {stop}; {lp.var} += {lp.step}) {{"
+            f"{pad}for (int64_t {v} = {start}{end}; {v} < {stop}; {v} += {lp.step}) {{"
         )
         self.items(b.body, depth + 1, max(0, collapse - 1))
         self.mark(b.loop)
         self.lines.append(pad + "}")
+        self.team = team
         self.mark(outside)
 
     def instr(self, ins, depth: int) -> None:
@@ -453,29 +471,45 @@ def _pairwise(at, n: int, op: Op) -> str:
     )
 
 
-def _fill_before_tile(fill: Block, nxt) -> Const | None:
-    """The constant a fill nest stores into every cell that the tiled contraction after it
-    folds into (its identity), or None.
+STACK_LOCAL = 1 << 19  # bytes of a LOCAL kept on the stack; a larger one is allocated
 
-    The contraction then starts each cell's register from that constant instead of
-    storing it and reading it back: the same values, one pass over the output fewer
-    (a C compiler forwarding a store to a load, done where it cannot see it).
-    """
-    if not isinstance(nxt, Block) or not tiled(nxt):
-        return None
-    loops, inner = chain(fill)
-    if len(inner) != 2 or not isinstance(inner[0], Const) or not isinstance(inner[1], Store):
-        return None
-    const, store = inner
-    found = contraction(nxt)
-    if found is None or store.src != const.out or found[6] is not None:
-        return None
-    outer, ia, _, ib, _, fold, _, _ = found
-    if (fold.dst, fold.index) != (store.buf, store.index) or fold.op not in (Op.ADD, Op.MAX):
-        return None
-    shape = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in loops}
-    cells = {(lp.var, lp.start, lp.stop, lp.step, lp.lo, lp.hi) for lp in (*outer, ia, ib)}
-    return const if shape == cells and len(loops) == len(cells) else None
+
+def _on_heap(ins: Local) -> bool:
+    return ins.size * ins.dtype.itemsize > STACK_LOCAL
+
+
+VECTORS = """#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512{s} limn_{t}x{n};
+static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ return _mm512_loadu_p{p}(p); }}
+static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ _mm512_storeu_p{p}(p, v); }}
+static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ return _mm512_set1_p{p}(s); }}
+static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
+  return _mm512_fmadd_p{p}(a, b, c); }}
+#else
+typedef struct {{ {c} l[{n}]; }} limn_{t}x{n};
+static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ limn_{t}x{n} v;
+  memcpy(&v, p, sizeof v); return v; }}
+static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ memcpy(p, &v, sizeof v); }}
+static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ limn_{t}x{n} v;
+  for (int l = 0; l < {n}; l++) v.l[l] = s; return v; }}
+static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
+  for (int l = 0; l < {n}; l++) c.l[l] = {f}(a.l[l], b.l[l], c.l[l]); return c; }}
+#endif"""
+"""The vector helpers: AVX-512 instructions where the target has them, lanes in plain C
+elsewhere. Both compute each lane as the scalar instruction would (the FMA rounded once)."""
+
+
+def _vector_type(d: DType, lanes: int) -> str:
+    if (d, lanes) not in ((dtypes.float32, 16), (dtypes.float64, 8)):
+        raise TypeError(f"c device: no {lanes}-lane vector of {d}; accepted: float32x16, float64x8")
+    return "limn_f32x16" if d == dtypes.float32 else "limn_f64x8"
+
+
+def vector_helpers(v: str) -> str:
+    f32 = ("f32", 16, "float", "", "s", "fmaf")
+    t, n, c, s, p, f = f32 if v == "limn_f32x16" else ("f64", 8, "double", "d", "d", "fma")
+    return VECTORS.format(t=t, n=n, c=c, s=s, p=p, f=f)
 
 
 def program(functions: list[tuple[str, set]]) -> str:
@@ -486,6 +520,6 @@ def program(functions: list[tuple[str, set]]) -> str:
         "  (void)n;\n}\n"
     )
     maths = definitions(u[1] for u in used if u[0] == "math")
-    parts = [PRELUDE, _tile_and_sort_helpers(used), helpers(used), maths, setter]
+    parts = [PRELUDE, _sort_and_vector_helpers(used), helpers(used), maths, setter]
     parts += [f for f, _ in functions]
     return "\n".join(parts) + "\n"

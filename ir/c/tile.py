@@ -1,233 +1,532 @@
-"""C for a register-tiled contraction: the shape a matmul or a conv's reduce takes.
+"""The contraction schedule: passes that turn a matmul-shaped nest into the loops a BLAS runs.
 
-``ir/c/passes.tile_contraction`` marks a loop chain ``out* iA red+ iB`` whose body folds into
-``out``. This renders it as:
+A contraction (a matmul, a batched matmul, a convolution, any of their gradients) is a nest
+``out[.., a, b] = fold over r of A(.., a, r) * B(.., r, b)``. As lowered, every product
+loads both factors from wherever they live; a core does two FMAs of sixteen lanes a cycle
+but only two or three loads, and an operand read with a large stride misses every cache.
+GotoBLAS and BLIS ("Anatomy of high-performance matrix multiplication", Goto and van de
+Geijn; "BLIS: a framework for rapidly instantiating BLAS functionality", Van Zee and van de
+Geijn) keep an MR x NR tile of the output in vector registers, read its operands from
+small packed copies that stay in L1 (a KC x NR panel) and L2 (an MC x KC block), and let
+the tile's FMAs outnumber its loads. Four passes, in this order, do that to a nest:
 
-    for each outer cell, for each block of NR columns (iB):          <- the OpenMP team
-        pack: every value that depends on the reduce loops and iB but not on iA is
-              computed once into a contiguous panel[r][NR]
-        for each block of MR rows (iA):
-            acc[MR][NR] = the cells' current values (the identity the fill wrote)
-            for each reduce index r, in the nest's order:
-                for each row a: the values that depend on iA but not iB
-                    for each column b: the rest, from the panel; acc[a][b] op= v
-            write back the cells that exist
+* ``tile_contraction`` recognizes the shape, puts the output loops outside the reduce
+  loops, makes the fold an FMA (``acc + a*b`` rounded once, as every BLAS does) and marks
+  the rows (``tile=MR``) and columns (``tile=NR``) of the register tile.
+* ``block_contraction`` cuts the output into cache blocks of MC x NC cells (the tasks the
+  threads share), the first reduce loop into blocks of KC, and each block into tiles of
+  MR rows (a sliver) by NR columns (a panel). A tile folds into a LOCAL ``t[MR*NR]``,
+  copied in from ``out`` (or started at the identity) before each reduce block and out
+  again (through the nest's tail) after it.
+* ``pack_operands`` computes the row factor of the fold into a LOCAL in sliver order
+  (``[sliver][r][MR]``), once per cache block, and the column factor into a panel
+  (``[r][NR]``), once per panel: both are then read at unit stride from the cache that
+  holds them, and a prologue (a mask, a pad, a ReLU) is computed once, not once per use.
+* ``vectorize_tile`` holds the tile in MR x NR/L vector registers of L lanes (16 float32)
+  while a reduce block runs: per reduce index NR/L vector loads of the panel, MR scalars
+  of the sliver, and MR x NR/L vector FMAs.
 
-The reduce loops are walked in their original order for every cell, so each cell folds
-exactly the sequence the plain nest folds; only which cells are in flight together
-changes. The one liberty: where the folded value is a product, ``acc + a*b`` is a fused
-multiply-add, rounded once instead of twice, as every BLAS does; it is what lets the
-block run at the FMA units' rate. Threads and tiles still never change a bit. Rows and
-columns past the edge are computed on a clamped index (a valid address) and never
-written back. The panel turns the operand read
-along the reduce axis (``x @ W.T``) into unit-stride loads, which is what lets the column
-loop vectorize for either layout.
+Every cell still folds its reduce indices in the order the nest gave them, one FMA each,
+and is computed start to finish by one thread: the passes choose which cells are in flight
+together and where their operands are read from, nothing else. So threaded equals serial
+bit for bit, and the output of each pass runs in the interpreter as it prints.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from ir.c.passes import contraction
-from ir.c.spell import ctype, index, literal
+from ir.graph import dtypes
+from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
-from ir.loop.nest import Index, Load
-from ir.loop.rewrite import Block, defines, uses
+from ir.loop.nest import (
+    Accum,
+    Arith,
+    Check,
+    Const,
+    DefAcc,
+    Index,
+    Load,
+    Local,
+    Loop,
+    LoopNest,
+    Range,
+    Store,
+)
+from ir.loop.rewrite import (
+    Block,
+    Fresh,
+    chain,
+    defines,
+    extent,
+    flatten,
+    rebuild,
+    rename,
+    substitute,
+    to_tree,
+    uses,
+    value_dtype,
+    with_attrs,
+)
 
-PANEL_LIMIT = 1 << 20  # elements per panel; a longer reduce keeps the plain rows
+MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
+MIN_BLOCK_WORK = 1 << 12  # FMAs below which a contraction keeps its plain loops
+PANEL_BYTES = 24 << 10  # a KC x NR panel: half of L1 (48 KiB), beside a sliver and the tile
+BLOCK_BYTES = 256 << 10  # an MC x KC block: an eighth of L2 (2 MiB), on a thread's stack
+WHOLE_BYTES = 16 << 20  # a factor packed whole, before the blocks, up to this size
+MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 576 was one
 
 
-def _deps(inner, loop_vars: set[str]) -> dict[str, set[str]]:
+def _deps(items, loop_vars: set[str]) -> dict[str, set[str]]:
     """For each value, the loop variables it depends on (through values and addresses)."""
     deps: dict[str, set[str]] = {}
-    for ins in inner:
+    for ins in items:
         d: set[str] = set()
         for name in uses(ins):
-            if name in loop_vars:
-                d.add(name)
-            else:
-                d |= deps.get(name, set())
-        out = defines(ins)
-        if out is not None:
-            deps[out] = d
+            d |= {name} if name in loop_vars else deps.get(name, set())
+        if defines(ins) is not None:
+            deps[defines(ins)] = d
     return deps
 
 
-def _writer(lines: list[str]):
-    """Three ways to append C to ``lines``: a line at an indent depth, loops opened (the
-    depth inside them returned) and loops closed (the depth outside them returned)."""
-
-    def put(dd: int, text: str) -> None:
-        lines.append("  " * dd + text)
-
-    def opened(dd: int, lps) -> int:
-        for lp in lps:
-            put(dd, f"for (int64_t {lp.var} = 0; {lp.var} < {lp.stop}; {lp.var}++) {{")
-            dd += 1
-        return dd
-
-    def close(dd: int, n: int) -> int:
-        for _ in range(n):
-            dd -= 1
-            put(dd, "}")
-        return dd
-
-    return put, opened, close
+def _needed(body, val: str) -> list:
+    """The instructions of ``body`` that ``val`` is computed from, itself included, in order."""
+    want, out = {val}, []
+    for ins in reversed(body):
+        if defines(ins) in want:
+            out.append(ins)
+            want |= set(uses(ins))
+    return out[::-1]
 
 
-def tiled(b: Block) -> bool:
-    """Whether the perfect loop chain starting at ``b`` is a tiled contraction."""
-    while True:
-        if dict(b.loop.attrs).get("tile"):
-            return True
-        if len(b.body) != 1 or not isinstance(b.body[0], Block):
+def _each_block(items, fn) -> tuple:
+    """``items`` with every Block for which ``fn`` gives a new one replaced (else searched)."""
+    out: list = []
+    for it in items:
+        new = fn(it) if isinstance(it, Block) else it
+        if new is None:
+            new = Block(it.loop, _each_block(it.body, fn))
+        out += new if isinstance(new, tuple) else [new]  # a tuple: items in its place
+    return tuple(out)
+
+
+def _pass(nest: LoopNest, fn) -> LoopNest:
+    fresh = Fresh(nest.body)
+    body = flatten(_each_block(to_tree(nest.body), lambda b: fn(b, nest, fresh)))
+    return replace(nest, body=body)
+
+
+# ---- recognizing a contraction --------------------------------------------------------
+
+
+def tile_contraction(nest: LoopNest) -> LoopNest:
+    items = [_tile_block(x, nest) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+    return replace(nest, body=flatten(items))
+
+
+def tile_shape(itemsize: int, columns: int) -> tuple[int, int]:
+    """Rows and columns of the register tile: three 64-byte vectors of columns by 8 rows, or
+    two by 12 where that wastes fewer columns past the edge (1024 is 21 panels of 48 and 16
+    columns, or 32 panels of 32): 24 of AVX-512's 32 vector registers hold the tile, the
+    rest the operands, and 24 FMA chains hide the FMA's latency. A narrow output (fewer
+    than two vectors) takes one vector by 16 rows."""
+    lanes = 64 // itemsize
+    if columns <= lanes:
+        return 16, lanes
+    vectors = min((3, 2), key=lambda v: -(-columns // (v * lanes)) * v * lanes - columns)
+    return {3: 8, 2: 12}[vectors], vectors * lanes
+
+
+def contraction(block: Block):
+    """Recognize a contraction; returns (outer, iA, reds, iB, body, fold, init, tail) or None.
+
+    Two shapes qualify. Folding into memory: ``out* iA red+ iB`` with ``body`` ending in an
+    ACCUM into ``out`` (``init`` is None: each cell starts from what the fill stored). Folding
+    into a register: ``out* iA iB`` around DEFACC, a chain of reduce loops ending in an ACCUM
+    into that register, then ``tail`` (casts, and the STORE of the total).
+    """
+    loops, inner = chain(block)
+    if any(lp.start != 0 or lp.step != 1 for lp in loops):
+        return None
+    if inner and isinstance(inner[0], DefAcc) and len(inner) >= 3 and isinstance(inner[1], Block):
+        acc, red_block, tail = inner[0], inner[1], inner[2:]
+        reds, body = chain(red_block)
+        if any(isinstance(x, Block) for x in body) or any(isinstance(x, Block) for x in tail):
+            return None
+        if any(lp.start != 0 or lp.step != 1 for lp in reds) or len(loops) < 2:
+            return None
+        fold = body[-1] if body else None
+        if not isinstance(fold, Accum) or fold.index is not None or fold.dst != acc.out:
+            return None
+        if not isinstance(tail[-1], Store) or any(isinstance(x, Store | Accum) for x in tail[:-1]):
+            return None
+        names = set(tail[-1].index.names) | {lp.var for lp in loops[-2:-1] if lp.stop == 1}
+        if not {loops[-1].var, loops[-2].var} <= names:
+            return None
+        return loops[:-2], loops[-2], reds, loops[-1], body[:-1], fold, acc, tail
+    if any(isinstance(x, Block) for x in inner) or not inner:
+        return None
+    fold = inner[-1]
+    if not isinstance(fold, Accum) or fold.index is None:
+        return None
+    written = set(fold.index.names)
+    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
+    if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
+        return None
+    first_red = kinds.index("red")
+    if first_red == 0 or any(k != "red" for k in kinds[first_red:-1]):
+        return None
+    return (
+        loops[: first_red - 1],
+        loops[first_red - 1],
+        loops[first_red:-1],
+        loops[-1],
+        inner[:-1],
+        fold,
+        None,
+        (),
+    )
+
+
+def _outputs_first(block: Block) -> Block:
+    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
+    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
+    offset gives way to its channels).
+
+    Each cell still meets the reduce loops in their own relative order, so what it folds,
+    and in which order, is unchanged; only which cells are in flight together moves.
+    """
+    loops, inner = chain(block)
+    if _folds_in_register(inner):
+        return _register_outputs(loops, inner)
+    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
+        return block
+    if any(isinstance(x, Block) for x in inner) or any(lp.lo or lp.hi for lp in loops):
+        return block
+    written = set(inner[-1].index.names)
+    last, loads = loops[-1], [x for x in inner if isinstance(x, Load)]
+    if last.var not in written or extent(last) < 8:
+        # a reduce innermost, or an output too narrow for a column block (a weight
+        # gradient's kernel offset): a wide output loop goes innermost instead
+        wide = [lp for lp in loops[:-1] if lp.var in written and extent(lp) >= 8]
+        if wide:
+            best = _columns(wide, loads)
+            loops = [lp for lp in loops if lp is not best] + [best]
+        elif last.var not in written:
+            return block
+    outs = [lp for lp in loops[:-1] if lp.var in written]
+    reds = [lp for lp in loops[:-1] if lp.var not in written]
+    return rebuild([*_row_last(outs, loops[-1], loads), *reds, loops[-1]], inner)
+
+
+def _columns(wide: list[Loop], loads) -> Loop:
+    """The column loop: the wide one most operands are unit-stride along."""
+    return max(
+        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), extent(lp))
+    )
+
+
+def _row_last(outs: list[Loop], col: Loop, loads) -> list[Loop]:
+    """``outs`` with the row loop last: the one most operands along the columns do not
+    depend on (the ties: a long one, then the innermost)."""
+    if not outs:
+        return outs
+    along = [x for x in loads if x.index.coeff(col.var)]
+    row = max(
+        range(len(outs)),
+        key=lambda j: (sum(not x.index.coeff(outs[j].var) for x in along), extent(outs[j]) >= 6, j),
+    )
+    return [*outs[:row], *outs[row + 1 :], outs[row]]
+
+
+def _folds_in_register(inner) -> bool:
+    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
+    return (
+        len(inner) >= 3
+        and isinstance(inner[0], DefAcc)
+        and isinstance(inner[1], Block)
+        and isinstance(inner[-1], Store)
+    )
+
+
+def _register_outputs(loops: list[Loop], inner) -> Block:
+    """The output loops around a register total, arranged for a register block: a wide
+    loop along which the operands are unit-stride innermost (the columns), the loop most
+    of the column operands do not depend on next (the rows). Every loop here is an output
+    loop, each cell folds inside them on its own, so their order changes no number."""
+    block = rebuild(loops, inner)
+    if len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
+        return block
+    _, body = chain(inner[1])
+    if any(isinstance(x, Block) for x in body):
+        return block
+    written = set(inner[-1].index.names)
+    loads = [x for x in body if isinstance(x, Load)]
+    wide = [lp for lp in loops if lp.var in written and extent(lp) >= 8]
+    if extent(loops[-1]) < 8 and not wide:
+        return block
+    col = loops[-1] if extent(loops[-1]) >= 8 else _columns(wide, loads)
+    return rebuild([*_row_last([lp for lp in loops if lp is not col], col, loads), col], inner)
+
+
+def _one_row(block: Block) -> bool:
+    """One output loop folding products of a value it moves by one it does not: a matmul
+    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
+    loops, inner = chain(block)
+    if _folds_in_register(inner):
+        cols, body = loops, chain(inner[1])[1]
+    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
+        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
+    else:
+        return False
+    if len(cols) != 1 or any(isinstance(x, Block) for x in body):
+        return False
+    moves, made = {}, {}
+    for x in body:
+        if defines(x):
+            made[defines(x)] = x
+            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
+    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
+    if not isinstance(mul, Arith) or mul.op != Op.MUL:
+        return False
+    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
+
+
+def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
+    """Whether a register block saves loads: the operands read along the reduce split into
+    ones the columns share (no ``b``) and ones the rows share (no ``a``), none needing both.
+
+    A row reduce whose every element is its own (a softmax's row sum over a strided view)
+    shares nothing: tiling it would only turn its unit-stride rows into strided columns.
+    """
+    rows = cols = False
+    for ins in body:
+        if not isinstance(ins, Load) or not reds & set(ins.index.names):
+            continue
+        names = set(ins.index.names)
+        if a in names and b in names:
             return False
-        b = b.body[0]
+        rows |= a in names or one_row and b not in names
+        cols |= b in names
+    return rows and cols
 
 
-def render_tile(r, block: Block, depth: int) -> None:
-    """Emit the tiled form of ``block`` through renderer ``r`` (see the module docstring)."""
-    outer, ia, reds, ib, body, fold, init, tail = contraction(block)
+def _tile_block(block: Block, nest: LoopNest) -> Block:
+    if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
+        # folds as a matmul's rows do (FMAs in order), however many rows there are
+        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
+        if tiled is not None:
+            return tiled
+    moved = _outputs_first(block)
+    tiled = _tile(moved, nest)
+    if tiled is not None:
+        return tiled
+    loops, inner = chain(block)
+    folds_into_memory = inner and isinstance(inner[-1], Accum) and inner[-1].index is not None
+    if folds_into_memory and loops[-1].var in inner[-1].index.names:
+        return moved  # output loops outside the reduce loops: the same cells, better reuse
+    return block
+
+
+def _tile(block: Block, nest: LoopNest) -> Block | None:
+    """The chain marked as a tiled contraction, or None where tiling would not pay."""
+    found = contraction(block)
+    if found is None:
+        return None
+    outer, ia, reds, ib, body, fold, init, tail = found
+    if fold.op not in (Op.ADD, Op.MAX) or nest.output.dtype in HALF and init is None:
+        return None
+    if any(isinstance(x, Store | Accum | Check) for x in body):
+        return None  # gathers keep the plain form
+    guarded = [x for x in body if isinstance(x, Load) and x.guard]
+    if guarded and (init is not None and init.dtype in HALF or nest.output.dtype in HALF):
+        return None
+    if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
+        return None  # a pad along both a row and a column cannot be packed once per side
+    k = math.prod(extent(lp) for lp in reds)
+    if extent(ib) < 8 or k < 4:
+        return None
+    if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, extent(ia) == 1):
+        return None
+    acc = init.dtype if init is not None else nest.output.dtype
+    mr, nr = tile_shape(acc.itemsize, extent(ib))
+    mr = 1 if extent(ia) == 1 else mr
+    loops, inner = chain(block)
+    marks = {ia.var: mr, ib.var: nr}
+    tagged = [with_attrs(lp, tile=marks[lp.var]) if lp.var in marks else lp for lp in loops]
+    return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
+
+
+def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
+    """Fold ``acc + a*b`` of a tiled contraction as one FMA (rounded once), as BLAS does.
+
+    It is written into the nest, so the printed nest, the interpreter and the C agree:
+    the MUL that only feeds the fold goes, and the ACCUM names both factors.
+    """
+    acc_dtype = init.dtype if init is not None else nest.output.dtype
+    if not acc_dtype.is_float or acc_dtype.itemsize < 4:
+        return block
+
+    def rewrite(b: Block) -> Block:
+        if any(isinstance(x, Block) for x in b.body):
+            return Block(b.loop, tuple(rewrite(x) if isinstance(x, Block) else x for x in b.body))
+        body = list(b.body)
+        fold = body[-1]
+        if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
+            return b
+        mul = next((x for x in body if defines(x) == fold.src), None)
+        if not isinstance(mul, Arith) or mul.op != Op.MUL or mul.dtype != acc_dtype:
+            return b
+        if sum(fold.src in uses(x) for x in body) != 1:
+            return b  # the product is read elsewhere too: it must exist
+        x, y = mul.srcs
+        gone = (*mul.folded, *(() if mul.row is None else (mul.row,)))  # for the viewer
+        fma = replace(fold, src=x, mul=y, folded=fold.folded + gone)
+        body = [i for i in body[:-1] if i is not mul] + [fma]
+        return Block(b.loop, tuple(body))
+
+    return rewrite(block)
+
+
+# ---- cache blocks and register tiles ------------------------------------------------
+
+
+def block_contraction(nest: LoopNest) -> LoopNest:
+    """Each marked contraction as cache blocks of register tiles (the module docstring).
+
+    A fill of the identity just before it (the lowered form of a sum into memory) is
+    absorbed: each tile starts from that constant instead of reading it back.
+    """
+    fresh = Fresh(nest.body)
+    items, out, i = to_tree(nest.body), [], 0
+    while i < len(items):
+        it, nxt = items[i], items[i + 1] if i + 1 < len(items) else None
+        fill = _fill(it, nxt) if isinstance(nxt, Block) and _marked(nxt) else None
+        new = _block(nxt, nest, fill, fresh) if fill is not None else None
+        if new is not None:
+            out.append(new)
+            i += 2
+            continue
+        if isinstance(it, Block) and _marked(it):
+            it = _block(it, nest, None, fresh) or _unmarked(it)
+        out.append(it)
+        i += 1
+    return replace(nest, body=flatten(out))
+
+
+def _marked(b: Block) -> bool:
+    return any(dict(lp.attrs).get("tile") for lp in chain(b)[0])
+
+
+def _unmarked(b: Block) -> Block:
+    """A contraction too small to block keeps its plain loops, without the marks."""
+    loops, inner = chain(b)
+    return rebuild(
+        [replace(lp, attrs=tuple(a for a in lp.attrs if a[0] != "tile")) for lp in loops], inner
+    )
+
+
+def _fill(fill, nxt: Block) -> Const | None:
+    """The constant a fill nest stores into every cell the contraction ``nxt`` folds into."""
+    if not isinstance(fill, Block):
+        return None
+    loops, inner = chain(fill)
+    found = contraction(nxt)
+    if found is None or found[6] is not None or len(inner) != 2:
+        return None
+    const, store = inner
+    if not isinstance(const, Const) or const.given is not None or not isinstance(store, Store):
+        return None
+    outer, ia, _, ib, _, fold, _, _ = found
+    if store.src != const.out or (fold.dst, fold.index) != (store.buf, store.index):
+        return None
+    cells = [(lp.var, lp.stop) for lp in (*outer, ia, ib)]
+    return const if sorted((lp.var, lp.stop) for lp in loops) == sorted(cells) else None
+
+
+def _plus_zero(value) -> bool:
+    return isinstance(value, int | float) and value == 0 and math.copysign(1, value) > 0
+
+
+def _block(block: Block, nest: LoopNest, fill: Const | None, fresh) -> Block | None:
+    found = contraction(block)
+    if found is None:
+        return None
+    outer, ia, reds, ib, body, fold, init, tail = found
+    if any(lp.lo or lp.hi for lp in (*outer, ia, ib, *reds)):
+        return None
     mr, nr = dict(ia.attrs)["tile"], dict(ib.attrs)["tile"]
-    loop_vars = {lp.var for lp in (*outer, ia, *reds, ib)}
-    deps = _deps(body, loop_vars)
-    kind = {}
-    for ins in body:
-        d = deps[defines(ins)] if defines(ins) else set()
-        kind[id(ins)] = ("A" if ia.var in d else "") + ("B" if ib.var in d else "")
-    k = math.prod(lp.stop for lp in reds)
-    if _packable(body, fold, kind) and k * max(mr, nr) <= PANEL_LIMIT:
-        render_packed(r, block, depth)
-        return
-    # the panel holds B-only values that an A or AB instruction (or the fold) reads
-    needed = set(uses(fold))
-    for ins in body:
-        if "A" in kind[id(ins)]:
-            needed |= set(uses(ins))
-    panel = []
-    if k * nr <= PANEL_LIMIT:
-        panel = [ins for ins in body if kind[id(ins)] == "B" and defines(ins) in needed]
-    paneled = {defines(ins) for ins in panel}
-    t_acc, start = _start(r, fold, init)
-    na, nb = ia.stop, ib.stop
-    p = "  " * depth
-    lines = r.lines
-    team = bool(dict((outer or [ia])[0].attrs).get("parallel")) and r.openmp
-    if team:
-        lines.append(f"{p}#pragma omp parallel")
-        lines.append(p + "{")
-    for ins in panel:
-        t = ctype(ins.dtype)
-        lines.append(f"{p}  {t} *panel_{defines(ins)} = malloc(sizeof({t}) * {k * nr});")
-    if team:
-        lines.append(f"{p}  #pragma omp for collapse({len(outer) + 1}) schedule(static)")
-    d = depth + 1
-
-    put, opened, close = _writer(lines)
-
-    lin = "0"
-    for lp in reds:
-        lin = f"({lin})*{lp.stop} + {lp.var}"
-    clamp_a = f"const int64_t {ia.var} = {ia.var}_0 + a < {na} ? {ia.var}_0 + a : {na - 1};"
-    clamp_b = f"const int64_t {ib.var} = {ib.var}_0 + b < {nb} ? {ib.var}_0 + b : {nb - 1};"
-    d = opened(d, outer)
-    put(d, f"for (int64_t {ib.var}_0 = 0; {ib.var}_0 < {nb}; {ib.var}_0 += {nr}) {{")
-    d += 1
-    if panel:  # pack: what the panel needs, at every reduce index and column
-        dd = opened(d, reds)
-        for ins in body:
-            if kind[id(ins)] == "":
-                r.instr(ins, dd)
-        put(dd, f"for (int b = 0; b < {nr}; b++) {{")
-        put(dd + 1, clamp_b)
-        for ins in body:
-            if kind[id(ins)] == "B":
-                r.instr(ins, dd + 1)
-        for ins in panel:
-            put(dd + 1, f"panel_{defines(ins)}[({lin})*{nr} + b] = {defines(ins)};")
-        close(dd + 1, 1 + len(reds))
-    put(d, f"for (int64_t {ia.var}_0 = 0; {ia.var}_0 < {na}; {ia.var}_0 += {mr}) {{")
-    dd = d + 1
-    put(dd, f"{t_acc} acc[{mr}][{nr}];")
-    put(dd, f"for (int a = 0; a < {mr}; a++) {{ {clamp_a}")
-    put(dd, f"  for (int b = 0; b < {nr}; b++) {{ {clamp_b} acc[a][b] = {start}; }} }}")
-    dd = opened(dd, reds)
-    for ins in body:
-        if kind[id(ins)] == "":
-            r.instr(ins, dd)
-    put(dd, f"for (int a = 0; a < {mr}; a++) {{")
-    dd += 1
-    put(dd, clamp_a)
-    for ins in body:
-        if kind[id(ins)] == "A":
-            r.instr(ins, dd)
-    put(dd, f"for (int b = 0; b < {nr}; b++) {{")
-    dd += 1
-    put(dd, clamp_b)
-    for ins in body:
-        name = defines(ins)
-        if name in paneled:
-            put(dd, f"const {ctype(ins.dtype)} {name} = panel_{name}[({lin})*{nr} + b];")
-        elif kind[id(ins)] in ("B", "AB"):
-            r.instr(ins, dd)
-    v = fold.src
-    outside = r.at
-    r.mark(fold)  # the source map: the fold's line is the ACCUM's
-    if fold.mul is not None:  # the nest's FMA: acc + a*b rounded once
-        fma = "fmaf" if t_acc == "float" else "fma"
-        put(dd, f"acc[a][b] = {fma}({v}, {fold.mul}, acc[a][b]);")
-    elif fold.op == Op.ADD:
-        put(dd, f"acc[a][b] += {v};")
+    d = init.dtype if init is not None else nest.output.dtype
+    m, n, r1, inner_reds = extent(ia), extent(ib), reds[0], reds[1:]
+    k1, k_in = extent(r1), math.prod(extent(lp) for lp in inner_reds)
+    cells = math.prod(extent(lp) for lp in outer) * m * n
+    if cells * k1 * k_in < MIN_BLOCK_WORK:
+        return None
+    store = fold.index if init is None else tail[-1].index
+    start = init.value if init is not None else None if fill is None else fill.value
+    # partial totals between reduce blocks live in ``out``: where the tail is the store of
+    # the total, and (started from a constant) the constant is +0.0, what a guarded load
+    # of the first block gives
+    partial = start is None or (
+        _plus_zero(start) and fold.op == Op.ADD and (init is None or len(tail) == 1)
+    )
+    kc = max(1, PANEL_BYTES // (nr * d.itemsize) // k_in)
+    if k1 <= 2 * kc or not partial:
+        kc = k1
+    kc = -(-k1 // -(-k1 // kc))  # blocks of equal length
+    many = kc < k1
+    mc = max(mr, min(-(-m // mr) * mr, BLOCK_BYTES // (kc * k_in * d.itemsize) // mr * mr))
+    mc, nc = _enough_tasks(cells // (m * n), m, n, mc, -(-n // nr) * nr, mr, nr)
+    V = Index.var
+    ic, jc, rc = (fresh(lp.var + "c", bare=True) for lp in (ia, ib, r1))
+    it, jt, t = fresh(ia.var + "t", bare=True), fresh(ib.var + "t", bare=True), fresh("t")
+    cell = (V(ia.var) - V(it)) * nr + V(ib.var) - V(jt)
+    rows = Loop(ia.var, m, lo=(V(it),), hi=(V(it) + mr,))
+    cols = Loop(ib.var, n, lo=(V(jt),), hi=(V(jt) + nr,))
+    first = fresh("v")
+    if start is None:
+        begin = Load(first, "out", store, d)
+    elif many:
+        begin = Load(first, "out", store, d, guard=(Range(V(rc), 1, k1),))
     else:
-        put(dd, f"acc[a][b] = ({v} > acc[a][b] || {v} != {v}) ? {v} : acc[a][b];")
-    r.mark(outside)
-    dd = close(dd, 2 + len(reds))
-    put(dd, f"for (int a = 0; a < {mr} && {ia.var}_0 + a < {na}; a++) {{")
-    put(dd + 1, f"const int64_t {ia.var} = {ia.var}_0 + a;")
-    put(dd + 1, f"for (int b = 0; b < {nr} && {ib.var}_0 + b < {nb}; b++) {{")
-    put(dd + 2, f"const int64_t {ib.var} = {ib.var}_0 + b;")
-    if init is None:
-        put(dd + 2, f"out[{index(fold.index, r.values)}] = acc[a][b];")
-    else:
-        put(dd + 2, f"const {t_acc} {init.out} = acc[a][b];")
-        r.dtype_of[init.out] = init.dtype
-        for ins in tail:
-            r.instr(ins, dd + 2)
-    close(dd + 2, 2)
-    d = close(d + 1, 1)  # row blocks
-    close(d, 1 + len(outer))  # column blocks and outer loops
-    for ins in panel:
-        put(depth + 1, f"free(panel_{defines(ins)});")
-    if team:
-        lines.append(p + "}")
-
-
-# ---- both operands packed -------------------------------------------------------------
-
-MC = 192  # rows of A packed together: a block that stays in L2 while its columns stream
-NC = 512  # columns one task covers; each A block is packed once per NC columns
-IN_PLACE = True  # a single-panel contraction reads its row factor in place
-BALANCE = True  # row blocks of equal height
-WHOLE_LIMIT = 1 << 22  # elements of a side packed whole, once (16 MiB of float32)
-
-
-MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 192 was one
+        begin = Const(first, start, d)
+    total = fresh("v")
+    back = [Load(total, t, cell, d)]
+    back += (
+        [Store("out", store, total)]
+        if init is None
+        else [rename(x, {init.out: total}) for x in tail]
+    )
+    red = replace(r1, lo=(V(rc),), hi=(V(rc) + kc,)) if many else r1
+    tile = (
+        Local(t, mr * nr, d),
+        rebuild([rows, cols], (begin, Store(t, cell, first))),
+        rebuild([red, *inner_reds, rows, cols], (*body, replace(fold, dst=t, index=cell))),
+        rebuild([rows, cols], back),
+    )
+    sliver = Loop(it, m, step=mr, lo=(V(ic),), hi=(V(ic) + mc,), attrs=(("sliver", mr),))
+    panel = Loop(jt, n, step=nr, lo=(V(jc),), hi=(V(jc) + nc,), attrs=(("panel", nr),))
+    inner = rebuild([panel, sliver], tile)
+    if many:
+        inner = Block(Loop(rc, k1, step=kc), (inner,))
+    task = [*outer, Loop(ic, m, step=mc, attrs=(("block", True),)), Loop(jc, n, step=nc)]
+    task[0] = with_attrs(task[0], tile=f"{mr}x{nr}")
+    if cells * k1 * k_in >= MIN_PARALLEL_WORK:
+        task[0] = with_attrs(task[0], parallel=len(task))
+    return rebuild(task, (inner,))
 
 
 def _enough_tasks(cells: int, na: int, nb: int, mc: int, nc: int, mr: int, nr: int):
     """Row and column block sizes that give the team at least MIN_TASKS blocks of equal
     size where the output allows: a small output over a long reduce (``x.T @ g``, a
-    weight's gradient, 192 x 192 over 2048 rows) is otherwise one block on one thread.
-    Halves the larger block, in whole slivers and panels; blocks only group output cells,
-    so no cell's fold changes."""
+    weight's gradient) is otherwise one block on one thread. Halves the larger block, in
+    whole slivers and panels; blocks only group output cells, so no cell's fold changes."""
 
     def up(n: int, d: int) -> int:  # n / d rounded up
         return -(-n // d)
 
-    def tasks(mc: int, nc: int) -> int:
-        return cells * up(na, mc) * up(nb, nc)
-
-    while tasks(mc, nc) < MIN_TASKS and (mc > mr or nc > nr):
+    while cells * up(na, mc) * up(nb, nc) < MIN_TASKS and (mc > mr or nc > nr):
         if mc > mr and (mc >= nc or nc <= nr):
             mc = max(mr, up(mc // 2, mr) * mr)
         else:
@@ -238,398 +537,239 @@ def _enough_tasks(cells: int, na: int, nb: int, mc: int, nc: int, mr: int, nr: i
     return mc, nc
 
 
-def _side(name: str, body, kind) -> str | None:
-    ins = next((x for x in body if defines(x) == name), None)
-    return None if ins is None else kind[id(ins)]
+# ---- packed operands ----------------------------------------------------------------
 
 
-def _packable(body, fold, kind) -> bool:
-    """An FMA of a value along the rows by a value along the columns, nothing needing both."""
-    if fold.mul is None or any(k == "AB" for k in kind.values()):
-        return False
-    sides = {_side(fold.src, body, kind), _side(fold.mul, body, kind)}
-    return sides == {"A", "B"}
+def _tile_parts(sliver: Block):
+    """The pieces of a tile as ``block_contraction`` made it: (LOCAL, copy-in, reduce loops,
+    rows, columns, the reduce body, the fold, what follows the fold)."""
+    local, copy_in, compute, *back = sliver.body
+    loops, inner = chain(compute)
+    return local, copy_in, loops[:-2], loops[-2], loops[-1], inner[:-1], inner[-1], back
 
 
-def render_packed(r, block: Block, depth: int) -> None:
-    """The contraction as BLAS runs it: both operands packed, an MR x NR register block.
+def pack_operands(nest: LoopNest) -> LoopNest:
+    """Each tile's factors computed into packed LOCALs and read from there (module docstring).
 
-        for each outer cell, block of MC rows, block of NC columns:     <- the OpenMP team
-            pack A: the row factor of the FMA for MC rows at every reduce index, in
-                    MR-row slivers ([sliver][r][MR]); what the factor is computed from (a
-                    bias, a mask, a pad) is computed here, once per block
-            for each panel of NR columns in the block:
-                pack B: the column factor, [r][NR]
-                for each MR-row sliver: acc[MR][NR] = the cells' start;
-                    for r in order: acc[a][b] = fma(A[r][a], B[r][b], acc[a][b])
-                    write back the cells that exist (through the nest's tail)
-
-    A side that no outer loop moves (a conv's weights) is packed whole once, by the team,
-    before the blocks; so are x @ W.T's transposed column panels. Where a fill of the
-    identity comes just before, each block starts from that constant (``r.tile_start``).
-
-    Every cell still folds its reduce indices in the nest's order, one FMA each, so the
-    answer is the printed nest's, bit for bit, for any thread count or block size. Rows
-    and columns past the edge are packed as 0 and never written back. Each pack walks its
-    source along whichever loop is unit-stride, so the copies stream.
+    The row factor goes in ``[sliver][r][MR]`` order, once per cache block, where more than
+    one panel reads it; the column factor in ``[panel][r][NR]``, once per panel, unless it
+    is a plain load that already walks a contiguous panel. A factor that none of the
+    contraction's outer loops moves (a convolution's weights, ``x @ W.T``'s ``W`` read by
+    every row block) is packed whole, once, before the blocks. Rows and columns past the
+    edge are packed as 0, so a tile always reads whole slivers and panels.
     """
-    outer, ia, reds, ib, body, fold, init, tail = contraction(block)
-    mr, nr = dict(ia.attrs)["tile"], dict(ib.attrs)["tile"]
-    loop_vars = {lp.var for lp in (*outer, ia, *reds, ib)}
-    deps = _deps(body, loop_vars)
-    kind = {}
-    for ins in body:
-        d = deps[defines(ins)] if defines(ins) else set()
-        kind[id(ins)] = ("A" if ia.var in d else "") + ("B" if ib.var in d else "")
+    return _pass(nest, _pack_contraction)
+
+
+def _pack_contraction(top: Block, nest: LoopNest, fresh):
+    if "tile" not in dict(top.loop.attrs):
+        return None
+    loops, _ = chain(top)
+    at = next(j for j, lp in enumerate(loops) if "panel" in dict(lp.attrs))
+    level, panel = _descend(top, at - 1), _descend(top, at)
+    sliver = panel.body[0]
+    local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
+    deps = _deps(body, {rows.var, cols.var, *(lp.var for lp in reds)})
     a_val, b_val = fold.src, fold.mul
-    if _side(a_val, body, kind) != "A":
+    if cols.var in deps.get(a_val, {cols.var}):
         a_val, b_val = b_val, a_val
-    k = math.prod(lp.stop for lp in reds)
-    na, nb = ia.stop, ib.stop
-    mc = min(-(-na // mr) * mr, max(1, MC // mr) * mr)  # whole slivers only
-    mc = max(mr, min(mc, PANEL_LIMIT // max(1, k) // mr * mr))
-    if BALANCE:  # the same number of row blocks, of equal height: 256 rows are 132 + 124
-        blocks = -(-na // mc)  # for a team of two, not 192 + 64
-        height = -(-na // blocks)
-        mc = max(mr, -(-height // mr) * mr)
-    nc = min(-(-nb // nr) * nr, max(1, NC // nr) * nr)
-    mc, nc = _enough_tasks(math.prod(lp.stop for lp in outer), na, nb, mc, nc, mr, nr)
-    t_acc, start = _start(r, fold, init)
-    zero = literal(0.0, init.dtype if init is not None else r.bufs["out"])
-    lines = r.lines
+    if fold.mul is None or cols.var in deps[a_val] or rows.var in deps.get(b_val, {rows.var}):
+        return Block(top.loop, top.body)  # a factor that needs both a row and a column
+    mr, nr = dict(sliver.loop.attrs)["sliver"], dict(panel.loop.attrs)["panel"]
+    it, jt, ic = Index.var(sliver.loop.var), Index.var(panel.loop.var), sliver.loop.lo[0]
+    mc, nc, m, n = sliver.loop.hi[0].const, panel.loop.hi[0].const, rows.stop, cols.stop
+    outer = {
+        lp.var for lp in loops[: next(j for j, lp in enumerate(loops) if "block" in dict(lp.attrs))]
+    }
+    whole_reds = [replace(reds[0], lo=(), hi=()), *reds[1:]]
+    k_in = math.prod(extent(lp) for lp in reds[1:])
+    q, q_all = Index.var(reds[0].var) - (reds[0].lo[0] if reds[0].lo else 0), Index.var(reds[0].var)
+    for lp in reds[1:]:
+        q, q_all = q * extent(lp) + Index.var(lp.var), q_all * extent(lp) + Index.var(lp.var)
+    k, k_all = (
+        (reds[0].hi[0].const if reds[0].hi else extent(reds[0])) * k_in,
+        extent(reds[0]) * k_in,
+    )
+    size = local.dtype.itemsize
 
-    put, opened, close = _writer(lines)
-
-    def unit_along(var: str, side: str) -> bool:
-        """Whether the side's loads are unit-stride along ``var`` (then it goes innermost)."""
-        red = {lp.var for lp in reds}
-        loads = [x for x in body if isinstance(x, Load) and kind[id(x)] == side]
-        loads = [x for x in loads if red & set(x.index.names)]  # a bias does not decide
-        return bool(loads) and all(abs(x.index.coeff(var)) == 1 for x in loads)
-
-    lin = "0"
-    for lp in reds:
-        lin = f"({lin})*{lp.stop} + {lp.var}"
-
-    def pack(dd: int, side: str, var: str, first: str, lim: str, n: int, dst: str, val: str):
-        """Pack one sliver or panel: ``var`` = first + e for e < lim, every reduce index.
-
-        The copy walks innermost whichever loop its source is unit-stride along for
-        longer: the reduce (``x @ W``'s rows) or the rows (columns) themselves (an image
-        patch, unit-stride along the 3 taps of a kernel row but along all its columns).
-        Only the instructions the packed value needs are computed.
-        """
-        e = "a" if side == "A" else "b"
-        edge = f"const int64_t {var} = {first} + {e};"
+    def alone(val: str) -> bool:  # moved by no outer loop, and small enough to pack whole
         need = _needed(body, val)
-        along_red = unit_along(reds[-1].var, side)
-        if along_red and not (unit_along(var, side) and n > reds[-1].stop):  # reduce innermost
-            put(dd, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
-            put(dd + 1, edge)
-            d2 = opened(dd + 1, reds)
-            for ins in body:
-                if id(ins) in need:
-                    r.instr(ins, d2)
-            put(d2, f"{dst}[({lin})*{n} + {e}] = {val};")
-            close(d2, 1 + len(reds))
-        else:  # walk the rows (columns) innermost
-            d2 = opened(dd, reds)
-            for ins in body:
-                if id(ins) in need and kind[id(ins)] == "":
-                    r.instr(ins, d2)
-            put(d2, f"for (int {e} = 0; {e} < {lim}; {e}++) {{")
-            put(d2 + 1, edge)
-            for ins in body:
-                if id(ins) in need and kind[id(ins)] == side:
-                    r.instr(ins, d2 + 1)
-            put(d2 + 1, f"{dst}[({lin})*{n} + {e}] = {val};")
-            close(d2 + 1, 1 + len(reds))
-        put(dd, f"for (int {e} = {lim}; {e} < {n}; {e}++)")
-        put(dd + 1, f"for (int64_t q = 0; q < {k}; q++) {dst}[q*{n} + {e}] = {zero};")
+        return not outer & {x for ins in need for x in uses(ins)}
 
-    a0, b0 = f"{ia.var}_0", f"{ib.var}_0"
-    team = bool(dict((outer or [ia])[0].attrs).get("parallel")) and r.openmp
-    # a side that no outer loop moves (a conv's weights, a weight gradient's output
-    # gradient) is packed whole once, by the team together, not once per outer cell; so
-    # are the columns of x @ W.T, whose every panel is a transpose that each row block
-    # would otherwise repeat (a plain copy is cheaper to repeat than to fetch from L3)
-    outer_vars = {lp.var for lp in outer}
-    na_pad, nb_pad = -(-na // mr) * mr, -(-nb // nr) * nr
-    whole_a = bool(outer) and not deps[a_val] & outer_vars and na_pad * k <= PANEL_LIMIT
-    whole_b = (
-        not deps[b_val] & outer_vars
-        and nb_pad * k <= WHOLE_LIMIT
-        and (bool(outer) or na > mc and not unit_along(ib.var, "B"))
+    b_load = _needed(body, b_val)
+    in_place = (
+        len(b_load) == 1
+        and isinstance(b_load[0], Load)
+        and not b_load[0].guard
+        and b_load[0].index.coeff(cols.var) == 1
+        and n % nr == 0
+        and (b_load[0].index.coeff(reds[-1].var) == nr or mc <= mr)
     )
-    d = depth
-    if whole_a:
-        put(d, f"{t_acc} *wa = malloc(sizeof({t_acc}) * {na_pad * k});")
-    if whole_b:
-        put(d, f"{t_acc} *wb = malloc(sizeof({t_acc}) * {nb_pad * k});")
-    if team:
-        put(d, "#pragma omp parallel")
-        put(d, "{")
-    d += 1
-    if whole_a:
-        if team:
-            put(d, "#pragma omp for schedule(static)")
-        put(d, f"for (int64_t s = 0; s < {na}; s += {mr}) {{")
-        put(d + 1, f"const int alim = {na} - s < {mr} ? (int)({na} - s) : {mr};")
-        put(d + 1, f"{t_acc} *restrict ps = wa + s*{k};")
-        pack(d + 1, "A", ia.var, "s", "alim", mr, "ps", a_val)
-        put(d, "}")
-    if whole_b:
-        if team:
-            put(d, "#pragma omp for schedule(static)")
-        put(d, f"for (int64_t {b0} = 0; {b0} < {nb}; {b0} += {nr}) {{")
-        put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
-        put(d + 1, f"{t_acc} *restrict pw = wb + {b0}*{k};")
-        t8 = _transposed(body, b_val, ib, reds, nr, k, t_acc)
-        if t8 is not None:  # whole panels by 8 x 8 register transposes, not a scalar each
-            load, ld = t8
-            at = {ib.var: Index.var(f"{b0}t"), reds[0].var: Index.var("q0")}
-            src = f"&{load.buf}[{index(load.index.substitute(at), r.values)}]"
-            put(d + 1, f"if (blim == {nr}) {{")
-            put(d + 2, f"for (int64_t q0 = 0; q0 < {k}; q0 += 8)")
-            put(d + 3, f"for (int64_t {b0}t = {b0}; {b0}t < {b0} + {nr}; {b0}t += 8)")
-            put(d + 4, f"limn_t8_float({src}, {ld}, pw + q0*{nr} + ({b0}t - {b0}), {nr});")
-            r.used.add(("t8", "float"))
-            put(d + 1, "} else {")
-            pack(d + 2, "B", ib.var, b0, "blim", nr, "pw", b_val)
-            put(d + 1, "}")
-        else:
-            pack(d + 1, "B", ib.var, b0, "blim", nr, "pw", b_val)
-        put(d, "}")
-    direct = (
-        None if whole_a or not IN_PLACE else _in_place(body, a_val, ia, reds, outer, nb, nr, t_acc)
-    )
-    if not whole_a:
-        put(d, f"{t_acc} *pa = malloc(sizeof({t_acc}) * {(mr if direct else mc) * k});")
-    if not whole_b:
-        put(d, f"{t_acc} *pb = malloc(sizeof({t_acc}) * {k * nr});")
-    if team:
-        put(d, f"#pragma omp for collapse({len(outer) + 2}) schedule(static)")
-    d = opened(d, outer)
-    put(d, f"for (int64_t {a0}b = 0; {a0}b < {na}; {a0}b += {mc}) {{")
-    put(d + 1, f"for (int64_t {b0}b = 0; {b0}b < {nb}; {b0}b += {nc}) {{")
-    d += 2
-    if whole_a:
-        put(d, f"const {t_acc} *restrict pa = wa + {a0}b*{k};")
-    elif direct:
-        pass  # whole slivers read A in place; an edge sliver is packed where it is used
-    else:
-        put(d, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
-        put(
-            d + 1, f"const int alim = {na} - ({a0}b + s) < {mr} ? (int)({na} - ({a0}b + s)) : {mr};"
-        )
-        put(d + 1, f"{t_acc} *restrict ps = pa + s*{k};")
-        pack(d + 1, "A", ia.var, f"{a0}b + s", "alim", mr, "ps", a_val)
-        put(d, "}")
-    put(d, f"for (int64_t {b0} = {b0}b; {b0} < {b0}b + {nc} && {b0} < {nb}; {b0} += {nr}) {{")
-    put(d + 1, f"const int blim = {nb} - {b0} < {nr} ? (int)({nb} - {b0}) : {nr};")
-    if whole_b:
-        put(d + 1, f"const {t_acc} *restrict pb = wb + {b0}*{k};")
-    else:
-        pack(d + 1, "B", ib.var, b0, "blim", nr, "pb", b_val)
-    put(d + 1, f"for (int64_t s = 0; s < {mc} && {a0}b + s < {na}; s += {mr}) {{")
-    dd = d + 2
-    put(dd, f"const int64_t {a0} = {a0}b + s;")
-    put(dd, f"const int alim = {na} - {a0} < {mr} ? (int)({na} - {a0}) : {mr};")
-    put(dd, f"{t_acc} acc[{mr}][{nr}];")
-    known = init is not None or r.tile_start is not None  # a literal, not the cell's value
-    put(dd, f"for (int a = 0; a < {mr}; a++)")
-    put(dd + 1, f"for (int b = 0; b < {nr}; b++) acc[a][b] = {start if known else zero};")
-    if not known:  # each cell starts from what memory holds
-        put(dd, "for (int a = 0; a < alim; a++) {")
-        put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
-        put(dd + 1, "for (int b = 0; b < blim; b++) {")
-        put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
-        put(dd + 2, f"acc[a][b] = {start};")
-        close(dd + 2, 2)
-    outside = r.at
-    mk = f"limn_mk_{t_acc}_{mr}x{nr}"
+    top_head, level_head, panel_head, new_body = [], [], [], list(body)
+    mpad, npad, d = -(-m // mr) * mr, -(-n // nr) * nr, local.dtype
 
-    def call(dd: int, text: str) -> None:
-        r.mark(fold)  # the source map: a micro-kernel call's line is the ACCUM's
-        put(dd, text)
-        r.mark(outside)
+    def packed(val, along: Loop, first: Index, width: int, spot: Index, over, panel=False):
+        nonlocal new_body  # ``over``: the reduce loops the pack runs
+        t = fresh("t")
+        pack = _pack(body, val, along, first, width, over, t, spot, fresh, panel)
+        new_body = _replace(new_body, val, Load(val, t, spot + Index.var(along.var) - first, d))
+        return t, pack
 
-    if direct:
-        load, base, sq, sr = direct
-        at = {ia.var: Index.var(a0), reds[0].var: Index((), 0)}
-        put(dd, f"if (alim == {mr}) {{")
-        src = f"&{load.buf}[{index(base.substitute(at), r.values)}]"
-        call(dd + 1, f"{mk}({k}, {src}, {sq}, {sr}, pb, acc);")
-        put(dd, "} else {")
-        pack(dd + 1, "A", ia.var, a0, "alim", mr, "pa", a_val)
-        call(dd + 1, f"{mk}({k}, pa, {mr}, 1, pb, acc);")
-        put(dd, "}")
-    else:
-        call(dd, f"{mk}({k}, pa + s*{k}, {mr}, 1, pb, acc);")
-    r.used.add(("gemm", f"{t_acc}:{mr}:{nr}"))
-    put(dd, "for (int a = 0; a < alim; a++) {")
-    put(dd + 1, f"const int64_t {ia.var} = {a0} + a;")
-    put(dd + 1, "for (int b = 0; b < blim; b++) {")
-    put(dd + 2, f"const int64_t {ib.var} = {b0} + b;")
-    if init is None:
-        put(dd + 2, f"out[{index(fold.index, r.values)}] = acc[a][b];")
-    else:
-        put(dd + 2, f"const {t_acc} {init.out} = acc[a][b];")
-        r.dtype_of[init.out] = init.dtype
-        for ins in tail:
-            r.instr(ins, dd + 2)
-    close(dd + 2, 2)
-    close(dd, 1)  # slivers
-    close(d + 1, 1)  # panels
-    close(d, 2 + len(outer))  # column blocks, row blocks, outer loops
-    if not whole_a:
-        put(depth + 1, "free(pa);")
-    if not whole_b:
-        put(depth + 1, "free(pb);")
-    if team:
-        put(depth, "}")
-    if whole_a:
-        put(depth, "free(wa);")
-    if whole_b:
-        put(depth, "free(wb);")
+    if alone(a_val) and (outer or nc < npad) and mpad * k_all * size <= WHOLE_BYTES:
+        ta, pack = packed(a_val, rows, it, mr, it * k_all + q_all * mr, whole_reds)
+        all_rows = Block(Loop(sliver.loop.var, m, step=mr), pack)
+        top_head += [Local(ta, mpad * k_all, d), _team(all_rows, m * k_all)]
+    elif nc > nr or m % mr:  # more than one panel reads each sliver, or one runs past the rows
+        ta, pack = packed(a_val, rows, it, mr, (it - ic) * k + q * mr, reds)
+        level_head += [Local(ta, mc * k, d), Block(replace(sliver.loop, attrs=()), pack)]
+    if alone(b_val) and (outer or mc < mpad) and npad * k_all * size <= WHOLE_BYTES:
+        tb, pack = packed(b_val, cols, jt, nr, jt * k_all + q_all * nr, whole_reds, True)
+        all_cols = Block(Loop(panel.loop.var, n, step=nr), pack)
+        top_head += [Local(tb, npad * k_all, d), _team(all_cols, n * k_all)]
+    elif not in_place:
+        tb, panel_head = packed(b_val, cols, jt, nr, q * nr, reds, True)
+        level_head.append(Local(tb, k * nr, d))
+    kept = {defines(y) for v in (a_val, b_val) for y in _needed(new_body, v)}
+    compute = rebuild([*reds, rows, cols], (*[x for x in new_body if defines(x) in kept], fold))
+    tile = Block(sliver.loop, (local, copy_in, compute, *back))
+    level = Block(level.loop, (*level_head, Block(panel.loop, (*panel_head, tile))))
+    return (*top_head, _swap(top, at - 1, level))
 
 
-def _start(r, fold, init) -> tuple[str, str]:
-    """The accumulator's C type and what each cell starts from: the register total's
-    identity, the fill constant the renderer folded in (``r.tile_start``), or the cell."""
-    if init is not None:
-        return ctype(init.dtype), literal(init.value, init.dtype)
-    if r.tile_start is not None:
-        return ctype(r.bufs["out"]), literal(r.tile_start.value, r.bufs["out"])
-    return ctype(r.bufs["out"]), f"out[{index(fold.index, r.values)}]"
+def _team(pack: Block, work: int) -> Block:
+    """A whole pack, before the blocks: the team shares its slivers (panels) where it pays."""
+    if work < MIN_PARALLEL_WORK:
+        return pack
+    return Block(with_attrs(pack.loop, parallel=1), pack.body)
 
 
-def _in_place(body, a_val: str, ia, reds, outer, nb: int, nr: int, t_acc: str):
-    """(load, index, reduce stride, row stride) when the row factor is a plain load that a
-    single column panel would use once (attention's ``p @ v``, 32 columns a head): packing
-    it would copy every element to read it once, so whole slivers read it where it is."""
-    if -(-nb // nr) != 1 or len(reds) != 1:
-        return None
-    load = next((x for x in body if defines(x) == a_val), None)
-    if not isinstance(load, Load) or load.guard or ctype(load.dtype) != t_acc:
-        return None
-    if not set(load.index.names) <= {lp.var for lp in (*outer, ia, *reds)}:
-        return None  # a data-dependent address
-    return load, load.index, load.index.coeff(reds[0].var), load.index.coeff(ia.var)
+def _descend(block: Block, k: int) -> Block:
+    """The block ``k`` loops down a chain."""
+    for _ in range(k):
+        block = block.body[0]
+    return block
 
 
-def _transposed(body, b_val: str, ib, reds, nr: int, k: int, t_acc: str):
-    """(load, column stride) when the column factor is a plain float load that runs along
-    the reduce and strides along the columns (``x @ W.T``'s W): its panels are transposes,
-    copied 8 x 8 through registers (``limn_t8_float``) instead of one scalar store each."""
-    if t_acc != "float" or len(reds) != 1 or nr % 8 or k % 8:
-        return None
-    load = next((x for x in body if defines(x) == b_val), None)
-    if not isinstance(load, Load) or load.guard or ctype(load.dtype) != t_acc:
-        return None
-    if not set(load.index.names) <= {ib.var, reds[0].var}:
-        return None  # an outer index, or a data-dependent address
-    ld = load.index.coeff(ib.var)
-    if load.index.coeff(reds[0].var) != 1 or ld <= 1:
-        return None
-    return load, ld
+def _swap(block: Block, k: int, new: Block) -> Block:
+    """``block`` with the block ``k`` loops down its chain replaced by ``new``."""
+    return new if k == 0 else Block(block.loop, (_swap(block.body[0], k - 1, new),))
 
 
-TRANSPOSE_8 = """#if defined(__AVX__)
-#include <immintrin.h>
-static inline void limn_t8_float(const float *restrict s, int64_t ls, float *restrict d,
-                                 int64_t ld) {
-  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ls);
-  __m256 r2 = _mm256_loadu_ps(s + 2*ls), r3 = _mm256_loadu_ps(s + 3*ls);
-  __m256 r4 = _mm256_loadu_ps(s + 4*ls), r5 = _mm256_loadu_ps(s + 5*ls);
-  __m256 r6 = _mm256_loadu_ps(s + 6*ls), r7 = _mm256_loadu_ps(s + 7*ls);
-  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(d + ld, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(d + 2*ld, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(d + 3*ld, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(d + 4*ld, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(d + 5*ld, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(d + 6*ld, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(d + 7*ld, _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-#else
-static inline void limn_t8_float(const float *restrict s, int64_t ls, float *restrict d,
-                                 int64_t ld) {
-  for (int q = 0; q < 8; q++)
-    for (int b = 0; b < 8; b++) d[q*ld + b] = s[b*ls + q];
-}
-#endif"""
-"""``d[q][b] = s[b][q]`` for an 8 x 8 block of floats: s's rows ``ls`` apart, d's ``ld``."""
+def _pack(body, val, along: Loop, first: Index, width: int, reds, buf, spot, fresh, panel=False):
+    """The loops that pack ``val`` for ``width`` rows (columns) from ``first`` on: at
+    ``buf[spot + e]`` for the e-th, every reduce index, what the tile reads there.
 
-
-def _needed(body, val: str) -> set[int]:
-    """The instructions of ``body`` that ``val`` is computed from (ids), itself included."""
-    want, out = {val}, set()
-    for ins in reversed(body):
-        name = defines(ins)
-        if name is not None and name in want:
-            out.add(id(ins))
-            want |= set(uses(ins))
-    return out
-
-
-def micro_kernel(spec: str) -> str:
-    """C of ``limn_mk_<t>_<mr>x<nr>``: ``acc[a][b] = fma(sa[q*sq + a*sr], pb[q][b], acc[a][b])``
-    for q = 0, 1, ... K-1 in order, the block held in registers. A packed sliver is
-    (sq, sr) = (MR, 1); a row factor read in place is its load's strides.
-
-    With AVX-512 the MR x NR block is MR*NR/lanes vector registers, one broadcast of the
-    row factor and NR/lanes loads of the column factor per reduce step; elsewhere the same
-    loop in plain C (the compiler vectorizes its column loop). Both round each step once.
+    Only the instructions ``val`` needs are computed, with fresh names. A sliver's copy
+    walks its rows innermost, so its stores stream (measured faster than streaming its
+    loads); a panel's walks innermost whichever loop its loads are unit-stride along (the
+    reduce, for ``x @ W.T``'s columns). Where the last sliver (panel) runs past the edge,
+    its rows (columns) there are a second loop that stores 0, so neither loop tests a
+    bound per element.
     """
-    t, mr, nr = spec.split(":")
-    mr, nr = int(mr), int(nr)
-    name = f"limn_mk_{t}_{mr}x{nr}"
-    fma = "fmaf" if t == "float" else "fma"
-    head = (
-        f"static inline void {name}(int64_t K, const {t} *restrict sa, int64_t sq, "
-        f"int64_t sr, const {t} *restrict pb, {t} acc[{mr}][{nr}])"
+    e = fresh(along.var + "l", bare=True)
+    names = {defines(x): fresh("v") for x in _needed(body, val)}
+    at = {along.var: first + Index.var(e)}
+    moved = [rename(substitute(x, at), names) for x in _needed(body, val)]
+    loads = [x for x in moved if isinstance(x, Load) and x.index.coeff(reds[-1].var)]
+    along_red = loads and all(abs(x.index.coeff(reds[-1].var)) == 1 for x in loads)
+    outside = panel and along_red and not any(x.index.coeff(e) == 1 for x in loads)
+    left = Index((), along.stop) - first  # rows (columns) that exist from ``first`` on
+    edge = along.stop % width != 0
+    lanes = Loop(e, width, hi=(left,) if edge else ())
+    data = (*moved, Store(buf, spot + Index.var(e), names[val]))
+    out = [rebuild([lanes, *reds] if outside else [*reds, lanes], data)]
+    if edge:
+        z, d = fresh("v"), value_dtype(moved[-1])
+        zero = (Const(z, 0.0, d), Store(buf, data[-1].index, z))
+        out.append(rebuild([Loop(e, width, lo=(left,)), *reds], zero))
+    return tuple(out)
+
+
+def _replace(body: list, val: str, load: Load) -> list:
+    """``body`` with the instruction defining ``val`` replaced by ``load``."""
+    return [replace(load, row=x.row) if defines(x) == val else x for x in body]
+
+
+# ---- the register tile --------------------------------------------------------------
+
+
+def vectorize_tile(nest: LoopNest) -> LoopNest:
+    """Each tile held in vector registers while a reduce block runs (module docstring).
+
+    It needs what ``pack_operands`` provides: a column factor loaded at unit stride along
+    the columns, whole panels of it, and a row factor that does not move with the columns.
+    A row past the edge reads a packed 0, or a guarded one where the rows are read in place.
+    """
+    return _pass(nest, _vectorize)
+
+
+def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
+    if "sliver" not in dict(sliver.loop.attrs):
+        return None
+    local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
+    d, mr = local.dtype, dict(sliver.loop.attrs)["sliver"]
+    lanes, nr = 64 // d.itemsize, local.size // mr
+    if fold.mul is None or d not in (dtypes.float32, dtypes.float64) or nr % lanes:
+        return Block(sliver.loop, sliver.body)
+    b_val = next(
+        (v for v in (fold.mul, fold.src) if any(cols.var in uses(x) for x in _needed(body, v))),
+        None,
     )
-    lanes = 16 if t == "float" else 8
-    suffix, vec = ("ps", "__m512") if t == "float" else ("pd", "__m512d")
-    out = ["#if defined(__AVX512F__)", "#include <immintrin.h>", head + " {"]
-    if nr % lanes == 0:
-        nv = nr // lanes
-        regs = [[f"c{a}_{j}" for j in range(nv)] for a in range(mr)]
-        for a in range(mr):
-            for j in range(nv):
-                out.append(f"  {vec} {regs[a][j]} = _mm512_loadu_{suffix}(&acc[{a}][{j * lanes}]);")
-        out.append("  for (int64_t q = 0; q < K; q++) {")
-        for j in range(nv):
-            out.append(f"    const {vec} b{j} = _mm512_loadu_{suffix}(pb + q*{nr} + {j * lanes});")
-        for a in range(mr):
-            out.append(f"    const {vec} a{a} = _mm512_set1_{suffix}(sa[q*sq + {a}*sr]);")
-            for j in range(nv):
-                c = regs[a][j]
-                out.append(f"    {c} = _mm512_fmadd_{suffix}(a{a}, b{j}, {c});")
-        out.append("  }")
-        for a in range(mr):
-            for j in range(nv):
-                out.append(f"  _mm512_storeu_{suffix}(&acc[{a}][{j * lanes}], {regs[a][j]});")
-        out += ["}", "#else"]
-    else:
-        out = ["#if 0", "#else"]
-    out += [
-        head + " {",
-        "  for (int64_t q = 0; q < K; q++)",
-        f"    for (int a = 0; a < {mr}; a++) {{",
-        "      const {t} av = sa[q*sq + a*sr];".replace("{t}", t),
-        f"      for (int b = 0; b < {nr}; b++) acc[a][b] = {fma}(av, pb[q*{nr} + b], acc[a][b]);",
-        "    }",
-        "}",
-        "#endif",
-    ]
-    return "\n".join(out)
+    a_val = fold.src if b_val == fold.mul else fold.mul
+    b_load = next((x for x in body if defines(x) == b_val), None)
+    others = [x for x in body if x is not b_load]
+    if not isinstance(b_load, Load) or b_load.guard or b_load.index.coeff(cols.var) != 1:
+        return Block(sliver.loop, sliver.body)
+    if any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
+        return Block(sliver.loop, sliver.body)
+    if any(_past_edge(x, rows, mr) for x in others if isinstance(x, Load)):
+        return Block(sliver.loop, sliver.body)
+    it, jt = Index.var(sliver.loop.var), cols.lo[0]
+    regs = {(a, j): fresh("acc") for a in range(mr) for j in range(nr // lanes)}
+    start, end, step = [], [], []
+    _, first = chain(copy_in)
+    known = first[0].value if isinstance(first[0], Const) else None  # the tile's start
+    for (a, j), acc in regs.items():
+        v = fresh("v")
+        if known is not None:
+            start.append(DefAcc(acc, known, d, lanes=lanes))
+        else:
+            start += [
+                Load(v, local.out, Index((), a * nr + j * lanes), d, lanes=lanes),
+                DefAcc(acc, 0.0, d, lanes=lanes, start=v),
+            ]
+        end.append(Store(local.out, Index((), a * nr + j * lanes), acc, lanes=lanes))
+    panel = {}
+    for j in range(nr // lanes):
+        panel[j] = fresh("v")
+        step.append(
+            replace(
+                b_load,
+                out=panel[j],
+                index=b_load.index.substitute({cols.var: jt + j * lanes}),
+                lanes=lanes,
+            )
+        )
+    deps = _deps(others, {rows.var})
+    shared = [x for x in others if rows.var not in deps.get(defines(x), set())]
+    moving = [x for x in others if x not in shared]
+    step += shared
+    for a in range(mr):
+        row = it + a
+        names = {defines(x): fresh("v") for x in moving}
+        step += [rename(substitute(x, {rows.var: row}), names) for x in moving]
+        u = names.get(a_val, a_val)
+        step += [
+            replace(fold, dst=regs[a, j], index=None, src=u, mul=panel[j])
+            for j in range(nr // lanes)
+        ]
+    kernel = rebuild(reds, step)
+    begin = () if known is not None else (copy_in,)
+    return Block(sliver.loop, (local, *begin, *start, kernel, *end, *back))
+
+
+def _past_edge(load: Load, along: Loop, width: int) -> bool:
+    """Whether a load from the nest's own buffers that moves with ``along`` would run past
+    its edge in the last tile: only a packed LOCAL (``t0``, ...) has whole slivers and panels."""
+    ours = load.buf == "out" or load.buf.startswith("in")
+    return ours and along.var in load.index.names and along.stop % width != 0

@@ -37,6 +37,7 @@ from ir.loop.nest import (
     EndLoop,
     Index,
     Load,
+    Local,
     Loop,
     LoopNest,
     Mask,
@@ -58,7 +59,49 @@ def fold(op: Op, acc: np.ndarray, x: np.ndarray, d: DType) -> np.ndarray:
 
 
 def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
-    """``a*b + c`` computed exactly and rounded once to ``d`` (float32/64): C's fma, fmaf.
+    """``a*b + c`` computed exactly and rounded once to ``d`` (float32/64): C's fma, fmaf;
+    lane by lane where the operands are arrays.
+
+    A float32 product is exact in float64, and the float64 sum's rounding error is
+    recovered exactly (Knuth's two-sum): rounding that sum to float32 is the exact answer
+    rounded once unless it lies halfway between two float32s with an error beside it, or
+    at the edge of float32's range, the few lanes left to ``_fma_exact``.
+    """
+    one = not np.ndim(a) + np.ndim(b) + np.ndim(c)  # one lane
+    if d != dtypes.float32:  # exactly, lane by lane
+        return _fma_exact(a, b, c, d) if one else _exact_lanes(a, b, c, d)
+    if one:  # plain floats are quicker
+        x, y, z = float(a), float(b), float(c)
+        p = x * y
+        total = p + z
+        t = total - p
+        err = (p - (total - t)) + (z - t)
+        with np.errstate(over="ignore"):
+            f = float(np.float32(total))
+        mid = 2 * total - f  # the other float32 neighbour, where ``total`` is a tie
+        if not abs(f) < 2.0**127 or err != err or err and f != total and np.float32(mid) == mid:
+            return _fma_exact(a, b, c, d)
+        return np.asarray(np.float32(f))
+    x, y, z = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        p = x * y
+        total = p + z
+        t = total - p
+        err = (p - (total - t)) + (z - t)
+        f = total.astype(np.float32)
+        f64 = f.astype(np.float64)
+        mid = 2 * total - f64
+        tie = (err != 0) & (f64 != total) & (mid.astype(np.float32) == mid)
+        odd = tie | ~(np.abs(f64) < 2.0**127) | np.isnan(err)
+    return np.where(odd, _exact_lanes(x, y, z, d), f).astype(np.float32) if odd.any() else f
+
+
+def _exact_lanes(a, b, c, d: DType) -> np.ndarray:
+    return np.vectorize(lambda x, y, z: float(_fma_exact(x, y, z, d)), otypes=[np.float64])(a, b, c)
+
+
+def _fma_exact(a, b, c, d: DType) -> np.ndarray:
+    """``a*b + c`` by exact rationals, rounded once to ``d``.
 
     Finite operands go through exact rationals, then round to nearest even in ``d``. A
     non-finite operand decides the answer by IEEE rules the plain ops already follow,
@@ -208,8 +251,17 @@ def interpret(
             env[ins.out] = bits_const(int(env[ins.given]), ins.dtype)
         elif t is Const:
             env[ins.out] = np.asarray(ins.value, to_numpy(ins.dtype))
+        elif t is DefAcc and ins.start is not None:
+            env[ins.out] = np.array(env[ins.start])
         elif t is DefAcc:
-            env[ins.out] = np.full(ins.shape, ins.value, to_numpy(ins.dtype))
+            shape = ins.shape + ((ins.lanes,) if ins.lanes > 1 else ())
+            env[ins.out] = np.full(shape, ins.value, to_numpy(ins.dtype))
+        elif t is Local:
+            mem[ins.out] = poison(ins.dtype, (ins.size,))
+        elif t is Load and ins.lanes > 1:  # unguarded (``verify``)
+            a = address(ins.buf, ins.index, env)
+            address(ins.buf, ins.index + (ins.lanes - 1), env)
+            env[ins.out] = mem[ins.buf][a : a + ins.lanes].copy()
         elif t is Load:
             if _holds(ins.guard, env):
                 env[ins.out] = np.asarray(mem[ins.buf][address(ins.buf, ins.index, env)])
@@ -238,7 +290,7 @@ def interpret(
                 lanes = env[ins.dst].reshape(-1)
                 i = _at(ins.lane, env)
                 lanes[i] = fused_multiply_add(env[ins.src], env[ins.mul], lanes[i], kinds[ins.dst])
-            else:
+            else:  # a register; a vector one lane by lane, a scalar operand in every lane
                 acc = env[ins.dst]
                 env[ins.dst] = fused_multiply_add(env[ins.src], env[ins.mul], acc, kinds[ins.dst])
         elif t is Accum:
@@ -257,6 +309,10 @@ def interpret(
                 buf[a] = fold(ins.op, np.asarray(buf[a]), env[ins.src], d)
         elif t is PairwiseFold:
             env[ins.acc] = tree_fold(ins.op, env[ins.acc], kinds[ins.acc])
+        elif t is Store and ins.lanes > 1:
+            a = address(ins.buf, ins.index, env)
+            address(ins.buf, ins.index + (ins.lanes - 1), env)
+            mem[ins.buf][a : a + ins.lanes] = env[ins.src]
         elif t is Store:
             mem[ins.buf][address(ins.buf, ins.index, env)] = _scalar(env[ins.src])
         elif t is Sort:

@@ -1,6 +1,6 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of twelve opcodes:
+A LoopNest is one kernel as a flat tuple of instructions from a closed set of thirteen opcodes:
 
     LOOP     var < stop            for var in range(start, stop, step); attrs optional
     ENDLOOP  var                   close it
@@ -18,6 +18,14 @@ A LoopNest is one kernel as a flat tuple of instructions from a closed set of tw
     STORE    buf[index] = v        write memory
     SORT     out[index : +n] = argsort in0[index : +n], ...   the stable permutation of
                                    one row of n elements of each key buffer (ARGSORT)
+    LOCAL    t[n] : dtype          a scratch buffer of n elements (a packed panel, a tile)
+
+A value may be a vector of ``lanes`` elements, its dtype printed ``float32x16``: a LOAD
+(STORE) of one reads (writes) ``buf[index : +lanes]``, the lanes consecutive elements from
+``index`` on; a DEFACC of one is a register of lanes, started from a literal or from a
+vector value (``start``); an ACCUM FMA into one folds lane by lane, a scalar operand
+standing for every lane. That is all vectors do: what a vector computes is its lanes
+computed one by one, so a backend renders it as one vector instruction or as lanes.
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
 visible from its definition to the ENDLOOP of the loop it was defined in. Loop variables
@@ -33,8 +41,14 @@ CONST's value (``given``: its bits, as an int64). Its
 addresses multiply a loop variable by a size name (``i0*st3``: a stride known at run time),
 the Index's ``scaled`` terms, and may add a size name (an offset) as a plain term.
 
-A LOOP may carry attributes (``parallel``, ``unroll=4``) for later passes; they never
-change what the nest computes.
+A LOOP may carry attributes (``parallel``, the roles a contraction's
+loops play for the passes that schedule it) for later passes; they never change what the
+nest computes.
+
+A LOCAL names a buffer, ``t0``, ``t1``, ..., that LOADs and STOREs address like any other; it
+is visible until the ENDLOOP of the loop it is declared in and holds nothing a program may
+read before it writes it (the interpreter fills it with poison). Inside a parallel loop
+each thread has its own.
 
 What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` is the oracle):
 
@@ -49,7 +63,8 @@ What each instruction means, exactly (the interpreter in ``ir/loop/interp.py`` i
 * a failing CHECK fails the kernel with an IndexError naming ``what`` and the axis, and
   nothing may read or write memory through the bad index;
 * SORT writes ``ir/graph/ops.argsort`` of the keys' n elements from ``index`` on (int64
-  positions 0..n-1 within the row) to ``out`` from ``index`` on.
+  positions 0..n-1 within the row) to ``out`` from ``index`` on;
+* a vector instruction is its lanes, each computed as the scalar instruction would.
 """
 
 from __future__ import annotations
@@ -284,17 +299,29 @@ def bits_const(bits: int, d: DType) -> np.ndarray:
     return np.asarray(bits).astype(to_numpy(d))
 
 
+def _vec(dtype: DType, lanes: int) -> str:
+    return f"{dtype}x{lanes}" if lanes > 1 else str(dtype)
+
+
+def _at(buf: str, index: Index, lanes: int) -> str:
+    return f"{buf}[{index} : +{lanes}]" if lanes > 1 else f"{buf}[{index}]"
+
+
 @dataclass(frozen=True)
 class Load(Instruction):
+    """``buf[index]``; with ``lanes``, the vector of ``buf[index : +lanes]``."""
+
     out: str
     buf: str
     index: Index
     dtype: DType
     guard: tuple[Range, ...] = ()
+    lanes: int = 1
 
     def text(self) -> str:
         g = f" if {_preds(self.guard)}" if self.guard else ""
-        return f"{self.out} = {self.buf}[{self.index}]{g} : {self.dtype}"
+        at = _at(self.buf, self.index, self.lanes)
+        return f"{self.out} = {at}{g} : {_vec(self.dtype, self.lanes)}"
 
 
 @dataclass(frozen=True)
@@ -336,17 +363,21 @@ class Check(Instruction):
 class DefAcc(Instruction):
     """A register accumulator; with ``shape``, an array of partial totals (lanes, blocks).
 
-    An array accumulator is folded into element 0 by a FOLD before its value is read.
+    An array accumulator is folded into element 0 by a FOLD before its value is read. With
+    ``lanes`` it is a vector register, read as the vector it holds.
     """
 
     out: str
     value: object
     dtype: DType
     shape: tuple[int, ...] = ()
+    lanes: int = 1  # a vector register
+    start: str | None = None  # the value it starts from, instead of ``value``
 
     def text(self) -> str:
         dims = f"[{', '.join(map(str, self.shape))}]" if self.shape else ""
-        return f"{self.out}{dims} = {self.value!r} : {self.dtype}"
+        first = self.start if self.start is not None else repr(self.value)
+        return f"{self.out}{dims} = {first} : {_vec(self.dtype, self.lanes)}"
 
 
 @dataclass(frozen=True)
@@ -396,9 +427,22 @@ class Store(Instruction):
     buf: str
     index: Index
     src: str
+    lanes: int = 1  # a vector ``src``, written to ``buf[index : +lanes]``
 
     def text(self) -> str:
-        return f"{self.buf}[{self.index}] = {self.src}"
+        return f"{_at(self.buf, self.index, self.lanes)} = {self.src}"
+
+
+@dataclass(frozen=True)
+class Local(Instruction):
+    """A scratch buffer of ``size`` elements, named like a value (``t0``)."""
+
+    out: str
+    size: int
+    dtype: DType
+
+    def text(self) -> str:
+        return f"{self.out}[{self.size}] : {self.dtype}"
 
 
 @dataclass(frozen=True)
@@ -432,6 +476,7 @@ Instr = (
     | PairwiseFold
     | Store
     | Sort
+    | Local
 )
 
 OPCODE = {
@@ -447,6 +492,7 @@ OPCODE = {
     PairwiseFold: "FOLD",
     Store: "STORE",
     Sort: "SORT",
+    Local: "LOCAL",
 }
 
 

@@ -31,7 +31,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from ir.loop.nest import Accum, Arith, Const, DefAcc, Index, Load, LoopNest, Mask, Sort, Store
+from ir.loop.nest import (
+    Accum,
+    Arith,
+    Const,
+    DefAcc,
+    Index,
+    Load,
+    Local,
+    LoopNest,
+    Mask,
+    Sort,
+    Store,
+)
 from ir.loop.rewrite import (
     Block,
     accesses,
@@ -229,14 +241,15 @@ def drop_dead_values(nest: LoopNest) -> LoopNest:
 
 
 def renumber(nest: LoopNest) -> LoopNest:
-    """Values become v0, v1, ... and accumulators acc0, ... in order of definition."""
+    """Values become v0, v1, ..., accumulators acc0, ... and LOCALs t0, ... in order of
+    definition."""
     mapping: dict[str, str] = {}
-    counts = {"v": 0, "acc": 0}
+    counts = {"v": 0, "acc": 0, "t": 0}
     for ins in nest.body:
         out = defines(ins)
         if out is None:
             continue
-        kind = "acc" if isinstance(ins, DefAcc) else "v"
+        kind = "acc" if isinstance(ins, DefAcc) else "t" if isinstance(ins, Local) else "v"
         mapping[out] = f"{kind}{counts[kind]}"
         counts[kind] += 1
     if all(old == new for old, new in mapping.items()):

@@ -23,6 +23,7 @@ from ir.loop.nest import (
     Index,
     Instr,
     Load,
+    Local,
     Loop,
     LoopNest,
     Mask,
@@ -46,6 +47,11 @@ def value_dtype(ins: Instr) -> DType | None:
     return getattr(ins, "dtype", None)
 
 
+def value_lanes(ins: Instr) -> int:
+    """How many lanes the value an instruction defines has (1: a scalar)."""
+    return getattr(ins, "lanes", 1)
+
+
 def uses(ins: Instr) -> tuple[str, ...]:
     """Every name an instruction reads: values, accumulators, loop variables."""
     names: list[str] = []
@@ -65,6 +71,8 @@ def uses(ins: Instr) -> tuple[str, ...]:
         names.append(ins.value)
     elif isinstance(ins, PairwiseFold):
         names.append(ins.acc)
+    elif isinstance(ins, DefAcc) and ins.start is not None:
+        names.append(ins.start)
     return tuple(names)
 
 
@@ -131,14 +139,18 @@ def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
     terms = {t for idx in indices(ins) for t in idx.names if t in mapping}
     if terms:
         ins = substitute(ins, {t: Index.var(mapping[t]) for t in terms})
-    if isinstance(ins, Const | Load | Mask | DefAcc):
+    if isinstance(ins, Load):  # a LOCAL buffer is renamed like a value
+        return replace(ins, out=n(ins.out), buf=n(ins.buf))
+    if isinstance(ins, DefAcc) and ins.start is not None:
+        return replace(ins, out=n(ins.out), start=n(ins.start))
+    if isinstance(ins, Const | Mask | DefAcc | Local):
         return replace(ins, out=n(ins.out))
     if isinstance(ins, Arith):
         return replace(ins, out=n(ins.out), srcs=tuple(n(s) for s in ins.srcs))
     if isinstance(ins, Store):
-        return replace(ins, src=n(ins.src))
+        return replace(ins, buf=n(ins.buf), src=n(ins.src))
     if isinstance(ins, Accum):
-        dst = n(ins.dst) if ins.index is None else ins.dst
+        dst = n(ins.dst)
         mul = None if ins.mul is None else n(ins.mul)
         return replace(ins, dst=dst, src=n(ins.src), mul=mul)
     if isinstance(ins, Check):
@@ -217,6 +229,30 @@ def instructions(tree):
 # ---- well-formedness ----------------------------------------------------------------
 
 
+def extent(loop: Loop) -> int:
+    return len(range(loop.start, loop.stop, loop.step))
+
+
+def with_attrs(loop: Loop, **kw) -> Loop:
+    return replace(loop, attrs=tuple({**dict(loop.attrs), **kw}.items()))
+
+
+class Fresh:
+    """Names no instruction of ``body`` uses yet: ``fresh("v")`` is ``v<k>``, and with
+    ``bare`` the prefix itself where it is free."""
+
+    def __init__(self, body):
+        self.used = {n for ins in body for n in (defines(ins), getattr(ins, "var", None)) if n}
+
+    def __call__(self, prefix: str, bare: bool = False) -> str:
+        k, name = 0, prefix if bare else f"{prefix}0"
+        while name in self.used:
+            k += 1
+            name = f"{prefix}{k}"
+        self.used.add(name)
+        return name
+
+
 def verify(nest: LoopNest) -> None:
     """Raise ValueError unless every name is defined once, in scope, with matching dtypes.
 
@@ -224,6 +260,7 @@ def verify(nest: LoopNest) -> None:
     instruction it got wrong instead of a wrong number later.
     """
     bufs = {f"in{i}": s.dtype for i, s in enumerate(nest.inputs)} | {"out": nest.output.dtype}
+    lanes: dict[str, int] = {}  # the vector values and registers, by name
     sizes = frozenset(nest.sizes)  # a size-generic nest's run-time sizes
     visible: set[str] = set(sizes)
     scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
@@ -238,8 +275,11 @@ def verify(nest: LoopNest) -> None:
             if name not in visible:
                 fail(ins, f"{name} is not defined here")
         for buf, _ in accesses(ins):
-            if buf not in bufs:
+            if buf not in bufs and (buf not in visible or buf not in lanes):
                 fail(ins, f"unknown buffer {buf}; this nest has {sorted(bufs)}")
+        why = _lanes_fit(ins, lanes)
+        if why:
+            fail(ins, why)
         for size in _size_names(ins):
             if size not in sizes:
                 fail(ins, f"{size} is not one of the nest's sizes {list(nest.sizes)}")
@@ -256,14 +296,17 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, "does not close the innermost open loop")
             visible.difference_update(scopes.pop()[1])
             continue
-        if isinstance(ins, Load) and ins.dtype != bufs[ins.buf]:
-            fail(ins, f"{ins.buf} holds {bufs[ins.buf]}")
+        if isinstance(ins, Load) and ins.dtype != bufs.get(ins.buf, dtypes.get(ins.buf)):
+            fail(ins, f"{ins.buf} holds {bufs.get(ins.buf, dtypes.get(ins.buf))}")
         if isinstance(ins, Sort) and (bufs[ins.dst] != int64 or ins.dst in ins.keys):
             fail(ins, f"SORT writes int64 positions into a buffer it does not read, not {ins.dst}")
-        if isinstance(ins, Store) and dtypes[ins.src] != bufs[ins.buf]:
-            fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {bufs[ins.buf]}")
+        held = bufs.get(getattr(ins, "buf", None), dtypes.get(getattr(ins, "buf", None)))
+        if isinstance(ins, Store) and dtypes[ins.src] != held:
+            fail(ins, f"{ins.src} is {dtypes[ins.src]} but {ins.buf} holds {held}")
+        if isinstance(ins, DefAcc) and ins.start is not None and dtypes[ins.start] != ins.dtype:
+            fail(ins, f"{ins.start} is {dtypes[ins.start]}, not {ins.dtype}")
         if isinstance(ins, Accum):
-            want = dtypes[ins.dst] if ins.index is None else bufs[ins.dst]
+            want = dtypes[ins.dst] if ins.index is None else bufs.get(ins.dst, dtypes.get(ins.dst))
             if dtypes[ins.src] != want:
                 fail(ins, f"{ins.src} is {dtypes[ins.src]} but the accumulator is {want}")
             if ins.op not in (Op.ADD, Op.MUL, Op.MAX):
@@ -286,8 +329,41 @@ def verify(nest: LoopNest) -> None:
             if scopes:
                 scopes[-1][1].append(out)
             dtypes[out] = value_dtype(ins)
+            lanes[out] = 0 if isinstance(ins, Local) else value_lanes(ins)
     if scopes:
         raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
+
+
+def _lanes_fit(ins: Instr, lanes: dict[str, int]) -> str | None:
+    """Why the vector widths an instruction reads and writes do not fit together, or None.
+
+    ``lanes`` holds 1 for a scalar, the width of a vector, and 0 for a LOCAL buffer. A
+    vector is loaded, started, folded into a register by ADD or FMA, and stored; nothing
+    else takes one, and only a register folds a vector.
+    """
+    width = value_lanes(ins)
+    for name in (
+        getattr(ins, "buf", None),
+        None if getattr(ins, "index", None) is None else getattr(ins, "dst", None),
+    ):
+        if name in lanes and lanes[name] != 0:
+            return f"{name} is a value, not a buffer"
+    if isinstance(ins, Load) and ins.guard and width > 1:
+        return "a vector LOAD takes no guard"
+    if isinstance(ins, Store) and lanes.get(ins.src, 1) != ins.lanes:
+        return f"{ins.src} has {lanes.get(ins.src, 1)} lanes, the store writes {ins.lanes}"
+    if isinstance(ins, DefAcc) and ins.start is not None and lanes.get(ins.start) != width:
+        return f"{ins.start} has {lanes.get(ins.start)} lanes, the register {width}"
+    if isinstance(ins, Accum):
+        dst = 1 if ins.index is not None else lanes.get(ins.dst, 1)
+        for src in (ins.src, ins.mul):
+            if src is not None and lanes.get(src, 1) not in (1, dst):
+                return f"{src} has {lanes[src]} lanes; {ins.dst} folds {dst}"
+    elif not isinstance(ins, Store | DefAcc):
+        for name in uses(ins):
+            if lanes.get(name, 1) > 1:
+                return f"{name} is a vector; only LOAD, DEFACC, ACCUM and STORE take one"
+    return None
 
 
 def _size_names(ins: Instr) -> list[str]:
