@@ -220,6 +220,9 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
 
     def _align(self, other, op: str, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """Promote and broadcast two operands to one dtype and shape."""
+        if type(other) is Tensor and other.node.dtype is self.node.dtype:
+            if other.node.shape == self.node.shape:  # most operands of a program
+                return (other, self) if reverse else (self, other)
         if isinstance(other, Tensor):
             try:
                 d = promote(self.dtype, other.dtype)

@@ -99,6 +99,12 @@ def split_parts(t: Tensor) -> tuple[Tensor, Tensor]:
     return re, im
 
 
+def on_host(x: Array) -> bool:
+    """Whether ``x``'s device keeps numpy bytes (numpy, c): there, a function that is one
+    numpy call (fft, searchsorted, unique) is that call instead of its composition."""
+    return get_device(x._t.device).host
+
+
 def is_realized(t: Tensor) -> bool:
     return t.node.op == Op.BUFFER
 

@@ -30,9 +30,8 @@ import math
 import numpy as np
 
 from ir.graph import compose, dtypes, functions
-from limn.runtime.device import get_device
 from limn_array import _complex as complex_math
-from limn_array._array import Array, parts, wrap, wrap_complex
+from limn_array._array import Array, on_host, parts, wrap, wrap_complex
 from limn_array._creation import asarray
 from limn_array._data_types import check_dtype, standard_dtype
 from limn_array._elementwise import conj
@@ -219,11 +218,6 @@ def _axis_n(x: Array, n, axis: int, op: str):
     return axis, n
 
 
-def _native(x: Array) -> bool:
-    """Whether ``x``'s device runs numpy's transforms (a host device does)."""
-    return get_device(x._t.device).host
-
-
 def _numpy(op: str, x: Array, d, sizes: dict, **kw) -> Array:
     """``numpy.fft.<op>`` as one CUSTOM node of dtype ``d``, its output shape ``x``'s with
     ``sizes`` (axis -> length) put in."""
@@ -247,7 +241,7 @@ def _check_norm(norm: str, op: str) -> None:
 def _c2c(x: Array, n, axis: int, norm: str, inverse: bool, op: str) -> Array:
     axis, n = _axis_n(x, n, axis, op)
     z, d = _wide_parts(x, op)
-    if _native(x):
+    if on_host(x):
         _check_norm(norm, op)
         return _numpy(op, x, d, {axis: n}, n=n, axis=axis, norm=norm)
     return _finish(_along(_resize(z, axis, n), axis, inverse, norm), d)
@@ -276,7 +270,7 @@ def _s_axes(x: Array, s, axes, op: str):
 def _c2c_n(x: Array, s, axes, norm: str, inverse: bool, op: str) -> Array:
     s, axes = _s_axes(x, s, axes, op)
     z, d = _wide_parts(x, op)
-    if _native(x) and axes:
+    if on_host(x) and axes:
         _check_norm(norm, op)
         return _numpy(op, x, d, dict(zip(axes, s)), s=s, axes=axes, norm=norm)
     for n, a in zip(s, axes):
@@ -302,7 +296,7 @@ def rfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arra
     check_dtype(x, "real floating-point", "rfft")
     axis, n = _axis_n(x, n, axis, "rfft")
     z, d = _wide_parts(x, "rfft")
-    if _native(x):
+    if on_host(x):
         _check_norm(norm, "rfft")
         return _numpy("rfft", x, d, {axis: n // 2 + 1}, n=n, axis=axis, norm=norm)
     z = _along(_resize(z, axis, n), axis, False, norm)
@@ -337,7 +331,7 @@ def irfft(x: Array, /, *, n=None, axis: int = -1, norm: str = "backward") -> Arr
     if n < 1:
         raise ValueError(f"irfft: n must be at least 1, got {n}")
     z, d = _wide_parts(x, "irfft")
-    if _native(x):
+    if on_host(x):
         _check_norm(norm, "irfft")
         return _numpy("irfft", x, real_dtype(d), {axis: n}, n=n, axis=axis, norm=norm)
     z = _along(_hermitian(z, axis, n), axis, True, norm)
@@ -349,7 +343,7 @@ def rfftn(x: Array, /, *, s=None, axes=None, norm: str = "backward") -> Array:
     s, axes = _s_axes(x, s, axes, "rfftn")
     z, d = _wide_parts(x, "rfftn")
     last, n_last = axes[-1], s[-1]
-    if _native(x):
+    if on_host(x):
         _check_norm(norm, "rfftn")
         sizes = {**dict(zip(axes, s)), last: n_last // 2 + 1}
         return _numpy("rfftn", x, d, sizes, s=s, axes=axes, norm=norm)
@@ -370,7 +364,7 @@ def irfftn(x: Array, /, *, s=None, axes=None, norm: str = "backward") -> Array:
         s = tuple(x.shape[a] for a in axes[:-1]) + (2 * (x.shape[axes[-1]] - 1),)
     s = tuple(int(v) for v in s)
     z, d = _wide_parts(x, "irfftn")
-    if _native(x):
+    if on_host(x):
         _check_norm(norm, "irfftn")
         return _numpy("irfftn", x, real_dtype(d), dict(zip(axes, s)), s=s, axes=axes, norm=norm)
     for n, a in zip(s[:-1], axes[:-1]):

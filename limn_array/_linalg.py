@@ -246,7 +246,7 @@ def _to_np(v: np.ndarray, is_complex: bool) -> np.ndarray:
 
 
 def _from_np(v, d: dtypes.DType) -> np.ndarray:
-    v = np.ascontiguousarray(np.asarray(v).astype(dtypes.to_numpy(d), copy=False))
+    v = np.asarray(v, dtype=dtypes.to_numpy(d), order="C")  # a 0-d value stays 0-d
     if d.is_complex:
         return v.reshape(v.shape + (1,)).view(dtypes.to_numpy(real_dtype(d)))
     return v

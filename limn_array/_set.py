@@ -1,20 +1,32 @@
 """Set functions: ``unique_*`` and ``isin``.
 
-The unique functions sort (the bitonic network of ``_sorting.py``), mark where each run of
-equal values starts (every nan starts its own run: nans are distinct), compute the
-number of runs (the one data-dependent shape, realized), and gather the run starts
-lazily. Counts are differences of start positions; inverse indices are run numbers (a
-prefix sum of the marks) scattered back through the sort permutation. ``isin`` sorts the
-second operand and binary-searches it.
+On a host device the unique functions are numpy's (their shape depends on the values, so
+the input is computed first). Elsewhere they sort (the bitonic network of
+``_sorting.py``), mark where each run of equal values starts (every nan starts its own run:
+nans are distinct), compute the number of runs (the one data-dependent shape, realized),
+and gather the run starts lazily. Counts are differences of start positions; inverse
+indices are run numbers (a prefix sum of the marks) scattered back through the sort
+permutation. ``isin`` sorts the second operand and binary-searches it.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
 
+import numpy as np
+
 from ir.graph import compose, dtypes
 from limn_array import _order as order
-from limn_array._array import Array, host, lift, parts, stack_parts, wrap
+from limn_array._array import (
+    Array,
+    host,
+    lift,
+    on_host,
+    parts,
+    stack_parts,
+    tensor_from_numpy,
+    wrap,
+)
 from limn_array._data_types import cast
 from limn_array._elementwise import _as_array, equal, logical_not
 from limn_array._indexing import _flat_positions, take
@@ -55,7 +67,25 @@ def _take(values: Array, pos) -> Array:
     return lift(lambda t: t.p_gather(pos, 0), values)
 
 
+def _numpy_unique(x: Array, index: bool, inverse: bool, counts: bool) -> tuple:
+    """numpy's unique on a host device: the shape depends on the values, so the bytes are
+    needed anyway, and numpy's answer is the one the composition gives (a stable sort,
+    each run's first element, every nan a run of its own, -0.0 equal to 0.0)."""
+    a = x._host().reshape(-1)
+    got = np.unique(a, index, inverse, counts, equal_nan=False)
+    got = got if isinstance(got, tuple) else (got,)
+    device = x._t.device
+    out = [Array._new(tensor_from_numpy(got[0], x.dtype, device), x.dtype)]
+    for g in got[1:]:
+        out.append(wrap(tensor_from_numpy(g.astype(np.int64, copy=False), INDEX, device)))
+    if inverse:
+        out[2 if index else 1] = reshape(out[2 if index else 1], x.shape)
+    return tuple(out)
+
+
 def unique_values(x: Array, /) -> Array:
+    if on_host(x):
+        return _numpy_unique(x, False, False, False)[0]
     values, _, starts, count = _runs(x, "unique_values")
     if count == 0:
         return values
@@ -77,6 +107,8 @@ def _inverse(x: Array, perm, starts):
 
 
 def unique_counts(x: Array, /) -> UniqueCountsResult:
+    if on_host(x):
+        return UniqueCountsResult(*_numpy_unique(x, False, False, True))
     values, _, starts, count = _runs(x, "unique_counts")
     if count == 0:
         return UniqueCountsResult(values, wrap(starts.p_cast(INDEX)))
@@ -85,6 +117,8 @@ def unique_counts(x: Array, /) -> UniqueCountsResult:
 
 
 def unique_inverse(x: Array, /) -> UniqueInverseResult:
+    if on_host(x):
+        return UniqueInverseResult(*_numpy_unique(x, False, True, False))
     values, perm, starts, count = _runs(x, "unique_inverse")
     if count == 0:
         empty = perm.p_const(0, shape=x.shape, dtype=INDEX)
@@ -94,6 +128,8 @@ def unique_inverse(x: Array, /) -> UniqueInverseResult:
 
 
 def unique_all(x: Array, /) -> UniqueAllResult:
+    if on_host(x):
+        return UniqueAllResult(*_numpy_unique(x, True, True, True))
     values, perm, starts, count = _runs(x, "unique_all")
     if count == 0:
         empty = wrap(starts.p_cast(INDEX))

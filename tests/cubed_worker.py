@@ -1,6 +1,7 @@
 """Cubed computations over limn_array chunks, run by tests/test_cubed.py in its own process.
 
-    CUBED_BACKEND_ARRAY_API_MODULE=limn_array LIMN_DEVICE=c python tests/cubed_worker.py OUT
+    CUBED_BACKEND_ARRAY_API_MODULE=limn_array LIMN_DEVICE=c \
+        python tests/cubed_worker.py OUT single|processes
 
 cubed reads its backend namespace once, when it is imported, and its processes executor
 spawns workers that import everything again; both come from the environment, so the
@@ -35,7 +36,7 @@ def on_limn(x):
     return x
 
 
-def main(out: str) -> None:
+def main(out: str, executor: str) -> None:
     import cubed
     import cubed.array_api as xp
     from cubed.runtime.executors.local import ProcessesExecutor
@@ -63,7 +64,9 @@ def main(out: str) -> None:
         "argmin_axis0": xp.argmin(a, axis=0),
         "ones_cpu": xp.ones((6, 8), chunks=(3, 4), device="cpu", spec=spec) + a,
     }
-    executor = ProcessesExecutor(max_workers=2)
+    # cubed's processes executor (workers that import everything again) or its default,
+    # one thread in this process: the fast case the default suite runs
+    executor = ProcessesExecutor(max_workers=2) if executor == "processes" else None
     computed = cubed.compute(*results.values(), executor=executor)
     arrays = {}
     for name, r in zip(results, computed):
@@ -73,4 +76,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -1,7 +1,8 @@
 """limn_array as cubed's chunk namespace: cubed computations on the c device, held to numpy.
 
 tests/cubed_worker.py runs them in a fresh interpreter (cubed picks its backend when it is
-imported) under cubed's processes executor, with limn_array chunks on the c device.
+imported), with limn_array chunks on the c device, under cubed's single-threaded executor
+and (slow: its workers spawn and import everything again) its processes executor.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ import cubed_worker  # noqa: E402
 WORKER = Path(__file__).parent / "cubed_worker.py"
 
 
-@pytest.fixture(scope="module")
-def computed(tmp_path_factory):
+@pytest.fixture(
+    scope="module",
+    params=["single", pytest.param("processes", marks=pytest.mark.slow)],  # spawns: ~20 s
+)
+def computed(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("cubed") / "results.npz"
     env = {
         **os.environ,
@@ -31,7 +35,8 @@ def computed(tmp_path_factory):
         "OMP_NUM_THREADS": "1",
     }
     r = subprocess.run(
-        [sys.executable, str(WORKER), str(out)], env=env, capture_output=True, text=True,
+        [sys.executable, str(WORKER), str(out), request.param], env=env, capture_output=True,
+        text=True,
         timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr[-6000:]

@@ -175,24 +175,33 @@ def test_a_recipe_that_verifies_but_holds_the_wrong_content_is_built_again(cache
     first = _device(cache)
     want = _run(first)
     (plan_file,) = (cache / "plans").glob("*.plan")
-    settings, key, graph, slots, recipe = pickle.loads(plan_file.read_bytes()[32:])
+    settings, key, graph, slots, kept, recipe = pickle.loads(plan_file.read_bytes()[32:])
     host = next(i for i, step in enumerate(recipe) if step[0] == "host")
     wrong_value = [*recipe]
     wrong_value[host] = ("host", recipe[host][1][:1])  # would broadcast into the output
     wrong = {
         "not a pickle": b"\x80\x05 not a pickle",
         "another tuple": (settings, key),
-        "another object": (settings, key, "graph", slots, recipe),
-        "a kernel's call missing": (settings, key, graph, slots, recipe[:-1]),
+        "another object": (settings, key, "graph", slots, kept, recipe),
+        "a kernel's call missing": (settings, key, graph, slots, kept, recipe[:-1]),
         "a call into no function": (
             settings,
             key,
             graph,
             slots,
+            kept,
             [(s[0], s[1], "no_such_kernel", *s[3:]) if s[0] in "kg" else s for s in recipe],
         ),
-        "a constant of another shape": (settings, key, graph, slots, wrong_value),
-        "slots for other inputs": (settings, key, graph, slots[:-1], recipe),
+        "a constant of another shape": (settings, key, graph, slots, kept, wrong_value),
+        "slots for other inputs": (settings, key, graph, slots[:-1], kept, recipe),
+        "a kept value of no buffer": (
+            settings,
+            key,
+            graph,
+            slots,
+            ((len(graph.buffers), 0),),
+            recipe,
+        ),
     }
     blob = plan_file.read_bytes()
     plan_file.write_bytes(blob[:100] + bytes([blob[100] ^ 4]) + blob[101:])  # a flipped bit

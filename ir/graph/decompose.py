@@ -36,14 +36,18 @@ def expand_composite(node: Node, srcs: Sequence[Node]) -> Node:
 
 
 def decompose(
-    roots: Sequence[Node], keep: Callable[[Node], bool], stop: Callable[[Node], bool] | None = None
+    roots: Sequence[Node],
+    keep: Callable[[Node], bool],
+    stop: Callable[[Node], bool] | None = None,
+    done: dict[int, Node] | None = None,
 ) -> list[Node]:
     """The graph under ``roots`` with every composite that ``keep`` refuses decomposed.
 
     Nodes that need no change are returned as they are (a graph without composites comes
-    back identical), so the pass costs one walk where there is nothing to do.
+    back identical), so the pass costs one walk where there is nothing to do. ``done``, if
+    given, is filled with id(node) -> the node it became, for every node of the graph.
     """
-    done: dict[int, Node] = {}
+    done = {} if done is None else done
     for n in toposort(roots, stop):
         if stop is not None and stop(n) or not n.srcs:
             done[id(n)] = n

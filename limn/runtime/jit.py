@@ -36,19 +36,28 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, arg_key
 from ir.kernel.schedule import schedule
 from limn.runtime import profile, progress
-from limn.runtime.device import Buffer, Device, env_number, recall, remember
+from limn.runtime.device import (
+    KEEP_BYTES,
+    Buffer,
+    Device,
+    env_number,
+    forget_kept,
+    recall,
+    remember,
+)
 from limn.runtime.pool import BufferPool
 
 
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     """The structure key of the graph under ``roots`` and its inputs in slot order
     (``walk``, without the buffers)."""
-    key, inputs, _ = walk(roots)
+    key, inputs, _, _ = walk(roots)
     return key, inputs
 
 
-def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
-    """The structure key of the graph under ``roots`` and its inputs in slot order.
+def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[Node]]:
+    """The structure key of the graph under ``roots``, its inputs in slot order, their
+    buffers, and the node behind each row of the key.
 
     Inputs are the nodes that already hold bytes; they are numbered in the order the
     schedule numbers them (depth first, sources in order: ``toposort``'s order), and two
@@ -60,6 +69,7 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
     inputs: list[Node] = []
     bufs: list[Buffer] = []
     rows: list[tuple] = []
+    nodes: list[Node] = []  # the node behind each row
     index: dict[int, int] = {}  # id(node) -> its row
     buffer_ids: dict[int, int] = {}
     for root in roots:
@@ -71,15 +81,15 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
             if expanded:
                 index[id(n)] = len(rows)
                 op, arg = n.op, n.arg
-                if op == Op.VIEW:  # its fields, which hash and compare in C, not the View
+                if op is VIEW:  # its fields, which hash and compare in C, not the View
                     arg = (arg.shape, arg.strides, arg.offset, arg.mask)
-                elif op == Op.CONST or op == Op.CUSTOM:
+                elif op is CONST or op is CUSTOM:
                     arg = arg_key(op, arg)
-                srcs = tuple([index[id(s)] for s in n.srcs])
-                rows.append((op, n.dtype.name, n.shape, srcs, arg))
+                rows.append((op, n.dtype, n.shape, tuple([index[id(s)] for s in n.srcs]), arg))
+                nodes.append(n)
                 continue
             op = n.op
-            buf = n.arg if op == Op.BUFFER else None if op == Op.ASSIGN else recall(n)
+            buf = n.arg if op is BUFFER else None if op is ASSIGN else recall(n)
             if buf is None:  # computed here: its sources first, then it
                 stack.append((n, True))
                 for s in reversed(n.srcs):
@@ -90,8 +100,12 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer]]:
             alias = buffer_ids.setdefault(id(buf), len(buffer_ids))
             inputs.append(n)
             bufs.append(buf)
-            rows.append(("in", n.dtype.name, n.shape, alias))
-    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs
+            rows.append(("in", n.dtype, n.shape, alias))
+            nodes.append(n)
+    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs, nodes
+
+
+VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
 
 
 @dataclass
@@ -111,6 +125,9 @@ class Plan:
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
     recipe: list | None = None  # what each kernel calls, as a device can store it
     pool: BufferPool | None = None  # where large intermediates come from and go back to
+    # (buffer, key row) of the small intermediates each run leaves to the runtime to
+    # remember for the node of that row (``kept_values``)
+    kept: tuple = ()
 
     _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
     _spent: tuple = field(default=(), repr=False)  # ASSIGN sources, pooled after the commit
@@ -122,7 +139,7 @@ class Plan:
         g = self.graph
         values = {s.buffer for s in g.sinks if s.source is None}  # what becomes a Tensor
         sources = {s.source for s in g.sinks if s.source is not None}  # what ASSIGNs copy
-        keep = {s.buffer for s in g.sinks} | sources
+        keep = {s.buffer for s in g.sinks} | sources | {b for b, _ in self.kept}
         steps = []
         for i, k in enumerate(g.kernels):
             spec = g.buffers[k.output]
@@ -243,11 +260,11 @@ class CompiledDevice(Device):
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
         """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
         the plan's slot order."""
-        key, inputs, _ = walk(roots)
-        plan = self._plan(key, roots, inputs)
+        key, inputs, _, nodes = walk(roots)
+        plan = self._plan(key, roots, inputs, nodes)
         return plan, [inputs[i] for i in plan.slots]
 
-    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node]) -> Plan:
+    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes=()) -> Plan:
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
@@ -268,8 +285,9 @@ class CompiledDevice(Device):
             if plan is None:
                 realized = lambda n: recall(n) is not None  # noqa: E731
                 keep = lambda n: n.op != Op.ASSIGN and realized(n)  # noqa: E731
+                spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
                 with progress.compiling():  # a live line on a terminal if this is slow
-                    sched = schedule(decompose(roots, self.renders, keep), realized)
+                    sched = schedule(decompose(roots, self.renders, keep, spelled), realized)
                     plan = self.build(sched.graph)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
@@ -277,6 +295,9 @@ class CompiledDevice(Device):
                 plan.slots = slots
                 plan.last_use = lifetimes(sched.graph)
                 plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
+                # a value the pool would take goes back to it: only smaller ones are kept
+                most = min(KEEP_BYTES, self.pool.smallest - 1) if self.pool.limit else KEEP_BYTES
+                plan.kept = kept_values(sched, nodes, spelled, most)
                 if prof is None:
                     self.store_plan(key, plan, time.perf_counter() - t0)
             plan.pool = self.pool if self.pool.limit > 0 else None
@@ -290,19 +311,45 @@ class CompiledDevice(Device):
         return plan
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        key, inputs, bufs = walk(roots)
-        plan = self._plan(key, roots, inputs)
+        key, inputs, bufs, nodes = walk(roots)
+        plan = self._plan(key, roots, inputs, nodes)
         in_bufs = [bufs[i] for i in plan.slots]
-        out = execute(plan, in_bufs, roots)
+        # while limn.capture records, every input of a step must be an argument, a result
+        # of an earlier step or fixed: no intermediate is remembered to stand between
+        out = execute(plan, in_bufs, roots, nodes if self.recorder is None else ())
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
         return out
 
 
-def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None) -> list[Buffer]:
-    """Run ``plan`` on ``in_bufs``; make each sink a Buffer, then commit the ASSIGNs."""
+def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple:
+    """(buffer, key row) for each kernel output a plan's runs leave to be remembered: the
+    value of a node of the user's graph (a row of its key), at most ``most`` bytes, that no
+    sink already returns. Client code reads a result and goes on with graphs that share
+    what it read; a remembered value is an input there, so the next plan neither walks nor
+    computes that history again."""
+    row = {id(spelled.get(id(n), n)): i for i, n in enumerate(nodes)}
+    sinks = {s.buffer for s in sched.graph.sinks} | {s.source for s in sched.graph.sinks}
+    kept = []
+    for k, n in zip(sched.graph.kernels, sched.outputs):
+        spec, r = sched.graph.buffers[k.output], row.get(id(n))
+        if r is None or k.output in sinks or n.op is Op.ASSIGN or spec.dtype is not n.dtype:
+            continue
+        size = math.prod(spec.shape)
+        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= most:
+            kept.append((k.output, r))
+    return tuple(kept)
+
+
+def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None, nodes=()):
+    """Run ``plan`` on ``in_bufs``; make each sink a Buffer, then commit the ASSIGNs. With
+    the key's ``nodes``, the plan's kept intermediates are remembered for their nodes."""
     g = plan.graph
     arrays = plan.run([b.data for b in in_bufs])
+    for b, r in plan.kept if nodes else ():
+        a, n = arrays[b], nodes[r]
+        if a is not None:  # (a device may leave an intermediate where it computed it)
+            remember(n, Buffer(n.dtype, n.shape, a.reshape(n.shape)), kept=True)
     out: list[Buffer] = []
     for i, s in enumerate(g.sinks):
         if s.source is not None:
@@ -315,9 +362,13 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None)
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
+    written = False
     for s in g.sinks:  # the transaction: every value exists before any target changes
         if s.source is not None:
             target = in_bufs[s.buffer]
             np.copyto(target.data, arrays[s.source].reshape(target.shape))
+            written = True
+    if written:
+        forget_kept()
     plan.release(arrays)
     return out

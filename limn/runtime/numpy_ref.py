@@ -16,7 +16,7 @@ from ir.graph.dtypes import DType, acc_dtype, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
-from limn.runtime.device import Buffer, Device, recall, remember
+from limn.runtime.device import KEEP_BYTES, Buffer, Device, forget_kept, recall, remember
 
 
 def apply_view(src: np.ndarray, v: View) -> np.ndarray:
@@ -48,6 +48,9 @@ def scatter_add(base: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int) -
     return out.astype(base.dtype, copy=False)
 
 
+# the ops as module names (an enum member read through its class costs ~4x a global's)
+BUFFER, CONST, VIEW, SUM, MAX, SCAN = Op.BUFFER, Op.CONST, Op.VIEW, Op.SUM, Op.MAX, Op.SCAN
+ARGSORT, GATHER, SCATTER, CUSTOM, ASSIGN = Op.ARGSORT, Op.GATHER, Op.SCATTER, Op.CUSTOM, Op.ASSIGN
 _ACCUMULATE = {Op.ADD: np.add, Op.MUL: np.multiply, Op.MAX: np.maximum}
 _BOOL_ACCUMULATE = {Op.ADD: np.logical_or, Op.MUL: np.logical_and, Op.MAX: np.logical_or}
 
@@ -75,35 +78,36 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     op, d, npd = node.op, node.dtype, node.dtype.np
     if op in ELEMENTWISE:
         return ops.compute(op, vals, d, node.srcs[-1].dtype)
-    if op is Op.CONST:  # one value, broadcast (no node writes its operands)
+    if op is CONST:  # one value, broadcast (no node writes its operands)
         one = np.asarray(node.arg, npd)
         return np.ndarray(node.shape, one.dtype, one, 0, (0,) * len(node.shape))
-    if op is Op.VIEW:
+    if op is VIEW:
         return apply_view(vals[0], node.arg)
-    if op is Op.SUM:
+    if op is SUM:
         # numpy folds a view in its memory order: a row-major copy makes the bits the
-        # logical order's alone, whatever the view (a transposed one, a strided one)
-        x = np.ascontiguousarray(vals[0])
+        # logical order's alone, whatever the view (a transposed one, a strided one); a
+        # 0-d value stays 0-d (np.ascontiguousarray would make it 1-d)
+        x = np.asarray(vals[0], order="C")
         total = np.sum(x, axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
         return total.astype(npd, copy=False)
-    if op == Op.MAX:
+    if op is MAX:
         x = vals[0]
         if x.size == 0:
             return np.full(node.shape, dtypes.min_value(d), npd)
         return np.max(x, axis=node.arg, keepdims=True)
-    if op == Op.SCAN:
+    if op is SCAN:
         return scan(vals[0], *node.arg, d)
-    if op == Op.ARGSORT:
+    if op is ARGSORT:
         return ops.argsort(vals, [s.dtype for s in node.srcs], node.arg)
-    if op == Op.GATHER:
+    if op is GATHER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
         return np.take_along_axis(vals[0], vals[1].astype(np.int64, copy=False), axis=node.arg)
-    if op == Op.SCATTER:
+    if op is SCATTER:
         _check_index(node, vals[1], vals[0].shape[node.arg])
         return scatter_add(vals[0], vals[1].astype(np.int64, copy=False), vals[2], node.arg)
     if op in (Op.CONTIGUOUS, Op.ASSIGN):
         return np.array(vals[-1], copy=True)
-    if op == Op.CUSTOM:
+    if op is CUSTOM:
         name, out_index, params = node.arg
         return kernels[name](vals, params)[out_index]
     raise NotImplementedError(f"numpy device: no rule for {op.value}")
@@ -126,13 +130,7 @@ def evaluate_kernel(kernel, inputs: list[np.ndarray]) -> np.ndarray:
     return vals[-1]
 
 
-# The reference keeps every value it computes of at most this many bytes, for as long as
-# its node lives: client code reads a result (a float, a bool, a shape) and goes on with
-# graphs that share most of what it read, and without this each read recomputes them (an
-# lbfgs fit in scikit-learn evaluated each node 2.4 times). Larger values are dropped after
-# their last reader, which is what bounds a chain of big nodes; constants and views cost
-# less to make again than to keep.
-KEEP_BYTES = 1 << 20
+# the values not kept (``device.KEEP_BYTES``): constants and views cost less to make again
 _CHEAP = frozenset((Op.CONST, Op.VIEW, Op.ASSIGN))
 
 
@@ -153,7 +151,7 @@ class NumpyDevice(Device):
         with np.errstate(all="ignore"):
             for i, node in enumerate(order):
                 vals = [values[id(s)] for s in node.srcs]
-                if node.op is Op.CUSTOM:  # siblings (same kernel, sources, params): one call
+                if node.op is CUSTOM:  # siblings (same kernel, sources, params): one call
                     name, at, params = node.arg
                     key = (name, tuple(id(s) for s in node.srcs), repr(params))
                     if key not in custom_memo:
@@ -161,8 +159,10 @@ class NumpyDevice(Device):
                     values[id(node)] = custom_memo[key][at]
                 else:
                     v = values[id(node)] = evaluate(node, vals, self.kernels)
-                    if node.op not in _CHEAP and v.nbytes <= KEEP_BYTES and v.flags.owndata:
-                        remember(node, Buffer(node.dtype, node.shape, v))
+                    # (a root is remembered as a result below, past the next write)
+                    small = v.nbytes <= KEEP_BYTES and v.flags.owndata and id(node) not in keep
+                    if small and node.op not in _CHEAP:
+                        remember(node, Buffer(node.dtype, node.shape, v), kept=True)
                 for src in node.srcs:  # a value goes after its last reader (see _walk)
                     if last[id(src)] == i and id(src) not in keep:
                         values.pop(id(src), None)
@@ -170,19 +170,23 @@ class NumpyDevice(Device):
         out = []
         for root in roots:
             v = values[id(root)]
-            if root.op is Op.ASSIGN:
+            if root.op is ASSIGN:
                 out.append(root.srcs[0].arg)
                 continue
             buf = recall(root)
             if buf is None:
                 # an array computed here that owns its bytes becomes the buffer as it is
-                own = root.op is not Op.CUSTOM and v.flags.owndata and v.flags.writeable
+                own = root.op is not CUSTOM and v.flags.owndata and v.flags.writeable
                 buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
                 remember(root, buf)
             out.append(buf)
+        written = False
         for root in roots:
-            if root.op is Op.ASSIGN:
+            if root.op is ASSIGN:
                 np.copyto(root.srcs[0].arg.data, values[id(root)])
+                written = True
+        if written:
+            forget_kept()
         return out
 
 
@@ -220,9 +224,9 @@ def _walk(roots: list[Node]) -> tuple[dict, list[Node], dict]:
 
 def _held(node: Node, values: dict) -> bool:
     """Whether ``node`` holds bytes (then its value goes in ``values``)."""
-    if node.op is Op.BUFFER:
+    if node.op is BUFFER:
         values[id(node)] = node.arg.data
-    elif node.op is Op.ASSIGN or (known := recall(node)) is None:
+    elif node.op is ASSIGN or (known := recall(node)) is None:
         return False
     else:
         values[id(node)] = known.data

@@ -107,7 +107,7 @@ def save(device, key: tuple, plan: Plan, recipe: list, build_s: float = 1.0) -> 
     settings = _settings(device)
     path = plan_path(device, key, settings)
     try:
-        data = pickle.dumps((settings, key, plan.graph, plan.slots, recipe), protocol=5)
+        data = pickle.dumps((settings, key, plan.graph, plan.slots, plan.kept, recipe), protocol=5)
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
     tmp = None
@@ -141,12 +141,14 @@ def load(device, key: tuple) -> Plan | None:
     enabled = gc.isenabled()
     gc.disable()
     try:  # a file that verifies but holds something else is built again, like a torn one
-        stored_settings, stored_key, graph, slots, recipe = pickle.loads(data)
+        stored_settings, stored_key, graph, slots, kept, recipe = pickle.loads(data)
         if stored_settings != settings or stored_key != key:
             return None
         if not isinstance(graph, KernelGraph) or len(recipe) != len(graph.kernels):
             return None
         specs = [graph.buffers[k.output] for k in graph.kernels]
+        if any(b >= len(graph.buffers) or r >= len(key[0]) for b, r in kept):
+            return None  # a kept intermediate no buffer or node of this plan has
         if len(slots) != graph.n_inputs or any(
             step[0] == "host" and (step[1].shape, step[1].dtype) != (b.shape, to_numpy(b.dtype))
             for step, b in zip(recipe, specs)
@@ -166,6 +168,6 @@ def load(device, key: tuple) -> Plan | None:
         if enabled:
             gc.enable()
     plan = Plan(graph, calls, libs=list(libs.values()))
-    plan.slots = slots
+    plan.slots, plan.kept = slots, kept
     plan.last_use = lifetimes(graph)
     return plan
