@@ -492,9 +492,11 @@ static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ limn_{t}x{n} v;
   memcpy(&v, p, sizeof v); return v; }}
 static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ memcpy(p, &v, sizeof v); }}
 static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ limn_{t}x{n} v;
-  for (int l = 0; l < {n}; l++) v.l[l] = s; return v; }}
+  for (int l = 0; l < {n}; l++) v.l[l] = s;
+  return v; }}
 static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
-  for (int l = 0; l < {n}; l++) c.l[l] = {f}(a.l[l], b.l[l], c.l[l]); return c; }}
+  for (int l = 0; l < {n}; l++) c.l[l] = {f}(a.l[l], b.l[l], c.l[l]);
+  return c; }}
 #endif"""
 """The vector helpers: AVX-512 instructions where the target has them, lanes in plain C
 elsewhere. Both compute each lane as the scalar instruction would (the FMA rounded once)."""
