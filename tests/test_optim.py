@@ -88,29 +88,20 @@ def test_sgd_matches_torch_every_step(kw):
     run_side_by_side(model, opt, tmodel, topt)
 
 
-ADAMW_CASES = [{}, {"betas": (0.8, 0.99), "weight_decay": 0.1, "eps": 1e-6}]
+ADAM_CASES = [
+    (name, kw)
+    for name in ("AdamW", "Adam")
+    for kw in ({}, {"betas": (0.8, 0.99), "weight_decay": 0.1, "eps": 1e-6})
+]
 
 
-@pytest.mark.parametrize("kw", ADAMW_CASES, ids=[str(k) for k in ADAMW_CASES])
-def test_adamw_matches_torch_every_step(kw):
+@pytest.mark.parametrize("name,kw", ADAM_CASES, ids=[f"{n}-{k}" for n, k in ADAM_CASES])
+def test_adam_and_adamw_match_torch_every_step(name, kw):
     limn.set_seed(1)
     model = MLP()
     tmodel = torch_mlp(model)
-    opt = optim.AdamW(model.named_parameters(), lr=0.01, **kw)
-    topt = torch.optim.AdamW(tmodel.parameters(), lr=0.01, **kw)
-    run_side_by_side(model, opt, tmodel, topt)
-
-
-ADAM_CASES = [{}, {"betas": (0.8, 0.99), "weight_decay": 0.1, "eps": 1e-6}]
-
-
-@pytest.mark.parametrize("kw", ADAM_CASES, ids=[str(k) for k in ADAM_CASES])
-def test_adam_matches_torch_every_step(kw):
-    limn.set_seed(4)
-    model = MLP()
-    tmodel = torch_mlp(model)
-    opt = optim.Adam(model.named_parameters(), lr=0.01, **kw)
-    topt = torch.optim.Adam(tmodel.parameters(), lr=0.01, **kw)
+    opt = getattr(optim, name)(model.named_parameters(), lr=0.01, **kw)
+    topt = getattr(torch.optim, name)(tmodel.parameters(), lr=0.01, **kw)
     run_side_by_side(model, opt, tmodel, topt)
 
 
