@@ -50,6 +50,16 @@ def rank_params(outdir: Path, scenario: str, rank: int, step: int) -> dict[str, 
         return dict(f)
 
 
+def ranks_agree_with(outdir: Path, scenario: str, reference: list[dict]):
+    """Both ranks' parameters at every step: identical bits, and the reference's values."""
+    for s, want in enumerate(reference, start=1):
+        p0, p1 = (rank_params(outdir, scenario, rank, s) for rank in (0, 1))
+        for k in want:
+            assert p0[k].tobytes() == p1[k].tobytes(), (s, k)
+            np.testing.assert_allclose(p0[k], want[k], rtol=1e-6, atol=1e-6, err_msg=f"{s} {k}")
+        yield p0, p1
+
+
 @pytest.fixture(scope="module")
 def reference():
     limn.set_device("numpy")
@@ -115,11 +125,7 @@ def test_a_checkpoint_from_rank_0_resumes_a_2_rank_run_on_the_same_trajectory(tr
 def test_a_captured_step_on_the_c_device_trains_like_the_reference(tmp_path, reference):
     r = launch("capture", "c", tmp_path, limit=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    for s, want in enumerate(reference, start=1):
-        p0, p1 = (rank_params(tmp_path, "capture", rank, s) for rank in (0, 1))
-        for k in want:
-            assert p0[k].tobytes() == p1[k].tobytes(), (s, k)
-            np.testing.assert_allclose(p0[k], want[k], rtol=1e-6, atol=1e-6, err_msg=f"{s} {k}")
+    assert len(list(ranks_agree_with(tmp_path, "capture", reference))) == len(reference)
 
 
 @mpi
@@ -165,13 +171,9 @@ def test_a_parameter_with_a_gradient_on_some_ranks_only_is_stepped_alike_on_ever
 ):
     r = launch(scenario, device, tmp_path, limit=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    for s, want in enumerate(_branch_reference(), start=1):
-        p0, p1 = (rank_params(tmp_path, "branch", rank, s) for rank in (0, 1))
+    for p0, p1 in ranks_agree_with(tmp_path, "branch", _branch_reference()):
         assert sorted(p0) == sorted(p1) and "grad.extra.weight" in p1
         assert not any(k.startswith("grad.unused") for k in p0)  # no gradient anywhere
-        for k in want:
-            assert p0[k].tobytes() == p1[k].tobytes(), (s, k)
-            np.testing.assert_allclose(p0[k], want[k], rtol=1e-6, atol=1e-6, err_msg=f"{s} {k}")
 
 
 @mpi
