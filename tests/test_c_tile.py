@@ -126,6 +126,24 @@ def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(dev
             assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
 
 
+@pytest.mark.parametrize("m,k,n", [(37, 45, 29), (64, 192, 96), (1, 192, 80)])
+def test_a_matmul_gives_the_same_bits_whatever_the_layout_of_its_operands(devices, m, k, n):
+    """x @ W with x or W held transposed in memory: the layouts pack and tile differently,
+    and every cell must still fold its products in the same order."""
+    make, _ = devices
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    dev = make()
+    whole = dev.realize([(Tensor(x) @ Tensor(w)).node])[0].data
+    for name, y in {
+        "x @ W.T.T": Tensor(x) @ Tensor(w.T.copy()).T,
+        "x.T.T @ W": Tensor(x.T.copy()).T @ Tensor(w),
+        "both": Tensor(x.T.copy()).T @ Tensor(w.T.copy()).T,
+    }.items():
+        assert dev.realize([y.node])[0].data.tobytes() == whole.tobytes(), name
+
+
 def test_a_large_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):
     make, serial = devices
     threaded = make()
