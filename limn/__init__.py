@@ -15,6 +15,8 @@ import inspect
 import os
 import types
 
+import numpy as np
+
 from ir.graph.dtypes import (
     bfloat16,
     bool_,
@@ -32,12 +34,13 @@ from ir.graph.dtypes import (
 )
 from ir.graph.node import format_graph
 from ir.printer import ir
-from limn import nn, optim, serialize
-from limn.autograd import enable_grad, no_grad
+from limn import autograd, nn, optim, serialize
+from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
 from limn.creation import device_name as device
 from limn.creation import multinomial, set_seed
 from limn.export import export_c
+from limn.generate import generate
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.profile import profile
@@ -64,6 +67,20 @@ _profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exi
 
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
 long, int, float, double, half, bool = int64, int32, float32, float64, float16, bool_  # noqa: A001
+Size = tuple  # a limn shape is a plain tuple
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+def get_default_dtype():
+    """float32, what Python floats make; limn has no switch to change it."""
+    return float32
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
+    return np.allclose(np.asarray(a), np.asarray(b), rtol, atol, equal_nan)
 
 
 def _cuda_available() -> bool:
@@ -88,6 +105,7 @@ def __getattr__(name: str):
 __all__ = [
     "Tensor",
     "array_namespace",
+    "autograd",
     "bfloat16",
     "bool_",
     "capture",
@@ -101,12 +119,16 @@ __all__ = [
     "float32",
     "float64",
     "format_graph",
+    "generate",
+    "get_default_dtype",
     "get_device",
+    "inference_mode",
     "int8",
     "int16",
     "int32",
     "int64",
     "ir",
+    "is_tensor",
     "multinomial",
     "nn",
     "no_grad",
@@ -114,6 +136,7 @@ __all__ = [
     "profile",
     "realize",
     "set_device",
+    "set_grad_enabled",
     "set_seed",
     "stack",
     "uint8",

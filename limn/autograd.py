@@ -55,11 +55,40 @@ def enable_grad():
     return _grad_mode(True)
 
 
-@dataclass
+class set_grad_enabled:
+    """torch's switch: ``set_grad_enabled(False)`` turns recording off at once, and as a
+    context manager restores the mode it found on exit."""
+
+    def __init__(self, mode: bool):
+        self.prev, _mode.enabled = _mode.enabled, bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _mode.enabled = self.prev
+
+
+def inference_mode(mode: bool = True):
+    """torch's faster ``no_grad``; in limn recording is all it saves, so it is ``no_grad``."""
+    return _grad_mode(not mode)
+
+
+@dataclass(repr=False)
 class Ctx:
+    """A Tensor's record, which is also its ``grad_fn`` (printed as torch names it)."""
+
     rule: object  # an Op, ("VIEW", kind), or the rule itself for a CUSTOM node's tensor
     parents: tuple  # the Tensors this one was computed from
     saved: object = None  # whatever the rule needs beyond the parents
+
+    def name(self) -> str:
+        rule = self.rule
+        kind = rule[1] if isinstance(rule, tuple) else getattr(rule, "name", None)
+        return f"{(kind or rule.__name__).title().replace('_', '')}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
 
 
 def rule_of(key):
@@ -74,10 +103,11 @@ def rule_of(key):
     return TABLE[Op.VIEW].grad.get(key[1]) if isinstance(key, tuple) else TABLE[key].grad
 
 
-def _order(root) -> list:
-    """Tensors reachable from root through recorded parents, root first."""
+def _order(roots) -> list:
+    """Tensors reachable from the roots through recorded parents, each after every tensor
+    computed from it."""
     order, seen = [], set()
-    stack = [(root, False)]
+    stack = [(root, False) for root in roots]
     while stack:
         t, done = stack.pop()
         if done:
@@ -94,14 +124,27 @@ def _order(root) -> list:
 
 def backward(root, grad, create_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily."""
-    grads = {id(root): grad}
+    _propagate([root], [grad], create_graph)
+
+
+def _propagate(roots, grads_in, create_graph: bool, wanted: dict | None = None) -> dict:
+    """Walk the rules back from ``roots`` (seeded with ``grads_in``). Without ``wanted``,
+    each leaf's gradient accumulates into its ``.grad``; with it (id -> Tensor), the
+    gradients of those tensors are returned by id and no ``.grad`` is touched."""
+    grads: dict = {}
+    for r, g in zip(roots, grads_in):
+        grads[id(r)] = g if id(r) not in grads else grads[id(r)].p_add(g)
+    found = {}
     with enable_grad() if create_graph else no_grad():
-        for t in _order(root):
+        for t in _order(roots):
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if wanted is not None and id(t) in wanted:
+                found[id(t)] = g
             if t._ctx is None:
-                t.grad = g if t.grad is None else t.grad + g
+                if wanted is None:
+                    t.grad = g if t.grad is None else t.grad + g
                 continue
             rule = rule_of(t._ctx.rule)
             if rule is None:
@@ -113,3 +156,43 @@ def backward(root, grad, create_graph: bool = False) -> None:
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)
+    return found
+
+
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    allow_unused: bool = False,
+) -> tuple:
+    """torch's ``autograd.grad``: the gradients of ``outputs`` (weighted by
+    ``grad_outputs``) with respect to each of ``inputs``, as a tuple, leaving every
+    ``.grad`` as it was. With ``create_graph`` they are differentiable (a gradient
+    penalty). ``retain_graph`` is accepted for torch's signature: limn keeps every graph."""
+    outputs = [outputs] if not isinstance(outputs, list | tuple) else list(outputs)
+    inputs = [inputs] if not isinstance(inputs, list | tuple) else list(inputs)
+    if grad_outputs is None or not isinstance(grad_outputs, list | tuple):
+        grad_outputs = [grad_outputs] * len(outputs)
+    seeds = []
+    for i, (o, go) in enumerate(zip(outputs, grad_outputs, strict=True)):
+        if not o.requires_grad:
+            raise RuntimeError(f"autograd.grad: output {i} does not require grad")
+        if go is None and o.numel() != 1:
+            raise RuntimeError(
+                f"autograd.grad: output {i} has shape {o.shape}; pass grad_outputs of that "
+                "shape, or reduce it to a scalar first"
+            )
+        seeds.append(o.p_const(1) if go is None else go.cast(o.dtype).expand(*o.shape))
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"autograd.grad: input {i} does not require grad")
+    found = _propagate(outputs, seeds, create_graph, {id(t): t for t in inputs})
+    unused = [i for i, t in enumerate(inputs) if id(t) not in found]
+    if unused and not allow_unused:
+        raise RuntimeError(
+            f"autograd.grad: inputs {unused} were not used to compute the outputs; pass "
+            "allow_unused=True to get None for them"
+        )
+    return tuple(found.get(id(t)) for t in inputs)

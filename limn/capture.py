@@ -12,11 +12,14 @@ recorded plan runs again, with three kinds of input buffer told apart:
   write into it in place, so the next replay reads the updated values.
 
 What the function returns is rebuilt the same way, as new Tensors over the new buffers.
+They hold values, not autograd history (no Python ran to record it): a backward through a
+replayed output raises, saying so; differentiate inside the captured function.
 Replaying gives the same bits as calling the function again, because it runs the same
 compiled kernels on the same buffers in the same order.
 
 A replay is only right while the Python the recording ran would build the same graph, so
-each call first looks at what that Python reads: the arguments (every plain value in them,
+each call first looks at what that Python reads: the arguments (every plain value in them
+by its type and bits, so ``1`` is not ``1.0`` nor ``0.0`` ``-0.0``,
 and each Tensor's dtype and shape), and what the function reaches besides (its defaults,
 the variables it closes over, the globals its code names, the object of a bound method),
 walked through containers and objects' attributes: plain values, which Tensor each
@@ -60,6 +63,7 @@ from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn import tensor
+from limn.autograd import Ctx
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
@@ -96,11 +100,18 @@ def host_call(fn: Callable[[], object], device: str | None = None) -> None:
         dev.recorder.append(fn)
 
 
+def _plain(x) -> tuple:
+    """A plain value as a key that tells apart what ``==`` merges and a graph does not:
+    1 from 1.0 and True (the dtype), 0.0 from -0.0 (the sign); and one nan equals another."""
+    bits = np.asarray(x).tobytes() if isinstance(x, float | complex | np.generic) else x
+    return type(x), bits
+
+
 def _walk(x, out: list, seen: set, arg: bool = False) -> None:
     """Append to ``out`` what of ``x`` a recording depends on (the module docstring):
     plain values, a Tensor argument's dtype and shape, any other Tensor's buffer."""
     if isinstance(x, _PLAIN):
-        out.append(x)
+        out.append(_plain(x))
     elif isinstance(x, Tensor):
         n = x.node
         out.append((n.dtype, n.shape) if arg else id(n.arg) if n.op == Op.BUFFER else id(n))
@@ -239,4 +250,15 @@ def _replay(rec: tuple, arg_tensors):
     for t in _tensors(returned):
         buf = buffer(out_sources[id(t)])
         new[id(t)] = Tensor._make(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), t.device)
+        if t.requires_grad:  # as the recorded call's was, and refused if differentiated
+            new[id(t)].requires_grad = True
+            new[id(t)]._ctx = Ctx(_no_history, ())
     return _rebuild(returned, new)
+
+
+def _no_history(ctx, t, g):
+    raise RuntimeError(
+        "backward: this tensor is the output of a replayed limn.capture, which keeps no "
+        "autograd history; call backward inside the captured function (as a training "
+        "step does), or do not capture a forward whose outputs you differentiate"
+    )

@@ -19,7 +19,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn.runtime.device import current_device, device_names, installed, resolve
+from limn.runtime.device import Buffer, current_device, device_names, installed, resolve
 from limn.torch_movement import _shape_arg
 
 _rng = [np.random.default_rng(0)]
@@ -167,9 +167,29 @@ class Creation:
             low, high, size = 0, low, high
         return cls(_rng[0].integers(low, high, _shape_arg((size,))), dtype=dtype, device=device)
 
-    def one_hot(self, num_classes: int, dtype=dtypes.float32):
+    @classmethod
+    def randperm(cls, n: int, dtype=dtypes.int64, device=None):
+        return cls(_rng[0].permutation(n), dtype=dtype, device=device)
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray):
+        """torch's ``from_numpy``: the Tensor's buffer is ``array`` itself, so a write
+        through either shows in the other; a lazy value reads it when it is computed."""
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            raise ValueError(
+                "from_numpy: shares only a C-contiguous numpy array; pass "
+                "np.ascontiguousarray(a), or copy it with limn.tensor(a)"
+            )
+        d = as_dtype(array.dtype)
+        node = Node(Op.BUFFER, d, array.shape, (), Buffer(d, array.shape, array))
+        return cls._make(node, device_name(None, "from_numpy"))
+
+    def one_hot(self, num_classes: int = -1, dtype=dtypes.int64):
+        """torch's: int64, and ``num_classes=-1`` reads the largest index (+1) from the data."""
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
+        if num_classes == -1:
+            num_classes = int(self.max().item()) + 1
         return compose.one_hot(self, num_classes, as_dtype(dtype))
 
     def dropout(self, p: float = 0.5, training: bool = True):

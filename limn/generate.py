@@ -1,4 +1,9 @@
-"""limn.generate: sample a language model one token per step over a fixed-size kv cache.
+"""limn.generate: sample a language model, one token per step.
+
+``limn.generate(model, idx, max_new_tokens, temperature, top_k)`` takes any module whose
+forward maps token ids (B, T) to logits (B, T, V) and runs the (cropped) window again for
+every new token, as torch programs do; a model that offers a kv cache (below) is sampled
+over it instead, one prompt at a time.
 
 Sampling by the window runs the whole (1, ctx) window again for every token. A kv cache
 keeps each attention layer's keys and values of the tokens so far instead, in (1, ctx,
@@ -22,6 +27,7 @@ sum exceeds u * total for u uniform in [0, 1). Temperature 0 takes the first max
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 from collections.abc import Iterator
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ir.graph import dtypes
+from limn.autograd import no_grad
 from limn.capture import capture
 from limn.nn import Module, MultiHeadAttention
 from limn.tensor import Tensor
@@ -116,11 +123,66 @@ def sample(logits: np.ndarray, temperature: float, top_k: int | None, rng: Rng) 
 
 
 def generate(
-    model: Module, prompt, n: int, temperature: float = 1.0, top_k: int | None = None, seed: int = 0
-) -> list[int]:
-    """The ``prompt`` token ids, then ``n`` sampled ones (``stream``'s first ``n``)."""
-    tokens = [int(t) for t in prompt]
-    return tokens + list(itertools.islice(stream(model, tokens, temperature, top_k, seed), n))
+    model: Module,
+    idx,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    seed: int = 0,
+):
+    """``idx`` followed by ``max_new_tokens`` sampled ids, in its own form: a (B, T) Tensor
+    of token ids gives a (B, T + n) Tensor; one prompt as a list or bytes gives a list.
+
+    A model that offers a kv cache (``ctx``, ``nn.MultiHeadAttention`` layers and a
+    ``forward(idx, cache=None)``) samples each prompt over it (``stream``); any other module
+    whose forward maps (B, T) ids to (B, T, V) logits runs the window again for every
+    token, all prompts at once, cropped to its context when it names one (``ctx``, or
+    nanoGPT's ``block_size`` or ``config.block_size``). Prompt r draws from
+    ``Rng(seed + r)``, so a batch of equal prompts gives different samples.
+    """
+    rows = idx.numpy() if isinstance(idx, Tensor) else np.asarray([[int(t) for t in idx]])
+    if rows.ndim != 2 or not rows.shape[1] or rows.dtype.kind not in "iu":
+        raise ValueError(
+            f"generate: needs token ids of shape (B, T), T >= 1, or one prompt as a list; "
+            f"got {rows.dtype}{list(rows.shape)}"
+        )
+    with no_grad():
+        if _has_cache(model):
+            out = [
+                row.tolist() + list(itertools.islice(stream(model, row, temperature, top_k, seed + r), max_new_tokens))
+                for r, row in enumerate(rows)
+            ]
+        else:
+            out = _windowed(model, rows, max_new_tokens, temperature, top_k, seed)
+    if not isinstance(idx, Tensor):
+        return out[0]
+    return Tensor(np.asarray(out), dtype=idx.dtype, device=idx.device)
+
+
+def _has_cache(model) -> bool:
+    takes_cache = "cache" in inspect.signature(model.forward).parameters
+    attention = any(isinstance(m, MultiHeadAttention) for m in model.modules())
+    return hasattr(model, "ctx") and takes_cache and attention
+
+
+def _windowed(model, rows: np.ndarray, n: int, temperature, top_k, seed) -> list[list[int]]:
+    config = getattr(model, "config", None)
+    ctx = getattr(model, "ctx", None) or getattr(model, "block_size", None)
+    ctx = ctx or getattr(config, "block_size", None)
+    rngs = [Rng(seed + r) for r in range(len(rows))]
+    out = rows.tolist()
+    for _ in range(n):
+        window = np.asarray(out, rows.dtype)[:, -ctx:] if ctx else np.asarray(out, rows.dtype)
+        logits = model(Tensor(window))
+        if logits.ndim != 3 or logits.shape[:2] != window.shape:
+            raise ValueError(
+                f"generate: {type(model).__name__} maps ids {window.shape} to "
+                f"{logits.shape}; it must give logits (B, T, vocab)"
+            )
+        last = logits[:, -1].numpy()
+        for r, row in enumerate(out):
+            row.append(sample(last[r], temperature, top_k, rngs[r]))
+    return out
 
 
 def stream(

@@ -3,7 +3,7 @@
 ``repr(t)`` and ``str(t)`` realize what they show, as torch users expect of ``print(t)``:
 ``tensor([[1.0000, 2.5000], ...])``, with the dtype named unless it is a default one
 (float32, int64, bool), the device named unless it is the current default, and
-``requires_grad=True`` or the op autograd would differentiate (``grad_fn=<ADD>``). A
+``requires_grad=True`` or the op autograd would differentiate (``grad_fn=<AddBackward>``). A
 tensor of more than ``THRESHOLD`` elements shows its first and last ``EDGE`` items per
 dim around ``...``, and only those are computed: the edges are sliced out lazily and
 realized alone, so printing a large lazy tensor never computes the rest (the numpy
@@ -46,9 +46,7 @@ def format_tensor(t) -> str:
     if t.device != current_device():
         extras.append(f"device={t.device!r}")
     if t._ctx is not None:
-        rule = t._ctx.rule
-        what = " ".join(rule) if isinstance(rule, tuple) else getattr(rule, "value", None)
-        extras.append(f"grad_fn=<{what or getattr(rule, '__name__', 'custom')}>")
+        extras.append(f"grad_fn={t._ctx!r}")
     elif t.requires_grad:
         extras.append("requires_grad=True")
     return f"tensor({', '.join(extras)})"

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import sys
+from collections import namedtuple
 
 import numpy as np
 
@@ -45,6 +46,10 @@ BY_CODE = {code: d for d, code in CODES.items()}
 
 class CheckpointError(ValueError):
     """A checkpoint file, or its fit to the tensors it is loaded into, is wrong."""
+
+
+# what torch's load_state_dict returns, so code that reads the lists ports unchanged
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
 # ---- naming what goes into a file -------------------------------------------------
@@ -229,7 +234,14 @@ def _read(path):
         size = os.fstat(f.fileno()).st_size
         if size < 8:
             _fail(path, f"the file has {size} bytes, fewer than the 8-byte header length")
-        n = int.from_bytes(f.read(8), "little")
+        head = f.read(8)
+        if head.startswith((b"PK\x03\x04", b"\x80")):
+            _fail(path, "this is a torch pickle (torch.save's zip or legacy format), not "
+                        "safetensors, and limn never unpickles; load it with torch and pass the "
+                        "state dict (model.load_state_dict({k: v.numpy() for k, v in "
+                        "torch.load(p).items()})), or convert it once with "
+                        "safetensors.torch.save_file")  # fmt: skip
+        n = int.from_bytes(head, "little")
         if n > MAX_HEADER_BYTES:
             _fail(path, f"the header claims {n} bytes, more than the {MAX_HEADER_BYTES} allowed")
         if 8 + n > size:
@@ -264,12 +276,17 @@ def load_metadata(path) -> dict[str, str]:
     return _read(path)[0]
 
 
-def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "load") -> None:
+def assign_named(
+    dests: dict, values: dict, strict: bool = True, source: str = "load", cast: bool = False
+) -> IncompatibleKeys:
     """Write ``values`` (Tensors or arrays) into the Tensors ``dests``, by name.
 
     Checks every name, shape and dtype before building any write, then commits all the
     writes in one realize; ``strict`` demands the two name sets be equal, otherwise only
-    the names both hold are written.
+    the names both hold are written. ``cast`` converts a value of another dtype, as torch's
+    ``load_state_dict`` copies into a parameter of its own dtype. Names of one Tensor (a tied
+    weight's second path) are written once, through the first. A live Tensor is read as it
+    is now, without its autograd history: loading copies values, it is not differentiable.
     """
     missing = sorted(set(dests) - set(values))
     unexpected = sorted(set(values) - set(dests))
@@ -279,21 +296,20 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
             f"names do not match; missing from the source: {missing or 'none'}; "
             f"not in the destination: {unexpected or 'none'}"
         )
-    names = [k for k in dests if k in values]
-    seen: dict[int, str] = {}
-    for k in names:
+    names, seen = [], set()
+    for k in (k for k in dests if k in values):
         dst, v = dests[k], values[k]
         if not isinstance(dst, Tensor):
             raise TypeError(f"{source}: destination {k!r} is a {type(dst).__name__}, not a Tensor")
-        if id(dst) in seen:
-            problems.append(f"{seen[id(dst)]!r} and {k!r} are the same Tensor")
-        seen[id(dst)] = k
+        if id(dst) not in seen:
+            names.append(k)
+        seen.add(id(dst))
         vshape = tuple(v.shape) if isinstance(v, Tensor | np.ndarray) else None
         try:
             vdtype = v.dtype if isinstance(v, Tensor) else dtypes.as_dtype(v.dtype)
         except (TypeError, AttributeError):
             vdtype = None
-        if vshape != dst.shape or vdtype != dst.dtype:
+        if vshape != dst.shape or vdtype != dst.dtype and not (cast and vdtype is not None):
             got = f"{vdtype}{list(vshape)}" if vshape is not None else type(v).__name__
             problems.append(
                 f"tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
@@ -305,9 +321,10 @@ def assign_named(dests: dict, values: dict, strict: bool = True, source: str = "
     writes = []
     for k in names:
         dst, v = dests[k], values[k]
-        v = v if isinstance(v, Tensor) else Tensor(v, dtype=dst.dtype, device=dst.device)
+        v = v.detach().cast(dst.dtype) if isinstance(v, Tensor) else Tensor(v, dst.dtype, device=dst.device)
         writes.append(dst.assign(v))
     realize(*writes)
+    return IncompatibleKeys(missing, unexpected)
 
 
 def load_into(target, path, strict: bool = True) -> dict[str, str]:

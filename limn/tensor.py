@@ -156,6 +156,10 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     def is_leaf(self) -> bool:
         return self._ctx is None
 
+    @property
+    def grad_fn(self) -> autograd.Ctx | None:
+        return self._ctx
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len: a 0-d tensor has no length")

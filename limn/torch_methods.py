@@ -255,6 +255,8 @@ class TorchMethods:
     def norm(self, p=2, axis=None, keepdim: bool = False):
         """The vector p-norm over ``axis`` (all dims by default): 1, 2, inf or any p > 0."""
         a = self._float().abs()
+        if p == 0:  # torch's "norm" of order 0: how many are not zero
+            return (a != 0).sum(axis, keepdim).cast(a.dtype)
         if p == math.inf:
             return a.amax(axis, keepdim)
         if p in (1, 2):
@@ -263,7 +265,11 @@ class TorchMethods:
 
     def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True):
         axis = compose.normalize_axis(axis, self.ndim, "argsort")
-        return self.transpose(axis, -1).p_argsort(descending=descending).transpose(axis, -1)
+        keys = (self.transpose(axis, -1),)
+        if descending and self.dtype.is_float:  # torch's nan is the largest: first, in order
+            nan = keys[0].isnan()
+            keys = (nan, nan.where(0, keys[0]))
+        return keys[0].p_argsort(*keys[1:], descending=descending).transpose(axis, -1)
 
     def sort(self, axis: int = -1, descending: bool = False, stable: bool = True):
         order = self.argsort(axis, descending)

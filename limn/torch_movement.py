@@ -84,17 +84,22 @@ class TorchMovement:
         return self.expand(*other.shape)
 
     def pad(self, pads, value: float = 0.0) -> Self:
-        """``pads`` is one (before, after) per dim, or per trailing dims if fewer."""
+        """``pads`` is one (before, after) per dim, or per trailing dims if fewer; a
+        negative count crops, as torch's ``F.pad`` does."""
         pads = tuple(tuple(p) for p in pads)
-        if len(pads) > self.ndim or any(len(p) != 2 or min(p) < 0 for p in pads):
+        if len(pads) > self.ndim or any(len(p) != 2 for p in pads):
             raise ValueError(
-                f"pad: needs up to {self.ndim} non-negative (before, after) pairs for shape "
-                f"{self.shape}, got {pads}"
+                f"pad: needs up to {self.ndim} (before, after) pairs for shape {self.shape}, "
+                f"got {pads}"
             )
         pads = ((0, 0),) * (self.ndim - len(pads)) + pads
-        out = self.p_pad(pads)
+        if any(s + b + a < 0 for (b, a), s in zip(pads, self.shape)):
+            raise ValueError(f"pad: {pads} crops more than shape {self.shape} holds")
+        x = self.shrink([(max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, self.shape)])
+        pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+        out = x.p_pad(pads)
         if value != 0:
-            inside = self.p_const(True, dtype=dtypes.bool_).p_pad(pads)
+            inside = x.p_const(True, dtype=dtypes.bool_).p_pad(pads)
             out = inside.p_where(out, out.p_const(value))
         return out
 
@@ -130,13 +135,8 @@ class TorchMovement:
         if axis is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         axes = compose.normalize_axes(axis, self.ndim, "squeeze")
-        for a in axes:
-            if self.shape[a] != 1:
-                raise ValueError(
-                    f"squeeze: dim {a} of {self.shape} has size {self.shape[a]}; "
-                    "only size-1 dims can be squeezed"
-                )
-        return compose.squeeze_axes(self, axes)
+        # torch leaves a named dim of another size as it is
+        return compose.squeeze_axes(self, tuple(a for a in axes if self.shape[a] == 1))
 
     def unsqueeze(self, axis: int) -> Self:
         a = compose.normalize_axis(axis, self.ndim + 1, "unsqueeze")

@@ -567,7 +567,7 @@ def test_print_names_a_dtype_device_or_gradient_that_is_not_the_default():
     assert repr(Tensor([1, 2], dtype="int32")) == "tensor([1, 2], dtype=int32)"
     x = Tensor([1.0], requires_grad=True)
     assert repr(x) == "tensor([1.], requires_grad=True)"
-    assert repr(x * 2) == "tensor([2.], grad_fn=<MUL>)"
+    assert repr(x * 2) == "tensor([2.], grad_fn=<MulBackward>)"
     other = "c" if limn.current_device() != "c" else "numpy"
     assert repr(Tensor([1.0], device=other)) == f"tensor([1.], device={other!r})"
     assert f"{Tensor(2.5):.2f}" == "2.50"

@@ -119,8 +119,12 @@ class BatchNorm1d(Module):
         self.bias = Tensor.zeros(num_features, dtype=dt, requires_grad=True) if affine else None
         self.running_mean = Tensor.zeros(num_features, dtype=dt).contiguous().realize()
         self.running_var = Tensor.ones(num_features, dtype=dt).contiguous().realize()
+        # torch counts training batches in the state dict; kept so checkpoints trade as they are
+        self.num_batches_tracked = Tensor(0, dtype=dtypes.int64)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.training:
+            self.num_batches_tracked.add_(1)
         return F.batch_norm(
             x, self.running_mean, self.running_var, self.weight, self.bias, self.training,
             self.momentum, self.eps,

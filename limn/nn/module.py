@@ -13,11 +13,12 @@ and not walked (a cache, a mask recomputed on demand).
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 
 from ir.graph.dtypes import as_dtype
 from limn.runtime import profile
-from limn.serialize import assign_named
+from limn.serialize import IncompatibleKeys, assign_named
 from limn.tensor import Tensor
 
 
@@ -29,19 +30,24 @@ def _children(obj) -> Iterator[tuple[str, object]]:
     return ((str(i), v) for i, v in enumerate(obj))
 
 
-def _named_attributes(obj, prefix: str, seen: set[int]) -> Iterator[tuple[str, object]]:
-    """Every Tensor and Module under ``obj``, each once (the first path that reaches it)."""
+def _named_attributes(
+    obj, prefix: str, seen: set[int], aliases: bool = False
+) -> Iterator[tuple[str, object]]:
+    """Every Tensor and Module under ``obj``, each once (the first path that reaches it);
+    with ``aliases``, a Tensor also under every later path (a tied weight's second name)."""
     for name, v in _children(obj):
         path = f"{prefix}.{name}" if prefix else name
         if isinstance(v, Tensor | Module):
             if id(v) in seen:
+                if aliases and isinstance(v, Tensor):
+                    yield path, v
                 continue
             seen.add(id(v))
             yield path, v
             if isinstance(v, Module):
-                yield from _named_attributes(v, path, seen)
+                yield from _named_attributes(v, path, seen, aliases)
         elif isinstance(v, list | tuple | dict):
-            yield from _named_attributes(v, path, seen)
+            yield from _named_attributes(v, path, seen, aliases)
 
 
 def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor:  # noqa: N802
@@ -54,6 +60,11 @@ class Module:
     """Base class: subclasses set attributes in ``__init__`` and define ``forward``."""
 
     training = True
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._made_with = (args, kwargs)  # what ``print(model)`` shows, as torch does
+        return self
 
     def __call__(self, *args, **kwargs):
         prof = profile.active()  # while profiling, its nodes are noted with this module's path
@@ -109,16 +120,21 @@ class Module:
         return [t for _, t in self.named_buffers()]
 
     def state_dict(self) -> dict[str, Tensor]:
-        """Parameters and buffers by path: the live Tensors, not copies."""
-        return dict(self._named_tensors())
+        """Parameters and buffers by path: the live Tensors, not copies. A Tensor held at
+        two paths (tied weights) is under both, as torch's state dict has it."""
+        pairs = _named_attributes(self, "", set(), aliases=True)
+        return {p: v for p, v in pairs if isinstance(v, Tensor)}
 
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        """Write ``state`` (Tensors or numpy arrays by path) into this module's own Tensors.
+    def load_state_dict(self, state: dict, strict: bool = True) -> IncompatibleKeys:
+        """Write ``state`` (Tensors or numpy arrays by path) into this module's own Tensors;
+        returns the missing and unexpected names, as torch does.
 
-        Everything is checked first (names, shapes, dtypes); then every write commits in
-        one realize, so a Tensor a captured step holds keeps its buffer.
+        Everything is checked first (names, shapes); then every write, cast to its
+        destination's dtype as torch casts, commits in one realize, so a Tensor a captured
+        step holds keeps its buffer.
         """
-        assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
+        dests = self.state_dict()
+        return assign_named(dests, state, strict, source="load_state_dict", cast=True)
 
     def to(self, *args, **kwargs) -> Module:
         """Move every Tensor of the tree in place (``Tensor.to``'s arguments); a dtype
@@ -155,9 +171,33 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def extra_repr(self) -> str:
+        """The arguments the module was made with, by name, defaults included (None left
+        out): torch's ``Dropout(p=0.1, inplace=False)``, ``Softmax(dim=-1)``."""
+        args, kwargs = getattr(self, "_made_with", ((), {}))
+        params = inspect.signature(type(self).__init__).parameters
+        try:
+            bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
+        except TypeError:
+            return ""
+        bound.apply_defaults()
+        shown = []
+        for name, v in list(bound.arguments.items())[1:]:
+            if params[name].kind == inspect.Parameter.VAR_POSITIONAL:
+                shown += [repr(a) for a in v]
+            elif params[name].kind == inspect.Parameter.VAR_KEYWORD:
+                shown += [f"{k}={a!r}" for k, a in v.items()]
+            elif v is not None:
+                shown.append(f"{name}={v!r}")
+        return ", ".join(shown)
+
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{p}={list(t.shape)}" for p, t in self.named_parameters())
-        return f"{type(self).__name__}({shapes})"
+        """torch's layout: a module with children lists them, one ``(name): repr`` a line;
+        one without shows its arguments."""
+        children = [f"({n}): {m!r}".replace("\n", "\n  ") for n, m in self.named_children()]
+        if not children:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(children) + "\n)"
 
 
 class ModuleList(Module):
