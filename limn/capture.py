@@ -25,7 +25,7 @@ the variables it closes over, the globals its code names, the object of a bound 
 walked through containers and objects' attributes: plain values, which Tensor each
 attribute holds, each Module's ``training``, an optimizer's hyperparameters. A call that
 finds something else than a recording saw records again (an ordinary call, recorded):
-``f(x, k=3.0)`` after ``f(x)``, ``model.eval()``, ``opt.weight_decay = 0``, a parameter
+``f(x, k=3.0)`` after ``f(x)``, ``model.eval()``, a group's ``weight_decay``, a parameter
 rebound to a new Tensor. The last ``RECORDINGS`` recordings are kept, so alternating
 between train and eval replays both. Values that live on the device are read by the
 kernels themselves and need no new recording: ``opt.lr = ...`` (a learning-rate
@@ -126,7 +126,8 @@ def _walk(x, out: list, seen: set, arg: bool = False) -> None:
         out.append(len(items))
         if isinstance(items, dict):
             arg = arg and items is x  # an object's Tensors are its own, not arguments
-            for k, v in items.items():
+            on_device = getattr(x, "device_settings", ())  # the kernels read these, not Python
+            for k, v in ((k, v) for k, v in items.items() if k not in on_device):
                 _walk(k, out, seen)
                 _walk(v, out, seen, arg)
         else:

@@ -120,7 +120,7 @@ def _lr_schedule(opt, model, s):
 
 def _weight_decay_off(opt, model, s):
     if s == 2:
-        opt.weight_decay = 0.0
+        opt.param_groups[0]["weight_decay"] = 0.0
 
 
 @pytest.mark.parametrize("change", [_lr_schedule, _weight_decay_off])

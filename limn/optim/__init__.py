@@ -26,94 +26,146 @@ from collections.abc import Callable, Iterable
 from ir.graph import dtypes
 from limn.autograd import no_grad
 from limn.runtime import profile
-from limn.serialize import assign_named
+from limn.serialize import IncompatibleKeys, assign_named
 from limn.tensor import Tensor, realize
 
 
-def _named(params) -> list[tuple[str, Tensor]]:
-    """A Module, (name, Tensor) pairs, or bare Tensors (then named "0", "1", ...)."""
+def _param_list(params, start: int) -> list[tuple[str, Tensor]]:
+    """A Module, (name, Tensor) pairs, or bare Tensors (then named by their place among
+    all of the optimizer's, from ``start``, as torch numbers them across groups)."""
     if hasattr(params, "named_parameters"):
         params = params.named_parameters()
-    named = [it if isinstance(it, tuple) else (str(i), it) for i, it in enumerate(params)]
-    seen: set[int] = set()
+    if isinstance(params, Tensor):
+        params = [params]
+    named = [it if isinstance(it, tuple) else (str(start + i), it) for i, it in enumerate(params)]
     for name, p in named:
         if not isinstance(p, Tensor) or not p.requires_grad or not p.dtype.is_float:
+            got = f"a {p.dtype}{list(p.shape)} Tensor" if isinstance(p, Tensor) else type(p)
             raise TypeError(
                 f"optimizer: parameter {name!r} must be a float Tensor with requires_grad=True, "
-                f"got {p!r}"
+                f"got {got}"
             )
-        if id(p) in seen:
-            raise ValueError(f"optimizer: parameter {name!r} is listed twice")
-        seen.add(id(p))
-    if not named:
-        raise ValueError("optimizer: got an empty parameter list")
     return named
 
 
-class Optimizer:
-    """Parameters by name, device-resident scalars, and the one-realize ``step``.
+def _groups(params) -> list[dict]:
+    """torch's two forms: parameters, or a list of dicts each holding ``"params"`` and the
+    settings in which that group differs from the optimizer's defaults."""
+    if hasattr(params, "named_parameters") or isinstance(params, Tensor):
+        return [{"params": params}]
+    params = list(params)
+    if not params:
+        raise ValueError("optimizer: got an empty parameter list")
+    dicts = [isinstance(g, dict) for g in params]
+    if any(dicts) and not all(dicts):
+        raise TypeError(
+            "optimizer: params mixes dicts and Tensors; pass parameters, or a list of dicts "
+            "each with 'params' (torch's parameter groups)"
+        )
+    return [dict(g) for g in params] if all(dicts) else [{"params": params}]
 
-    A subclass declares its per-parameter state in ``state_names`` and defines
-    ``_update(p, g, state, scalars) -> (new_p, {state name: new value})``.
+
+class Optimizer:
+    """Parameter groups, device-resident scalars, and the one-realize ``step``.
+
+    A subclass passes its defaults (every setting a group may hold), declares its
+    per-parameter state in ``state_names``, checks a group's settings in ``_check`` and
+    defines ``_update(p, g, state, scalars, group) -> (new_p, {state name: new value})``.
     """
 
     state_names: tuple[str, ...] = ()
 
-    def __init__(self, params, lr: float):
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {lr}")
-        self.named = _named(params)
+    def __init__(self, params, defaults: dict):
+        self.defaults, self.param_groups, self.named = defaults, [], []
+        for i, given in enumerate(_groups(params)):
+            unknown = sorted(set(given) - set(defaults) - {"params"})
+            if "params" not in given or unknown:
+                raise ValueError(
+                    f"{type(self).__name__}: parameter group {i} needs 'params' and settings "
+                    f"among {sorted(defaults)}; got {sorted(given)}"
+                )
+            named = _param_list(given["params"], len(self.named))
+            group = _Group({**defaults, **given, "params": [p for _, p in named]})
+            group.names = [n for n, _ in named]
+            self._check(group)
+            self.named += named
+            self.param_groups.append(group)
+        seen: set[int] = set()
+        for name, p in self.named:
+            if id(p) in seen:
+                raise ValueError(f"optimizer: parameter {name!r} is listed twice")
+            seen.add(id(p))
+        if not self.named:
+            raise ValueError("optimizer: got an empty parameter list")
         self.params = [p for _, p in self.named]
         device = self.params[0].device
-        self._scalars: dict[str, Tensor] = {
-            "lr": Tensor(lr, dtype=dtypes.float64, device=device),
-            "step": Tensor(0, dtype=dtypes.int64, device=device),
-        }
+        self._scalars = {"step": Tensor(0, dtype=dtypes.int64, device=device)}
+        for i, group in enumerate(self.param_groups):
+            group.scalars = {
+                k: Tensor(v, dtype=dtypes.float64, device=device)
+                for k, v in self._group_scalars(group).items()
+            }
+            prefix = f"param_groups.{i}." if i else ""  # one group keeps the plain names
+            self._scalars.update({prefix + k: t for k, t in group.scalars.items()})
         self.state: dict[str, dict[str, Tensor]] = {
-            name: {s: p.zeros_like().contiguous() for s in self.state_names}
-            for name, p in self.named
+            name: {s: p.zeros_like().contiguous() for s in self._state_names(group)}
+            for group in self.param_groups
+            for name, p in zip(group.names, group["params"])
         }
         realize(*(t for st in self.state.values() for t in st.values()))
+
+    def _check(self, group: dict) -> None:
+        if group["lr"] < 0:
+            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {group['lr']}")
+
+    def _group_scalars(self, group: dict) -> dict[str, float]:
+        """A group's settings that live on the device, with their first values."""
+        return {"lr": group["lr"]}
+
+    def _state_names(self, group: dict) -> tuple[str, ...]:
+        return self.state_names
 
     # ---- scalars that live on the device ----------------------------------------
 
     @property
     def lr(self) -> float:
-        return self._scalars["lr"].item()
+        """The first group's rate; setting it sets every group's."""
+        return self.param_groups[0]["lr"]
 
     @lr.setter
     def lr(self, value: float) -> None:
-        if value < 0:
-            raise ValueError(f"{type(self).__name__}: lr must be >= 0, got {value}")
-        realize(self._scalars["lr"].assign(float(value)))
+        for group in self.param_groups:
+            group["lr"] = value
 
     @property
     def steps(self) -> int:
         """How many steps have been committed."""
         return self._scalars["step"].item()
 
-    def _next_scalars(self) -> dict[str, Tensor]:
-        """This step's values of the device scalars (the step count after increment)."""
-        s = self._scalars
-        return {"lr": s["lr"], "step": s["step"] + 1}
+    def _next_scalars(self, group: dict, step: Tensor) -> dict[str, Tensor]:
+        """This step's values of a group's device scalars, with the incremented count."""
+        return {"lr": group.scalars["lr"], "step": step}
 
     # ---- stepping ---------------------------------------------------------------
 
     def updates(self) -> list[Tensor]:
         """The pending ASSIGNs of one step: parameters, their state, the scalars."""
         with no_grad():
-            nxt = self._next_scalars()
-            out = [self._scalars[k].assign(v) for k, v in nxt.items() if k != "lr"]
+            step = self._scalars["step"] + 1
+            out = [self._scalars["step"].assign(step)]
             prof = profile.active()  # the stage viewer names each update by its parameter
-            for name, p in self.named:
-                if p.grad is None:
-                    continue
-                label = type(self).__name__ + ("" if name.isdigit() else f" {name}")
-                with prof.within(self, label) if prof else no_grad():
-                    g = p.grad.detach().cast(p.dtype)
-                    new_p, new_state = self._update(p, g, self.state[name], nxt)
-                    out.append(p.assign(new_p))
-                    out += [self.state[name][k].assign(v) for k, v in new_state.items()]
+            for group in self.param_groups:
+                nxt = self._next_scalars(group, step)
+                out += [t.assign(nxt[k]) for k, t in group.scalars.items() if k != "lr"]
+                for name, p in zip(group.names, group["params"]):
+                    if p.grad is None:
+                        continue
+                    label = type(self).__name__ + ("" if name.isdigit() else f" {name}")
+                    with prof.within(self, label) if prof else no_grad():
+                        g = p.grad.detach().cast(p.dtype)
+                        new_p, new_state = self._update(p, g, self.state[name], nxt, group)
+                        out.append(p.assign(new_p))
+                        out += [self.state[name][k].assign(v) for k, v in new_state.items()]
         return out
 
     def step(self, *extra: Tensor) -> None:
@@ -124,36 +176,40 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
-    @property
-    def param_groups(self) -> list[dict]:
-        """torch's view of the settings: one group, whose ``"lr"`` reads and writes
-        ``self.lr`` (``for g in opt.param_groups: g["lr"] = x`` works as in torch)."""
-        return [_Group(self)]
-
-    def _update(self, p: Tensor, g: Tensor, state: dict, s: dict):
+    def _update(self, p: Tensor, g: Tensor, state: dict, s: dict, group: dict):
         raise NotImplementedError
 
     # ---- checkpoints ------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Tensor]:
-        """The live state Tensors by ``<param path>.<state>``, plus the scalars."""
+        """The live state Tensors by ``<param path>.<state>``, plus the scalars (a second
+        group's as ``param_groups.1.lr``)."""
         out = {f"{n}.{k}": t for n, st in self.state.items() for k, t in st.items()}
         out.update(self._scalars)
         return out
 
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        assign_named(self.state_dict(), state, strict=strict, source="load_state_dict")
+    def load_state_dict(self, state: dict, strict: bool = True) -> IncompatibleKeys:
+        dests = self.state_dict()
+        keys = assign_named(dests, state, strict, source="load_state_dict", cast=True)
+        for group in self.param_groups:  # the Python copy of each rate follows its buffer
+            dict.__setitem__(group, "lr", group.scalars["lr"].item())
+        return keys
 
 
 class _Group(dict):
-    def __init__(self, opt: Optimizer):
-        super().__init__(params=opt.params, lr=opt.lr)
-        self.opt = opt
+    """One parameter group as torch's dict: ``"params"`` and every setting. Its rate is
+    also a device scalar (``scalars["lr"]``): setting ``group["lr"]`` writes it, so a
+    schedule leaves the step's graph (and a captured step) as it was; ``device_settings``
+    tells ``limn.capture`` to key on that buffer, not on the float."""
+
+    device_settings = ("lr",)
 
     def __setitem__(self, key, value):
-        super().__setitem__(key, value)
         if key == "lr":
-            self.opt.lr = value
+            if value < 0:
+                raise ValueError(f"optimizer: lr must be >= 0, got {value}")
+            realize(self.scalars["lr"].assign(float(value)))
+        super().__setitem__(key, value)
 
 
 def _lerp(a: Tensor, b: Tensor, w: float) -> Tensor:
@@ -171,70 +227,80 @@ class SGD(Optimizer):
     def __init__(
         self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False
     ):
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
-        if momentum < 0 or weight_decay < 0:
-            raise ValueError(
-                f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) must be >= 0"
-            )
-        self.state_names = ("momentum_buffer",) if momentum else ()
-        self.momentum, self.dampening = momentum, dampening
-        self.weight_decay, self.nesterov = weight_decay, nesterov
-        super().__init__(params, lr)
+        settings = dict(lr=lr, momentum=momentum, dampening=dampening, nesterov=nesterov)
+        super().__init__(params, {**settings, "weight_decay": weight_decay})
 
-    def _update(self, p, g, state, s):
-        if self.weight_decay:
-            g = g + p * self.weight_decay
+    def _check(self, group):
+        super()._check(group)
+        momentum, dampening = group["momentum"], group["dampening"]
+        if group["nesterov"] and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening == 0")
+        if momentum < 0 or group["weight_decay"] < 0:
+            raise ValueError(
+                f"SGD: momentum ({momentum}) and weight_decay ({group['weight_decay']}) must "
+                "be >= 0"
+            )
+
+    def _state_names(self, group):
+        return ("momentum_buffer",) if group["momentum"] else ()
+
+    def _update(self, p, g, state, s, group):
+        momentum, dampening = group["momentum"], group["dampening"]
+        if group["weight_decay"]:
+            g = g + p * group["weight_decay"]
         new_state = {}
-        if self.momentum:
+        if momentum:
             buf = state["momentum_buffer"]
-            later = buf * self.momentum + g * (1 - self.dampening)
+            later = buf * momentum + g * (1 - dampening)
             # the buffer starts at zero, so undamped the first step already gives g
             first = s["step"] == 1
-            buf = first.where(g, later) if self.dampening else later
+            buf = first.where(g, later) if dampening else later
             new_state["momentum_buffer"] = buf
-            g = g + buf * self.momentum if self.nesterov else buf
+            g = g + buf * momentum if group["nesterov"] else buf
         return p - g * s["lr"].cast(p.dtype), new_state
 
 
 class AdamW(Optimizer):
     """Adam with decoupled weight decay (p *= 1 - lr*wd before the Adam step), with
-    bias correction from beta**t kept on the device. ``Adam`` is the same step with
-    torch's Adam decay: coupled, the gradient plus wd * p (none by default)."""
+    bias correction from beta**t kept on the device, per group. ``Adam`` is the same step
+    with torch's Adam decay: coupled, the gradient plus wd * p (none by default)."""
 
     state_names = ("exp_avg", "exp_avg_sq")
     decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+
+    def _check(self, group):
+        super()._check(group)
+        betas, eps, weight_decay = group["betas"], group["eps"], group["weight_decay"]
         if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or eps < 0 or weight_decay < 0:
             raise ValueError(
                 f"{type(self).__name__}: needs 0 <= betas < 1, eps >= 0, weight_decay >= 0; "
                 f"got betas={betas}, eps={eps}, weight_decay={weight_decay}"
             )
-        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
-        super().__init__(params, lr)
-        device = self.params[0].device
-        for k in ("beta1_power", "beta2_power"):
-            self._scalars[k] = Tensor(1.0, dtype=dtypes.float64, device=device)
 
-    def _next_scalars(self):
-        s = super()._next_scalars()
-        s["beta1_power"] = self._scalars["beta1_power"] * self.betas[0]
-        s["beta2_power"] = self._scalars["beta2_power"] * self.betas[1]
+    def _group_scalars(self, group):
+        return {**super()._group_scalars(group), "beta1_power": 1.0, "beta2_power": 1.0}
+
+    def _next_scalars(self, group, step):
+        s = super()._next_scalars(group, step)
+        s["beta1_power"] = group.scalars["beta1_power"] * group["betas"][0]
+        s["beta2_power"] = group.scalars["beta2_power"] * group["betas"][1]
         return s
 
-    def _update(self, p, g, state, s):
-        b1, b2 = self.betas
-        lr = s["lr"]
+    def _update(self, p, g, state, s, group):
+        b1, b2 = group["betas"]
+        lr, weight_decay = s["lr"], group["weight_decay"]
         if self.decoupled:
-            p = p * (1 - lr * self.weight_decay).cast(p.dtype)
-        elif self.weight_decay:
-            g = g + p * self.weight_decay
+            p = p * (1 - lr * weight_decay).cast(p.dtype)
+        elif weight_decay:
+            g = g + p * weight_decay
         m = _lerp(state["exp_avg"], g, 1 - b1)
         v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
         step_size = (lr / (1 - s["beta1_power"])).cast(p.dtype)
         bc2_sqrt = (1 - s["beta2_power"]).sqrt().cast(p.dtype)
-        denom = v.sqrt() / bc2_sqrt + self.eps
+        denom = v.sqrt() / bc2_sqrt + group["eps"]
         return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
 
 
@@ -283,34 +349,38 @@ class Muon(Optimizer):
         ns_steps: int = 5,
         ns_dtype=None,
     ):
-        for name, p in _named(params):
+        settings = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov)
+        ns = dict(ns_coefficients=ns_coefficients, eps=eps, ns_steps=ns_steps, ns_dtype=ns_dtype)
+        super().__init__(params, {**settings, **ns})
+
+    def _check(self, group):
+        super()._check(group)
+        for name, p in zip(group.names, group["params"]):
             if p.ndim < 2:
                 raise ValueError(
                     f"Muon: parameter {name!r} has shape {p.shape}; Muon takes matrices, "
                     "route 0-d and 1-d parameters to AdamW (see muon_with_adamw)"
                 )
-        self.weight_decay, self.momentum, self.nesterov = weight_decay, momentum, nesterov
-        self.ns_coefficients, self.eps, self.ns_steps = ns_coefficients, eps, ns_steps
-        self.ns_dtype = ns_dtype
-        super().__init__(params, lr)
 
-    def _update(self, p, g, state, s):
-        buf = _lerp(state["momentum_buffer"], g, 1 - self.momentum)
-        u = _lerp(g, buf, self.momentum) if self.nesterov else buf
+    def _update(self, p, g, state, s, group):
+        momentum = group["momentum"]
+        buf = _lerp(state["momentum_buffer"], g, 1 - momentum)
+        u = _lerp(g, buf, momentum) if group["nesterov"] else buf
         rows, cols = p.shape[0], math.prod(p.shape[1:])
         u = u.reshape(rows, cols)
-        if self.ns_dtype is not None:
-            u = u.cast(self.ns_dtype)
-        u = newton_schulz(u, self.ns_steps, self.ns_coefficients, self.eps)
+        if group["ns_dtype"] is not None:
+            u = u.cast(group["ns_dtype"])
+        u = newton_schulz(u, group["ns_steps"], group["ns_coefficients"], group["eps"])
         u = u.cast(p.dtype).reshape(p.shape)
         lr = s["lr"]
         scale = math.sqrt(max(1.0, rows / cols))
-        p = p * (1 - lr * self.weight_decay).cast(p.dtype)
+        p = p * (1 - lr * group["weight_decay"]).cast(p.dtype)
         return p - u * (lr * scale).cast(p.dtype), {"momentum_buffer": buf}
 
 
 class Combined:
-    """Several optimizers stepped as one: all their writes commit in one realize.
+    """Several optimizers of different kinds stepped as one: all their writes commit in
+    one realize, and their groups are its ``param_groups``, so one scheduler drives them.
 
     ``state_dict()`` prefixes each part's keys with its name (``muon.step``).
     """
@@ -329,6 +399,10 @@ class Combined:
         for opt in self.parts.values():
             opt.zero_grad()
 
+    @property
+    def param_groups(self) -> list[dict]:
+        return [g for opt in self.parts.values() for g in opt.param_groups]
+
     def state_dict(self) -> dict[str, Tensor]:
         return {f"{n}.{k}": t for n, opt in self.parts.items() for k, t in opt.state_dict().items()}
 
@@ -346,7 +420,7 @@ def muon_with_adamw(
     ``use_muon(name, param)`` decides; the default sends every 2-d parameter, so pass
     e.g. ``lambda n, p: p.ndim == 2 and "embed" not in n`` to keep embeddings on AdamW.
     """
-    named: Iterable = _named(params)
+    named: Iterable = _param_list(params, 0)
     to_muon = [(n, p) for n, p in named if use_muon(n, p)]
     to_adamw = [(n, p) for n, p in named if not use_muon(n, p)]
     parts = {}

@@ -1,12 +1,11 @@
 """limn.optim.lr_scheduler: torch's learning-rate schedules, each a closed form.
 
-A scheduler sets ``optimizer.lr`` (a device scalar, so the step's graph never changes) to
-``lr_at(epoch)`` on every ``step()``; the epoch starts at 0 when it is made, as in torch.
-torch computes most of these recursively from the last rate; limn evaluates each closed
-form (torch's own ``_get_closed_form_lr``), which agrees to float64 rounding. The base
-rate is the optimizer's rate when the first scheduler met it (torch's ``initial_lr``), so
-schedulers chained by ``SequentialLR`` all start from it. One optimizer, one rate: torch's
-per-group lists (``get_last_lr()``) have one entry.
+A scheduler sets each parameter group's ``"lr"`` (a device scalar, so the step's graph
+never changes) to ``lr_at(i, epoch)`` on every ``step()``; the epoch starts at 0 when it is
+made, as in torch. torch computes most of these recursively from the last rate; limn
+evaluates each closed form (torch's own ``_get_closed_form_lr``), which agrees to float64
+rounding. A group's base rate is its rate when the first scheduler met it (torch's
+``initial_lr``), so schedulers chained by ``SequentialLR`` all start from it.
 """
 
 from __future__ import annotations
@@ -18,36 +17,43 @@ import math
 class LRScheduler:
     def __init__(self, optimizer, last_epoch: int = -1):
         self.optimizer = optimizer
-        self.base_lr = vars(optimizer).setdefault("initial_lr", optimizer.lr)
-        self.base_lrs = [self.base_lr]
+        self.base_lrs = [g.setdefault("initial_lr", g["lr"]) for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         self.step()
 
-    def lr_at(self, epoch: int) -> float:
+    def lr_at(self, i: int, epoch: int) -> float:
+        """Group i's rate at ``epoch``."""
         raise NotImplementedError
 
     def step(self, epoch: int | None = None) -> None:
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        self._last_lr = self.lr_at(self.last_epoch)
-        self.optimizer.lr = self._last_lr
+        self._last_lr = [self.lr_at(i, self.last_epoch) for i in range(len(self.base_lrs))]
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
+            group["lr"] = lr
 
     def get_last_lr(self) -> list[float]:
-        return [self._last_lr]
+        return list(self._last_lr)
 
     def state_dict(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k != "optimizer" and not callable(v)}
+        skip = ("optimizer", "lr_lambdas")  # torch saves neither the optimizer nor lambdas
+        return {k: v for k, v in vars(self).items() if k not in skip and not callable(v)}
 
     def load_state_dict(self, state: dict) -> None:
         vars(self).update(state)
 
 
 class LambdaLR(LRScheduler):
+    """``lr_lambda``: one function of the epoch for every group, or a list, one per group."""
+
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
-        self.lr_lambda = lr_lambda
+        n = len(optimizer.param_groups)
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, list | tuple) else [lr_lambda] * n
+        if len(self.lr_lambdas) != n:
+            raise ValueError(f"LambdaLR: got {len(self.lr_lambdas)} lr_lambdas for {n} groups")
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * self.lr_lambda(epoch)
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * self.lr_lambdas[i](epoch)
 
 
 class StepLR(LRScheduler):
@@ -55,8 +61,8 @@ class StepLR(LRScheduler):
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * self.gamma ** (epoch // self.step_size)
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * self.gamma ** (epoch // self.step_size)
 
 
 class MultiStepLR(LRScheduler):
@@ -64,8 +70,8 @@ class MultiStepLR(LRScheduler):
         self.milestones, self.gamma = sorted(milestones), gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * self.gamma ** bisect.bisect_right(self.milestones, epoch)
 
 
 class ExponentialLR(LRScheduler):
@@ -73,8 +79,8 @@ class ExponentialLR(LRScheduler):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * self.gamma**epoch
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * self.gamma**epoch
 
 
 class ConstantLR(LRScheduler):
@@ -82,8 +88,8 @@ class ConstantLR(LRScheduler):
         self.factor, self.total_iters = factor, total_iters
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * (self.factor if epoch < self.total_iters else 1.0)
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * (self.factor if epoch < self.total_iters else 1.0)
 
 
 class LinearLR(LRScheduler):
@@ -91,9 +97,9 @@ class LinearLR(LRScheduler):
         self.start, self.end, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
+    def lr_at(self, i, epoch):
         done = min(self.total_iters, epoch) / self.total_iters
-        return self.base_lr * (self.start + (self.end - self.start) * done)
+        return self.base_lrs[i] * (self.start + (self.end - self.start) * done)
 
 
 class PolynomialLR(LRScheduler):
@@ -101,8 +107,8 @@ class PolynomialLR(LRScheduler):
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        return self.base_lr * (1 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+    def lr_at(self, i, epoch):
+        return self.base_lrs[i] * (1 - min(self.total_iters, epoch) / self.total_iters) ** self.power
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -110,9 +116,9 @@ class CosineAnnealingLR(LRScheduler):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
+    def lr_at(self, i, epoch):
         cos = 1 + math.cos(math.pi * epoch / self.T_max)
-        return self.eta_min + (self.base_lr - self.eta_min) * cos / 2
+        return self.eta_min + (self.base_lrs[i] - self.eta_min) * cos / 2
 
 
 class SequentialLR(LRScheduler):
@@ -127,32 +133,41 @@ class SequentialLR(LRScheduler):
         self.schedulers, self.milestones = list(schedulers), list(milestones)
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch):
-        i = bisect.bisect_right(self.milestones, epoch)
-        return self.schedulers[i].lr_at(epoch - (self.milestones[i - 1] if i else 0))
+    def lr_at(self, i, epoch):
+        k = bisect.bisect_right(self.milestones, epoch)
+        return self.schedulers[k].lr_at(i, epoch - (self.milestones[k - 1] if k else 0))
 
 
 class ReduceLROnPlateau:
-    """Multiply the rate by ``factor`` once the metric given to ``step(metric)`` has not
-    improved (by ``threshold``, relative or absolute) for more than ``patience`` steps;
-    then wait ``cooldown`` steps; never below ``min_lr``."""
+    """Multiply every group's rate by ``factor`` once the metric given to ``step(metric)``
+    has not improved (by ``threshold``, relative or absolute, as torch measures it) for
+    more than ``patience`` steps; then wait ``cooldown`` steps; never below ``min_lr``
+    (one for all groups, or a list)."""
 
     def __init__(
         self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
         threshold_mode="rel", cooldown=0, min_lr=0.0, eps=1e-8,
     ):  # fmt: skip
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"ReduceLROnPlateau: mode must be 'min' or 'max' and threshold_mode 'rel' or "
+                f"'abs', got {mode!r} and {threshold_mode!r}"
+            )
+        groups = optimizer.param_groups
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown = threshold, threshold_mode, cooldown
-        self.min_lr, self.eps = min_lr, eps
-        self.best, self.bad_epochs, self.cooldown_counter = None, 0, 0
-        self._last_lr = optimizer.lr
+        self.min_lrs = list(min_lr) if isinstance(min_lr, list | tuple) else [min_lr] * len(groups)
+        self.eps, self.bad_epochs, self.cooldown_counter = eps, 0, 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self._last_lr = [g["lr"] for g in groups]
 
     def _better(self, value: float) -> bool:
-        if self.best is None:
-            return True
-        sign = 1 if self.mode == "min" else -1
-        margin = self.threshold * abs(self.best) if self.threshold_mode == "rel" else self.threshold
-        return sign * (self.best - value) > margin
+        up = self.mode == "max"
+        if self.threshold_mode == "rel":
+            bound = self.best * (1 + self.threshold if up else 1 - self.threshold)
+        else:
+            bound = self.best + (self.threshold if up else -self.threshold)
+        return value > bound if up else value < bound
 
     def step(self, metric) -> None:
         value = float(metric)
@@ -164,10 +179,11 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.bad_epochs = 0
         if self.bad_epochs > self.patience:
-            new = max(self.optimizer.lr * self.factor, self.min_lr)
-            if self.optimizer.lr - new > self.eps:
-                self.optimizer.lr = new
+            for group, low in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(group["lr"] * self.factor, low)
+                if group["lr"] - new > self.eps:
+                    group["lr"] = new
             self.cooldown_counter, self.bad_epochs = self.cooldown, 0
-        self._last_lr = self.optimizer.lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     get_last_lr = LRScheduler.get_last_lr
