@@ -149,7 +149,12 @@ def generate(
     with no_grad():
         if _has_cache(model):
             out = [
-                row.tolist() + list(itertools.islice(stream(model, row, temperature, top_k, seed + r), max_new_tokens))
+                row.tolist()
+                + list(
+                    itertools.islice(
+                        stream(model, row, temperature, top_k, seed + r), max_new_tokens
+                    )
+                )
                 for r, row in enumerate(rows)
             ]
         else:

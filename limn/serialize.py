@@ -288,13 +288,13 @@ def assign_named(
     weight's second path) are written once, through the first. A live Tensor is read as it
     is now, without its autograd history: loading copies values, it is not differentiable.
     """
-    missing = sorted(set(dests) - set(values))
-    unexpected = sorted(set(values) - set(dests))
+    missing = [k for k in dests if k not in values]  # in torch's order, listed sorted
+    unexpected = [k for k in values if k not in dests]
     problems = []  # every one of them, so a user fixes a checkpoint in one go
     if strict and (missing or unexpected):
         problems.append(
-            f"names do not match; missing from the source: {missing or 'none'}; "
-            f"not in the destination: {unexpected or 'none'}"
+            f"names do not match; missing from the source: {sorted(missing) or 'none'}; "
+            f"not in the destination: {sorted(unexpected) or 'none'}"
         )
     names, seen = [], set()
     for k in (k for k in dests if k in values):
@@ -321,7 +321,11 @@ def assign_named(
     writes = []
     for k in names:
         dst, v = dests[k], values[k]
-        v = v.detach().cast(dst.dtype) if isinstance(v, Tensor) else Tensor(v, dst.dtype, device=dst.device)
+        v = (
+            v.detach().cast(dst.dtype)
+            if isinstance(v, Tensor)
+            else Tensor(v, dst.dtype, device=dst.device)
+        )
         writes.append(dst.assign(v))
     realize(*writes)
     return IncompatibleKeys(missing, unexpected)

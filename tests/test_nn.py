@@ -297,11 +297,53 @@ def test_load_state_dict_rejects_bad_names_shapes_and_dtypes_without_writing():
         lin.load_state_dict({**good, "extra": good["bias"]})
     with pytest.raises(CheckpointError, match=r"'bias' is float32\[3\].*float32\[4\]"):
         lin.load_state_dict({**good, "bias": np.zeros(4, np.float32)})
-    with pytest.raises(CheckpointError, match=r"'weight' is float32\[3, 2\].*float64"):
-        lin.load_state_dict({**good, "weight": np.zeros((3, 2))})
+    with pytest.raises(CheckpointError, match=r"'weight' is float32\[3, 2\].*\[2, 3\]"):
+        lin.load_state_dict({**good, "weight": np.zeros((2, 3))})
     np.testing.assert_array_equal(lin.weight.numpy(), w0)
     lin.load_state_dict({"weight": good["weight"]}, strict=False)
     np.testing.assert_array_equal(lin.weight.numpy(), good["weight"])
+
+
+def test_a_model_loads_another_models_live_state_dict_and_returns_torchs_keys():
+    """The EMA / target-network copy: from live Tensors that require grad, strict and not,
+    returning the missing and unexpected names as torch's named tuple does."""
+
+    def pair(lib):
+        return [lib.Sequential(lib.Linear(3, 4), lib.ReLU(), lib.Linear(4, 2)) for _ in "ab"]
+
+    a, b = pair(nn)
+    ta, tb = pair(torch.nn)
+    assert tuple(b.load_state_dict(a.state_dict())) == tuple(tb.load_state_dict(ta.state_dict()))
+    for k, t in a.state_dict().items():
+        np.testing.assert_array_equal(b.state_dict()[k].numpy(), t.numpy())
+    with limn.no_grad():
+        a[0].weight.add_(1.0)  # a later change of the source does not reach the copy
+    assert not np.array_equal(b[0].weight.numpy(), a[0].weight.numpy())
+    partial = {"0.weight": a.state_dict()["0.weight"], "extra": a.state_dict()["2.bias"]}
+    tpartial = {"0.weight": ta.state_dict()["0.weight"], "extra": ta.state_dict()["2.bias"]}
+    keys, tkeys = b.load_state_dict(partial, strict=False), tb.load_state_dict(tpartial, False)
+    assert (keys.missing_keys, keys.unexpected_keys) == (tkeys.missing_keys, tkeys.unexpected_keys)
+    np.testing.assert_array_equal(b[0].weight.numpy(), a[0].weight.numpy())
+
+
+def test_load_state_dict_casts_to_each_tensors_dtype_as_torch_does():
+    lin, tlin = nn.Linear(2, 3), torch.nn.Linear(2, 3)
+    state = {"weight": np.arange(6.0).reshape(3, 2) / 7, "bias": np.array([1, 2, 3])}
+    lin.load_state_dict(state)  # float64 and int64 into float32
+    tlin.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    assert lin.weight.dtype == limn.float32
+    for k, t in tlin.state_dict().items():
+        np.testing.assert_array_equal(lin.state_dict()[k].numpy(), t.numpy(), err_msg=k)
+
+
+def test_print_model_shows_every_layer_with_its_arguments_as_torch_does():
+    def model(lib):
+        return lib.Sequential(
+            lib.Linear(3, 4), lib.ReLU(), lib.Dropout(p=0.1), lib.Softmax(dim=-1),
+            lib.Sequential(lib.Linear(4, 2, bias=False), lib.Tanh()),
+        )  # fmt: skip
+
+    assert repr(model(nn)) == repr(model(torch.nn))
 
 
 # ---- torch's containers, stateless layers and functional forms ---------------------

@@ -392,10 +392,38 @@ def test_a_file_that_does_not_fit_its_destination_fails_by_name_and_assigns_noth
         assert not t.numpy().any()
 
 
-def test_a_pickle_is_rejected_as_a_header_without_being_run(tmp_path):
-    torch.save({"w": torch.ones(2)}, str(tmp_path / "model.pt"))
-    with pytest.raises(CheckpointError, match="header"):
-        serialize.load(tmp_path / "model.pt")
+@pytest.mark.parametrize("zipped", [True, False], ids=["zip", "legacy"])
+def test_a_torch_pickle_is_named_with_what_to_do_and_never_run(tmp_path, zipped):
+    path = str(tmp_path / "model.pt")
+    torch.save({"w": torch.ones(2)}, path, _use_new_zipfile_serialization=zipped)
+    with pytest.raises(CheckpointError, match="torch pickle.*load it with torch.*state dict"):
+        serialize.load(path)
+
+
+def test_a_torch_checkpoint_with_tied_weights_and_batch_counts_loads_whole(tmp_path):
+    """torch's state dict names a tied weight twice and BatchNorm's num_batches_tracked;
+    both load into the same model in limn, strictly, and limn saves what torch loads."""
+
+    def model(lib):
+        m = lib.Sequential(lib.Embedding(5, 4), lib.BatchNorm1d(3), lib.Linear(4, 5, bias=False))
+        m[2].weight = m[0].weight
+        return m
+
+    torch.manual_seed(0)
+    tmodel = model(torch.nn)
+    tmodel[1](torch.randn(6, 3))  # a training batch: running stats and the count move
+    state = {k: v.clone() for k, v in tmodel.state_dict().items()}
+    assert {"0.weight", "2.weight", "1.num_batches_tracked"} <= set(state)
+    safetensors.torch.save_file(state, str(tmp_path / "t.safetensors"))
+    ours = model(nn)
+    serialize.load_into(ours, tmp_path / "t.safetensors")
+    assert ours[2].weight is ours[0].weight
+    for k, v in tmodel.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[k].numpy(), v.numpy(), err_msg=k)
+    serialize.save(ours, tmp_path / "ours.safetensors")
+    back = model(torch.nn)
+    back.load_state_dict(safetensors.torch.load_file(str(tmp_path / "ours.safetensors")))
+    assert back[1].num_batches_tracked.item() == 1
 
 
 def test_load_into_lists_every_mismatch_at_once(tmp_path):

@@ -611,3 +611,64 @@ def test_cast_helpers_name_their_dtypes_and_match_numpy():
     ]:
         assert got.dtype == dtypes.as_dtype(want.dtype)
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+# ---- torch's small names and where limn answered otherwise --------------------------
+
+
+def test_descending_sort_and_topk_put_nan_first_as_the_largest_as_torch_does():
+    data = np.array([[1.0, np.nan, 3.0, -1.0, np.nan, 3.0]], np.float32)
+    sort = lambda x: x.sort(dim=-1, descending=True, stable=True)  # noqa: E731
+    ours, theirs = sort(Tensor(data)), sort(torch.tensor(data))
+    np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+    assert ours.indices.tolist() == theirs.indices.tolist()
+    ours, theirs = Tensor(data).topk(4, dim=-1), torch.tensor(data).topk(4, dim=-1)
+    np.testing.assert_array_equal(
+        ours.values.numpy(), theirs.values.numpy()
+    )  # torch's tie order varies
+
+
+def test_torch_divergences_answer_as_torch_does():
+    x = np.array([[0.0, 2.0, -0.0], [1.0, 0.0, 3.0]], np.float32)
+    np.testing.assert_array_equal(Tensor(x).norm(p=0).numpy(), torch.tensor(x).norm(p=0).numpy())
+    np.testing.assert_array_equal(Tensor(x).norm(0, 1).numpy(), torch.tensor(x).norm(0, 1).numpy())
+    assert Tensor(x).squeeze(1).shape == tuple(torch.tensor(x).squeeze(1).shape) == (2, 3)
+    for pads in [(-1, 2), (1, -2, -1, 0), (0, -3)]:
+        ours = limn.nn.functional.pad(Tensor(x), pads, value=7.0).numpy()
+        np.testing.assert_array_equal(ours, F.pad(torch.tensor(x), pads, value=7.0).numpy())
+    ids = np.array([0, 3, 1])
+    ours, theirs = limn.nn.functional.one_hot(Tensor(ids)), F.one_hot(torch.tensor(ids))
+    assert ours.dtype == limn.int64 and ours.tolist() == theirs.tolist()
+
+
+def test_from_numpy_shares_memory_both_ways_as_torch_does():
+    a = np.zeros(3, np.float32)
+    t = limn.from_numpy(a)
+    a[0] = 5.0
+    assert t.tolist() == [5.0, 0.0, 0.0]
+    t.add_(1.0)
+    t.realize()
+    assert a.tolist() == [6.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        limn.from_numpy(np.zeros((3, 2), np.float32).T)
+
+
+def test_torchs_small_names_answer_as_torch():
+    limn.manual_seed(3)
+    assert (
+        sorted(limn.randperm(7).tolist()) == list(range(7)) and limn.randperm(4).dtype == limn.int64
+    )
+    assert limn.Size([2, 3]) == Tensor(np.zeros((2, 3))).shape and limn.is_tensor(Tensor(1.0))
+    assert not limn.is_tensor(np.zeros(2)) and limn.get_default_dtype() == limn.float32
+    assert limn.allclose(Tensor([1.0, 2.0]), Tensor([1.0, 2.0 + 1e-7]))
+    assert not limn.allclose(Tensor([1.0]), Tensor([1.1]))
+    w = Tensor([1.0], requires_grad=True)
+    limn.set_grad_enabled(False)
+    assert not (w * 2).requires_grad
+    limn.set_grad_enabled(True)
+    assert (w * 2).requires_grad
+    with limn.set_grad_enabled(False):
+        assert not (w * 2).requires_grad
+    with limn.inference_mode():
+        assert not (w * 2).requires_grad
+    assert (w * 2).requires_grad

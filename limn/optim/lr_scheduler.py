@@ -47,7 +47,9 @@ class LambdaLR(LRScheduler):
 
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
         n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, list | tuple) else [lr_lambda] * n
+        self.lr_lambdas = (
+            list(lr_lambda) if isinstance(lr_lambda, list | tuple) else [lr_lambda] * n
+        )
         if len(self.lr_lambdas) != n:
             raise ValueError(f"LambdaLR: got {len(self.lr_lambdas)} lr_lambdas for {n} groups")
         super().__init__(optimizer, last_epoch)
@@ -108,7 +110,9 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, i, epoch):
-        return self.base_lrs[i] * (1 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+        return (
+            self.base_lrs[i] * (1 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+        )
 
 
 class CosineAnnealingLR(LRScheduler):
