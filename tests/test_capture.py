@@ -40,6 +40,32 @@ def test_a_changed_python_scalar_argument_records_again(device):
         assert f.records == 3 and len(f.recordings) == 3
 
 
+def test_python_scalars_are_told_apart_by_type_and_bits_as_the_graph_does(device):
+    """1.0 and 1 (an int tensor times 1 stays int), 0.0 and -0.0 (the sign), and a nan
+    argument replays its one recording."""
+    f = limn.capture(lambda x, k: x * k)
+    ints, floats = Tensor(np.arange(3)), _data(3)
+    for x, k in [(ints, 1.0), (ints, 1), (floats, 0.0), (floats, -0.0), (floats, True)]:
+        got, want = f(x, k), x * k
+        assert (got.dtype, _bits(got)) == (want.dtype, _bits(want)), k
+    for _ in range(3):
+        assert np.isnan(f(floats, float("nan")).numpy()).all()
+    if device == "c":
+        assert f.records == 6
+
+
+def test_backward_through_a_replayed_output_is_refused_saying_why(device):
+    lin = nn.Linear(3, 2)
+    f = limn.capture(lambda x: lin(x).sum())
+    x = _data(4, 3)
+    f(x).backward()  # the recording runs the Python: its output has history
+    again = f(x)
+    assert again.requires_grad
+    if device == "c":
+        with pytest.raises(RuntimeError, match="replayed limn.capture.*no autograd history"):
+            again.backward()
+
+
 def test_a_changed_shape_or_dtype_records_again_instead_of_failing(device):
     f = limn.capture(lambda x: (x * 2).sum(axis=0))
     for x in (_data(3, 4), _data(5, 4), Tensor(np.ones((3, 4), np.float64)), _data(3, 4)):

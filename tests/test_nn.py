@@ -247,7 +247,7 @@ class Net(nn.Module):
         self.embed = nn.Embedding(10, 4)
         self.blocks = [Block(), Block()]
         self.heads = {"out": nn.Linear(4, 2, bias=False)}
-        self.tied = self.embed.weight  # shared: listed once, under its first path
+        self.tied = self.embed.weight  # shared: one parameter, and a second state-dict name
         self.scale = Tensor(np.ones(4, np.float32))  # a buffer: saved, not trained
         self._cache = Tensor(np.zeros(3, np.float32))  # private: not walked
         self.drop = nn.Dropout(0.1)
@@ -262,7 +262,9 @@ def test_named_parameters_give_dotted_paths_through_lists_dicts_and_modules():
         "heads.out.weight",
     ]  # fmt: skip
     assert [n for n, _ in net.named_buffers()] == ["scale"]
-    assert list(net.state_dict()) == [n for n, _ in net.named_parameters()] + ["scale"]
+    names = [n for n, _ in net.named_parameters()]
+    assert list(net.state_dict()) == names + ["tied", "scale"]  # torch's state dict: both
+    assert net.state_dict()["tied"] is net.embed.weight
     assert net.parameters()[0] is net.embed.weight
 
 

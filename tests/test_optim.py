@@ -181,6 +181,75 @@ def test_param_groups_lr_writes_the_optimizers_rate_as_in_torch():
     assert opt.lr == 0.03 and opt.param_groups[0]["lr"] == 0.03
 
 
+def _groups(model, lib_params):
+    """torch's decay / no-decay split, each with its own settings."""
+    lib_params = list(lib_params)
+    decay = [p for _, p in lib_params if p.ndim >= 2]
+    nodecay = [p for _, p in lib_params if p.ndim < 2]
+    return [{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}]
+
+
+@pytest.mark.parametrize(
+    "name,kw",
+    [("AdamW", {"betas": (0.9, 0.95)}), ("Adam", {}), ("SGD", {"momentum": 0.9})],
+)
+def test_parameter_groups_with_their_own_settings_and_a_per_group_schedule_match_torch(name, kw):
+    limn.set_seed(6)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    groups = _groups(model, model.named_parameters())
+    tgroups = _groups(tmodel, tmodel.named_parameters())
+    groups[1]["lr"] = tgroups[1]["lr"] = 0.005  # a group's own rate, scheduled from there
+    opt = getattr(optim, name)(groups, lr=0.02, **kw)
+    topt = getattr(torch.optim, name)(tgroups, lr=0.02, **kw)
+    warmup_cosine = [lambda s: min(1.0, (s + 1) / 4) * (1 + math.cos(math.pi * s / STEPS)) / 2]
+    sched = optim.lr_scheduler.LambdaLR(opt, warmup_cosine * 2)
+    tsched = torch.optim.lr_scheduler.LambdaLR(topt, warmup_cosine * 2)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
+
+    def step(i, opt, topt):
+        if i:
+            sched.step(), tsched.step()
+        np.testing.assert_allclose(sched.get_last_lr(), tsched.get_last_lr(), rtol=1e-12)
+        assert [g["lr"] for g in opt.param_groups] == [g["lr"] for g in topt.param_groups]
+
+    run_side_by_side(model, opt, tmodel, topt, on_step=step)
+
+
+def test_a_checkpoint_of_grouped_optimizer_resumes_each_groups_rate_and_moments():
+    limn.set_seed(6)
+    model = MLP()
+    opt = optim.AdamW(_groups(model, model.named_parameters()), lr=0.02)
+    opt.param_groups[1]["lr"] = 0.007
+    limn_step(model, opt, *batches(1)[0])
+    state = {k: t.numpy() for k, t in opt.state_dict().items()}
+    assert state["param_groups.1.lr"] == 0.007 and "param_groups.1.beta1_power" in state
+    other = optim.AdamW(_groups(model, model.named_parameters()), lr=0.5)
+    other.load_state_dict(state)
+    assert [g["lr"] for g in other.param_groups] == [0.02, 0.007] and other.steps == 1
+    for k, t in other.state_dict().items():
+        np.testing.assert_array_equal(t.numpy(), state[k], err_msg=k)
+
+
+def test_one_scheduler_drives_every_optimizer_of_a_combined_step():
+    opt = optim.muon_with_adamw(MLP(), muon_lr=0.02, adamw_lr=0.01)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    sched.step()
+    assert [g["lr"] for g in opt.param_groups] == [0.01, 0.005]
+    assert opt.parts["muon"].lr == 0.01 and opt.parts["adamw"].lr == 0.005
+
+
+def test_reduce_lr_on_plateau_measures_a_negative_metric_as_torch_does():
+    metrics = [-1.0, -1.00005, -1.00009, -1.0001, -1.2, -1.2, -1.2, -1.2] * 2
+    for mode, sign in [("min", 1), ("max", -1)]:
+        lrs = []
+        for lib, w in [(optim, Tensor([1.0], requires_grad=True)), (torch.optim, torch.ones(1))]:
+            opt = lib.SGD([w.requires_grad_()], lr=0.1)
+            sched = lib.lr_scheduler.ReduceLROnPlateau(opt, mode, patience=1, threshold=1e-4)
+            lrs.append([(sched.step(sign * m), opt.param_groups[0]["lr"])[1] for m in metrics])
+        np.testing.assert_allclose(lrs[0], lrs[1], rtol=1e-12, err_msg=mode)
+
+
 def test_changing_lr_between_steps_matches_torch():
     limn.set_seed(2)
     model = MLP()
@@ -336,6 +405,14 @@ def test_optimizers_reject_bad_parameter_lists():
         optim.AdamW([w, w])
     with pytest.raises(ValueError, match="nesterov"):
         optim.SGD([w], nesterov=True)
+    with pytest.raises(ValueError, match=r"group 1 needs 'params' and settings among.*'momentum'"):
+        optim.AdamW([{"params": [w]}, {"params": [], "momentum": 0.9}])
+    with pytest.raises(TypeError, match="mixes dicts and Tensors"):
+        optim.AdamW([w, {"params": [w]}])
+    big = Tensor(np.ones((100, 100), np.float32), requires_grad=True)
+    with pytest.raises(TypeError) as e:  # a nested list: named by its type, not printed
+        optim.AdamW([[big, big]])
+    assert len(str(e.value)) < 200 and "list" in str(e.value)
 
 
 def test_train_mlp_example_drops_the_loss_20x():
