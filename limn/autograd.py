@@ -92,17 +92,32 @@ def _order(root) -> list:
     return order[::-1]
 
 
-def backward(root, grad, create_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily."""
+# What a tensor's record becomes once a backward has walked it without retain_graph: as in
+# torch, the graph's saved values are let go (the forward's tensors can die, and a lazy
+# value no longer held is never computed), and a second walk is an error, not a silent
+# second accumulation.
+FREED = Ctx("freed", ())
+
+
+def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
+    """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily; the graph is
+    freed unless ``retain_graph`` (by default ``create_graph``, as in torch)."""
     grads = {id(root): grad}
+    order = _order(root)
     with enable_grad() if create_graph else no_grad():
-        for t in _order(root):
+        for t in order:
             g = grads.pop(id(t), None)
             if g is None:
                 continue
             if t._ctx is None:
                 t.grad = g if t.grad is None else t.grad + g
                 continue
+            if t._ctx is FREED:
+                raise RuntimeError(
+                    "backward: Trying to backward through the graph a second time (its saved "
+                    "values were freed by the first backward); specify retain_graph=True on "
+                    "the first backward to walk it again"
+                )
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
@@ -113,3 +128,7 @@ def backward(root, grad, create_graph: bool = False) -> None:
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)
+    if not (create_graph if retain_graph is None else retain_graph):
+        for t in order:
+            if t._ctx is not None:
+                t._ctx = FREED
