@@ -122,12 +122,20 @@ def _order(roots) -> list:
     return order[::-1]
 
 
-def backward(root, grad, create_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily."""
-    _propagate([root], [grad], create_graph)
+# What a tensor's record becomes once a backward has walked it without retain_graph: as in
+# torch, the graph's saved values are let go (the forward's tensors can die, and a lazy
+# value no longer held is never computed), and a second walk is an error, not a silent
+# second accumulation.
+FREED = Ctx("freed", ())
 
 
-def _propagate(roots, grads_in, create_graph: bool, wanted: dict | None = None) -> dict:
+def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
+    """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily; the graph is
+    freed unless ``retain_graph`` (by default ``create_graph``, as in torch)."""
+    _propagate([root], [grad], create_graph, retain_graph)
+
+
+def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict | None = None):
     """Walk the rules back from ``roots`` (seeded with ``grads_in``). Without ``wanted``,
     each leaf's gradient accumulates into its ``.grad``; with it (id -> Tensor), the
     gradients of those tensors are returned by id and no ``.grad`` is touched."""
@@ -135,8 +143,9 @@ def _propagate(roots, grads_in, create_graph: bool, wanted: dict | None = None) 
     for r, g in zip(roots, grads_in):
         grads[id(r)] = g if id(r) not in grads else grads[id(r)].p_add(g)
     found = {}
+    order = _order(roots)
     with enable_grad() if create_graph else no_grad():
-        for t in _order(roots):
+        for t in order:
             g = grads.pop(id(t), None)
             if g is None:
                 continue
@@ -146,6 +155,12 @@ def _propagate(roots, grads_in, create_graph: bool, wanted: dict | None = None) 
                 if wanted is None:
                     t.grad = g if t.grad is None else t.grad + g
                 continue
+            if t._ctx is FREED:
+                raise RuntimeError(
+                    "backward: Trying to backward through the graph a second time (its saved "
+                    "values were freed by the first backward); specify retain_graph=True on "
+                    "the first backward to walk it again"
+                )
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
@@ -156,6 +171,10 @@ def _propagate(roots, grads_in, create_graph: bool, wanted: dict | None = None) 
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)
+    if not (create_graph if retain_graph is None else retain_graph):
+        for t in order:
+            if t._ctx is not None:
+                t._ctx = FREED
     return found
 
 
@@ -170,7 +189,7 @@ def grad(
     """torch's ``autograd.grad``: the gradients of ``outputs`` (weighted by
     ``grad_outputs``) with respect to each of ``inputs``, as a tuple, leaving every
     ``.grad`` as it was. With ``create_graph`` they are differentiable (a gradient
-    penalty). ``retain_graph`` is accepted for torch's signature: limn keeps every graph."""
+    penalty). The graph is freed unless ``retain_graph`` (by default ``create_graph``)."""
     outputs = [outputs] if not isinstance(outputs, list | tuple) else list(outputs)
     inputs = [inputs] if not isinstance(inputs, list | tuple) else list(inputs)
     if grad_outputs is None or not isinstance(grad_outputs, list | tuple):
@@ -188,7 +207,7 @@ def grad(
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
-    found = _propagate(outputs, seeds, create_graph, {id(t): t for t in inputs})
+    found = _propagate(outputs, seeds, create_graph, retain_graph, {id(t): t for t in inputs})
     unused = [i for i, t in enumerate(inputs) if id(t) not in found]
     if unused and not allow_unused:
         raise RuntimeError(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ir.graph.ops import Op
 from limn import autograd
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
-from limn.runtime.device import Buffer, device_names, get_device, observers
+from limn.runtime.device import Buffer, device_names, get_device, observers, result_of
 from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_movement import TorchMovement
 
@@ -92,6 +93,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     def _make(node: Node, device: str, rule=None, parents=(), saved=None) -> Tensor:
         t = Tensor.__new__(Tensor)
         t.node, t.device, t.grad, t._ctx, t.requires_grad = node, device, None, None, False
+        _made.append(weakref.ref(t))  # a write commits with it if it still reads the old bytes
         if rule is not None and parents and autograd.grad_enabled():
             for p in parents:  # a loop, not any(): this runs for every op a program calls
                 if p.requires_grad:
@@ -295,7 +297,12 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
 
     # ---- autograd -------------------------------------------------------------------
 
-    def backward(self, gradient: Tensor | None = None, create_graph: bool = False) -> None:
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+    ) -> None:
         if not self.requires_grad:
             raise RuntimeError(
                 "backward: this tensor does not require grad (no leaf it depends "
@@ -312,7 +319,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
             gradient = Tensor(gradient, dtype=self.dtype, device=self.device)
         if gradient.shape != self.shape:
             raise ValueError(f"backward: gradient shape {gradient.shape} != {self.shape}")
-        autograd.backward(self, gradient.p_cast(self.dtype), create_graph)
+        autograd.backward(self, gradient.p_cast(self.dtype), create_graph, retain_graph)
 
     def detach(self) -> Tensor:
         return Tensor._make(self.node, self.device)
@@ -452,7 +459,64 @@ def realize(*tensors: Tensor) -> None:
     _realize(*tensors)
 
 
+# Every Tensor an op made, weakly: its value may still be a graph over buffers that a later
+# write overwrites. Pruned of dead and realized ones as it grows (``_lazy``), so the cost
+# per op is one weak reference.
+_made: list[weakref.ref] = []
+_made_lock = threading.Lock()  # two threads pruning at once would drop each other's entries
+_prune_at = [1024]
+
+
+def _lazy() -> list[Tensor]:
+    """The Tensors still alive whose value is a graph yet to compute (not a view: a view
+    reads its base, which is one of these or a buffer, and sees a write as in torch)."""
+    with _made_lock:
+        n = len(_made)
+        live = [r for r in _made[:n] if (t := r()) is not None and t.node.op is not Op.BUFFER]
+        _made[:n] = live  # (entries appended meanwhile stay, past n)
+        _prune_at[0] = 2 * len(live) + 1024
+    return [t for r in live if (t := r()) is not None and t._base is None]
+
+
+def _reads(node: Node, targets: set[int], memo: dict[int, bool]) -> bool:
+    """Whether computing ``node`` reads one of the buffers ``targets`` (ids), as a device
+    would compute it: a realized result is read, not what is behind it."""
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in memo:
+            stack.pop()
+            continue
+        held = n.arg if n.op is Op.BUFFER else result_of(n)
+        if held is not None:
+            memo[id(n)] = id(held) in targets
+            stack.pop()
+            continue
+        waiting = [s for s in n.srcs if id(s) not in memo]
+        if waiting:
+            stack += waiting
+            continue
+        memo[id(n)] = any(memo[id(s)] for s in n.srcs)
+        stack.pop()
+    return memo[id(node)]
+
+
+def _readers(writes: list[Tensor]) -> list[Tensor]:
+    """The live lazy Tensors that read a buffer one of ``writes`` overwrites: computed in
+    the writes' batch, they read the old bytes, as they would have eagerly (and share
+    the batch's work: a logged loss costs no second forward)."""
+    targets = {id(w.node.srcs[0].arg) for w in writes}
+    memo: dict[int, bool] = {}
+    return [t for t in _lazy() if t.node.op is not Op.ASSIGN and _reads(t.node, targets, memo)]
+
+
 def _realize(*tensors: Tensor) -> None:
+    writes = [t for t in tensors if t.node.op is Op.ASSIGN]
+    if writes:
+        asked = {id(t) for t in tensors}
+        tensors += tuple(t for t in _readers(writes) if id(t) not in asked)
+    elif len(_made) > _prune_at[0]:
+        _lazy()
     by_device: dict[str, list[Tensor]] = {}
     for t in tensors:
         if t.node.op != Op.BUFFER:

@@ -146,6 +146,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Arr
             raise TypeError(f"asarray: numpy dtype {arr.dtype} has no standard dtype")
     if copy is False and arr.dtype != dtypes.to_numpy(d):
         raise ValueError(f"asarray: copy=False but {arr.dtype} -> {d} needs a copy")
+    if copy is None:  # memory the caller owns and may change later is read now
+        copy = not isinstance(obj, list | tuple | builtins.bool | int | float | complex)
     if copy:
         arr = np.array(arr, dtype=dtypes.to_numpy(d), copy=True)
     return Array._new(tensor_from_numpy(arr, d, name), d)

@@ -120,9 +120,21 @@ def test_a_value_read_once_is_kept_for_the_next_read_until_a_buffer_is_written(d
     asked = double.node
     double.realize()
     a.assign(limn.Tensor(np.zeros((8, 8)), device=device)).realize()
-    # the write made every kept value stale: the lazy value reads the bytes as written
-    assert recall(square.node.srcs[0]) is None and (square + 0.0).sum().item() == 0.0
+    # the write made every kept value stale; the lazy value built before it, still held,
+    # was computed in the write's batch from the old bytes, as it would have been eagerly
+    assert recall(product) is None and (square + 0.0).sum().item() == 512.0
+    assert ((a @ a) + 0.0).sum().item() == 0.0  # built after: reads the bytes as written
     assert recall(asked) is not None  # a value asked for is a result, not a kept value
+
+
+def test_an_array_changed_after_asarray_changes_no_value(device):
+    src = np.arange(6.0)
+    a = xp.asarray(src, device=device)
+    b = a * 2
+    shared = xp.asarray(src, device=device, copy=False)  # asked to share: it does
+    src[0] = 100
+    assert float(b[0]) == 0.0 and float(a[0]) == 0.0
+    assert float(shared[0]) == 100.0
 
 
 def test_namespace_is_found_through_array_api_compat_and_limn():

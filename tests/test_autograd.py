@@ -161,6 +161,29 @@ def test_gradients_accumulate_across_backward_calls():
     np.testing.assert_allclose(x.grad.numpy(), 3 + 2 * a, rtol=1e-6)
 
 
+def test_a_second_backward_through_the_same_graph_raises_as_in_torch():
+    a = _arr((3,), 15)
+    x, tx = Tensor(a, requires_grad=True), _t(a)
+    y, ty = (x * x).sum(), (tx * tx).sum()
+    y.backward(), ty.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        ty.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time.*retain"):
+        y.backward()
+    _close(x.grad.numpy(), tx.grad.numpy())  # the first gradient, not added twice
+
+
+def test_retain_graph_lets_a_second_backward_accumulate_as_in_torch():
+    a = _arr((3,), 16)
+    x, tx = Tensor(a, requires_grad=True), _t(a)
+    y, ty = (x * x.exp()).sum(), (tx * tx.exp()).sum()
+    y.backward(retain_graph=True), ty.backward(retain_graph=True)
+    y.backward(), ty.backward()
+    _close(x.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(RuntimeError, match="a second time"):
+        y.backward()
+
+
 def test_backward_takes_a_gradient_for_a_non_scalar_output():
     a, g = _arr((2, 3), 13), _arr((2, 3), 14)
     x = Tensor(a, requires_grad=True)

@@ -383,6 +383,73 @@ def test_step_computes_extra_tensors_in_the_same_batch_from_pre_step_values():
     assert after < expected
 
 
+def _torch_step(tmodel, topt, x, y, clip=None):
+    tloss = torch.nn.functional.mse_loss(tmodel(torch.tensor(x)), torch.tensor(y))
+    topt.zero_grad()
+    tloss.backward()
+    norm = clip and torch.nn.utils.clip_grad_norm_(tmodel.parameters(), clip)
+    topt.step()
+    return tloss, norm
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", {"momentum": 0.9}), ("AdamW", {})])
+def test_a_loss_read_after_the_step_is_the_pre_step_loss_as_in_torch(name, kw):
+    limn.set_seed(3)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = getattr(optim, name)(model.named_parameters(), lr=0.1, **kw)
+    topt = getattr(torch.optim, name)(tmodel.parameters(), lr=0.1, **kw)
+    for x, y in batches(3):
+        prev, tprev = model.fc1.weight.clone(), tmodel.fc1.weight.detach().clone()
+        loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
+        opt.zero_grad()
+        loss.backward()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()  # the torch loop: no loss handed to step
+        tloss, tnorm = _torch_step(tmodel, topt, x, y, clip=0.5)
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-6)
+        np.testing.assert_allclose(norm.item(), tnorm.item(), rtol=1e-5)
+        moved, tmoved = (model.fc1.weight - prev).abs().max(), (tmodel.fc1.weight - tprev).abs()
+        np.testing.assert_allclose(moved.item(), tmoved.max().item(), rtol=1e-4)
+        tgrad = tmodel.fc2.weight.grad.numpy()
+        np.testing.assert_allclose(model.fc2.weight.grad.numpy(), tgrad, rtol=1e-5, atol=1e-7)
+
+
+def test_a_loss_read_after_the_step_is_computed_in_the_steps_batch():
+    from limn.runtime.device import observers
+
+    model = MLP()
+    opt = optim.SGD(model.named_parameters(), lr=0.1)
+    x, y = batches(1)[0]
+    loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
+    loss.backward()
+    batches_run = []
+    observers.append(lambda name, roots: batches_run.append(roots))
+    try:
+        opt.step()
+        loss.item()
+    finally:
+        observers.pop()
+    assert len(batches_run) == 1  # no second forward when the loss is read
+    assert loss.node in batches_run[0] or loss.node.op.value == "BUFFER"
+
+
+def test_load_state_dict_leaves_a_value_built_before_it_reading_the_old_weights():
+    limn.set_seed(4)
+    model, other = MLP(), MLP()
+    tmodel = torch_mlp(model)
+    x = batches(1)[0][0]
+    out = model(Tensor(x))
+    state = {k: v.numpy() for k, v in other.state_dict().items()}
+    model.load_state_dict(state)
+    tout = tmodel(torch.tensor(x))
+    tmodel.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        model(Tensor(x)).numpy(), tmodel(torch.tensor(x)).detach().numpy(), rtol=1e-6, atol=1e-6
+    )
+
+
 def test_zero_grad_clears_and_params_without_grad_are_left_alone():
     model = MLP()
     opt = optim.AdamW(model.named_parameters(), lr=0.1)

@@ -543,6 +543,78 @@ def test_printing_a_large_lazy_tensor_computes_only_its_edges():
     assert huge.node.op == Op.MUL  # still lazy
 
 
+# ---- writes under laziness: torch's eager values ------------------------------------
+
+IN_PLACE = {
+    "add_": lambda t: t.add_(10),
+    "sub_": lambda t: t.sub_(t * 0.5),
+    "mul_": lambda t: t.mul_(3),
+    "div_": lambda t: t.div_(4),
+    "clamp_": lambda t: t.clamp_(-0.5, 0.5),
+    "exp_": lambda t: t.exp_(),
+    "copy_": lambda t: t.copy_(t.flip(0)),
+    "zero_": lambda t: t.zero_(),
+    "fill_": lambda t: t.fill_(7.0),
+    "masked_fill_": lambda t: t.masked_fill_(t > 0, -1.0),
+    "setitem": lambda t: t.__setitem__((slice(1, 3), 0), 5.0),
+    "setitem on a view": lambda t: t[1].__setitem__(slice(None), 9.0),
+}
+
+
+@pytest.mark.parametrize("write", IN_PLACE, ids=list(IN_PLACE))
+def test_a_value_built_before_an_in_place_write_reads_the_old_value(write):
+    a = _arr((4, 3), 31)
+    x, tx = Tensor(a), torch.tensor(a)
+    before = [x * 2 + 1, x.sum(0), x.clone(), (x @ x.T).relu()]
+    tbefore = [tx * 2 + 1, tx.sum(0), tx.clone(), (tx @ tx.T).relu()]
+    row, trow = x[2], tx[2]  # a view: it sees the write, as in torch
+    IN_PLACE[write](x), IN_PLACE[write](tx)
+    after, tafter = x * 2, tx * 2  # built after the write: reads the written value
+    for got, want in zip([*before, row, x, after], [*tbefore, trow, tx, tafter]):
+        _close(got.numpy(), want.numpy())
+
+
+def test_a_value_built_after_a_write_and_read_after_it_commits_reads_it_once():
+    x = Tensor.ones(3)
+    x.add_(10)
+    y = x * 3  # reads the write; read after it commits, the write is not applied again
+    x.numpy()
+    np.testing.assert_array_equal(y.numpy(), [33.0, 33.0, 33.0])
+
+
+def test_clone_is_a_snapshot_that_a_later_write_does_not_change():
+    w, tw = Tensor(_arr((5,), 32)), torch.tensor(_arr((5,), 32))
+    prev, tprev = w.clone(), tw.clone()
+    w.mul_(1.4), tw.mul_(1.4)
+    _close((w - prev).abs().max().item(), (tw - tprev).abs().max().item())
+    _close(prev.numpy(), tprev.numpy())
+
+
+def test_a_write_computes_only_the_old_readers_still_held():
+    from limn.runtime.device import observers
+
+    x = Tensor(_arr((3,), 33))
+    kept, dropped = x * 2, x * 3
+    del dropped  # a temporary that died: never computed
+    batches = []
+    observers.append(lambda name, roots: batches.append(len(roots)))
+    try:
+        x.add_(1).realize()
+    finally:
+        observers.pop()
+    assert batches == [2]  # the write and the one reader still held, in one batch
+    assert kept.node.op == Op.BUFFER
+
+
+def test_numpy_data_changed_after_it_is_handed_over_changes_no_tensor():
+    src = np.arange(6.0, dtype=np.float32)
+    made = [Tensor(src), limn.tensor(src), Tensor(src, dtype="float32")]
+    doubled = [t * 2 for t in made]
+    src[0] = 100
+    for t, d in zip(made, doubled):
+        assert t.numpy()[0] == 0 and d.numpy()[0] == 0
+
+
 PRINTED = [
     [[1.5, 2.0], [3.0, -4.25]],
     [1.0, 2.0, 3.0],

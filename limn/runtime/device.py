@@ -121,6 +121,13 @@ def recall(node: Node) -> Buffer | None:
     return entry[1]
 
 
+def result_of(node: Node) -> Buffer | None:
+    """The buffer holding ``node``'s value as a realized result, not a kept one (a write
+    forgets kept values, so a graph behind one is computed again from the new bytes)."""
+    entry = _realized.get(id(node))
+    return entry[1] if entry is not None and entry[0]() is node else None
+
+
 def forget_kept() -> None:
     """An ASSIGN wrote a buffer: the kept values computed from it are no longer its."""
     with _realized_lock:

@@ -178,7 +178,7 @@ class NumpyDevice(Device):
                 # an array computed here that owns its bytes becomes the buffer as it is
                 own = root.op is not CUSTOM and v.flags.owndata and v.flags.writeable
                 buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
-                remember(root, buf)
+            remember(root, buf)  # a result, even where it was a kept value (a write forgets those)
             out.append(buf)
         written = False
         for root in roots:
