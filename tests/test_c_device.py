@@ -822,13 +822,18 @@ def test_the_openmp_team_spins_only_briefly_unless_the_user_chose(monkeypatch):
     assert os.environ["OMP_WAIT_POLICY"] == "active" and "GOMP_SPINCOUNT" not in os.environ
 
 
-def test_limn_device_picks_the_default_device():
+def test_limn_device_picks_the_default_device_else_the_compiled_cpu_device_where_cc_works():
     code = "import limn; print(limn.get_device().name)"
-    for name in ("c", "numpy"):
-        env = {**os.environ, "LIMN_DEVICE": name}
+    bare = {k: v for k, v in os.environ.items() if k != "LIMN_DEVICE"}
+    cases = [({"LIMN_DEVICE": "c"}, "c"), ({"LIMN_DEVICE": "numpy"}, "numpy"), ({}, "c")]
+    cases += [({"LIMN_DEVICE": "cpu"}, "c"), ({"CC": "no-such-cc"}, "numpy")]
+    for env, name in cases:
         cmd = [sys.executable, "-c", code]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert out.stdout.strip() == name, out.stderr[-2000:]
+        out = subprocess.run(cmd, env={**bare, **env}, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == name, (env, out.stderr[-2000:])
+        # one line says why a program runs on the slow reference when it did not ask to
+        notice = "no working C compiler" in out.stderr
+        assert notice == (env == {"CC": "no-such-cc"}), (env, out.stderr[-2000:])
 
 
 def test_the_cache_lives_in_limn_cache_dir_else_xdg_cache_home(monkeypatch, tmp_path):
