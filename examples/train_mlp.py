@@ -1,6 +1,6 @@
 """Train a small MLP with AdamW on a toy regression; the loss must drop at least 20x.
 
-    uv run --no-dev python examples/train_mlp.py [--device numpy|c] [--steps N]
+    uv run --no-dev python examples/train_mlp.py [--device cpu|numpy|c] [--steps N]
         [--optimizer adamw|muon]
 
 The target is a fixed smooth function of 8 inputs; the whole data set is one batch.
@@ -30,7 +30,9 @@ def make_data(n: int = 256, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.n
 
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="numpy", choices=["numpy", "c"])
+    parser.add_argument(
+        "--device", choices=["cpu", "numpy", "c"], help="default: limn's (cpu: c where cc works)"
+    )
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument(
@@ -41,9 +43,10 @@ def main(argv: list[str] | None = None) -> float:
     )
     args = parser.parse_args(argv)
     try:
-        limn.set_device(args.device)
+        limn.set_device(args.device or limn.current_device())
     except (ValueError, RuntimeError) as e:
         sys.exit(f"train_mlp: device {args.device!r} is not available: {e}")
+    print(f"device {limn.current_device()}", flush=True)
 
     limn.set_seed(0)
     xs, ys = make_data()

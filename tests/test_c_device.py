@@ -1,6 +1,7 @@
 """The c device, held to the numpy device: the corpus, threads, the disk cache and capture."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -822,13 +823,18 @@ def test_the_openmp_team_spins_only_briefly_unless_the_user_chose(monkeypatch):
     assert os.environ["OMP_WAIT_POLICY"] == "active" and "GOMP_SPINCOUNT" not in os.environ
 
 
-def test_limn_device_picks_the_default_device():
+def test_limn_device_picks_the_default_device_else_the_compiled_cpu_device_where_cc_works():
     code = "import limn; print(limn.get_device().name)"
-    for name in ("c", "numpy"):
-        env = {**os.environ, "LIMN_DEVICE": name}
+    bare = {k: v for k, v in os.environ.items() if k != "LIMN_DEVICE"}
+    cases = [({"LIMN_DEVICE": "c"}, "c"), ({"LIMN_DEVICE": "numpy"}, "numpy"), ({}, "c")]
+    cases += [({"LIMN_DEVICE": "cpu"}, "c"), ({"CC": "no-such-cc"}, "numpy")]
+    for env, name in cases:
         cmd = [sys.executable, "-c", code]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert out.stdout.strip() == name, out.stderr[-2000:]
+        out = subprocess.run(cmd, env={**bare, **env}, capture_output=True, text=True, timeout=300)
+        assert out.stdout.strip() == name, (env, out.stderr[-2000:])
+        # one line says why a program runs on the slow reference when it did not ask to
+        notice = "no working C compiler" in out.stderr
+        assert notice == (env == {"CC": "no-such-cc"}), (env, out.stderr[-2000:])
 
 
 def test_the_cache_lives_in_limn_cache_dir_else_xdg_cache_home(monkeypatch, tmp_path):
@@ -972,3 +978,49 @@ def test_a_write_into_one_column_compiles_to_a_bounded_nest_and_the_reference_bi
     want = np.arange(120_000, dtype=np.float32).reshape(400, 300)
     want[:, 0] = -1.5
     assert w.numpy().tobytes() == want.tobytes()
+
+
+def _live_processes() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every process not yet a zombie."""
+    found = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            found[int(d.name)] = (int(fields[1]), int(fields[3]))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_compiler_dies_with_the_python_that_started_it(tmp_path):
+    """A Python killed while gcc compiles (no ``finally`` of its runs) takes the compiler's
+    whole tree with it: the driver, cc1 and as, which used to run on as orphans."""
+    code = (
+        "from limn.runtime.cc import find_toolchain\n"
+        "body = 'double f%d(double *a) { double s = 0; for (int j = 0; j < 999; j++) "
+        "s += a[j] * a[j + %d] / (a[j] + %d); return s; }\\n'\n"
+        "find_toolchain(False).library(''.join(body % (i, i, i) for i in range(20000)))\n"
+    )
+    env = {**os.environ, "LIMN_CACHE_DIR": str(tmp_path)}
+    python = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline, session = time.monotonic() + 120, None
+        while session is None and time.monotonic() < deadline and python.poll() is None:
+            procs = _live_processes()
+            ours = {s for ppid, s in procs.values() if ppid == python.pid} - {os.getsid(0)}
+            for sid in ours:  # a compile's session, not the probes that run in ours
+                if sum(s == sid for _, s in procs.values()) >= 2:  # the compiler has begun
+                    session = sid
+            time.sleep(0.05)
+        assert session is not None, "the compile never started, or finished first"
+    finally:
+        python.kill()
+        python.wait()
+    deadline = time.monotonic() + 10
+    while any(s == session for _, s in _live_processes().values()):
+        if time.monotonic() > deadline:
+            os.killpg(session, signal.SIGKILL)  # the test's own orphans, not the next one's
+            raise AssertionError("the compiler outlived its Python")
+        time.sleep(0.05)

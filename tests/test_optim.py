@@ -482,7 +482,8 @@ def test_optimizers_reject_bad_parameter_lists():
     assert len(str(e.value)) < 200 and "list" in str(e.value)
 
 
-def test_train_mlp_example_drops_the_loss_20x():
+def test_train_mlp_example_drops_the_loss_20x_and_says_which_device_it_ran_on(capsys):
     example = Path(__file__).parent.parent / "examples" / "train_mlp.py"
     main = runpy.run_path(str(example))["main"]
     assert main(["--steps", "100"]) >= 20
+    assert capsys.readouterr().out.splitlines()[0] == f"device {limn.current_device()}"

@@ -31,6 +31,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -161,8 +162,9 @@ class Toolchain:
                 cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
                 pipe = subprocess.PIPE
                 proc = subprocess.Popen(
-                    cmd, cwd=work, stdout=pipe, stderr=pipe, text=True, start_new_session=True
-                )
+                    _with_python(cmd), cwd=work, stdout=pipe, stderr=pipe, text=True,
+                    start_new_session=True, preexec_fn=_die_with(os.getpid()),
+                )  # fmt: skip
                 self.stats["tcc_compiles"] += cc == self.tcc
                 running.append((proc, cmd, so))
             libs = []
@@ -200,6 +202,29 @@ def _publish(built: Path, so: Path) -> None:
     tmp_digest = built.with_suffix(".sha256")
     tmp_digest.write_text(digest)
     os.replace(tmp_digest, so.with_suffix(".sha256"))
+
+
+# A compiler outlives a Python that was killed (no ``finally`` runs), and gcc's cc1 can hold
+# gigabytes for minutes. On Linux each compile runs under a shell that the kernel signals
+# when its Python dies (PR_SET_PDEATHSIG, which a process does not pass on to the cc1, as
+# and ld it starts), and that shell then kills its session: the compiler's whole tree.
+_LINUX = sys.platform.startswith("linux")
+
+
+def _with_python(cmd: list[str]) -> list[str]:
+    return ["sh", "-c", 'trap "kill -9 0" TERM; "$@" & wait $!', "sh", *cmd] if _LINUX else cmd
+
+
+_prctl = ctypes.CDLL(None).prctl if _LINUX else None  # looked up here, not after a fork
+
+
+def _die_with(python: int):
+    def preexec() -> None:
+        _prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != python:  # it died before the line above
+            os._exit(1)
+
+    return preexec if _LINUX else None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

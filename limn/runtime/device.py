@@ -20,6 +20,7 @@ and each device guards its own caches.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import weakref
 
@@ -159,7 +160,10 @@ observers: list = []
 """Callables ``see(device_name, roots)`` told of every batch the frontend asks a device to
 realize, before it runs: the stage viewer records programs through this (LIMN_VIZ)."""
 
-_current = [os.environ.get("LIMN_DEVICE", "numpy")]  # the default device; LIMN_DEVICE picks another
+# The default device, resolved when first asked: LIMN_DEVICE, else "cpu" (compiled where a
+# C compiler works: a torch program ported by its imports should not run 100x slower than
+# it did, with nothing saying why).
+_current = [os.environ.get("LIMN_DEVICE") or ""]
 _devices_lock = threading.Lock()  # two threads asking for a new device build it once
 
 
@@ -181,7 +185,7 @@ def resolve(name: str) -> str:
 
 
 def get_device(name: str | None = None) -> Device:
-    name = resolve(name or _current[0])
+    name = resolve(name or current_device())
     dev = _devices.get(name)
     if dev is not None:
         return dev
@@ -221,4 +225,13 @@ def set_device(name: str) -> Device:
 
 
 def current_device() -> str:
+    if _current[0] in ("", "cpu"):
+        asked = _current[0]
+        _current[0] = resolve("cpu")
+        if not asked and _current[0] == "numpy":
+            print(
+                "limn: no working C compiler, so the default device is the numpy reference "
+                "(slow); install gcc, or set_device('numpy') to choose it",
+                file=sys.stderr,
+            )
     return _current[0]
