@@ -26,7 +26,7 @@ import numpy as np
 from ir.graph import compose, dtypes, write
 from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
-from ir.graph.node import Node, format_graph, toposort
+from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
 from limn import autograd
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
@@ -476,26 +476,32 @@ def _lazy() -> list[Tensor]:
     return [t for r in live if (t := r()) is not None and t._base is None]
 
 
-def _held(node: Node) -> Buffer | None:
-    """The bytes a device reads for ``node`` instead of computing it."""
-    return node.arg if node.op is Op.BUFFER else result_of(node)
+def _reads(node: Node, targets: set[int], clean: set[int]) -> bool:
+    """Whether computing ``node`` reads one of the buffers ``targets`` (ids), as a device
+    computes it (a realized result is read, not what is behind it). The search stops at
+    the first such read, which is near the top for a gradient or a loss; ``clean`` gathers
+    the nodes a search found to read none, so other searches skip them."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or id(n) in clean:
+            continue
+        seen.add(id(n))
+        held = n.arg if n.op is Op.BUFFER else result_of(n)
+        if held is None:
+            stack += n.srcs
+        elif id(held) in targets:
+            return True
+    clean |= seen
+    return False
 
 
 def readers(targets: set[int]) -> list[Tensor]:
     """The live lazy Tensors that read one of the buffers ``targets`` (ids): computed in
     the batch that writes them, they read the old bytes as they would have eagerly, and
     share the batch's work (a loss read after ``opt.step()`` costs no second forward)."""
-    lazy = [t for t in _lazy() if t.node.op is not Op.ASSIGN]
-    reading: set[int] = set()
-    for n in toposort([t.node for t in lazy], stop=_held):  # sources first
-        held = _held(n)
-        if held is not None:
-            reads = id(held) in targets
-        else:
-            reads = any(id(s) in reading for s in n.srcs)
-        if reads:
-            reading.add(id(n))
-    return [t for t in lazy if id(t.node) in reading]
+    clean: set[int] = set()
+    return [t for t in _lazy() if t.node.op is not Op.ASSIGN and _reads(t.node, targets, clean)]
 
 
 def _realize(*tensors: Tensor) -> None:
