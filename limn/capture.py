@@ -66,7 +66,7 @@ from limn import tensor
 from limn.autograd import Ctx
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
-from limn.tensor import Tensor, realize
+from limn.tensor import Tensor, readers, realize
 
 RECORDINGS = 8  # recordings a capture keeps, the oldest go first
 MAX_ITEMS = 1000  # a container or object with more is seen by identity and length alone
@@ -235,6 +235,14 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
 def _replay(rec: tuple, arg_tensors):
     steps, returned, out_sources = rec
     outs: list[list] = []
+    written = {  # what the replay's ASSIGNs overwrite (parameters, state)
+        id(src[1])
+        for plan, sources in steps
+        if plan is not None
+        for sink in plan.graph.sinks
+        if sink.source is not None and (src := sources[sink.buffer])[0] == "fixed"
+    }
+    realize(*readers(written))  # a value built before the step reads the old bytes
 
     def buffer(src):
         if src[0] == "arg":

@@ -94,6 +94,8 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
         t = Tensor.__new__(Tensor)
         t.node, t.device, t.grad, t._ctx, t.requires_grad = node, device, None, None, False
         _made.append(weakref.ref(t))  # a write commits with it if it still reads the old bytes
+        if len(_made) > _prune_at[0]:
+            _lazy()
         if rule is not None and parents and autograd.grad_enabled():
             for p in parents:  # a loop, not any(): this runs for every op a program calls
                 if p.requires_grad:
@@ -460,16 +462,16 @@ def realize(*tensors: Tensor) -> None:
 
 
 # Every Tensor an op made, weakly: its value may still be a graph over buffers that a later
-# write overwrites. Pruned of dead and realized ones as it grows (``_lazy``), so the cost
-# per op is one weak reference.
+# write overwrites (``readers``). Pruned of dead and realized ones each time it doubles,
+# so an op pays one weak reference.
 _made: list[weakref.ref] = []
 _made_lock = threading.Lock()  # two threads pruning at once would drop each other's entries
 _prune_at = [1024]
 
 
 def _lazy() -> list[Tensor]:
-    """The Tensors still alive whose value is a graph yet to compute (not a view: a view
-    reads its base, which is one of these or a buffer, and sees a write as in torch)."""
+    """The Tensors still alive whose value is a graph yet to compute, views left out: a
+    view reads its base (one of these, or a buffer it sees writes to, as in torch)."""
     with _made_lock:
         n = len(_made)
         live = [r for r in _made[:n] if (t := r()) is not None and t.node.op is not Op.BUFFER]
@@ -478,45 +480,40 @@ def _lazy() -> list[Tensor]:
     return [t for r in live if (t := r()) is not None and t._base is None]
 
 
-def _reads(node: Node, targets: set[int], memo: dict[int, bool]) -> bool:
+def _reads(node: Node, targets: set[int], clean: set[int]) -> bool:
     """Whether computing ``node`` reads one of the buffers ``targets`` (ids), as a device
-    would compute it: a realized result is read, not what is behind it."""
-    stack = [node]
+    computes it (a realized result is read, not what is behind it). The search stops at
+    the first such read, which is near the top for a gradient or a loss; ``clean`` gathers
+    the nodes a search found to read none, so other searches skip them."""
+    seen, stack = set(), [node]
     while stack:
-        n = stack[-1]
-        if id(n) in memo:
-            stack.pop()
+        n = stack.pop()
+        if id(n) in seen or id(n) in clean:
             continue
+        seen.add(id(n))
         held = n.arg if n.op is Op.BUFFER else result_of(n)
-        if held is not None:
-            memo[id(n)] = id(held) in targets
-            stack.pop()
-            continue
-        waiting = [s for s in n.srcs if id(s) not in memo]
-        if waiting:
-            stack += waiting
-            continue
-        memo[id(n)] = any(memo[id(s)] for s in n.srcs)
-        stack.pop()
-    return memo[id(node)]
+        if held is None:
+            stack += n.srcs
+        elif id(held) in targets:
+            return True
+    clean |= seen
+    return False
 
 
-def _readers(writes: list[Tensor]) -> list[Tensor]:
-    """The live lazy Tensors that read a buffer one of ``writes`` overwrites: computed in
-    the writes' batch, they read the old bytes, as they would have eagerly (and share
-    the batch's work: a logged loss costs no second forward)."""
-    targets = {id(w.node.srcs[0].arg) for w in writes}
-    memo: dict[int, bool] = {}
-    return [t for t in _lazy() if t.node.op is not Op.ASSIGN and _reads(t.node, targets, memo)]
+def readers(targets: set[int]) -> list[Tensor]:
+    """The live lazy Tensors that read one of the buffers ``targets`` (ids): computed in
+    the batch that writes them, they read the old bytes as they would have eagerly, and
+    share the batch's work (a loss read after ``opt.step()`` costs no second forward)."""
+    clean: set[int] = set()
+    return [t for t in _lazy() if t.node.op is not Op.ASSIGN and _reads(t.node, targets, clean)]
 
 
 def _realize(*tensors: Tensor) -> None:
     writes = [t for t in tensors if t.node.op is Op.ASSIGN]
     if writes:
         asked = {id(t) for t in tensors}
-        tensors += tuple(t for t in _readers(writes) if id(t) not in asked)
-    elif len(_made) > _prune_at[0]:
-        _lazy()
+        targets = {id(w.node.srcs[0].arg) for w in writes}
+        tensors += tuple(t for t in readers(targets) if id(t) not in asked)
     by_device: dict[str, list[Tensor]] = {}
     for t in tensors:
         if t.node.op != Op.BUFFER:

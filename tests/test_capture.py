@@ -157,6 +157,30 @@ def test_a_captured_training_step_follows_what_changes_between_steps(device, cha
         assert f.records == (1 if change is _lr_schedule else 2)
 
 
+def test_a_captured_step_returns_the_loss_of_the_weights_it_started_from(device):
+    limn.set_seed(0)
+    model = nn.Sequential(nn.Linear(5, 3))
+    opt = optim.SGD(model.parameters(), lr=0.5)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()  # torch's loop: the loss is not handed to the step
+        return loss
+
+    f = limn.capture(step)
+    for s in range(3):
+        x, y = _data(6, 5, seed=s), _data(6, 3, seed=10 + s)
+        with limn.no_grad():
+            held = model(x)  # built before the step, read after it
+            before = ((held - y) ** 2).mean().item()
+        assert f(x, y).item() == pytest.approx(before, rel=1e-6), s
+        assert ((held - y) ** 2).mean().item() == pytest.approx(before, rel=1e-6), s
+    if device == "c":
+        assert f.records == 1
+
+
 def test_a_tensor_rebound_between_calls_records_again(device):
     limn.set_seed(0)
     m = Halves()
