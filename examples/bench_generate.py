@@ -45,14 +45,14 @@ def limn_worker(cfg: dict, tokens: int) -> list[float]:
     from train_stories import GPT
 
     import limn
-    from limn import generate
+    from limn.generate import stream
 
     limn.set_device("c")
     limn.set_seed(0)
     model = GPT(cfg["ctx"], cfg["d"], cfg["layers"], cfg["heads"])
-    for _ in generate.stream(model, [10], TEMPERATURE, TOP_K, seed=1):
+    for _ in stream(model, [10], TEMPERATURE, TOP_K, seed=1):
         break  # compiles and records the step
-    times, it = [], generate.stream(model, [10], TEMPERATURE, TOP_K, seed=2)
+    times, it = [], stream(model, [10], TEMPERATURE, TOP_K, seed=2)
     next(it)
     for _ in range(tokens):
         t = time.perf_counter()

@@ -155,3 +155,39 @@ def test_the_generation_benchmark_runs_both_sides_in_their_own_processes():
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "limn / torch tok/s per round" in r.stdout
+
+
+def test_limn_generate_samples_a_batch_of_prompts_each_as_it_would_alone(GPT):
+    model = _model(GPT)
+    prompts = Tensor(np.array([list(b"Once"), list(b"Upon")]))
+    with limn.no_grad():
+        out = limn.generate(model, prompts, 5, 0.8, 40, seed=3)
+        assert out.shape == (2, 9) and out.dtype == prompts.dtype
+        assert out.tolist()[0] == generate(model, b"Once", 5, 0.8, 40, seed=3)
+        assert out.tolist()[1] == generate(model, b"Upon", 5, 0.8, 40, seed=4)
+
+
+def test_limn_generate_runs_any_model_by_its_window_and_names_a_wrong_one(GPT):
+    """A module without a kv cache is sampled by running its window again: greedy, the
+    same tokens as the cached path; a forward that does not give (B, T, V) is named."""
+    model = _model(GPT)
+
+    class Plain(limn.nn.Module):  # what a torch port looks like: forward(idx) -> logits
+        def __init__(self, inner):
+            self.inner = inner
+
+        def forward(self, idx):
+            return self.inner(idx)
+
+    prompts = Tensor(np.array([list(b"Once"), list(b"Upon")]))
+    with limn.no_grad():
+        windowed = limn.generate(Plain(model), prompts, 6, temperature=0)
+        cached = limn.generate(model, prompts, 6, temperature=0)
+    assert windowed.tolist() == cached.tolist()
+
+    class Last(Plain):
+        def forward(self, idx):
+            return self.inner(idx)[:, -1]
+
+    with pytest.raises(ValueError, match=r"Last maps ids \(2, 4\) to \(2, 256\).*\(B, T, vocab\)"):
+        limn.generate(Last(model), prompts, 1)

@@ -9,6 +9,7 @@ limn with its imports changed and nothing else (``examples/torch_gpt.py``).
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -299,3 +300,174 @@ def test_the_ported_gpt_script_trains_on_the_cpu_device(tmp_path):
     text = ported(open(os.path.join(ROOT, "examples", "torch_gpt.py")).read())
     losses = _run_script(text, tmp_path, "limn_gpt.py", "cpu", steps=60)
     assert losses[-1] < losses[0] - 1.0
+
+
+# ---- torch programs of three kinds, ported by their imports -------------------------
+#
+# Each program below is written for torch and runs twice, unchanged: with ``torch,
+# torch.nn, torch.nn.functional`` and with ``limn, limn.nn, limn.nn.functional`` (the
+# import swap), from the same initial weights (torch's, loaded by load_state_dict) and the
+# same data. The losses, gradient norms, rates and weights must agree after every step.
+
+
+def _both(program, *args):
+    torch.manual_seed(0)
+    init = {k: v.detach().numpy().copy() for k, v in program(torch, None, *args)[0].items()}
+    theirs = program(torch, init, *args)
+    ours = program(limn, init, *args)
+    return ours, theirs
+
+
+def _close(ours, theirs, tol=2e-4):
+    assert set(ours[0]) == set(theirs[0])
+    for k, v in theirs[0].items():
+        np.testing.assert_allclose(ours[0][k], v, rtol=tol, atol=tol, err_msg=k)
+    for a, b in zip(ours[1:], theirs[1:], strict=True):
+        np.testing.assert_allclose(np.asarray(a, float), np.asarray(b, float), rtol=tol, atol=tol)
+
+
+def cnn_program(torch, init, data):
+    """A small CNN: BatchNorm, Dropout, Adam and a StepLR. (Dropout is there at p=0: its
+    masks come from each library's own generator. The conv has no bias, as usual before
+    BatchNorm: that bias's gradient is rounding noise, which Adam scales to full steps.)"""
+    nn, F = torch.nn, torch.nn.functional
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Dropout(p=0.0), nn.Linear(4 * 4 * 4, 3),
+    )  # fmt: skip
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    losses = []
+    for x, y in data:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(torch.tensor(x)), torch.tensor(y))
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+        sched.step()
+    model.eval()
+    with torch.no_grad():
+        evals = model(torch.tensor(data[0][0])).numpy()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses, evals
+
+
+def test_a_cnn_with_batchnorm_adam_and_steplr_follows_torch_step_for_step():
+    rng = np.random.default_rng(11)
+    data = [
+        (rng.standard_normal((8, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, 8))
+        for _ in range(4)
+    ]
+    _close(*_both(cnn_program, data))
+
+
+def char_lm_program(torch, init, ids, steps):
+    """A character transformer: weight tying, decay / no-decay groups, clipping, a
+    warmup-cosine LambdaLR, then greedy sampling by a loop over the cropped window."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class CharLM(nn.Module):
+        def __init__(self, vocab=11, d=16, heads=2, block_size=8):
+            super().__init__()
+            self.block_size, self.heads = block_size, heads
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(block_size, d)
+            self.ln1, self.ln2, self.ln_f = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+            # no qkv bias: the keys' bias takes a gradient of rounding noise (softmax ignores
+            # it), which AdamW scales to full steps on both sides
+            self.qkv, self.proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.head.weight = self.tok.weight
+
+        def forward(self, idx):
+            B, T = idx.shape
+            x = self.tok(idx) + self.pos(torch.arange(T))
+            q, k, v = self.qkv(self.ln1(x)).split(x.size(-1), dim=2)
+            q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, -1))
+            x = x + self.mlp(self.ln2(x))
+            return self.head(self.ln_f(x))
+
+    model = CharLM()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    params = list(model.named_parameters())
+    opt = torch.optim.AdamW(
+        [{"params": [p for _, p in params if p.dim() >= 2], "weight_decay": 0.1},
+         {"params": [p for _, p in params if p.dim() < 2], "weight_decay": 0.0}],
+        lr=3e-3, betas=(0.9, 0.95),
+    )  # fmt: skip
+
+    def warmup_cosine(s):
+        return (s + 1) / 2 if s < 2 else 0.5 * (1 + math.cos(math.pi * (s - 2) / (steps - 2)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
+    log = []
+    for s in range(steps):
+        x = np.stack([ids[i : i + 8] for i in range(s, s + 4)])
+        y = np.stack([ids[i + 1 : i + 9] for i in range(s, s + 4)])
+        logits = model(torch.tensor(x))
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), torch.tensor(y).view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        log.append([loss.item(), float(norm)] + [g["lr"] for g in opt.param_groups])
+        opt.step()
+        sched.step()
+    model.eval()
+    idx = torch.tensor([[1], [7]])
+    with torch.no_grad():
+        for _ in range(10):
+            logits = model(idx[:, -model.block_size :])
+            idx = torch.cat((idx, logits[:, -1, :].argmax(dim=-1, keepdim=True)), dim=1)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return state, log, idx.tolist(), model
+
+
+def test_a_char_transformer_with_tying_groups_clipping_and_lambdalr_follows_torch():
+    ids = np.random.default_rng(12).integers(0, 11, 40)
+    ours, theirs = _both(char_lm_program, ids, 6)
+    assert "head.weight" in ours[0] and ours[3].head.weight is ours[3].tok.weight
+    _close(ours[:3], theirs[:3])
+    assert ours[2] == theirs[2]  # greedy tokens, both prompts
+    # limn.generate samples the same model by the same window (temperature 0: greedy)
+    prompts = Tensor(np.array([[1], [7]]))
+    assert limn.generate(ours[3], prompts, 10, temperature=0).tolist() == theirs[2]
+
+
+def penalty_program(torch, init, data):
+    """A regression with a gradient penalty: torch.autograd.grad(create_graph=True), then
+    backward through a loss that includes the gradient's norm."""
+    nn, F = torch.nn, torch.nn.functional
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    log = []
+    for x, y in data:
+        x = torch.tensor(x).requires_grad_(True)
+        out = model(x)
+        (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+        assert all(p.grad is None for p in model.parameters())  # autograd.grad left them
+        penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        loss = F.mse_loss(out, torch.tensor(y)) + 0.1 * penalty
+        loss.backward()
+        log.append([loss.item(), penalty.item()])
+        opt.step()
+        opt.zero_grad()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, log
+
+
+def test_a_gradient_penalty_regression_follows_torch_step_for_step():
+    rng = np.random.default_rng(13)
+    data = [
+        (rng.standard_normal((6, 3)).astype(np.float32),
+         rng.standard_normal((6, 1)).astype(np.float32))
+        for _ in range(5)
+    ]  # fmt: skip
+    _close(*_both(penalty_program, data))
