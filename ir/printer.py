@@ -17,7 +17,9 @@ or a list of them. ``stage`` picks the floor:
   program (``ir.cuda.sdpa.kernel_source``).
 
 Buffers are named per printout: graph inputs first (``buf0``, ``buf1``, ...), then each
-kernel's output in run order.
+kernel's output in run order. ``is_realized`` names the nodes whose values a runtime holds
+(``limn.ir`` passes the runtime's own answer, so it prints the plan a device runs): they are
+inputs, each marked ``held`` (with the op that made it) above the kernel and loop stages.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype
 from ir.graph.node import Node, format_graph
+from ir.graph.ops import Op
 from ir.kernel.kernel import (
     KernelGraph,
     buffer_lines,
@@ -68,13 +71,15 @@ def _roots(x) -> list[Node]:
 def format_loops(graph: KernelGraph, passes: Sequence[Pass] | None = None) -> str:
     """Every kernel of ``graph`` as its loop nest, then the sinks."""
     blocks = []
-    on_host = constant_kernels(graph)  # not compiled: shown as the specialized nest
+    on_host = constant_kernels(graph)
     for i, k in enumerate(graph.kernels):
-        if k.kind == "CUSTOM":
-            blocks.append("\n".join([kernel_title(i, k), *buffer_lines(graph, k)]))
+        constant = passes is not None and i in on_host  # a compiled device evaluates it once
+        if k.kind == "CUSTOM" or constant:
+            note = "  constant: numpy computes it once, at plan time" if constant else ""
+            blocks.append("\n".join([kernel_title(i, k) + note, *buffer_lines(graph, k)]))
             continue
         sizes = None
-        if passes is not None and i not in on_host and generic(graph, k, list(passes)):
+        if passes is not None and generic(graph, k, list(passes)):
             # the c device's passes: a small kernel is the size-generic nest it runs
             nest, sizes = lower_generic(graph, i)
             nest = apply_passes(nest, GENERIC_PASSES)
@@ -99,16 +104,20 @@ def ir(
         raise ValueError(f"ir: unknown stage {stage!r}; accepted: {', '.join(STAGES)}")
     if stage in DECOMPOSES:  # what that device compiles: composites it renders, the rest spelled
         roots = decompose(roots, DECOMPOSES[stage], is_realized)
-    graph = schedule(roots, is_realized).graph
+    sched = schedule(roots, is_realized)
+    graph = sched.graph
+    held = [  # a value the runtime holds: the plan reads it instead of computing it
+        f"buf{i} = held {n.op.value}" for i, n in enumerate(sched.inputs) if n.op is not Op.BUFFER
+    ]
     if stage == "kernel":
-        return str(graph)
+        return "\n".join([*held, str(graph)])
     if stage == "cuda":
         return "\n".join([cuda_source(graph, passes), *custom_sources(graph, cuda_sdpa)])
     if stage == "c":
         return "\n".join(
             [*(src for _, src in units(graph, passes)), *custom_sources(graph, c_sdpa)]
         )
-    return format_loops(graph, passes)
+    return "\n".join([*held, format_loops(graph, passes)])
 
 
 def custom_sources(graph: KernelGraph, target) -> list[str]:

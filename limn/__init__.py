@@ -17,6 +17,7 @@ import types
 
 import numpy as np
 
+from ir import printer
 from ir.graph.dtypes import (
     bfloat16,
     bool_,
@@ -33,7 +34,6 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from ir.printer import ir
 from limn import autograd, nn, optim, serialize
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
@@ -43,6 +43,7 @@ from limn.export import export_c
 from limn.generate import generate
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
+from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, stack, where
 from limn.torch_methods import einsum
@@ -52,6 +53,12 @@ if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into o
     from limn.viewer import record
 
     record(os.environ["LIMN_VIZ"])
+
+
+def ir(x, stage: str = "loop", passes=None) -> str:
+    """``ir.printer.ir`` of ``x`` as the runtime stands now: a value it holds (a result
+    read earlier, or one a device kept on the way) is an input, as in the plan that runs."""
+    return printer.ir(x, stage, passes, held)
 
 
 def array_namespace():

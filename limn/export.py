@@ -7,11 +7,13 @@ the plan the c device builds for what it returns, and writes three files:
   what ``ir(x, stage="c")`` prints) in one translation unit, the fused-attention source
   where the plan calls it, the buffer plan (each intermediate at its own offset of one
   arena), and the entry points;
-* ``model.h``: the entry points, and the dtype and shape of every input and output;
+* ``model.h``: the entry points, and the dtype and shape of every input (one per argument
+  of ``fn``, in order, whether it reads it or not) and output;
 * ``model.bin``: the bytes of every other buffer the plan reads (the weights, and the
   constants the device computes on the host), each 64-byte aligned, as the C places them.
 
-``int model_load(const char *path)`` reads the weights (0 on success);
+The names start with the file's stem made a C identifier (``1-model.c`` defines
+``model_1_model_run``). ``int model_load(const char *path)`` reads the weights (0 on success);
 ``int model_run(const void *const in[], void *const out[])`` runs the plan on the caller's
 row-major buffers and returns 0, or a kernel's error (1: an index out of range, 2: out of
 memory); ``void model_free(void)``. ``cc -O3 model.c -lm`` builds it; ``-fopenmp`` adds
@@ -36,7 +38,7 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import constant_kernels
 from limn.runtime.device import get_device, recall
 from limn.runtime.numpy_ref import evaluate_kernel
-from limn.tensor import Tensor, realize
+from limn.tensor import Tensor
 
 ALIGN = 64
 PRELUDE = """#if defined(__clang__)
@@ -66,17 +68,20 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     """Write ``fn``'s plan for ``example_args`` as C (the module docstring says what);
     returns the three paths and the (dtype, shape) of each input and output."""
     dev = get_device("c")
-    realize(*example_args)
-    result = fn(*example_args)
+    # one input per argument position, each its own buffer: an argument fn does not read
+    # keeps its slot, and one Tensor passed twice is two inputs, as the header counts them
+    inputs_given = [Tensor(t.numpy().copy(), t.dtype, device=t.device) for t in example_args]
+    result = fn(*inputs_given)
     outs = [result] if isinstance(result, Tensor) else list(result)
     plan, nodes = dev.plan_for([t.node for t in outs])
     g = plan.graph
     if any(s.source is not None for s in g.sinks):
         raise ValueError("export_c: fn assigns into a tensor; export a function that returns")
     path = Path(path)
-    stem = re.sub(r"\W", "_", path.stem)
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)  # the prefix of every C name it defines
+    stem = stem if stem[:1].isalpha() else f"model_{stem}"  # "1-model.c": model_1_model_run
     u = plan_units(g, dev.passes, dev.openmp, generic_kernels=dev.generic_kernels)
-    arg_of = {id(t.node.arg): j for j, t in enumerate(example_args)}
+    arg_of = {id(t.node.arg): j for j, t in enumerate(inputs_given)}
     blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the arena
 
     def keep(b: int, data: np.ndarray) -> None:
@@ -124,9 +129,8 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     points = [f"b[{b}] = (void *)in[{j}];" for b, j in inputs.items()]
     points += [f"b[{b}] = arena + {o};" for b, o in sorted(places.items())]
     copies = [f"memcpy(out[{j}], b[{s.buffer}], {_size(s)});" for j, s in enumerate(g.sinks)]
-    ins = sorted(inputs, key=inputs.get)
     info = {
-        "inputs": [(g.buffers[b].dtype, g.buffers[b].shape) for b in ins],
+        "inputs": [(t.dtype, tuple(t.shape)) for t in inputs_given],
         "outputs": [(s.dtype, s.shape) for s in g.sinks],
     }
     used = {g.buffers[k.output].dtype for k in g.kernels if k.kind == "CUSTOM"}

@@ -50,6 +50,7 @@ from ir.loop.lower import lower
 from ir.loop.passes import apply_passes
 from ir.printer import _roots
 from limn.runtime import profile
+from limn.runtime.device import current_device, held
 from limn.runtime.profile import _short, _source_text
 
 Stats = Callable[[KernelGraph, int], "dict | None"]
@@ -93,20 +94,11 @@ def add_target(name: str, target: Callable) -> None:
 # ---- the data of one graph ---------------------------------------------------------------
 
 
-def _is_input(is_realized):
-    def stop(n: Node) -> bool:
-        if n.op == Op.BUFFER:
-            return True
-        return is_realized is not None and n.op != Op.ASSIGN and bool(is_realized(n))
-
-    return stop
-
-
 def graph_data(
     roots: list[Node], is_realized=None, name: str = "graph"
 ) -> tuple[dict, KernelGraph]:
     """The op graph and kernel graph of ``roots`` as page data (kernels' nests not yet)."""
-    stop = _is_input(is_realized)
+    stop = lambda n: n.op == Op.BUFFER or bool(is_realized and is_realized(n))  # noqa: E731
     order = toposort(roots, stop)
     index = {id(n): i for i, n in enumerate(order)}
     names = {id(n): f"%{i}" for i, n in enumerate(order)}
@@ -306,10 +298,8 @@ def viz(x, path: str | os.PathLike = "limn.html", stats=None, title: str | None 
     ``x`` is what ``limn.ir`` takes: a Tensor or Array API array, a Node, or a list of them.
     Nodes that already hold bytes are the graph's inputs, as when it is realized.
     """
-    from limn.runtime.device import current_device, recall
-
     roots = _roots(x)
-    data, graph = graph_data(roots, lambda n: recall(n) is not None, _made_at("viz"))
+    data, graph = graph_data(roots, held, _made_at("viz"))
     data["device"] = current_device()
     fill_kernels(data, graph, stats)
     _share([(data, graph)])
@@ -335,7 +325,6 @@ class Recorder:
         self.graphs: dict[tuple, tuple[dict, KernelGraph]] = {}
 
     def observe(self, device: str, roots: list[Node]) -> None:
-        from limn.runtime.device import recall
         from limn.runtime.jit import plan_key
 
         key = (device, plan_key(roots)[0])
@@ -345,7 +334,7 @@ class Recorder:
         name = _made_at("realized")
         same = sum(d["name"].split(" (")[0] == name for d, _ in self.graphs.values())
         name += f" ({same + 1})" if same else ""
-        data, graph = graph_data(roots, lambda n: recall(n) is not None, name)
+        data, graph = graph_data(roots, held, name)
         data["device"] = device
         self.graphs[key] = (data, graph)
 

@@ -833,7 +833,7 @@ def test_limn_device_picks_the_default_device_else_the_compiled_cpu_device_where
         out = subprocess.run(cmd, env={**bare, **env}, capture_output=True, text=True, timeout=300)
         assert out.stdout.strip() == name, (env, out.stderr[-2000:])
         # one line says why a program runs on the slow reference when it did not ask to
-        notice = "no working C compiler" in out.stderr
+        notice = "no working C compiler, so the default device is numpy" in out.stderr
         assert notice == (env == {"CC": "no-such-cc"}), (env, out.stderr[-2000:])
 
 
@@ -1024,3 +1024,35 @@ def test_a_compiler_dies_with_the_python_that_started_it(tmp_path):
             os.killpg(session, signal.SIGKILL)  # the test's own orphans, not the next one's
             raise AssertionError("the compiler outlived its Python")
         time.sleep(0.05)
+
+
+def test_ir_prints_the_plan_the_device_runs_after_values_were_read_in_between(c):
+    """The issue's case: after ``h.sum().item()`` the device kept the matmul's value, so
+    ``h * 2`` runs one kernel; ``limn.ir`` asks the runtime the same question and prints
+    that kernel, the kept value marked as held, not the two a fresh graph would need."""
+    limn.set_device("c")
+    rng = np.random.default_rng(0)
+    a, b = (Tensor(rng.standard_normal((8, 8)).astype(np.float32)) for _ in range(2))
+    h = (a @ b).relu()
+    h.sum().item()
+    x = (a + 1).exp()
+    x.max().item()
+    cases = [(h * 2, 1), ((x * 3).tanh() + h, 1), (a @ b + 1, 0)]  # x fused into its max
+    for z, held in cases:
+        text = limn.ir(z, stage="kernel")
+        plan, _ = c.plan_for([z.node])
+        lines = text.split("\n")
+        assert sum(" = held " in line for line in lines) == held, text
+        assert "\n".join(line for line in lines if " = held " not in line) == str(plan.graph)
+        assert len(plan.graph.kernels) == text.count(" loop[")
+    assert len(c.plan_for([(h * 2).node])[0].graph.kernels) == 1
+
+
+def test_ir_prints_a_constant_kernel_as_computed_at_plan_time_not_as_a_nest(c):
+    """The c device evaluates integer kernels on constants once, with numpy, when it builds
+    the plan: the print says so instead of showing a nest that never runs."""
+    x = Tensor.arange(10).reshape(2, 5) * Tensor(np.ones((2, 5), np.float32))
+    text = limn.ir(x, passes=c.passes)
+    assert "k0  MAP  loop[2, 2, 2, 2]  constant: numpy computes it once, at plan time" in text
+    loops = [line for line in text.splitlines() if line.strip().startswith("LOOP")]
+    assert len(loops) == 2, text  # the float kernel's nest only

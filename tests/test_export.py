@@ -41,16 +41,23 @@ int main(int argc, char **argv) {
 """
 
 
-def _build_and_run(tmp_path: Path, fn, args, flags=("-std=c11", "-O2", "-Wall", "-Werror")):
-    """Export ``fn``, build it with a driver, run it on ``args``; (C outputs, c device's)."""
+def _build_and_run(
+    tmp_path: Path, fn, args, flags=("-std=c11", "-O2", "-Wall", "-Werror"), name="model"
+):
+    """Export ``fn``, build it with a driver, run it on ``args``; (C outputs, c device's).
+    ``name``: the file's stem, the driver's prefix for the names it calls ``model_...``."""
     with limn.no_grad():
-        info = export_c(fn, *args, path=tmp_path / "model.c")
+        info = export_c(fn, *args, path=tmp_path / f"{name}.c")
         want = fn(*args)
         want = [want] if isinstance(want, Tensor) else list(want)
         want = [t.numpy() for t in want]
     sizes = ", ".join(str(w.nbytes) for w in want)
-    (tmp_path / "driver.c").write_text(DRIVER.replace("@SIZES@", sizes))
-    build = [CC, *flags, "-o", "driver", "driver.c", "model.c", "-lm"]
+    prefix = "model_1_model" if name == "1-model" else name
+    driver = (
+        DRIVER.replace("@SIZES@", sizes).replace("model", prefix).replace("MODEL", prefix.upper())
+    )
+    (tmp_path / "driver.c").write_text(driver.replace(f'"{prefix}.h"', f'"{name}.h"'))
+    build = [CC, *flags, "-o", "driver", "driver.c", f"{name}.c", "-lm"]
     r = subprocess.run(build, cwd=tmp_path, capture_output=True, text=True)
     # no warnings (gcc's note that 64-byte vector arguments changed ABI in gcc 4.6 is not one)
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
@@ -58,7 +65,7 @@ def _build_and_run(tmp_path: Path, fn, args, flags=("-std=c11", "-O2", "-Wall", 
     for j, a in enumerate(args):
         files.append(f"in{j}.bin")
         a.numpy().tofile(tmp_path / files[-1])
-    r = subprocess.run(["./driver", "model.bin", *files], cwd=tmp_path, capture_output=True)
+    r = subprocess.run(["./driver", f"{name}.bin", *files], cwd=tmp_path, capture_output=True)
     assert r.returncode == 0, r
     got = [
         np.fromfile(tmp_path / f"out{j}.bin", w.dtype).reshape(w.shape) for j, w in enumerate(want)
@@ -119,3 +126,30 @@ def test_export_refuses_a_function_that_assigns(tmp_path):
 
     with pytest.raises(ValueError, match="export_c: fn assigns"):
         export_c(bump, Tensor(np.ones(3, np.float32)), path=tmp_path / "m.c")
+
+
+def test_the_header_counts_one_input_per_argument_even_unread_or_passed_twice(tmp_path):
+    """``model_run`` reads ``in[j]`` for argument j: an argument fn ignores keeps its slot,
+    and one Tensor passed twice is two inputs (the caller may pass different bytes), so a
+    caller that sizes ``in[]`` by the header never reads past it."""
+    limn.set_device("c")
+    x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = Tensor(np.full((2, 3), 0.5, np.float32))
+    got, want = _build_and_run(tmp_path, lambda unused, a, b: a * 2 + b, [y, x, x])
+    assert got[0].tobytes() == want[0].tobytes()
+    h = (tmp_path / "model.h").read_text()
+    assert "#define MODEL_INPUTS 3" in h and "in[2]: float32 [2, 3]" in h
+    # the same Tensor twice, then different bytes in each slot: two inputs, not one
+    (tmp_path / "in2.bin").write_bytes(np.ones((2, 3), np.float32).tobytes())
+    r = subprocess.run(["./driver", "model.bin", "in0.bin", "in1.bin", "in2.bin"], cwd=tmp_path)
+    assert r.returncode == 0
+    out = np.fromfile(tmp_path / "out0.bin", np.float32).reshape(2, 3)
+    assert np.array_equal(out, np.arange(6, dtype=np.float32).reshape(2, 3) * 2 + 1)
+
+
+def test_a_file_name_that_is_no_c_identifier_gives_names_that_compile(tmp_path):
+    limn.set_device("c")
+    x = Tensor(np.arange(6, dtype=np.float32))
+    (got,), (want,) = _build_and_run(tmp_path, lambda a: a.exp() + 1, [x], name="1-model")
+    assert got.tobytes() == want.tobytes()
+    assert "int model_1_model_run(" in (tmp_path / "1-model.h").read_text()

@@ -28,6 +28,7 @@ import numpy as np
 
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
+from ir.graph.ops import Op
 
 
 def env_number(name: str, default: float, what: str, kind=int) -> float:
@@ -129,6 +130,13 @@ def result_of(node: Node) -> Buffer | None:
     return entry[1] if entry is not None and entry[0]() is node else None
 
 
+def held(node: Node) -> bool:
+    """Whether the runtime holds ``node``'s value (realized, or kept on the way): a plan
+    reads it, not computes it. Devices, ``limn.ir`` and the viewer ask this one question,
+    so what prints is what runs. An ASSIGN is never held: each realize writes again."""
+    return node.op is not Op.ASSIGN and recall(node) is not None
+
+
 def forget_kept() -> None:
     """An ASSIGN wrote a buffer: the kept values computed from it are no longer its."""
     with _realized_lock:
@@ -163,7 +171,7 @@ realize, before it runs: the stage viewer records programs through this (LIMN_VI
 # The default device, resolved when first asked: LIMN_DEVICE, else "cpu" (compiled where a
 # C compiler works: a torch program ported by its imports should not run 100x slower than
 # it did, with nothing saying why).
-_current = [os.environ.get("LIMN_DEVICE") or ""]
+_current = [os.environ.get("LIMN_DEVICE") or "cpu"]
 _devices_lock = threading.Lock()  # two threads asking for a new device build it once
 
 
@@ -225,13 +233,8 @@ def set_device(name: str) -> Device:
 
 
 def current_device() -> str:
-    if _current[0] in ("", "cpu"):
-        asked = _current[0]
+    if _current[0] == "cpu":
         _current[0] = resolve("cpu")
-        if not asked and _current[0] == "numpy":
-            print(
-                "limn: no working C compiler, so the default device is the numpy reference "
-                "(slow); install gcc, or set_device('numpy') to choose it",
-                file=sys.stderr,
-            )
+        if _current[0] == "numpy":  # a program that did not ask for the slow one hears why
+            sys.stderr.write("limn: no working C compiler, so the default device is numpy\n")
     return _current[0]

@@ -42,6 +42,7 @@ from limn.runtime.device import (
     Device,
     env_number,
     forget_kept,
+    held,
     recall,
     remember,
 )
@@ -283,11 +284,9 @@ class CompiledDevice(Device):
             plan = self.stored_plan(key) if prof is None else None
             self.stats["plans_loaded"] += plan is not None
             if plan is None:
-                realized = lambda n: recall(n) is not None  # noqa: E731
-                keep = lambda n: n.op != Op.ASSIGN and realized(n)  # noqa: E731
                 spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
                 with progress.compiling():  # a live line on a terminal if this is slow
-                    sched = schedule(decompose(roots, self.renders, keep, spelled), realized)
+                    sched = schedule(decompose(roots, self.renders, held, spelled), held)
                     plan = self.build(sched.graph)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
