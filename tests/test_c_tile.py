@@ -15,6 +15,7 @@ from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
 from limn import Tensor, nn
 from limn.runtime.c import CDevice
+from limn.runtime.device import get_device
 
 SCHEDULE = ("tile_contraction", "block_contraction", "pack_operands", "vectorize_tile")
 
@@ -142,6 +143,44 @@ def test_a_matmul_gives_the_same_bits_whatever_the_layout_of_its_operands(device
         "both": Tensor(x.T.copy()).T @ Tensor(w.T.copy()).T,
     }.items():
         assert dev.realize([y.node])[0].data.tobytes() == whole.tobytes(), name
+
+
+def _held(a: np.ndarray) -> dict:
+    """One logical matrix held four ways: whole, transposed, strided and sliced."""
+    big = np.zeros((2 * a.shape[0] + 1, a.shape[1] + 3), a.dtype)
+    big[1::2, 2:-1] = a
+    return {
+        "whole": Tensor(a),
+        "transposed": Tensor(a.T.copy()).T,
+        "strided": Tensor(big)[1::2, 2:-1],
+        "sliced": Tensor(big[1::2])[:, 2:-1],
+    }
+
+
+@pytest.mark.parametrize("n", range(1, 10))
+def test_a_narrow_matmuls_rows_have_the_bits_of_each_row_alone_whatever_the_layout(devices, n):
+    """N < 8 is too narrow to tile: each cell must still fold k in order with one FMA per
+    step, as a tiled one does, so a row's bits depend neither on how many rows come with it
+    (a kv-cache step against the windowed forward, for a small vocabulary) nor on where
+    either operand lies (7x513 @ 513x3 with x transposed differed by 2.3e-5)."""
+    make, _ = devices
+    dev, ref = make(), get_device("numpy")
+    rng = np.random.default_rng(n)
+    for k in (1, 7, 63, 64, 65, 513):
+        x = rng.standard_normal((9, k)).astype(np.float32)
+        w = rng.standard_normal((k, n)).astype(np.float32)
+        alone = [(Tensor(x[i : i + 1]) @ Tensor(w)).node for i in range(9)]
+        xs, ws = _held(x), _held(w)
+        products = [xs["whole"] @ b for b in ws.values()] + [a @ ws[h] for h, a in xs.items()]
+        tall = [(Tensor(x[:m]) @ Tensor(w)).node for m in (2, 5, 8)]
+        got = [b.data for b in dev.realize(alone + [p.node for p in products] + tall)]
+        rows, want = np.concatenate(got[:9]), got[9]
+        if n > 1:  # a lone row times a column is a dot product: a sum (lanes, no FMA)
+            assert rows.tobytes() == want.tobytes(), (k, "rows alone")
+        for i, g in enumerate(got[9:]):
+            assert g.tobytes() == want[: len(g)].tobytes(), (k, i)
+        close = ref.realize([products[0].node])[0].data
+        np.testing.assert_allclose(want, close, rtol=1e-5, atol=1e-5 * np.sqrt(k))
 
 
 def test_a_large_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(devices):

@@ -27,6 +27,7 @@ from ir.c.tile import (
     vectorize_tile,
 )
 from ir.graph.dtypes import bool_
+from ir.graph.semantics import LANE_BYTES, SUM_BLOCK
 from ir.loop.nest import (
     Accum,
     Check,
@@ -135,7 +136,7 @@ def _parallel_block(block: Block) -> Block:
 
 # ---- lane-wise reductions ------------------------------------------------------------
 
-BLOCK = 1 << 14  # elements per block of a long full reduce: the unit the team splits
+BLOCK = SUM_BLOCK  # elements per block of a long full reduce: the unit the team splits
 
 
 def lane_reduce(nest: LoopNest) -> LoopNest:
@@ -207,7 +208,7 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
     pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
     reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
     outermost, however the loops lie in memory, so every layout of one array folds alike."""
-    levels, lanes = _levels(blocks, acc.out), 64 // acc.dtype.itemsize  # 16 float32 lanes
+    levels, lanes = _levels(blocks, acc.out), LANE_BYTES // acc.dtype.itemsize
     if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
     n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])

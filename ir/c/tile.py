@@ -345,10 +345,10 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
     if any({ia.var, ib.var} <= set(x.index.names) for x in guarded):
         return None  # a pad along both a row and a column cannot be packed once per side
     k = math.prod(extent(lp) for lp in reds)
-    if extent(ib) < 8 or k < 4:
-        return None
     if not _reuses(body, ia.var, ib.var, {lp.var for lp in reds}, extent(ia) == 1):
         return None
+    if extent(ib) < 8 or k < 4:  # too narrow to tile, but folded as a tile's cells are
+        return _fuse_multiply_add(block, init, nest)
     acc = init.dtype if init is not None else nest.output.dtype
     mr, nr = tile_shape(acc.itemsize, extent(ib))
     mr = 1 if extent(ia) == 1 else mr

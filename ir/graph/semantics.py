@@ -17,6 +17,7 @@ loops, whose measured error is the numpy column of the precision table in
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -96,3 +97,50 @@ def argsort(keys, descending: bool = False):
     # an element with a nan ties every other one on the keys; only the flag orders it
     ks = [np.where(nan, np.zeros((), k.dtype), k) if nan.any() else k for k in ks]
     return np.lexsort((*reversed(ks), nan), axis=-1).astype(np.int64, copy=False)
+
+
+# ---- the order of a float sum ----------------------------------------------------------
+
+LANE_BYTES = 64  # a sum's lanes: 16 float32, 8 float64 partial totals (one AVX-512 register)
+SUM_BLOCK = 256  # elements per block of a long whole-array sum: 16 per float32 lane
+
+
+def pairwise(a: np.ndarray, combine=np.add) -> np.ndarray:
+    """FOLD's fixed tree over the last axis: a[i] op= a[i + h], h = ceil(n/2), until one."""
+    a, n = a.copy(), a.shape[-1]
+    while n > 1:
+        h = (n + 1) // 2
+        a[..., : n - h] = combine(a[..., : n - h], a[..., h:n])
+        n = h
+    return a[..., 0]
+
+
+def ordered_sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """SUM over ``axes`` (kept as size 1) in the order every device folds, so a number never
+    depends on the device, the layout or the thread count.
+
+    Float adds do not reassociate, so the order is part of the answer. One running total
+    is slow and loses accuracy as it grows, so where the reduce runs over the last axis of
+    at least two sets of lanes, element ``j`` of that axis goes to lane ``j % L``, each
+    lane folds its elements in row-major order, and the lanes are added by ``pairwise``.
+    A whole-array sum of at least 4 blocks is cut into blocks of K rows of its outermost
+    axis (K elements of a 1-d one), K*row about SUM_BLOCK, each with its own lanes, all
+    added by the same tree: about numpy's pairwise accuracy. The rest fold in order. Each
+    fold starts from +0.0, as a register does; an integer sum is exact in any order.
+    """
+    kept = [d for d in range(x.ndim) if d not in axes]
+    red = [x.shape[d] for d in axes if x.shape[d] > 1]
+    cells, n, lanes = math.prod(x.shape[d] for d in kept), math.prod(red), LANE_BYTES // x.itemsize
+    y = np.transpose(x, kept + list(axes)).reshape(cells, n)
+    shape = [1 if d in axes else e for d, e in enumerate(x.shape)]
+    if n < 2 * lanes or max(d for d, e in enumerate(x.shape) if e > 1) not in axes:
+        return np.add.accumulate(np.pad(y, ((0, 0), (1, 0))), axis=1)[:, -1].reshape(shape)
+    blocked = cells == 1 and n >= 4 * SUM_BLOCK
+    if blocked:  # block b: rows b*k .. b*k + k - 1 of the outermost axis
+        k = max(1, SUM_BLOCK // (n // red[0])) if len(red) > 1 else SUM_BLOCK
+        rows = -(-red[0] // k) * k
+        y = np.pad(y.reshape(red[0], -1), ((0, rows - red[0]), (0, 0))).reshape(rows // k, -1)
+    width = red[-1] if len(red) > 1 else y.shape[1]  # what lane j % L counts j along
+    y = np.pad(y.reshape(len(y), -1, width), ((0, 0), (0, 0), (0, -width % lanes)))
+    parts = np.add.accumulate(y.reshape(len(y), -1, lanes), axis=1)[:, -1] + 0
+    return (pairwise(pairwise(parts)) if blocked else pairwise(parts)).reshape(shape)

@@ -15,6 +15,7 @@ on copies of their input buffers.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -25,6 +26,7 @@ from ir.graph import dtypes, ops
 from ir.graph.dtypes import DType, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from ir.graph.semantics import pairwise
 from ir.kernel.kernel import KernelGraph
 from ir.kernel.schedule import schedule
 from ir.loop.lower import lower
@@ -163,22 +165,10 @@ def _scalar(v: np.ndarray) -> np.ndarray:
 
 def tree_fold(op: Op, acc: np.ndarray, d: DType) -> np.ndarray:
     """FOLD's fixed order: each row halves onto itself (16 -> 8 -> ... -> 1), then the rows."""
-    rows = acc.reshape(-1, acc.shape[-1]).copy()
-    _pairwise(op, rows, d)
-    col = rows[:, :1].T.copy()
-    _pairwise(op, col, d)
+    combine = functools.partial(fold, op, d=d)
     out = acc.copy().reshape(-1)
-    out[0] = col[0, 0]
+    out[0] = pairwise(pairwise(acc.reshape(-1, acc.shape[-1]), combine), combine)
     return out.reshape(acc.shape)
-
-
-def _pairwise(op: Op, a: np.ndarray, d: DType) -> None:
-    """Fold along axis 1 into column 0: a[i] op= a[i + half] while more than one is left."""
-    n = a.shape[1]
-    while n > 1:
-        half = (n + 1) // 2
-        a[:, : n - half] = fold(op, a[:, : n - half], a[:, half:n], d)
-        n = half
 
 
 def _holds(preds, env) -> bool:

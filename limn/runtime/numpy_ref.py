@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.graph import dtypes, ops
+from ir.graph import dtypes, ops, semantics
 from ir.graph.dtypes import DType, acc_dtype, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
@@ -84,12 +84,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
     if op is VIEW:
         return apply_view(vals[0], node.arg)
     if op is SUM:
-        # numpy folds a view in its memory order: a row-major copy makes the bits the
-        # logical order's alone, whatever the view (a transposed one, a strided one); a
-        # 0-d value stays 0-d (np.ascontiguousarray would make it 1-d)
-        x = np.asarray(vals[0], order="C")
-        total = np.sum(x, axis=node.arg, keepdims=True, dtype=acc_dtype(d).np)
-        return total.astype(npd, copy=False)
+        x = vals[0].astype(acc_dtype(d).np, copy=False)
+        return semantics.ordered_sum(x, node.arg).astype(npd, copy=False)
     if op is MAX:
         x = vals[0]
         if x.size == 0:
