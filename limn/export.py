@@ -75,7 +75,7 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
         raise ValueError("export_c: fn assigns into a tensor; export a function that returns")
     path = Path(path)
     stem = re.sub(r"\W", "_", path.stem)
-    u = plan_units(g, dev.passes, dev.openmp, generic_kernels=dev.generic_kernels)
+    u = plan_units(g, dev.passes, dev.openmp, None, dev.generic_kernels, dev.target)
     arg_of = {id(t.node.arg): j for j, t in enumerate(example_args)}
     blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the arena
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import cache, partial, update_wrapper
 
 from ir.c import tile
+from ir.c.target import FOLD_BYTES, Target, detect
 from ir.c.tile import (
     block_contraction,
     pack_operands,
@@ -207,7 +209,7 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
     pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
     reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
     outermost, however the loops lie in memory, so every layout of one array folds alike."""
-    levels, lanes = _levels(blocks, acc.out), 64 // acc.dtype.itemsize  # 16 float32 lanes
+    levels, lanes = _levels(blocks, acc.out), FOLD_BYTES // acc.dtype.itemsize  # 16 float32
     if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
         return None
     n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
@@ -494,6 +496,22 @@ C_PASSES = [
 ]
 
 
-def c_passes() -> list[Pass]:
-    """The c device's passes: the default list, then the C ones."""
-    return [*DEFAULT_PASSES, *C_PASSES]
+def c_passes(target: Target | None = None) -> list[Pass]:
+    """The c device's passes: the default list, then the C ones, the contraction's tuned
+    for ``target`` (default: ``detect()``). The same objects for the same target, so two
+    lists of one target compare equal."""
+    return list(_tuned(target or detect()))
+
+
+TUNED = (tile_contraction, block_contraction, vectorize_tile)  # they take ``target=``
+
+
+@cache
+def _tuned(target: Target) -> tuple:
+    bound = {p: update_wrapper(partial(p, target=target), p) for p in TUNED}
+    return (*DEFAULT_PASSES, *(bound.get(p, p) for p in C_PASSES))
+
+
+def default_passes(passes) -> bool:
+    """Whether ``passes`` are the c device's, for whichever target."""
+    return [getattr(p, "func", p) for p in passes] == [*DEFAULT_PASSES, *C_PASSES]
