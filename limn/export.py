@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from ir.c import sdpa
+from ir.c.passes import c_passes
 from ir.c.render import program
+from ir.c.target import detect
 from ir.c.units import plan_units
 from ir.graph.dtypes import to_numpy
 from ir.graph.ops import Op
@@ -62,9 +64,11 @@ def _size(spec) -> int:
     return math.prod(spec.shape) * spec.dtype.itemsize
 
 
-def export_c(fn, *example_args: Tensor, path) -> dict:
+def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict:
     """Write ``fn``'s plan for ``example_args`` as C (the module docstring says what);
-    returns the three paths and the (dtype, shape) of each input and output."""
+    returns the three paths and the (dtype, shape) of each input and output. ``target``
+    (an ISA of ``ir/c/target.py``: "avx2", "neon", ...) tunes the C for another CPU than
+    the c device's; the bits are the same."""
     dev = get_device("c")
     realize(*example_args)
     result = fn(*example_args)
@@ -75,7 +79,9 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
         raise ValueError("export_c: fn assigns into a tensor; export a function that returns")
     path = Path(path)
     stem = re.sub(r"\W", "_", path.stem)
-    u = plan_units(g, dev.passes, dev.openmp, None, dev.generic_kernels, dev.target)
+    tuned = detect(target) if target else dev.target
+    passes = c_passes(tuned) if target else dev.passes
+    u = plan_units(g, passes, dev.openmp, None, dev.generic_kernels, tuned)
     arg_of = {id(t.node.arg): j for j, t in enumerate(example_args)}
     blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the arena
 
@@ -136,7 +142,7 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     parts = [
         f"/* {path.name}: a limn plan (limn.export_c); {header.name} says how to call it */",
         PRELUDE + f'#include "{header.name}"',
-        program(u.functions),
+        program(u.functions, tuned),
         sdpa.unit("fwd", used.pop()) if used else "",
         _entry(stem, len(sizes), len(blob), _aligned(max(arena, 1)), points, body, copies),
     ]

@@ -480,7 +480,9 @@ def _on_heap(ins: Local) -> bool:
     return ins.size * ins.dtype.itemsize > STACK_LOCAL
 
 
-VECTORS = """typedef {c} limn_{t}x{n} __attribute__((vector_size({b})));
+VECTORS = """#ifndef LIMN_{t}x{n} /* once, where a unit adds fused attention's (limn.export) */
+#define LIMN_{t}x{n}
+typedef {c} limn_{t}x{n} __attribute__((vector_size({b})));
 static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ limn_{t}x{n} v;
   memcpy(&v, p, sizeof v); return v; }}
 static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ memcpy(p, &v, sizeof v); }}
@@ -494,7 +496,8 @@ static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn
 #else
   for (int l = 0; l < {n}; l++) c[l] = {f}(a[l], b[l], c[l]);
 #endif
-  return c; }}"""
+  return c; }}
+#endif"""
 """The vector helpers, the one place C names a vector instruction (``ir/c/sdpa.c`` and the
 transcendentals use them too). ``limn_<t>x<n>`` (t ``f32`` or ``f64``, any n whose bytes
 are a multiple of 16) is a compiler vector (GCC/Clang ``vector_size``: +, *, [] work on
@@ -503,7 +506,8 @@ rounded once are its functions. The FMA runs as the widest fused instruction the
 has (``FMA_ISA``: AVX-512, AVX2's FMA3, NEON), in as many physical vectors as the type
 holds, or lane by lane through ``fmaf``/``fma`` where it has none: the same bits anywhere."""
 
-FMA_ISA = """#if defined(__x86_64__) || defined(__i386__)
+FMA_ISA = """#ifndef LIMN_FMA_BYTES
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
 #if defined(__ARM_NEON) && defined(__aarch64__)
@@ -526,6 +530,7 @@ typedef float32x4_t limn_fma_f32; typedef float64x2_t limn_fma_f64;
 #define limn_fma_f64_op(a, b, c) vfmaq_f64(c, a, b)
 #else
 #define LIMN_FMA_BYTES 0
+#endif
 #endif"""
 
 
