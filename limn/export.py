@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from ir.c import sdpa
+from ir.c.passes import c_passes
 from ir.c.render import program
+from ir.c.target import detect
 from ir.c.units import plan_units
 from ir.graph.dtypes import to_numpy
 from ir.graph.ops import Op
@@ -64,9 +66,11 @@ def _size(spec) -> int:
     return math.prod(spec.shape) * spec.dtype.itemsize
 
 
-def export_c(fn, *example_args: Tensor, path) -> dict:
+def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict:
     """Write ``fn``'s plan for ``example_args`` as C (the module docstring says what);
-    returns the three paths and the (dtype, shape) of each input and output."""
+    returns the three paths and the (dtype, shape) of each input and output. ``target``
+    (an ISA of ``ir/c/target.py``: "avx2", "neon", ...) tunes the C for another CPU than
+    the c device's; the bits are the same."""
     dev = get_device("c")
     # one input per argument position, each its own buffer: an argument fn does not read
     # keeps its slot, and one Tensor passed twice is two inputs, as the header counts them
@@ -80,7 +84,9 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     path = Path(path)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)  # the prefix of every C name it defines
     stem = stem if stem[:1].isalpha() else f"model_{stem}"  # "1-model.c": model_1_model_run
-    u = plan_units(g, dev.passes, dev.openmp, generic_kernels=dev.generic_kernels)
+    tuned = detect(target) if target else dev.target
+    passes = c_passes(tuned) if target else dev.passes
+    u = plan_units(g, passes, dev.openmp, None, dev.generic_kernels, tuned)
     arg_of = {id(t.node.arg): j for j, t in enumerate(inputs_given)}
     blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the arena
 
@@ -140,7 +146,7 @@ def export_c(fn, *example_args: Tensor, path) -> dict:
     parts = [
         f"/* {path.name}: a limn plan (limn.export_c); {header.name} says how to call it */",
         PRELUDE + f'#include "{header.name}"',
-        program(u.functions),
+        program(u.functions, tuned),
         sdpa.unit("fwd", used.pop()) if used else "",
         _entry(stem, len(sizes), len(blob), _aligned(max(arena, 1)), points, body, copies),
     ]

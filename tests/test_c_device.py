@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ml_dtypes
@@ -18,6 +19,7 @@ import ir.c.tile as c_tile_module
 import ir.c.units as c_units
 import limn
 from ir.c.passes import c_passes
+from ir.c.target import ISAS, detect
 from ir.c.units import units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
@@ -276,6 +278,40 @@ def test_a_library_pair_of_another_key_under_an_entrys_name_is_rebuilt(tmp_path,
     before = fresh.toolchain.stats["compiles"]
     assert fresh.realize([(Tensor(x) - 1).node])[0].data.tolist() == (x - 1).tolist()
     assert fresh.toolchain.stats["compiles"] == before + 1
+
+
+def test_a_library_built_for_another_cpu_is_never_loaded_from_a_shared_cache(tmp_path, monkeypatch):
+    """The keys hold the resolved target (its ISA and a digest of the compiler's macros
+    under its flags), not the literal ``-march=native``: a cache two CPUs share (a home
+    directory on NFS, a warm cache in an image) keeps one library and one plan per CPU."""
+    from limn.runtime import plan_cache
+
+    monkeypatch.setenv("LIMN_CACHE_DIR", str(tmp_path))
+    x = np.arange(6, dtype=np.float32)
+    here, there = CDevice(), CDevice()
+    there.toolchain.target = replace(there.toolchain.target, macros="another cpu's")
+    for dev in (here, there):
+        dev.keep_plans = False
+        before = dev.toolchain.stats["compiles"]
+        assert dev.realize([(Tensor(x) * 2).node])[0].data.tolist() == (x * 2).tolist()
+        assert dev.toolchain.stats["compiles"] == before + 1
+    assert len(list((tmp_path / "c").glob("*.so"))) == 2
+    assert plan_cache._settings(here) != plan_cache._settings(there)
+
+
+def test_the_target_comes_from_the_compiler_with_only_the_flags_it_takes():
+    native = detect()
+    assert native.isa in ISAS and native.flags[0] == "-march=native"
+    assert str(native) in limn.ir(Tensor.ones((4, 4)) @ Tensor.ones((4, 4)), stage="c")
+    for isa in ISAS:  # the x86 flag that an ARM gcc rejects, only where it means something
+        assert ("-mprefer-vector-width=512" in detect(isa).flags) == (isa == "avx512")
+    assert detect("neon").flags == () and detect("neon").lanes(4) == 4
+    with pytest.raises(ValueError, match="LIMN_TARGET='sse9' is not a target; accepted: avx512"):
+        detect("sse9")
+    code = "import limn; print(limn.ir(limn.Tensor.ones((3,)) + 1, stage='c').splitlines()[1])"
+    env = {**os.environ, "LIMN_TARGET": "generic"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.stdout.startswith("/* target generic: 16-byte vectors"), r.stderr
 
 
 @pytest.mark.parametrize("how", ["under a file", "read-only"])

@@ -3,6 +3,7 @@ prints and the C rendering of it gives the same bits, for every layout autograd 
 batched and convolved contractions, edges that are not multiples of the tile, both float
 widths, and any thread count."""
 
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import limn
 from ir.c import tile
 from ir.c.passes import c_passes
+from ir.c.target import ISAS, detect
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
 from limn import Tensor, nn
@@ -20,11 +22,20 @@ from limn.runtime.device import get_device
 SCHEDULE = ("tile_contraction", "block_contraction", "pack_operands", "vectorize_tile")
 
 
-def _passes(upto: str) -> list:
-    """The c device's passes, the contraction schedule cut after ``upto``."""
-    names = [p.__name__ for p in c_passes()]
+def _passes(upto: str, target=None) -> list:
+    """The c device's passes for ``target``, the contraction schedule cut after ``upto``."""
     drop = SCHEDULE[SCHEDULE.index(upto) + 1 :]
-    return [p for p, n in zip(c_passes(), names) if n not in drop]
+    return [p for p in c_passes(target) if p.__name__ not in drop]
+
+
+def _small_panels(isa: str, kc: int, columns: int):
+    """Target ``isa`` with an L1 whose panels are reduce blocks of ``kc``, for float32
+    contractions of ``columns`` columns."""
+    target = detect(isa)
+    return replace(target, l1=2 * kc * tile.tile_shape(4, columns, target)[1] * 4)
+
+
+LANES = f"float32x{detect().lanes(4)}"  # what a vector of this machine's target prints as
 
 
 def _layouts(m: int, k: int, n: int, dtype, seed: int = 0) -> dict:
@@ -79,21 +90,33 @@ def _check(builds: dict, passes, devices, threads=(2,)) -> str:
 def test_every_schedule_pass_runs_in_the_interpreter_as_the_c_runs_it(upto, devices, monkeypatch):
     monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)  # small shapes, so the interpreter is quick
     monkeypatch.setattr(tile, "MIN_PARALLEL_WORK", 1)  # and threaded all the same
-    monkeypatch.setattr(tile, "PANEL_BYTES", 8 * 48 * 4)  # reduce blocks of 8: several
-    text = _check(_layouts(10, 21, 40, np.float32), _passes(upto), devices)
+    target = _small_panels(detect().isa, 4, 40)  # reduce blocks of a few: several
+    text = _check(_layouts(10, 21, 40, np.float32), _passes(upto, target), devices)
     assert "FMA" in text
     if upto != "tile_contraction":
         assert "LOCAL" in text and "tile=" in text and "parallel=" in text
     if upto in ("pack_operands", "vectorize_tile"):
         assert text.count("LOCAL") > 8  # the tiles, and packed slivers and panels
     if upto == "vectorize_tile":
-        assert "float32x16" in text and "= FMA acc" in text
+        assert LANES in text and "= FMA acc" in text
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_targets_tiles_give_the_interpreters_bits_here(isa, devices, monkeypatch):
+    """The nest each target's passes make (its tile shape, lanes and cache blocks) runs on
+    this machine too: its vectors are compiler vectors, its FMAs the fused instructions
+    this CPU has. So the bits of every target's tiles are checked here, whatever the host."""
+    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    target = _small_panels(isa, 4, 40)
+    builds = {k: v for k, v in _layouts(10, 21, 40, np.float32).items() if k in ("x@W", "x.T@g")}
+    text = _check(builds, c_passes(target), devices)
+    assert f"float32x{target.lanes(4)}" in text and "= FMA acc" in text
 
 
 def test_float64_tiles_are_eight_lanes_and_keep_the_interpreters_bits(devices, monkeypatch):
     monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
     builds = {k: v for k, v in _layouts(13, 20, 40, np.float64, 1).items() if k != "conv"}
-    assert "float64x8" in _check(builds, c_passes(), devices)
+    assert f"float64x{detect().lanes(8)}" in _check(builds, c_passes(), devices)
 
 
 def test_edges_past_every_tile_size_keep_the_interpreters_bits(devices, monkeypatch):
@@ -218,7 +241,7 @@ def test_convolutions_and_their_gradients_are_scheduled_contractions(devices):
         "weight grad": lambda: grads()[1],
     }
     for name, build in builds.items():
-        assert "float32x16" in limn.ir(build(), passes=c_passes()), f"{name} is not vectorized"
+        assert LANES in limn.ir(build(), passes=c_passes()), f"{name} is not vectorized"
     _check(builds, c_passes(), devices)
 
 
@@ -230,11 +253,17 @@ def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team():
     assert tile._enough_tasks(8, 256, 768, 192, 768, 8, 48) == (128, 768)  # many: equal
 
 
-def test_the_register_tile_fits_the_columns_it_has():
-    assert tile.tile_shape(4, 576) == (8, 48)  # 12 panels of three vectors
-    assert tile.tile_shape(4, 1024) == (12, 32)  # 32 panels of two, not 21 of three and 16
-    assert tile.tile_shape(4, 12) == (16, 16)  # one vector, more rows
-    assert tile.tile_shape(8, 576) == (8, 24)  # float64: eight lanes
+def test_the_register_tile_fits_the_columns_it_has_and_the_targets_registers():
+    avx512, avx2, neon = detect("avx512"), detect("avx2"), detect("neon")
+    assert tile.tile_shape(4, 576, avx512) == (8, 48)  # 12 panels of three vectors
+    assert tile.tile_shape(4, 1024, avx512) == (12, 32)  # 32 panels of two, not 21 of three
+    assert tile.tile_shape(4, 12, avx512) == (16, 16)  # one vector, more rows
+    assert tile.tile_shape(8, 576, avx512) == (8, 24)  # float64: eight lanes
+    assert tile.tile_shape(4, 1024, avx2) == (6, 16)  # 12 of 16 ymm registers: BLIS's Haswell
+    assert tile.tile_shape(8, 1024, avx2) == (6, 8)
+    assert tile.tile_shape(4, 12, avx2) == (6, 16)  # two vectors waste fewer columns than three
+    assert tile.tile_shape(4, 8, avx2) == (12, 8)  # one vector, more rows
+    assert tile.tile_shape(4, 576, neon) == (8, 12)  # BLIS's ARMv8 kernel
 
 
 def test_a_fill_before_a_contraction_is_its_start_and_its_partial_totals_live_in_out(
@@ -243,14 +272,14 @@ def test_a_fill_before_a_contraction_is_its_start_and_its_partial_totals_live_in
     """The lowered sum fills ``out`` with 0 and folds into it: the schedule starts each
     tile from the constant instead, and between reduce blocks keeps the partial totals in
     ``out`` (the first block's guarded load gives that 0)."""
-    monkeypatch.setattr(tile, "PANEL_BYTES", 16 * 48 * 4)
+    passes = c_passes(_small_panels(detect().isa, 16, 60))
     rng = np.random.default_rng(2)
     a = rng.standard_normal((20, 90)).astype(np.float32)
     b = rng.standard_normal((90, 60)).astype(np.float32)
-    nest = limn.ir(Tensor(a) @ Tensor(b), passes=c_passes())
+    nest = limn.ir(Tensor(a) @ Tensor(b), passes=passes)
     assert "CONST   v0 = 0.0" not in nest  # no fill nest
     assert "= out[i0*60 + i1] if 1 <= r2c < 90" in nest
-    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(), devices)
+    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, passes, devices)
 
 
 def _exact(a, b, c, t):

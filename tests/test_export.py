@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import limn
+from ir.c.target import ISAS, detect
 from limn import Tensor, nn
 from limn.export import export_c
 from limn.generate import empty_cache, step_function
@@ -153,3 +154,71 @@ def test_a_file_name_that_is_no_c_identifier_gives_names_that_compile(tmp_path):
     (got,), (want,) = _build_and_run(tmp_path, lambda a: a.exp() + 1, [x], name="1-model")
     assert got.tobytes() == want.tobytes()
     assert "int model_1_model_run(" in (tmp_path / "1-model.h").read_text()
+
+
+# what builds and runs each target's C here: the compiler and, where the host cannot run
+# it, an emulator (None: compiled only)
+CROSS = {"neon": ("aarch64-linux-gnu-gcc", ("qemu-aarch64",))}
+
+
+def _contractions_and_attention():
+    """Contractions of every layout the schedule meets (tiled, blocked, with edges), in
+    float32 and float64, a long sum, and fused attention: one program."""
+    from limn.attention import scaled_dot_product_attention
+
+    rng = np.random.default_rng(7)
+    a, b, g = (rng.standard_normal(s, np.float32) for s in ((37, 70), (70, 53), (37, 53)))
+    q, k, v = (rng.standard_normal((2, 3, 40, 16), np.float32) for _ in range(3))
+    outs = [Tensor(a.astype(np.float64)) @ Tensor(b.astype(np.float64))]
+    outs += [Tensor(a) @ Tensor(b), Tensor(a) @ Tensor(b.T.copy()).T, Tensor(a).T.T @ Tensor(b)]
+    outs += [Tensor(a.T.copy()).T @ Tensor(b), Tensor(a).T @ Tensor(g)]
+    outs += [Tensor(rng.standard_normal(1 << 14, np.float32)).sum()]
+    outs += [scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), is_causal=True)]
+    return outs
+
+
+def _corpus():
+    """Every case of the corpus but the writes, then ``_contractions_and_attention``."""
+    from corpus import CASES
+
+    outs = [t for c in CASES if not c.tags & {"assign"} for t in c.build()]
+    return outs + _contractions_and_attention()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_targets_contractions_and_attention_compute_the_c_devices_bits(isa, tmp_path):
+    """The C tuned for each target (tiles, lanes and blocks of its ISA; its FMAs fused by
+    its instructions, or by fmaf where it has none) is built with that target's compiler
+    and flags and run where this host can (NEON under qemu-user, an AVX-512 build only on
+    an AVX-512 host): every output has the c device's bytes."""
+    _every_target(isa, tmp_path, _contractions_and_attention)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isa", ISAS)
+def test_every_targets_c_of_the_corpus_computes_the_c_devices_bits(isa, tmp_path):
+    _every_target(isa, tmp_path, _corpus)
+
+
+def _every_target(isa: str, tmp_path: Path, fn) -> None:
+    cc, runner = CROSS.get(isa, (CC, ()))
+    if shutil.which(cc) is None or runner and shutil.which(runner[0]) is None:
+        pytest.skip(f"no {cc} {' '.join(runner)} for {isa}")
+    limn.set_device("c")
+    with limn.no_grad():
+        export_c(fn, path=tmp_path / "model.c", target=isa)
+        want = [t.numpy() for t in fn()]
+    sizes = ", ".join(str(max(1, w.nbytes)) for w in want)
+    (tmp_path / "driver.c").write_text(DRIVER.replace("@SIZES@", sizes))
+    runs = runner or isa != "avx512" or detect().isa == "avx512"  # else compiled only
+    flags = [*detect(isa).flags, "-O1" if runs else "-O0", "-std=gnu11"]
+    build = [cc, *flags, *(("-static",) if runner else ()), "-o", "driver", "driver.c", "model.c"]
+    r = subprocess.run([*build, "-lm"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    if not runs:
+        return
+    r = subprocess.run([*runner, "./driver", "model.bin"], cwd=tmp_path, capture_output=True)
+    assert r.returncode == 0, r
+    for j, w in enumerate(want):
+        got = np.fromfile(tmp_path / f"out{j}.bin", w.dtype, count=w.size).reshape(w.shape)
+        assert got.tobytes() == w.tobytes(), f"output {j} of {len(want)} differs on {isa}"

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import cache, partial, update_wrapper
 
 from ir.c import tile
+from ir.c.target import Target, detect
 from ir.c.tile import (
     block_contraction,
     pack_operands,
@@ -495,6 +497,22 @@ C_PASSES = [
 ]
 
 
-def c_passes() -> list[Pass]:
-    """The c device's passes: the default list, then the C ones."""
-    return [*DEFAULT_PASSES, *C_PASSES]
+def c_passes(target: Target | None = None) -> list[Pass]:
+    """The c device's passes: the default list, then the C ones, the contraction's tuned
+    for ``target`` (default: ``detect()``). The same objects for the same target, so two
+    lists of one target compare equal."""
+    return list(_tuned(target or detect()))
+
+
+TUNED = (tile_contraction, block_contraction, vectorize_tile)  # they take ``target=``
+
+
+@cache
+def _tuned(target: Target) -> tuple:
+    bound = {p: update_wrapper(partial(p, target=target), p) for p in TUNED}
+    return (*DEFAULT_PASSES, *(bound.get(p, p) for p in C_PASSES))
+
+
+def default_passes(passes) -> bool:
+    """Whether ``passes`` are the c device's, for whichever target."""
+    return [getattr(p, "func", p) for p in passes] == [*DEFAULT_PASSES, *C_PASSES]

@@ -2,7 +2,7 @@
 
 The rendering is literal: each instruction is one C statement (``Statements``, which the
 cuda renderer shares), each value a ``const`` local of the C type of its dtype, each Index
-the same sum of products, a vector value one ``limn_f32x16_*`` helper call (``VECTORS``).
+the same sum of products, a vector value one ``limn_f32x8_*`` helper call (``VECTORS``).
 What the C compiler must not do to the numbers is ruled out by the flags the runtime compiles with:
 no ``-ffast-math`` (so float adds are never reassociated and every device folds in the
 order the nest prints), ``-fwrapv`` (so integer overflow wraps, as the op table says).
@@ -29,6 +29,7 @@ import math
 from ir.c import sort
 from ir.c.libm import available, definitions
 from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
+from ir.c.target import Target, detect
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, Op
@@ -144,7 +145,8 @@ def renders(op: Op, d: DType) -> bool:
 def _sort_and_vector_helpers(used) -> str:
     """The row sorts and vector types a program uses (``sort``, ``VECTORS``)."""
     kinds = {"argsort": sort.definition, "vec": vector_helpers}
-    return "\n".join(kinds[k](t) for k, t in sorted(u for u in used if u[0] in kinds))
+    vec = [FMA_ISA] if any(u[0] == "vec" for u in used) else []
+    return "\n".join(vec + [kinds[k](t) for k, t in sorted(u for u in used if u[0] in kinds)])
 
 
 STACK_CELLS = 64  # the most cells of an array accumulator kept on the stack (one set of lanes)
@@ -478,50 +480,86 @@ def _on_heap(ins: Local) -> bool:
     return ins.size * ins.dtype.itemsize > STACK_LOCAL
 
 
-VECTORS = """#if defined(__AVX512F__)
-#include <immintrin.h>
-typedef __m512{s} limn_{t}x{n};
-static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ return _mm512_loadu_p{p}(p); }}
-static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ _mm512_storeu_p{p}(p, v); }}
-static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ return _mm512_set1_p{p}(s); }}
-static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
-  return _mm512_fmadd_p{p}(a, b, c); }}
-#else
-typedef struct {{ {c} l[{n}]; }} limn_{t}x{n};
+VECTORS = """#ifndef LIMN_{t}x{n} /* once, where a unit adds fused attention's (limn.export) */
+#define LIMN_{t}x{n}
+typedef {c} limn_{t}x{n} __attribute__((vector_size({b})));
 static inline limn_{t}x{n} limn_{t}x{n}_load(const {c} *p) {{ limn_{t}x{n} v;
   memcpy(&v, p, sizeof v); return v; }}
 static inline void limn_{t}x{n}_store({c} *p, limn_{t}x{n} v) {{ memcpy(p, &v, sizeof v); }}
-static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ limn_{t}x{n} v;
-  for (int l = 0; l < {n}; l++) v.l[l] = s;
-  return v; }}
+static inline limn_{t}x{n} limn_{t}x{n}_splat({c} s) {{ return s - (limn_{t}x{n}){{0}}; }}
 static inline limn_{t}x{n} limn_{t}x{n}_fma(limn_{t}x{n} c, limn_{t}x{n} a, limn_{t}x{n} b) {{
-  for (int l = 0; l < {n}; l++) c.l[l] = {f}(a.l[l], b.l[l], c.l[l]);
+#if LIMN_FMA_BYTES && {b} % LIMN_FMA_BYTES == 0
+  limn_fma_{t} pa[{b} / LIMN_FMA_BYTES], pb[{b} / LIMN_FMA_BYTES], pc[{b} / LIMN_FMA_BYTES];
+  memcpy(pa, &a, {b}); memcpy(pb, &b, {b}); memcpy(pc, &c, {b});
+  for (int i = 0; i < {b} / LIMN_FMA_BYTES; i++) pc[i] = limn_fma_{t}_op(pa[i], pb[i], pc[i]);
+  memcpy(&c, pc, {b});
+#else
+  for (int l = 0; l < {n}; l++) c[l] = {f}(a[l], b[l], c[l]);
+#endif
   return c; }}
 #endif"""
-"""The vector helpers: AVX-512 instructions where the target has them, lanes in plain C
-elsewhere. Both compute each lane as the scalar instruction would (the FMA rounded once)."""
+"""The vector helpers, the one place C names a vector instruction (``ir/c/sdpa.c`` and the
+transcendentals use them too). ``limn_<t>x<n>`` (t ``f32`` or ``f64``, any n whose bytes
+are a multiple of 16) is a compiler vector (GCC/Clang ``vector_size``: +, *, [] work on
+it), and ``_load``, ``_store`` (unaligned), ``_splat`` and ``_fma(c, a, b)`` = a*b + c
+rounded once are its functions. The FMA runs as the widest fused instruction the compiler
+has (``FMA_ISA``: AVX-512, AVX2's FMA3, NEON), in as many physical vectors as the type
+holds, or lane by lane through ``fmaf``/``fma`` where it has none: the same bits anywhere."""
+
+FMA_ISA = """#ifndef LIMN_FMA_BYTES
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+#if defined(__AVX512F__)
+#define LIMN_FMA_BYTES 64
+typedef __m512 limn_fma_f32; typedef __m512d limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define limn_fma_f64_op(a, b, c) _mm512_fmadd_pd(a, b, c)
+#elif defined(__FMA__) && defined(__AVX__)
+#define LIMN_FMA_BYTES 32
+typedef __m256 limn_fma_f32; typedef __m256d limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define limn_fma_f64_op(a, b, c) _mm256_fmadd_pd(a, b, c)
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LIMN_FMA_BYTES 16
+typedef float32x4_t limn_fma_f32; typedef float64x2_t limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) vfmaq_f32(c, a, b)
+#define limn_fma_f64_op(a, b, c) vfmaq_f64(c, a, b)
+#else
+#define LIMN_FMA_BYTES 0
+#endif
+#endif"""
 
 
 def _vector_type(d: DType, lanes: int) -> str:
-    if (d, lanes) not in ((dtypes.float32, 16), (dtypes.float64, 8)):
-        raise TypeError(f"c device: no {lanes}-lane vector of {d}; accepted: float32x16, float64x8")
-    return "limn_f32x16" if d == dtypes.float32 else "limn_f64x8"
+    if d not in (dtypes.float32, dtypes.float64) or lanes * d.itemsize % 16:
+        raise TypeError(
+            f"c device: no {lanes}-lane vector of {d}; accepted: float32 and float64 "
+            "vectors of a multiple of 16 bytes"
+        )
+    return f"limn_{'f32' if d == dtypes.float32 else 'f64'}x{lanes}"
 
 
 def vector_helpers(v: str) -> str:
-    f32 = ("f32", 16, "float", "", "s", "fmaf")
-    t, n, c, s, p, f = f32 if v == "limn_f32x16" else ("f64", 8, "double", "d", "d", "fma")
-    return VECTORS.format(t=t, n=n, c=c, s=s, p=p, f=f)
+    """The helpers of vector type ``v`` (``limn_f32x16``, ...): ``VECTORS``."""
+    t, n = v[len("limn_") :].split("x")
+    c, f = ("float", "fmaf") if t == "f32" else ("double", "fma")
+    return VECTORS.format(t=t, n=n, c=c, b=int(n) * (4 if t == "f32" else 8), f=f)
 
 
-def program(functions: list[tuple[str, set]]) -> str:
-    """One translation unit: the prelude, the helpers any kernel needs, every kernel."""
+def program(functions: list[tuple[str, set]], target: Target | None = None) -> str:
+    """One translation unit: the target it is for, the prelude, the helpers any kernel
+    needs, every kernel."""
     used = set().union(*(u for _, u in functions)) if functions else set()
     setter = (
         "void limn_set_threads(int n) {\n#ifdef _OPENMP\n  omp_set_num_threads(n);\n#endif\n"
         "  (void)n;\n}\n"
     )
     maths = definitions(u[1] for u in used if u[0] == "math")
-    parts = [PRELUDE, _sort_and_vector_helpers(used), helpers(used), maths, setter]
+    parts = [str(target or detect()), PRELUDE, _sort_and_vector_helpers(used), helpers(used)]
+    parts += [maths, setter]
     parts += [f for f, _ in functions]
     return "\n".join(parts) + "\n"

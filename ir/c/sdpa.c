@@ -6,9 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 typedef SDPA_T T; /* the storage type */
 #if SDPA_WIDE
@@ -30,7 +27,7 @@ typedef int32_t AI;
 #define LD(x) SDPA_LD(x)
 #define ST(x) SDPA_ST(x)
 #define BK 64 /* rows of a tile: queries of a forward task, keys or queries of an inner tile */
-#define VBYTES 64
+#define VBYTES 64 /* logical: the lane-wise sums fold alike on every target (ir/c/target.py) */
 typedef A vec __attribute__((vector_size(VBYTES)));
 typedef AI ivec __attribute__((vector_size(VBYTES)));
 #define VL (8 << !SDPA_WIDE) /* lanes */
@@ -51,16 +48,10 @@ static inline uint16_t sdpa_f2bf(float f) { /* round to nearest even, nan kept q
     return (uint16_t)(u >> 16);
 }
 
-/* a*b+c rounded once in every lane */
+/* a*b+c rounded once in every lane: the vector helpers of ir/c/render.py, as the target's
+   fused instructions in as many physical vectors as it takes */
 static inline __attribute__((always_inline)) vec vfma(vec a, vec b, vec c) {
-#if defined(__AVX512F__) && SDPA_WIDE
-    return (vec)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
-#elif defined(__AVX512F__)
-    return (vec)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
-#else
-    for (int l = 0; l < VL; l++) c[l] = FMA(a[l], b[l], c[l]);
-    return c;
-#endif
+    return SDPA_VFMA(c, a, b);
 }
 
 static inline __attribute__((always_inline)) vec splat(A a) { return a - (vec){0}; }

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ir.c.render import FMA_ISA, vector_helpers
 from ir.graph import dtypes
 
 SOURCE = Path(__file__).with_name("sdpa.c").read_text()
@@ -78,9 +79,11 @@ def check(dtype) -> dtypes.DType:
 def unit(part: str, dtype) -> str:
     """The translation unit of ``part`` ("fwd" or "bwd") for storage ``dtype``."""
     name, ctype, wide, load, store = DTYPES[check(dtype)]
+    vec = "limn_f64x8" if wide else "limn_f32x16"  # FOLD_BYTES of the compute type
     defs = (
         f"#define SDPA_T {ctype}\n#define SDPA_NAME {name}\n#define SDPA_WIDE {wide}\n"
-        f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n"
+        f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n#define SDPA_VFMA {vec}_fma\n"
+        f"#include <math.h>\n#include <string.h>\n{FMA_ISA}\n{vector_helpers(vec)}\n"
     )
     return (
         defs

@@ -55,6 +55,9 @@ def cast(src: str, s: DType, d: DType, bits: dict[DType, str] | None = None) -> 
         return f"limn_f2{bits[d]}((float){cast(src, s, dtypes.float32, bits)})"
     if d == dtypes.bool_:
         return f"(({src}) != 0)"
+    if s.is_float and d.is_int and d.itemsize < 4:  # C leaves an out-of-range value
+        # undefined (ARM saturates, x86 wraps): through int32, as x86 and numpy do
+        return f"(({ctype(d)})(int32_t)({src}))"
     return f"(({ctype(d)}){src})"
 
 

@@ -22,7 +22,7 @@ the tile's FMAs outnumber its loads. Four passes, in this order, do that to a ne
   (``[sliver][r][MR]``), once per cache block, and the column factor into a panel
   (``[r][NR]``), once per panel: both are then read at unit stride from the cache that
   holds them, and a prologue (a mask, a pad, a ReLU) is computed once, not once per use.
-* ``vectorize_tile`` holds the tile in MR x NR/L vector registers of L lanes (16 float32)
+* ``vectorize_tile`` holds the tile in MR x NR/L vector registers of L lanes (the target's)
   while a reduce block runs: per reduce index NR/L vector loads of the panel, MR scalars
   of the sliver, and MR x NR/L vector FMAs.
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ir.c.target import Target, detect
 from ir.graph import dtypes
 from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
@@ -72,8 +73,7 @@ from ir.loop.rewrite import (
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
 MIN_BLOCK_WORK = 1 << 12  # FMAs below which a contraction keeps its plain loops
-PANEL_BYTES = 24 << 10  # a KC x NR panel: half of L1 (48 KiB), beside a sliver and the tile
-BLOCK_BYTES = 256 << 10  # an MC x KC block: an eighth of L2 (2 MiB), on a thread's stack
+MOST_BLOCK = 256 << 10  # an MC x KC block (a quarter of L2) lives on a thread's stack
 WHOLE_BYTES = 16 << 20  # a factor packed whole, before the blocks, up to this size
 MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 576 was one
 
@@ -120,22 +120,23 @@ def _pass(nest: LoopNest, fn) -> LoopNest:
 # ---- recognizing a contraction --------------------------------------------------------
 
 
-def tile_contraction(nest: LoopNest) -> LoopNest:
-    items = [_tile_block(x, nest) if isinstance(x, Block) else x for x in to_tree(nest.body)]
+def tile_contraction(nest: LoopNest, target: Target | None = None) -> LoopNest:
+    t, items = target or detect(), to_tree(nest.body)
+    items = [_tile_block(x, nest, t) if isinstance(x, Block) else x for x in items]
     return replace(nest, body=flatten(items))
 
 
-def tile_shape(itemsize: int, columns: int) -> tuple[int, int]:
-    """Rows and columns of the register tile: three 64-byte vectors of columns by 8 rows, or
-    two by 12 where that wastes fewer columns past the edge (1024 is 21 panels of 48 and 16
-    columns, or 32 panels of 32): 24 of AVX-512's 32 vector registers hold the tile, the
-    rest the operands, and 24 FMA chains hide the FMA's latency. A narrow output (fewer
-    than two vectors) takes one vector by 16 rows."""
-    lanes = 64 // itemsize
+def tile_shape(itemsize: int, columns: int, target: Target) -> tuple[int, int]:
+    """Rows and columns of the register tile: three of the target's vectors of columns, or
+    two where fewer columns run past the edge, by the rows that fill three quarters of its
+    registers (at least its FMA chains); the rest hold operands. float32: 8 x 48 or 12 x 32
+    on AVX-512, 6 x 16 on AVX2 (BLIS's Haswell kernel), 8 x 12 on NEON; a narrow output
+    (one vector) up to 16 rows."""
+    lanes, tile = target.lanes(itemsize), max(target.fma_chains, target.registers * 3 // 4)
     if columns <= lanes:
-        return 16, lanes
+        return min(16, tile), lanes
     vectors = min((3, 2), key=lambda v: -(-columns // (v * lanes)) * v * lanes - columns)
-    return {3: 8, 2: 12}[vectors], vectors * lanes
+    return tile // vectors, vectors * lanes
 
 
 def contraction(block: Block):
@@ -312,14 +313,14 @@ def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool
     return rows and cols
 
 
-def _tile_block(block: Block, nest: LoopNest) -> Block:
+def _tile_block(block: Block, nest: LoopNest, target: Target) -> Block:
     if _one_row(block):  # a matmul of one row: tiled as a row block of one, so each cell
         # folds as a matmul's rows do (FMAs in order), however many rows there are
-        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest)
+        tiled = _tile(Block(Loop(f"{block.loop.var}_row", 1), (block,)), nest, target)
         if tiled is not None:
             return tiled
     moved = _outputs_first(block)
-    tiled = _tile(moved, nest)
+    tiled = _tile(moved, nest, target)
     if tiled is not None:
         return tiled
     loops, inner = chain(block)
@@ -329,7 +330,7 @@ def _tile_block(block: Block, nest: LoopNest) -> Block:
     return block
 
 
-def _tile(block: Block, nest: LoopNest) -> Block | None:
+def _tile(block: Block, nest: LoopNest, target: Target) -> Block | None:
     """The chain marked as a tiled contraction, or None where tiling would not pay."""
     found = contraction(block)
     if found is None:
@@ -350,7 +351,7 @@ def _tile(block: Block, nest: LoopNest) -> Block | None:
     if extent(ib) < 8 or k < 4:  # too narrow to tile, but folded as a tile's cells are
         return _fuse_multiply_add(block, init, nest)
     acc = init.dtype if init is not None else nest.output.dtype
-    mr, nr = tile_shape(acc.itemsize, extent(ib))
+    mr, nr = tile_shape(acc.itemsize, extent(ib), target)
     mr = 1 if extent(ia) == 1 else mr
     loops, inner = chain(block)
     marks = {ia.var: mr, ib.var: nr}
@@ -392,24 +393,24 @@ def _fuse_multiply_add(block: Block, init, nest: LoopNest) -> Block:
 # ---- cache blocks and register tiles ------------------------------------------------
 
 
-def block_contraction(nest: LoopNest) -> LoopNest:
+def block_contraction(nest: LoopNest, target: Target | None = None) -> LoopNest:
     """Each marked contraction as cache blocks of register tiles (the module docstring).
 
     A fill of the identity just before it (the lowered form of a sum into memory) is
     absorbed: each tile starts from that constant instead of reading it back.
     """
-    fresh = Fresh(nest.body)
+    fresh, t = Fresh(nest.body), target or detect()
     items, out, i = to_tree(nest.body), [], 0
     while i < len(items):
         it, nxt = items[i], items[i + 1] if i + 1 < len(items) else None
         fill = _fill(it, nxt) if isinstance(nxt, Block) and _marked(nxt) else None
-        new = _block(nxt, nest, fill, fresh) if fill is not None else None
+        new = _block(nxt, nest, fill, fresh, t) if fill is not None else None
         if new is not None:
             out.append(new)
             i += 2
             continue
         if isinstance(it, Block) and _marked(it):
-            it = _block(it, nest, None, fresh) or _unmarked(it)
+            it = _block(it, nest, None, fresh, t) or _unmarked(it)
         out.append(it)
         i += 1
     return replace(nest, body=flatten(out))
@@ -449,7 +450,7 @@ def _plus_zero(value) -> bool:
     return isinstance(value, int | float) and value == 0 and math.copysign(1, value) > 0
 
 
-def _block(block: Block, nest: LoopNest, fill: Const | None, fresh) -> Block | None:
+def _block(block: Block, nest: LoopNest, fill: Const | None, fresh, target) -> Block | None:
     found = contraction(block)
     if found is None:
         return None
@@ -471,12 +472,13 @@ def _block(block: Block, nest: LoopNest, fill: Const | None, fresh) -> Block | N
     partial = start is None or (
         _plus_zero(start) and fold.op == Op.ADD and (init is None or len(tail) == 1)
     )
-    kc = max(1, PANEL_BYTES // (nr * d.itemsize) // k_in)
+    kc = max(1, target.l1 // 2 // (nr * d.itemsize) // k_in)  # a KC x NR panel: half of L1
     if k1 <= 2 * kc or not partial:
         kc = k1
     kc = -(-k1 // -(-k1 // kc))  # blocks of equal length
     many = kc < k1
-    mc = max(mr, min(-(-m // mr) * mr, BLOCK_BYTES // (kc * k_in * d.itemsize) // mr * mr))
+    most = min(target.l2 // 4, MOST_BLOCK) // (kc * k_in * d.itemsize)
+    mc = max(mr, min(-(-m // mr) * mr, most // mr * mr))
     mc, nc = _enough_tasks(cells // (m * n), m, n, mc, -(-n // nr) * nr, mr, nr)
     V = Index.var
     ic, jc, rc = (fresh(lp.var + "c", bare=True) for lp in (ia, ib, r1))
@@ -693,22 +695,23 @@ def _replace(body: list, val: str, load: Load) -> list:
 # ---- the register tile --------------------------------------------------------------
 
 
-def vectorize_tile(nest: LoopNest) -> LoopNest:
+def vectorize_tile(nest: LoopNest, target: Target | None = None) -> LoopNest:
     """Each tile held in vector registers while a reduce block runs (module docstring).
 
     It needs what ``pack_operands`` provides: a column factor loaded at unit stride along
     the columns, whole panels of it, and a row factor that does not move with the columns.
     A row past the edge reads a packed 0, or a guarded one where the rows are read in place.
     """
-    return _pass(nest, _vectorize)
+    lanes = (target or detect()).lanes
+    return _pass(nest, lambda b, nest, fresh: _vectorize(b, nest, fresh, lanes))
 
 
-def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
+def _vectorize(sliver: Block, nest: LoopNest, fresh, lanes_of) -> Block | None:
     if "sliver" not in dict(sliver.loop.attrs):
         return None
     local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
     d, mr = local.dtype, dict(sliver.loop.attrs)["sliver"]
-    lanes, nr = 64 // d.itemsize, local.size // mr
+    lanes, nr = lanes_of(d.itemsize), local.size // mr
     if fold.mul is None or d not in (dtypes.float32, dtypes.float64) or nr % lanes:
         return Block(sliver.loop, sliver.body)
     b_val = next(
@@ -739,17 +742,10 @@ def _vectorize(sliver: Block, nest: LoopNest, fresh) -> Block | None:
                 DefAcc(acc, 0.0, d, lanes=lanes, start=v),
             ]
         end.append(Store(local.out, Index((), a * nr + j * lanes), acc, lanes=lanes))
-    panel = {}
-    for j in range(nr // lanes):
-        panel[j] = fresh("v")
-        step.append(
-            replace(
-                b_load,
-                out=panel[j],
-                index=b_load.index.substitute({cols.var: jt + j * lanes}),
-                lanes=lanes,
-            )
-        )
+    panel = {j: fresh("v") for j in range(nr // lanes)}  # the panel's vectors of this index
+    for j, v in panel.items():
+        at = b_load.index.substitute({cols.var: jt + j * lanes})
+        step.append(replace(b_load, out=v, index=at, lanes=lanes))
     deps = _deps(others, {rows.var})
     shared = [x for x in others if rows.var not in deps.get(defines(x), set())]
     moving = [x for x in others if x not in shared]

@@ -16,9 +16,10 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from ir.c.passes import c_passes
+from ir.c.passes import c_passes, default_passes
 from ir.c.render import program, render
 from ir.c.spell import CTYPE
+from ir.c.target import FOLD_BYTES, Target, detect
 from ir.graph.dtypes import acc_dtype
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
@@ -26,8 +27,6 @@ from ir.loop.generic import GENERIC_PASSES, lower_generic, lowers_generic
 from ir.loop.lower import lower
 from ir.loop.nest import Loop, LoopNest, Sort
 from ir.loop.passes import apply_passes
-
-C_PASS_LIST = c_passes()  # the passes a generic kernel stands in for
 
 MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
 
@@ -100,7 +99,11 @@ def generic(graph: KernelGraph, k, passes) -> bool:
     float SUM does not fold a product (a tiled contraction's FMA). Everything else
     specializes, as before: threads, tiles, lanes and pad splitting decide by the sizes.
     """
-    if passes != C_PASS_LIST or not lowers_generic(k) or math.prod(k.loop_shape) > GENERIC_WORK:
+    if (
+        not default_passes(passes)
+        or not lowers_generic(k)
+        or math.prod(k.loop_shape) > GENERIC_WORK
+    ):
         return False
     if k.kind in ("SUM", "MAX"):
         r = k.result
@@ -108,7 +111,7 @@ def generic(graph: KernelGraph, k, passes) -> bool:
         src = k.rows[r.srcs[0]]
         if acc.is_float and acc.itemsize >= 4:
             folded = math.prod(src.shape[a] for a in r.arg)
-            if folded >= 2 * (64 // acc.itemsize):
+            if folded >= 2 * (FOLD_BYTES // acc.itemsize):
                 return False
         if acc.is_float and k.kind == "SUM" and src.op == Op.MUL:
             return False
@@ -121,6 +124,7 @@ def plan_units(
     openmp: bool = True,
     cores: int | None = None,
     generic_kernels: bool = True,
+    target: Target | None = None,
 ) -> Units:
     """The C a plan compiles to. This is the one function that makes what the c device hands
     to ``cc``, and what ``ir(x, stage="c")`` prints.
@@ -130,7 +134,8 @@ def plan_units(
     none, nor do the ``constant_kernels`` (the device computes those on the host).
     ``passes`` default to the c device's (``c_passes()``). Kernels of at most
     ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``. With
-    ``generic_kernels=False`` every kernel is specialized to its sizes.
+    ``generic_kernels=False`` every kernel is specialized to its sizes. ``target`` (default:
+    ``detect()``) is the CPU the default passes tune for, printed at each unit's head.
     """
     for spec in graph.buffers:
         if spec.dtype not in CTYPE:
@@ -139,7 +144,8 @@ def plan_units(
                 f"device computes {', '.join(map(str, CTYPE))}; use the numpy device "
                 f"for {spec.dtype}"
             )
-    passes = c_passes() if passes is None else passes
+    target = target or detect()
+    passes = c_passes(target) if passes is None else passes
     first: dict[tuple, int] = {}  # a kernel's structure -> the first kernel that has it
     copies: dict[int, list[int]] = {}
     gen: dict[str, tuple[str, set]] = {}
@@ -167,7 +173,7 @@ def plan_units(
     for funcs, mark in ((large, ""), (small, QUICK)):
         for part in split_for_cores(funcs, cores or os.cpu_count() or 1) if funcs else []:
             kernels = sorted(i for same, _ in part for i in same)
-            out.append((kernels, mark + program([f for _, f in part])))
+            out.append((kernels, mark + program([f for _, f in part], target)))
     funcs = [f for _, f in large + small] + [gen[name] for name in sorted(gen)]
     return Units(out, gen, calls, funcs)
 

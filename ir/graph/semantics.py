@@ -101,7 +101,7 @@ def argsort(keys, descending: bool = False):
 
 # ---- the order of a float sum ----------------------------------------------------------
 
-LANE_BYTES = 64  # a sum's lanes: 16 float32, 8 float64 partial totals (one AVX-512 register)
+LANE_BYTES = 64  # a sum's logical lanes: 16 float32, 8 float64 partial totals, on every CPU
 SUM_BLOCK = 256  # elements per block of a long whole-array sum: 16 per float32 lane
 
 

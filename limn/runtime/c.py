@@ -38,7 +38,7 @@ import numpy as np
 from ir.c import sdpa
 from ir.c.passes import c_passes
 from ir.c.render import renders
-from ir.c.units import C_PASS_LIST, generic_unit, plan_units
+from ir.c.units import generic_unit, plan_units
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
@@ -119,7 +119,8 @@ class CDevice(CompiledDevice):
         self.openmp = self.toolchain.openmp if openmp is None else openmp
         if self.openmp:
             short_spin(self.toolchain.version)
-        self.passes = list(passes) if passes is not None else c_passes()
+        self.target = self.toolchain.target  # the CPU the passes tune for (ir/c/target.py)
+        self.passes = list(passes) if passes is not None else c_passes(self.target)
         self.threads = default_threads()
         self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
@@ -128,7 +129,8 @@ class CDevice(CompiledDevice):
         self.libraries: dict[int, ctypes.CDLL] = {}
         # plans kept on disk for the next process (limn/runtime/plan_cache.py): with the
         # default passes, unless LIMN_PLAN_CACHE=0
-        self.keep_plans = self.passes == C_PASS_LIST and os.environ.get("LIMN_PLAN_CACHE") != "0"
+        default = self.passes == c_passes(self.target)
+        self.keep_plans = default and os.environ.get("LIMN_PLAN_CACHE") != "0"
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -143,7 +145,7 @@ class CDevice(CompiledDevice):
             lib.limn_set_threads(n)
 
     def build(self, graph: KernelGraph) -> Plan:
-        u = plan_units(graph, self.passes, self.openmp, generic_kernels=self.generic_kernels)
+        u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}

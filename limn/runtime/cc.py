@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ir.c.target import Target, detect
 from ir.c.units import QUICK
 from limn.runtime import progress, tcc
 
@@ -49,10 +50,9 @@ from limn.runtime import progress, tcc
 # gcc will not vectorize floor, ceil, trunc or rint (the composite rows' C spellings).
 # -ffp-contract=off: a*b+c is two roundings, as the nest (and the numpy reference) says;
 # the one deliberate fused multiply-add is the tiled contraction's (ir/c/tile.py).
+# The target's own flags (``-march``; ir/c/target.py) come after these.
 FLAGS = (
     "-O3",
-    "-march=native",
-    "-mprefer-vector-width=512",
     "-fno-unswitch-loops",
     "-ffp-contract=off",
     "-shared",
@@ -77,6 +77,7 @@ class Toolchain:
     version: str
     openmp: bool
     cache_dir: Path
+    target: Target  # the CPU it compiles for: its flags, and its key in every cache key
     tcc: str | None = None  # the Tiny C Compiler for QUICK units, if found and checked
     tcc_version: str = ""
     stats: dict = field(
@@ -85,7 +86,7 @@ class Toolchain:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return FLAGS + (("-fopenmp",) if self.openmp else ())
+        return FLAGS + self.target.flags + (("-fopenmp",) if self.openmp else ())
 
     def flags_for(self, source: str) -> tuple[str, ...]:
         """The flags, at -O0 for a unit the renderer marks as small kernels only."""
@@ -123,7 +124,7 @@ class Toolchain:
 
     def _key(self, source: str) -> str:
         cc, version, flags, prelude = self.compiler_for(source)
-        text = "\0".join((cc, version, " ".join(flags), prelude + source))
+        text = "\0".join((cc, version, " ".join(flags), self.target.key, prelude + source))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def _load_verified(self, so: Path) -> ctypes.CDLL | None:
@@ -327,4 +328,4 @@ def find_toolchain(use_tcc: bool | None = None) -> Toolchain:
         ):
             raise CompilerError(f"set_device('c'): {path} cannot build a shared library")
         openmp = _probe(path, ["-shared", "-fPIC", "-fopenmp"], Path(tmp))
-    return Toolchain(path, version, openmp, cache, *tcc.find(use_tcc))
+    return Toolchain(path, version, openmp, cache, detect(cc=path), *tcc.find(use_tcc))

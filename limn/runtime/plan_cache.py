@@ -67,6 +67,7 @@ def _settings(device) -> tuple:
         tc.cc,
         tc.version,
         tc.flags,
+        tc.target,
         tc.tcc,
         tc.tcc_version,
         np.__version__,
