@@ -276,3 +276,30 @@ def test_limn_generic_0_specializes_every_kernel(monkeypatch):
         plan, _ = dev.plan_for([x.node])
         steps[value] = {step[0] for step in plan.recipe}
     assert steps == {"0": {"k"}, "1": {"g"}}
+
+
+def test_a_small_kernel_called_often_is_built_again_at_o3_with_the_same_bits(monkeypatch):
+    """A generic kernel and a small specialized one (a float sum over lanes) run from the
+    quick build until their calls have spent ``hot_s`` (``LIMN_HOT_S``), then from an -O3
+    build of the same text: the same bits before and after."""
+    monkeypatch.setenv("LIMN_HOT_S", "3600")
+    dev = CDevice()
+    dev.keep_plans = False
+    assert dev.hot_s == 3600.0
+    a = _data((8, 64), np.float32, 30)
+
+    def outs():  # a generic kernel, and lanes of a float reduce (specialized, small)
+        return [Tensor(a).exp() * 0.5 - 1.0, (Tensor(a) * 2.0).sum(axis=1)]
+
+    plan, _ = dev.plan_for([t.node for t in outs()])
+    assert sorted(step[0] for step in plan.recipe) == ["g", "k"]
+    quick = _realize(dev, outs())
+    assert dev.stats["hot_kernels"] == 0
+    dev.hot_s = 0.0
+    hot = _realize(dev, outs())
+    assert dev.stats["hot_kernels"] == 2
+    for q, h in zip(quick, hot):
+        assert np.array_equal(_bits(q), _bits(h))
+    again = _realize(dev, outs())
+    assert dev.stats["hot_kernels"] == 2  # built once
+    assert all(np.array_equal(_bits(q), _bits(g)) for q, g in zip(quick, again))

@@ -66,3 +66,22 @@ def test_work_quicker_than_a_second_prints_nothing(monkeypatch, c_device):
     monkeypatch.setattr(sys, "stderr", out)
     (Tensor.arange(5, device="c").float() * 2).numpy()
     assert out.getvalue() == ""
+
+
+def test_a_plan_built_again_for_a_new_shape_says_which_shape_changed(monkeypatch, c_device):
+    """A sequence that grows by one (sampling without a cache) builds a plan per length:
+    the line and the profiler say why, and a new structure says nothing."""
+    out = Terminal()
+    monkeypatch.setattr(sys, "stderr", out)
+    monkeypatch.setattr(progress, "AFTER", 0.0)
+    with limn.profile() as prof:
+        for n in (5, 6):
+            (Tensor.arange(n, device="c").float() * 2.0).exp().realize()
+        (Tensor.arange(6, device="c").float() + 1.0).realize()
+    lines = re.findall(
+        r"limn: (?:compiled \d+ kernels|built a plan) in [\d.]+ s.*\n", out.getvalue()
+    )
+    assert len(lines) == 3 and ": a new shape" not in lines[0] + lines[2], lines
+    assert lines[1].endswith(" s: a new shape, [5] -> [6], of a structure built before\n")
+    assert prof.resized == ["a new shape, [5] -> [6], of a structure built before"]
+    assert "1 plans built again, a new shape, [5] -> [6]" in prof.report()

@@ -18,6 +18,13 @@ structure, not once per shape. Each is a C function named by a hash of its text;
 device keeps the library that holds each one it has compiled, and a later plan that
 needs it calls it there instead of compiling it again.
 
+Small kernels (generic or not) are built by the quick compiler (tcc, or cc at -O0): a
+compile of milliseconds, code several times slower than -O3's. Once a small kernel's
+calls have cost what building it at -O3 would (``HOT_S`` seconds, ``LIMN_HOT_S``), its
+text is built again at -O3 and its calls go there (``_Tier``; a generic kernel's, from
+every plan): a kernel called often pays at most about twice for its speed, and one called
+a few times never waits for cc -O3. The text is the same, so are the bits.
+
 A plan is built as a recipe, one step per kernel (a library function by the library's
 cache key, with a generic kernel's sizes; a constant kernel's values; a CUSTOM kernel), and
 the recipe is kept on disk (``limn/runtime/plan_cache.py``), so the next process that
@@ -31,20 +38,24 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ir.c import sdpa
 from ir.c.passes import c_passes
-from ir.c.render import renders
-from ir.c.units import generic_unit, plan_units
+from ir.c.render import program, render, renders
+from ir.c.units import QUICK, generic_function, generic_unit, plan_units
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
-from ir.loop.passes import Pass
+from ir.loop.generic import lower_generic
+from ir.loop.lower import lower
+from ir.loop.passes import Pass, apply_passes
 from limn.runtime import plan_cache
 from limn.runtime.cc import CompilerError, find_toolchain
+from limn.runtime.device import env_number
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
 
@@ -123,6 +134,9 @@ class CDevice(CompiledDevice):
         self.passes = list(passes) if passes is not None else c_passes(self.target)
         self.threads = default_threads()
         self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
+        self.tiers: dict[str, _Tier] = {}  # size-generic kernel -> the build its calls use
+        self.hot_s = env_number("LIMN_HOT_S", HOT_S, "seconds (0: build at -O3 at once)", float)
+        self.stats["hot_kernels"] = 0
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
         # every library loaded, by its dlopen handle (one per file, however often loaded):
         # set_threads reaches them all, also those of plans the cache has dropped
@@ -163,6 +177,7 @@ class CDevice(CompiledDevice):
         keys = [self.toolchain._key(src) for src in sources]
         by_key = dict(zip(keys, libs))
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
+        quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
         for name in missing:
             self.generic_keys[name] = keys[-1]
         recipe: list[tuple] = []
@@ -182,7 +197,7 @@ class CDevice(CompiledDevice):
                 by_key.setdefault(key, self.by_key.get(key))
                 recipe.append(("g", key, name, sizes))
             else:
-                recipe.append(("k", unit_key[i], f"k{i}"))
+                recipe.append(("k", unit_key[i], f"k{i}", i in quick))
         calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
         for key, lib in by_key.items():
             self.by_key.setdefault(key, lib)
@@ -200,11 +215,30 @@ class CDevice(CompiledDevice):
         if step[0] == "custom":
             return self._custom_call(k)
         lib = libs[step[1]]
+        name, fn = step[2], getattr(lib, step[2])
         if step[0] == "g":
-            name, sizes = step[2], step[3]
             self.generic_keys.setdefault(name, step[1])  # a later plan calls it there too
-            return _c_call(getattr(lib, name), k, sizes)
-        return _c_call(getattr(lib, step[2]), k)
+            if name not in self.tiers:  # one build for every plan that calls it
+                nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
+                source = lambda: generic_function(nest(), self.openmp)  # noqa: E731
+                self.tiers[name] = _Tier(self, fn, source)
+            return _c_call(self.tiers[name], k, step[3])
+        nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
+        source = lambda: (name, render(nest(), name, self.openmp))  # noqa: E731
+        return _c_call(_Tier(self, fn, source if step[3] else None), k)
+
+    def hot(self, quick, name: str, function: tuple[str, set]):
+        """The kernel ``name`` built at -O3 from ``function``; ``quick`` if that fails."""
+        try:
+            lib = self.toolchain.library(program([function], self.target))
+        except CompilerError:
+            return quick
+        lib.limn_set_threads(self.threads)
+        self.libraries[lib._handle] = lib
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = None, quick.argtypes
+        self.stats["hot_kernels"] += 1
+        return fn
 
     def library_by_key(self, key: str) -> ctypes.CDLL | None:
         """The library of cache key ``key``: one this device holds, or the published one
@@ -251,6 +285,30 @@ class CDevice(CompiledDevice):
         return call
 
 
+HOT_S = 0.1  # about what cc -O3 takes for one small kernel (docs/runtime.md)
+
+
+class _Tier:
+    """A kernel's build. A small one's is the quick build, timed, until its calls have
+    spent the device's ``hot_s``, then its text built at -O3 (the module docstring)."""
+
+    def __init__(self, device: CDevice, fn, source=None):
+        # source() -> (the function's name, its text and helpers), made again when hot
+        # (a plan loaded from disk holds no text); None: a build to keep
+        self.device, self.fn, self.source = device, fn, source
+        self.spent = 0.0 if source else None
+
+    def run(self, *args) -> None:
+        if self.spent is None:
+            return self.fn(*args)
+        t = time.perf_counter()
+        self.fn(*args)
+        self.spent += time.perf_counter() - t
+        if self.spent >= self.device.hot_s:
+            self.spent = None  # once: a thread that calls meanwhile runs the quick build
+            self.fn = self.device.hot(self.fn, *self.source())
+
+
 def _host_call(value: np.ndarray):
     """A constant kernel: its value, computed when the plan was built, copied out."""
 
@@ -280,8 +338,10 @@ def _adoptable(made, out, arrays, results) -> bool:
     )
 
 
-def _c_call(fn, kernel, sizes: tuple[int, ...] | None = None):
-    """The call of one compiled kernel; a size-generic one is passed ``sizes`` as well."""
+def _c_call(tier: _Tier, kernel, sizes: tuple[int, ...] | None = None):
+    """The call of one compiled kernel, to the build its ``tier`` says; a size-generic one
+    is passed ``sizes`` as well."""
+    fn = tier.fn
     fn.restype = None
     if sizes is None:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -300,7 +360,7 @@ def _c_call(fn, kernel, sizes: tuple[int, ...] | None = None):
             # (bfloat16): numpy's own, slower, route to the address
             ptrs = pointers(*[a.ctypes.data for a in arrays])
         err = _ERR()
-        fn(ptrs, err, *extra)
+        tier.run(ptrs, err, *extra)
         if err[0]:
             _raise(err)
 

@@ -240,6 +240,7 @@ class CompiledDevice(Device):
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.pool = BufferPool()  # the plans' large intermediates, kept between runs
+        self.shapes: dict[tuple, tuple] = {}  # a key without its shapes -> the last shapes
 
     def build(self, graph: KernelGraph) -> Plan:
         raise NotImplementedError
@@ -285,7 +286,10 @@ class CompiledDevice(Device):
             self.stats["plans_loaded"] += plan is not None
             if plan is None:
                 spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
-                with progress.compiling():  # a live line on a terminal if this is slow
+                why = self.resized(key)
+                if prof is not None and why:
+                    prof.resized.append(why)
+                with progress.compiling(why):  # a live line on a terminal if this is slow
                     sched = schedule(decompose(roots, self.renders, held, spelled), held)
                     plan = self.build(sched.graph)
                 # a decomposition may meet its inputs in another order: the plan's slot order
@@ -308,6 +312,22 @@ class CompiledDevice(Device):
             self.stats["kernels"] += len(plan.graph.kernels)
             self.stats["build_s"] += time.perf_counter() - t0
         return plan
+
+    def resized(self, key: tuple) -> str:
+        """Why a plan is built again: a structure met before at other shapes (a sequence
+        that grows by a token, the last short batch) names the first shape that changed;
+        a new structure says nothing."""
+        rows = key[0]
+        structure = tuple(row[:2] + row[3:4] for row in rows)  # op, dtype, sources
+        shapes = tuple(row[2] for row in rows)
+        seen = self.shapes.pop(structure, None)
+        self.shapes[structure] = shapes
+        if len(self.shapes) > self.max_plans:
+            self.shapes.pop(next(iter(self.shapes)))
+        if seen is None or seen == shapes:
+            return ""
+        old, new = next((a, b) for a, b in zip(seen, shapes) if a != b)
+        return f"a new shape, {list(old)} -> {list(new)}, of a structure built before"
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
         key, inputs, bufs, nodes = walk(roots)

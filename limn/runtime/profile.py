@@ -95,6 +95,7 @@ class Profiler:
         self.scope: list[tuple] = []  # (module, its path) of each nn.Module call running
         self._names: dict[tuple, str] = {}  # (id(parent), id(child)) -> the child's name
         self.pools: dict[int, tuple] = {}  # id -> (a plan's buffer pool, its stats then)
+        self.resized: list[str] = []  # each plan built again for a new shape (jit.resized)
         self.started = time.perf_counter()
         self.stopped: float | None = None
 
@@ -218,6 +219,8 @@ class Profiler:
                 f"{rest * 1e3:>9.2f} {100 * rest / busy:>5.1f}  ... {len(rows) - top} more"
             )
         lines += [self._pool_line(*entry) for entry in self.pools.values()]
+        if self.resized:
+            lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
         return "\n".join(lines)
 
     @staticmethod

@@ -4,6 +4,8 @@ A plan build (``jit.py``) and every C compile (``cc.py``) run inside ``compiling
 outermost one owns the line and inner ones add their kernels to its count. After
 ``AFTER`` seconds the line appears (``limn: compiling 120/340 kernels, 3.4 s``) and a
 timer redraws it; when the work ends it stays as ``limn: compiled 340 kernels in 17.6 s``.
+A plan built again for a structure met before at other shapes says so, and which shape
+changed (``jit.CompiledDevice.resized``): a loop whose sizes vary compiles per size.
 Work quicker than ``AFTER`` prints nothing, and nothing is printed when stderr is not a
 terminal (a log file, a test run), so only a person watching sees it.
 """
@@ -22,6 +24,7 @@ _here = threading.local()
 class Line:
     def __init__(self):
         self.done = self.total = self.depth = 0
+        self.why = ""  # why the plan is built, if it is a structure met before
         self.t0 = time.perf_counter()
         self.stop, self.lock = threading.Event(), threading.Lock()
         if sys.stderr.isatty():
@@ -37,10 +40,10 @@ class Line:
             return
         if final:
             what = f"compiled {self.total} kernels" if self.total else "built a plan"
-            text = f"{what} in {took:.1f} s\n"
+            text = f"{what} in {took:.1f} s{self.why}\n"
         else:
             count = f" {self.done}/{self.total} kernels" if self.total else ""
-            text = f"compiling{count}, {took:.1f} s"
+            text = f"compiling{count}, {took:.1f} s{self.why}"
         with self.lock:
             if final or not self.stop.is_set():
                 sys.stderr.write(f"\r\x1b[Klimn: {text}")
@@ -67,8 +70,9 @@ def end(line: Line) -> None:
 
 
 @contextlib.contextmanager
-def compiling():
+def compiling(why: str = ""):
     line = start()
+    line.why = line.why or (f": {why}" if why else "")
     try:
         yield line
     finally:
