@@ -782,3 +782,24 @@ def test_the_profiler_and_the_viewer_show_the_source_a_custom_kernel_runs(tmp_pa
     assert custom and all(k["pipelines"]["c"]["source"] for k in custom)
     assert custom[0]["pipelines"]["c"]["source"] == c_sdpa.unit("fwd", dtypes.float32).splitlines()
     assert "scale=" in custom[0]["pipelines"]["c"]["steps"][0]["lines"][0]
+
+
+@pytest.mark.slow
+def test_the_rows_of_a_register_block_change_no_bit_of_the_c_kernels(monkeypatch):
+    """The register block's rows follow the target (4 where AVX-512 has 32 registers, 2
+    elsewhere); every row's sums run in their own order, so each choice gives the same bits."""
+    from ir.c import sdpa as source
+    from limn.runtime.c import CDevice
+    from limn.runtime.c_sdpa import SdpaKernels
+
+    rng = np.random.default_rng(1)
+    q, k, v, do = (rng.standard_normal((3, 77, 24), np.float32) for _ in range(4))
+    got = {}
+    for rows in (None, 1, 4):
+        if rows:
+            monkeypatch.setattr(source, "COMMON", f"#define R {rows}\n" + source.COMMON)
+        ks = SdpaKernels(CDevice())
+        o, lse = ks.sdpa([q, k, v], (0.2, True, 0))
+        grads = ks.bwd([q, k, v, do, lse, (o * do).sum(-1)], (0.2, True, 0), 3)
+        got[rows] = b"".join(a.tobytes() for a in (o, lse, *grads))
+    assert got[1] == got[None] == got[4]

@@ -17,6 +17,14 @@ the width give 0 or the sign fill, a float converts to bfloat16 by round-to-near
 polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
 error is a couple of ulp, measured in the c device's tests.
 
+Vector helpers (``VECTORS``, ``vector_helpers(name)``; ``FMA_ISA`` before them): for a
+type ``limn_f32x<n>`` or ``limn_f64x<n>`` of 16, 32 or 64 bytes, a compiler vector
+(``+``, ``*``, ``[]`` work), and ``_load(p)``, ``_store(p, v)`` (unaligned), ``_splat(s)``
+and ``_fma(c, a, b)``, a*b + c rounded once per lane: the target's fused instruction in as
+many physical vectors as the type holds, or ``fmaf`` per lane where it has none. A loop
+nest's vectors are one register of the target (``Target.lanes``); fused attention's are
+64 bytes on every target.
+
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
 order any one cell is folded in. With ``openmp=False`` the pragmas are left out.

@@ -11,15 +11,18 @@ typedef SDPA_T T; /* the storage type */
 #if SDPA_WIDE
 typedef double A; /* the compute type */
 typedef int64_t AI;
-#define R 2 /* rows per register block */
+#define SDPA_ROWS 2 /* rows per register block */
 #define FMA fma
 #define LOG log
 #else
 typedef float A;
 typedef int32_t AI;
-#define R 4
+#define SDPA_ROWS (LIMN_FMA_BYTES >= 64 ? 4 : 2) /* 4 x 4 zmm, or 2 x 8 ymm accumulators */
 #define FMA fmaf
 #define LOG logf
+#endif
+#ifndef R /* each row's sums run in their own order: R changes speed, never a bit */
+#define R SDPA_ROWS
 #endif
 #define NAME(f) SDPA_CAT(f, SDPA_NAME)
 #define SDPA_CAT(f, n) SDPA_CAT2(f, n)

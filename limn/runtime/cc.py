@@ -77,7 +77,7 @@ class Toolchain:
     version: str
     openmp: bool
     cache_dir: Path
-    target: Target  # the CPU it compiles for: its flags, and its key in every cache key
+    target: Target = field(default_factory=detect)  # its flags; its key in every cache key
     tcc: str | None = None  # the Tiny C Compiler for QUICK units, if found and checked
     tcc_version: str = ""
     stats: dict = field(
