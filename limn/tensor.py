@@ -509,7 +509,8 @@ def _realize(*tensors: Tensor) -> None:
     if writes:
         asked = {id(t) for t in tensors}
         targets = {id(w.node.srcs[0].arg) for w in writes}
-        tensors += tuple(t for t in readers(targets) if id(t) not in asked)
+        # first: a reader on another device than the write is realized in a batch before it
+        tensors = tuple(t for t in readers(targets) if id(t) not in asked) + tensors
     by_device: dict[str, list[Tensor]] = {}
     for t in tensors:
         if t.node.op != Op.BUFFER:
