@@ -463,6 +463,7 @@ def realize(*tensors: Tensor) -> None:
 _made: list[weakref.ref] = []
 _made_lock = threading.Lock()  # two threads pruning at once would drop each other's entries
 _prune_at = [1024]
+_HELD = (Op.BUFFER, Op.ASSIGN)  # a Tensor's value once it holds bytes, or is being written
 
 
 def _lazy_node(ref: weakref.ref) -> Node | None:
@@ -472,7 +473,7 @@ def _lazy_node(ref: weakref.ref) -> Node | None:
     reference held while another thread searches would keep that thread's temporaries
     alive, and computed, at its own writes."""
     t = ref()
-    if t is None or t._base is not None or t.node.op in (Op.BUFFER, Op.ASSIGN):
+    if t is None or t._base is not None or t.node.op in _HELD:
         return None
     return t.node
 
@@ -481,7 +482,7 @@ def _lazy() -> list[weakref.ref]:
     """``_made`` pruned to the Tensors whose value is still a graph."""
     with _made_lock:
         n = len(_made)
-        live = [r for r in _made[:n] if _lazy_node(r) is not None]
+        live = [r for r in _made[:n] if (t := r()) is not None and t.node.op not in _HELD]
         _made[:n] = live  # (entries appended meanwhile stay, past n)
         _prune_at[0] = 2 * len(live) + 1024
     return live
