@@ -467,17 +467,29 @@ def realize(*tensors: Tensor) -> None:
 _made: list[weakref.ref] = []
 _made_lock = threading.Lock()  # two threads pruning at once would drop each other's entries
 _prune_at = [1024]
+_HELD = (Op.BUFFER, Op.ASSIGN)  # a Tensor's value once it holds bytes, or is being written
 
 
-def _lazy() -> list[Tensor]:
-    """The Tensors still alive whose value is a graph yet to compute, views left out: a
-    view reads its base (one of these, or a buffer it sees writes to, as in torch)."""
+def _lazy_node(ref: weakref.ref) -> Node | None:
+    """The graph the referenced Tensor's value still is: None once it died, holds bytes
+    or a pending write, or is a view (which reads its base, one of these or a buffer
+    whose writes it sees, as in torch). The Tensor itself is let go at once: a strong
+    reference held while another thread searches would keep that thread's temporaries
+    alive, and computed, at its own writes."""
+    t = ref()
+    if t is None or t._base is not None or t.node.op in _HELD:
+        return None
+    return t.node
+
+
+def _lazy() -> list[weakref.ref]:
+    """``_made`` pruned to the Tensors whose value is still a graph."""
     with _made_lock:
         n = len(_made)
-        live = [r for r in _made[:n] if (t := r()) is not None and t.node.op is not Op.BUFFER]
+        live = [r for r in _made[:n] if (t := r()) is not None and t.node.op not in _HELD]
         _made[:n] = live  # (entries appended meanwhile stay, past n)
         _prune_at[0] = 2 * len(live) + 1024
-    return [t for r in live if (t := r()) is not None and t._base is None]
+    return live
 
 
 def _reads(node: Node, targets: set[int], clean: set[int]) -> bool:
@@ -505,7 +517,12 @@ def readers(targets: set[int]) -> list[Tensor]:
     the batch that writes them, they read the old bytes as they would have eagerly, and
     share the batch's work (a loss read after ``opt.step()`` costs no second forward)."""
     clean: set[int] = set()
-    return [t for t in _lazy() if t.node.op is not Op.ASSIGN and _reads(t.node, targets, clean)]
+    found = []
+    for ref in _lazy():
+        node = _lazy_node(ref)
+        if node is not None and _reads(node, targets, clean):
+            found.append(ref())
+    return [t for t in found if t is not None]
 
 
 def _realize(*tensors: Tensor) -> None:
@@ -513,7 +530,8 @@ def _realize(*tensors: Tensor) -> None:
     if writes:
         asked = {id(t) for t in tensors}
         targets = {id(w.node.srcs[0].arg) for w in writes}
-        tensors += tuple(t for t in readers(targets) if id(t) not in asked)
+        # first: a reader on another device than the write is realized in a batch before it
+        tensors = tuple(t for t in readers(targets) if id(t) not in asked) + tensors
     by_device: dict[str, list[Tensor]] = {}
     for t in tensors:
         if t.node.op != Op.BUFFER:

@@ -582,6 +582,15 @@ def test_a_value_built_after_a_write_and_read_after_it_commits_reads_it_once():
     np.testing.assert_array_equal(y.numpy(), [33.0, 33.0, 33.0])
 
 
+@pytest.mark.parametrize("here,there", [("numpy", "c"), ("c", "numpy")])
+def test_a_value_moved_to_another_host_device_before_a_write_reads_the_old_value(here, there):
+    x = Tensor([1.0, 2.0], device=here)
+    moved = x.to(there) * 2  # host devices share the buffer: the other device reads it
+    x.add_(1)
+    np.testing.assert_array_equal(moved.numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(x.numpy(), [2.0, 3.0])
+
+
 def test_clone_is_a_snapshot_that_a_later_write_does_not_change():
     w, tw = Tensor(_arr((5,), 32)), torch.tensor(_arr((5,), 32))
     prev, tprev = w.clone(), tw.clone()
