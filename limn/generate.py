@@ -145,8 +145,8 @@ def generate(
     rows = given.reshape(1, -1) if given.ndim == 1 else given
     if rows.ndim != 2 or not rows.shape[1] or rows.dtype.kind not in "iu":
         raise ValueError(
-            f"generate: needs token ids of shape (B, T), T >= 1, or one prompt as a list; "
-            f"got {rows.dtype}{list(rows.shape)}"
+            f"generate: needs integer token ids, at least one token per prompt: (B, T) or "
+            f"one prompt as a list; got {rows.dtype}{list(rows.shape)}"
         )
     with no_grad():
         if _has_cache(model):
