@@ -11,8 +11,9 @@ its settings. Everything that changes from step to step lives on the device as a
 buffer: each group's learning rate and Adam's beta**t, and the step count. Setting a
 group's ``"lr"`` (or ``opt.lr``, every group's) writes into its buffer, so the graph a step
 builds is the same every time and a compiled device's plan cache (and a captured step)
-keeps serving it. The other settings are baked in as constants. Scalars are float64 and cast to a parameter's dtype where they meet it,
-as torch computes its Python-float step sizes in double and rounds them once.
+keeps serving it. The other settings are baked in as constants. Scalars are float64 and
+cast to a parameter's dtype where they meet it, as torch computes its Python-float step
+sizes in double and rounds them once.
 
 ``state_dict()`` names per-parameter state ``<param path>.<state>`` (``fc.weight.exp_avg``)
 with the paths of ``named_parameters()``, next to the scalars (``step``, ``lr``,
