@@ -131,7 +131,8 @@ def generate(
     seed: int = 0,
 ):
     """``idx`` followed by ``max_new_tokens`` sampled ids, in its own form: a (B, T) Tensor
-    of token ids gives a (B, T + n) Tensor; one prompt as a list or bytes gives a list.
+    of token ids gives a (B, T + n) Tensor, nested lists give lists; one prompt (a 1-d
+    Tensor, a list, bytes) gives one row.
 
     A model that offers a kv cache (``ctx``, ``nn.MultiHeadAttention`` layers and a
     ``forward(idx, cache=None)``) samples each prompt over it (``stream``); any other module
@@ -140,11 +141,12 @@ def generate(
     nanoGPT's ``block_size`` or ``config.block_size``). Prompt r draws from
     ``Rng(seed + r)``, so a batch of equal prompts gives different samples.
     """
-    rows = idx.numpy() if isinstance(idx, Tensor) else np.asarray([[int(t) for t in idx]])
+    given = idx.numpy() if isinstance(idx, Tensor) else np.asarray(list(idx))
+    rows = given.reshape(1, -1) if given.ndim == 1 else given
     if rows.ndim != 2 or not rows.shape[1] or rows.dtype.kind not in "iu":
         raise ValueError(
-            f"generate: needs token ids of shape (B, T), T >= 1, or one prompt as a list; "
-            f"got {rows.dtype}{list(rows.shape)}"
+            f"generate: needs integer token ids, at least one token per prompt: (B, T) or "
+            f"one prompt as a list; got {rows.dtype}{list(rows.shape)}"
         )
     with no_grad():
         if _has_cache(model):
@@ -159,9 +161,10 @@ def generate(
             ]
         else:
             out = _windowed(model, rows, max_new_tokens, temperature, top_k, seed)
+    out = np.asarray(out)[0] if given.ndim == 1 else np.asarray(out)
     if not isinstance(idx, Tensor):
-        return out[0]
-    return Tensor(np.asarray(out), dtype=idx.dtype, device=idx.device)
+        return out.tolist()
+    return Tensor(out, dtype=idx.dtype, device=idx.device)
 
 
 def _has_cache(model) -> bool:

@@ -165,6 +165,7 @@ def test_limn_generate_samples_a_batch_of_prompts_each_as_it_would_alone(GPT):
         assert out.shape == (2, 9) and out.dtype == prompts.dtype
         assert out.tolist()[0] == generate(model, b"Once", 5, 0.8, 40, seed=3)
         assert out.tolist()[1] == generate(model, b"Upon", 5, 0.8, 40, seed=4)
+        assert generate(model, [list(b"Once"), list(b"Upon")], 5, 0.8, 40, seed=3) == out.tolist()
 
 
 def test_limn_generate_runs_any_model_by_its_window_and_names_a_wrong_one(GPT):

@@ -6,16 +6,19 @@ them in one ``limn.realize``. Every graph therefore reads pre-step values and th
 the writes cannot matter; extra tensors passed to ``step(loss)`` are computed in the same
 batch, so a logged loss shares the forward pass the gradients already need.
 
-Everything that changes from step to step lives on the device as a 0-d buffer: the
-learning rate, the step count and Adam's beta**t. Setting ``opt.lr`` writes into its
-buffer, so the graph a step builds is the same every time and a compiled device's plan
-cache (and a captured step) keeps serving it. Hyperparameters that never change are baked
-in as constants. Scalars are float64 and cast to a parameter's dtype where they meet it,
-as torch computes its Python-float step sizes in double and rounds them once.
+Parameters come in torch's groups (``param_groups``), each a dict of its parameters and
+its settings. Everything that changes from step to step lives on the device as a 0-d
+buffer: each group's learning rate and Adam's beta**t, and the step count. Setting a
+group's ``"lr"`` (or ``opt.lr``, every group's) writes into its buffer, so the graph a step
+builds is the same every time and a compiled device's plan cache (and a captured step)
+keeps serving it. The other settings are baked in as constants. Scalars are float64 and
+cast to a parameter's dtype where they meet it, as torch computes its Python-float step
+sizes in double and rounds them once.
 
 ``state_dict()`` names per-parameter state ``<param path>.<state>`` (``fc.weight.exp_avg``)
 with the paths of ``named_parameters()``, next to the scalars (``step``, ``lr``,
-``beta1_power``), so a model and its optimizer go in one checkpoint (``limn.serialize``).
+``beta1_power``; a second group's ``param_groups.1.lr``), so a model and its optimizer go
+in one checkpoint (``limn.serialize``).
 """
 
 from __future__ import annotations
