@@ -144,17 +144,15 @@ BLOCK = SUM_BLOCK  # elements per block of a long full reduce: the unit the team
 def lane_reduce(nest: LoopNest) -> LoopNest:
     """Fold a float reduce into lanes of partial totals, then combine them by a FOLD.
 
-    A running total in one register cannot be vectorized (float adds do not reassociate)
-    and loses accuracy as it grows. Lanes are a fixed regrouping of the same sum: element
-    ``r`` of the last axis goes to lane ``r % L``, each lane folds its elements in order
-    (the outer reduce axes in turn), and FOLD adds the lanes pairwise. A long full reduce
-    is also cut into blocks, each with its own lanes, so a team can share them: K whole
-    rows of the outermost axis, K*row about BLOCK elements; the blocks are combined by the
-    same tree. The grouping depends only on the logical shape, never on the thread count,
-    the strides, or the pieces a pad or a concatenation cut a loop into: a contiguous
-    reduce runs as one loop only where that gives the same lanes (a last axis of whole
-    vectors). A reduce whose last axis is kept folds in order, unlaned, as its
-    fill-then-add form in memory does.
+    The grouping is ``ir/graph/semantics.ordered_sum``'s (the one owner of a sum's order,
+    which the numpy device evaluates): element ``r`` of the last axis to lane ``r % L``,
+    each lane folding in order, a long full reduce cut into blocks of whole rows of its
+    outermost axis (the units a team shares), the lanes and blocks added by FOLD's tree.
+    It depends only on the logical shape, never on the thread count, the strides, or the
+    pieces a pad or a concatenation cut a loop into: a contiguous reduce runs as one loop
+    only where that gives the same lanes (a last axis of whole vectors). A reduce whose
+    last axis is kept folds in order, unlaned, as its fill-then-add form in memory does;
+    so does a contraction's FMA (``ir/c/tile.py``).
     """
     fresh = Fresh(nest.body)
     fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"

@@ -129,11 +129,11 @@ def ordered_sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     fold starts from +0.0, as a register does; an integer sum is exact in any order.
     """
     kept = [d for d in range(x.ndim) if d not in axes]
-    red = [x.shape[d] for d in axes if x.shape[d] > 1]
+    red = [x.shape[d] for d in axes if x.shape[d] != 1]
     cells, n, lanes = math.prod(x.shape[d] for d in kept), math.prod(red), LANE_BYTES // x.itemsize
     y = np.transpose(x, kept + list(axes)).reshape(cells, n)
     shape = [1 if d in axes else e for d, e in enumerate(x.shape)]
-    if n < 2 * lanes or max(d for d, e in enumerate(x.shape) if e > 1) not in axes:
+    if not y.size or n < 2 * lanes or max(d for d, e in enumerate(x.shape) if e > 1) not in axes:
         return np.add.accumulate(np.pad(y, ((0, 0), (1, 0))), axis=1)[:, -1].reshape(shape)
     blocked = cells == 1 and n >= 4 * SUM_BLOCK
     if blocked:  # block b: rows b*k .. b*k + k - 1 of the outermost axis
