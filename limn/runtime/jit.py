@@ -285,9 +285,12 @@ class CompiledDevice(Device):
             self.stats["plans_loaded"] += plan is not None
             if plan is None:
                 spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
-                with progress.compiling():  # a live line on a terminal if this is slow
+                line = progress.start()  # a live line on a terminal if this is slow
+                try:
                     sched = schedule(decompose(roots, self.renders, held, spelled), held)
                     plan = self.build(sched.graph)
+                finally:
+                    progress.end(line)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
                 slots = tuple(where[id(n)] for n in sched.inputs)
@@ -315,7 +318,10 @@ class CompiledDevice(Device):
         in_bufs = [bufs[i] for i in plan.slots]
         # while limn.capture records, every input of a step must be an argument, a result
         # of an earlier step or fixed: no intermediate is remembered to stand between
-        out = execute(plan, in_bufs, roots, nodes if self.recorder is None else ())
+        try:
+            out = execute(plan, in_bufs, roots, nodes if self.recorder is None else ())
+        except IndexError as e:  # a gather's: named after the function and line that built it
+            raise profile.index_error(e, nodes) from None
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
         return out
