@@ -332,3 +332,11 @@ def test_an_index_out_of_range_names_the_function_and_the_line_that_built_it(dev
     for t, what, at in zip(built, ("Embedding", "cross_entropy", "index"), (2, 4, 5)):
         with pytest.raises(IndexError, match=f"^{what} at {re.escape(__file__)}:{line + at}: "):
             t.item()
+
+
+def test_an_in_place_refusal_names_the_in_place_method_not_assign():
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    calls = {"mul_": lambda: w.mul_(2), "add_": lambda: w.add_(1), "copy_": lambda: w.copy_(w * 3)}
+    for name, call in calls.items():
+        with pytest.raises(RuntimeError, match=f"^{name}: not differentiable"):
+            call()
