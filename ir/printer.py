@@ -34,7 +34,6 @@ from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
 from ir.graph.dtypes import compute_dtype
 from ir.graph.node import Node, format_graph
-from ir.graph.ops import Op
 from ir.kernel.kernel import (
     KernelGraph,
     buffer_lines,
@@ -106,9 +105,8 @@ def ir(
         roots = decompose(roots, DECOMPOSES[stage], is_realized)
     sched = schedule(roots, is_realized)
     graph = sched.graph
-    held = [  # a value the runtime holds: the plan reads it instead of computing it
-        f"buf{i} = held {n.op.value}" for i, n in enumerate(sched.inputs) if n.op is not Op.BUFFER
-    ]
+    # an input with sources: a value the runtime holds, read instead of computed
+    held = [f"buf{i} = held {n.op.value}" for i, n in enumerate(sched.inputs) if n.srcs]
     if stage == "kernel":
         return "\n".join([*held, str(graph)])
     if stage == "cuda":

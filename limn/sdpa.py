@@ -8,10 +8,11 @@ Fused attention is three CUSTOM kernels (``limn/attention.py`` builds the nodes)
 * ``sdpa_bwd_kv`` (q, k, v, do, lse, delta [, key_mask]) -> (dk, dv).
 
 ``delta`` is rowsum(do * o), one number per query row. Because a probability is
-exp(s - L), the backward recomputes the probabilities from L instead of keeping them;
-dq sums over keys and dk, dv over queries, hence two passes. These functions compute the
-same quantities a query (or key) tile at a time, so no t_q x t_k array exists here either:
-the largest temporary is one tile of rows against every key.
+exp(s - L), a compiled backward recomputes the probabilities from L instead of keeping
+them; dq sums over keys and dk, dv over queries, hence two kernels. These functions
+compute the same quantities a query tile at a time (the backward recomputes each tile's
+softmax as the forward made it), so no t_q x t_k array exists here either: the largest
+temporary is one tile of rows against every key, and no product is a BLAS call.
 
 The shapes are (..., t_q, d) for q, (..., t_k, d) for k, (..., t_k, dv) for v, and
 (..., t_k) of bool for key_mask, every leading dim already equal. Key j is visible to
@@ -32,9 +33,12 @@ back.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-TILE = 128  # query (or key) rows per step
+TILE = 128  # query rows per step
+PRODUCT = 1 << 20  # elements _dot multiplies at once (4 MB in float32)
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
@@ -81,9 +85,31 @@ def _in_layout(kernel):
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b.T over the last axes, each cell numpy's sum of its row of products: the same
-    bits for a row whatever the other rows (a BLAS matmul's depend on the shape), so one
-    query's answer is the bits its row gets in a longer block (a kv-cache step's)."""
-    return np.multiply(a[..., :, None, :], b[..., None, :, :], order="C").sum(-1)
+    bits for a row whatever the other rows and whatever the threads (a BLAS matmul's
+    depend on the shape and the thread count), so one query's answer is the bits its row
+    gets in a longer block (a kv-cache step's). The products are made PRODUCT at a time,
+    so a tile against every key never holds tile x keys x d of them at once."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty((*batch, a.shape[-2], b.shape[-2]), np.result_type(a, b))
+    pair = max(1, math.prod(batch) * a.shape[-1])  # the products of one (row, key) pair
+    keys = max(1, min(b.shape[-2], PRODUCT // pair))
+    rows = max(1, PRODUCT // (pair * keys))
+    for i in range(0, a.shape[-2], rows):
+        for j in range(0, b.shape[-2], keys):
+            part = np.multiply(a[..., i : i + rows, None, :], b[..., None, j : j + keys, :])
+            out[..., i : i + rows, j : j + keys] = part.sum(-1)
+    return out
+
+
+def _probs(q, k, rows, scale, causal, key_mask):
+    """These query rows' exp(s - m) against every key (0 where hidden), m, their sum, and
+    which keys each row sees."""
+    ok = visible(rows, k.shape[-2], causal, key_mask)
+    s = np.where(ok, _dot(q[..., rows, :], k) * scale, -np.inf)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+    m = np.where(np.isneginf(m), 0, m)
+    p = np.where(ok, np.exp(s - m), 0)
+    return p, m, p.sum(axis=-1, keepdims=True), ok
 
 
 def sdpa(vals, params):
@@ -92,75 +118,47 @@ def sdpa(vals, params):
     scale, causal = params
     acc = compute_dtype(q.dtype)
     q, k, v = (a.astype(acc) for a in (q, k, v))
-    t_q, t_k = q.shape[-2], k.shape[-2]
     o = np.zeros(q.shape[:-1] + v.shape[-1:], acc)
     lse = np.full(q.shape[:-1], -np.inf, acc)
     with np.errstate(all="ignore"):
-        for i0 in range(0, t_q, TILE):
-            rows = np.arange(i0, min(i0 + TILE, t_q))
-            ok = visible(rows, t_k, causal, key_mask)
-            s = np.where(ok, _dot(q[..., rows, :], k) * acc.type(scale), -np.inf)
-            m = s.max(axis=-1, keepdims=True, initial=-np.inf)
-            m = np.where(np.isneginf(m), 0, m)
-            p = np.where(ok, np.exp(s - m), 0)
-            den = p.sum(axis=-1, keepdims=True)
+        for i0 in range(0, q.shape[-2], TILE):
+            rows = np.arange(i0, min(i0 + TILE, q.shape[-2]))
+            p, m, den, _ = _probs(q, k, rows, acc.type(scale), causal, key_mask)
             seen = den != 0  # a row that sees some key, or a nan row (which stays nan)
             o[..., rows, :] = _dot(p, np.swapaxes(v, -1, -2)) / np.where(seen, den, 1)
             lse[..., rows] = np.where(seen[..., 0], m[..., 0] + np.log(den[..., 0]), -np.inf)
     return o.astype(vals[0].dtype), lse
 
 
-def _probs_for_queries(q, k, lse, rows, scale, causal, key_mask):
-    """p = exp(s - L) for these query rows against every key (0 where not visible)."""
-    ok = visible(rows, k.shape[-2], causal, key_mask)
-    s = (q[..., rows, :] @ np.swapaxes(k, -1, -2)) * scale
-    L = lse[..., rows, None]
-    return np.where(ok & ~np.isneginf(L), np.exp(s - np.where(np.isneginf(L), 0, L)), 0)
-
-
-def _backward_operands(vals, params):
-    """q, k, v, do in the compute dtype, lse, delta, key_mask, causal, and the scale in it."""
+def _backward(vals, params, want_dq: bool) -> tuple:
+    """dq, or dk and dv, a query tile at a time. The probabilities are the forward's own,
+    computed again from the scores (not exp(s - lse): with logits in the thousands, lse's
+    rounding alone moves every probability by 1e-5 where torch, which keeps them, is
+    exact), and every product is ``_dot``'s, so no bit depends on the thread count."""
     acc = compute_dtype(vals[0].dtype)
     q, k, v, do = (a.astype(acc) for a in vals[:4])
-    key_mask = vals[6] if len(vals) > 6 else None
-    return q, k, v, do, vals[4], vals[5], key_mask, params[1], acc.type(params[0])
-
-
-def sdpa_bwd_q(vals, params):
-    q, k, v, do, lse, delta, key_mask, causal, sc = _backward_operands(vals, params)
-    dq = np.zeros(q.shape, q.dtype)
+    delta, key_mask, (scale, causal) = vals[5], vals[6] if len(vals) > 6 else None, params
+    grads = [np.zeros(a.shape, acc) for a in ((q,) if want_dq else (k, v))]
     with np.errstate(all="ignore"):
         for i0 in range(0, q.shape[-2], TILE):
             rows = np.arange(i0, min(i0 + TILE, q.shape[-2]))
-            p = _probs_for_queries(q, k, lse, rows, sc, causal, key_mask)
-            dp = do[..., rows, :] @ np.swapaxes(v, -1, -2)
-            ds = p * (dp - delta[..., rows, None])
-            dq[..., rows, :] = (ds @ k) * sc
-    return (dq.astype(vals[0].dtype),)
+            p, _, den, ok = _probs(q, k, rows, acc.type(scale), causal, key_mask)
+            p = np.where(ok, p / np.where(den != 0, den, 1), 0)  # a nan row's hidden keys: 0
+            ds = p * (_dot(do[..., rows, :], v) - delta[..., rows, None]) * acc.type(scale)
+            if want_dq:
+                grads[0][..., rows, :] = _dot(ds, np.swapaxes(k, -1, -2))
+                continue
+            grads[0] += _dot(np.swapaxes(ds, -1, -2), np.swapaxes(q[..., rows, :], -1, -2))
+            grads[1] += _dot(np.swapaxes(p, -1, -2), np.swapaxes(do[..., rows, :], -1, -2))
+    return tuple(g.astype(vals[0].dtype) for g in grads)
+
+
+def sdpa_bwd_q(vals, params):
+    return _backward(vals, params, True)
 
 
 def sdpa_bwd_kv(vals, params):
-    q, k, v, do, lse, delta, key_mask, causal, sc = _backward_operands(vals, params)
-    t_q, t_k = q.shape[-2], k.shape[-2]
-    dk, dv = np.zeros(k.shape, q.dtype), np.zeros(v.shape, q.dtype)
-    queries = np.arange(t_q)
-    with np.errstate(all="ignore"):
-        for j0 in range(0, t_k, TILE):
-            cols = np.arange(j0, min(j0 + TILE, t_k))
-            mask = None if key_mask is None else key_mask[..., cols]
-            # the transposed view: these keys against every query, (..., len(cols), t_q)
-            ok = np.swapaxes(visible(queries, len(cols), False, mask), -1, -2)
-            if causal:
-                ok = ok & (cols[:, None] <= queries[None, :])
-            L = lse[..., None, :]
-            ok = ok & ~np.isneginf(L)
-            s = (k[..., cols, :] @ np.swapaxes(q, -1, -2)) * sc
-            pt = np.where(ok, np.exp(s - np.where(np.isneginf(L), 0, L)), 0)
-            dv[..., cols, :] = pt @ do
-            dpt = v[..., cols, :] @ np.swapaxes(do, -1, -2)
-            dst = pt * (dpt - delta[..., None, :])
-            dk[..., cols, :] = (dst @ q) * sc
-    return dk.astype(vals[0].dtype), dv.astype(vals[0].dtype)
+    return _backward(vals, params, False)
 
 
 KERNELS = {fn.__name__: _in_layout(fn) for fn in (sdpa, sdpa_bwd_q, sdpa_bwd_kv)}

@@ -335,18 +335,27 @@ for _name in ("lt", "gt", "le", "ge", "eq", "ne"):
     setattr(TorchMethods, f"__{_name}__", getattr(TorchMethods, _name))
 
 
+def _write(x, method: str, value):
+    """x.assign(value) for the in-place ``method``, which a refusal names: the user wrote
+    ``w.mul_(2)``, not an assign."""
+    try:
+        return x.assign(value)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise type(e)(str(e).replace("assign:", f"{method}:", 1)) from None
+
+
 def _in_place(name: str):
     """``x.name_(...)``: x.assign(x.name(...)), the result cast back to x's dtype."""
     out_of_place = getattr(TorchMethods, name)
-    return lambda self, *a, **kw: self.assign(out_of_place(self, *a, **kw).cast(self.dtype))
+    return lambda x, *a, **kw: _write(x, f"{name}_", out_of_place(x, *a, **kw).cast(x.dtype))
 
 
 for _name in (
     "add sub mul div pow neg clamp masked_fill lerp exp log sqrt abs relu sigmoid tanh tril triu"
 ).split():
     setattr(TorchMethods, f"{_name}_", _in_place(_name))
-TorchMethods.copy_ = lambda self, src: self.assign(src.cast(self.dtype).expand(*self.shape))
-TorchMethods.fill_ = lambda self, value: self.assign(self.full_like(value))
+TorchMethods.copy_ = lambda x, src: _write(x, "copy_", src.cast(x.dtype).expand(*x.shape))
+TorchMethods.fill_ = lambda x, value: _write(x, "fill_", x.full_like(value))
 TorchMethods.zero_ = lambda self: self.fill_(0)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
+from limn.runtime import profile
 from limn.torch_methods import accept_torch_names
 
 
@@ -185,7 +186,7 @@ class TorchMovement:
         bounds[axis] = (0, self.shape[axis])
         if any(index.shape[d] > self.shape[d] for d in range(self.ndim) if d != axis):
             raise ValueError(f"gather: index {index.shape} is larger than {self.shape}")
-        return self.p_shrink(tuple(bounds)).p_gather(index, axis)
+        return profile.name_gather(self.p_shrink(tuple(bounds)).p_gather(index, axis), "gather")
 
     def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
         axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
@@ -270,7 +271,8 @@ def _take(x, dims: list[int], idxs: list) -> TorchMovement:
     inner = [x.shape[a] for a in rest]
     z = x.permute(*dims, *rest).reshape(math.prod(x.shape[d] for d in dims), math.prod(inner))
     k, m = math.prod(shape), z.shape[1]
-    out = z.gather(0, flat.reshape(k, 1).expand(k, m)).reshape(*shape, *inner)
+    out = profile.name_gather(z.gather(0, flat.reshape(k, 1).expand(k, m)), "index")
+    out = out.reshape(*shape, *inner)
     at = dims[0] if dims == list(range(dims[0], dims[0] + len(dims))) else 0
     order = list(range(len(shape), len(shape) + at)) + list(range(len(shape)))
     return out.permute(*order, *range(len(shape) + at, out.ndim))

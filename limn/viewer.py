@@ -94,15 +94,14 @@ def add_target(name: str, target: Callable) -> None:
 # ---- the data of one graph ---------------------------------------------------------------
 
 
-def graph_data(
-    roots: list[Node], is_realized=None, name: str = "graph"
-) -> tuple[dict, KernelGraph]:
-    """The op graph and kernel graph of ``roots`` as page data (kernels' nests not yet)."""
-    stop = lambda n: n.op == Op.BUFFER or bool(is_realized and is_realized(n))  # noqa: E731
+def graph_data(roots: list[Node], name: str = "graph") -> tuple[dict, KernelGraph]:
+    """The op graph and kernel graph of ``roots`` as page data (kernels' nests not yet);
+    a value the runtime holds is an input, as in the plan that runs."""
+    stop = lambda n: n.op == Op.BUFFER or held(n)  # noqa: E731
     order = toposort(roots, stop)
     index = {id(n): i for i, n in enumerate(order)}
     names = {id(n): f"%{i}" for i, n in enumerate(order)}
-    sched = schedule(roots, is_realized)
+    sched = schedule(roots, held)
     graph = sched.graph
     nodes = []
     for n in order:
@@ -299,7 +298,7 @@ def viz(x, path: str | os.PathLike = "limn.html", stats=None, title: str | None 
     Nodes that already hold bytes are the graph's inputs, as when it is realized.
     """
     roots = _roots(x)
-    data, graph = graph_data(roots, held, _made_at("viz"))
+    data, graph = graph_data(roots, _made_at("viz"))
     data["device"] = current_device()
     fill_kernels(data, graph, stats)
     _share([(data, graph)])
@@ -334,7 +333,7 @@ class Recorder:
         name = _made_at("realized")
         same = sum(d["name"].split(" (")[0] == name for d, _ in self.graphs.values())
         name += f" ({same + 1})" if same else ""
-        data, graph = graph_data(roots, held, name)
+        data, graph = graph_data(roots, name)
         data["device"] = device
         self.graphs[key] = (data, graph)
 

@@ -2,6 +2,7 @@
 the numpy reference, and the shape of the backward graph."""
 
 import math
+import os
 import zlib
 
 import numpy as np
@@ -803,3 +804,77 @@ def test_the_rows_of_a_register_block_change_no_bit_of_the_c_kernels(monkeypatch
         grads = ks.bwd([q, k, v, do, lse, (o * do).sum(-1)], (0.2, True, 0), 3)
         got[rows] = b"".join(a.tobytes() for a in (o, lse, *grads))
     assert got[1] == got[None] == got[4]
+
+
+# ---- the numpy reference itself: thread-independent, accurate, small ---------------------
+
+_REF_BITS = """
+import hashlib, math, sys
+import numpy as np
+from limn.sdpa import KERNELS as REF
+rng = np.random.default_rng(0)
+q, k, v, do = (rng.standard_normal((2, 200, 32)).astype(np.float32) for _ in range(4))
+params = (1 / math.sqrt(32), True, 0)
+o, lse = REF["sdpa"]([q, k, v], params)
+bwd = [q, k, v, do, lse, (do * o).sum(-1)]
+outs = [o, lse, *REF["sdpa_bwd_q"](bwd, params), *REF["sdpa_bwd_kv"](bwd, params)]
+print(hashlib.sha256(b"".join(a.tobytes() for a in outs)).hexdigest())
+"""
+
+
+def test_the_reference_attention_gives_the_same_bits_whatever_the_thread_count():
+    """Its forward and both backward kernels: OMP_NUM_THREADS (BLAS's threads) changes no
+    bit, as it changes none on any other device."""
+    import subprocess
+    import sys
+
+    digests = set()
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+        out = subprocess.run([sys.executable, "-c", _REF_BITS], env=env, capture_output=True)
+        assert out.returncode == 0, out.stderr.decode()[-2000:]
+        digests.add(out.stdout)
+    assert len(digests) == 1
+
+
+def test_the_reference_attention_backward_is_as_accurate_as_torch_float32_at_large_logits():
+    """|q|, |k| ~ 30 puts the scores in the thousands: recomputing probabilities as
+    exp(s - lse) moved dv by 2e-4 of its scale (lse's rounding); the forward's own
+    probabilities give torch float32's error."""
+    rng = np.random.default_rng(1)
+    q, k = (rng.standard_normal((2, 64, 16)).astype(np.float32) * 30 for _ in range(2))
+    v, do = (rng.standard_normal((2, 64, 16)).astype(np.float32) for _ in range(2))
+    params = (0.25, True, 0)
+    o, lse = REF["sdpa"]([q, k, v], params)
+    bwd = [q, k, v, do, lse, (do * o).sum(-1)]
+    got = REF["sdpa_bwd_q"](bwd, params) + REF["sdpa_bwd_kv"](bwd, params)
+
+    def torch_grads(dtype):
+        t = [torch.tensor(a, dtype=dtype, requires_grad=True) for a in (q, k, v)]
+        F.scaled_dot_product_attention(*t, is_causal=True, scale=0.25).backward(
+            torch.tensor(do, dtype=dtype)
+        )
+        return [a.grad.numpy() for a in t]
+
+    exact, single = torch_grads(torch.float64), torch_grads(torch.float32)
+    for name, g, e, s in zip("qkv", got, exact, single):
+        scale = np.abs(e).max()
+        err, torch_err = np.abs(g - e).max() / scale, np.abs(s - e).max() / scale
+        assert err <= max(4 * torch_err, 1e-6), (name, err, torch_err)
+
+
+def test_the_reference_attention_forward_holds_no_tile_by_keys_by_width_product():
+    """One 128-row tile against 2048 keys of width 64 over 4 heads was 256 MB of products
+    at once; they are made a few MB at a time."""
+    import tracemalloc
+
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((4, 256, 64)).astype(np.float32) for _ in range(3))
+    k, v = np.repeat(k, 8, axis=1), np.repeat(v, 8, axis=1)  # 2048 keys
+    tracemalloc.start()
+    try:
+        REF["sdpa"]([q, k, v], (0.125, False, 0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 48 * 2**20, f"{peak / 2**20:.0f} MB"

@@ -8,6 +8,8 @@ the graph is built, not later inside a device, except where the fault lives in t
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -305,3 +307,31 @@ def test_cpu_names_the_c_device_where_a_compiler_works_else_numpy():
         want = "numpy"
     assert resolve("cpu") == want
     assert get_device("cpu") is get_device(want)
+
+
+@pytest.mark.parametrize("device", ["numpy", "c"])
+def test_an_index_out_of_range_names_the_function_and_the_line_that_built_it(device):
+    """The kernel runs at a later realize (here ``.item()``), fused into a step: the error
+    names Embedding, cross_entropy or indexing and the user's line, not a bare gather."""
+    import inspect
+
+    from limn.nn import functional as F
+
+    limn.set_device(device)
+    line = inspect.currentframe().f_lineno
+    emb = limn.nn.Embedding(10, 4)
+    built = [emb(Tensor(np.array([1, 12]))).sum()]  # line + 2
+    logits = Tensor(np.zeros((2, 5), np.float32))
+    built.append(F.cross_entropy(logits, Tensor(np.array([1, 7]))))  # line + 4
+    built.append(Tensor(np.arange(12.0, dtype=np.float32))[Tensor(np.array([3, 20]))].sum())
+    for t, what, at in zip(built, ("Embedding", "cross_entropy", "index"), (2, 4, 5)):
+        with pytest.raises(IndexError, match=f"^{what} at {re.escape(__file__)}:{line + at}: "):
+            t.item()
+
+
+def test_an_in_place_refusal_names_the_in_place_method_not_assign():
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    calls = {"mul_": lambda: w.mul_(2), "add_": lambda: w.add_(1), "copy_": lambda: w.copy_(w * 3)}
+    for name, call in calls.items():
+        with pytest.raises(RuntimeError, match=f"^{name}: not differentiable"):
+            call()

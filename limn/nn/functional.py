@@ -14,6 +14,7 @@ from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
 from limn.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv, max_pool1d, max_pool2d  # noqa: F401
+from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
 
 relu, gelu, silu, tanh, sigmoid, softplus = (
@@ -43,7 +44,8 @@ def embedding(ids: Tensor, weight: Tensor) -> Tensor:
     if not ids.dtype.is_int:
         raise TypeError(f"embedding: ids must be an integer tensor, got {ids.dtype}")
     n, dim = ids.numel(), weight.shape[1]
-    return weight.gather(0, ids.reshape(n, 1).expand(n, dim)).reshape(*ids.shape, dim)
+    picked = name_gather(weight.gather(0, ids.reshape(n, 1).expand(n, dim)), "Embedding")
+    return picked.reshape(*ids.shape, dim)
 
 
 def _trailing(x: Tensor, shape: tuple, op: str) -> tuple[int, ...]:
@@ -175,7 +177,7 @@ def _nll(scores: Tensor, target: Tensor, reduction: str, ignore_index: int, name
     logp = logp.log_softmax(-1) if name == "cross_entropy" else logp
     keep = target != ignore_index
     safe = keep.where(target, 0)
-    picked = logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    picked = name_gather(logp.gather(-1, safe.unsqueeze(-1)), name).squeeze(-1)
     nll = keep.where(-picked, 0.0)
     if reduction == "mean":
         return nll.sum() / keep.sum().cast(nll.dtype)

@@ -58,6 +58,7 @@ from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.device import env_number
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
+from limn.runtime.profile import out_of_range
 
 
 def physical_cores() -> int:
@@ -371,10 +372,7 @@ def _raise(err) -> None:
     if err[0] == 2:
         raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
     v, axis, size, kind = (int(e) for e in err[1:])
-    what = ("gather", "scatter")[kind]
-    raise IndexError(
-        f"{what}: index {v} is out of range for axis {axis} of size {size}; accepted: 0..{size - 1}"
-    )
+    raise out_of_range(("gather", "scatter")[kind], v, axis, size)
 
 
 __all__ = ["CDevice", "dtypes"]

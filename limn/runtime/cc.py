@@ -209,14 +209,11 @@ def _publish(built: Path, so: Path) -> None:
 # gigabytes for minutes. On Linux each compile runs under a shell that the kernel signals
 # when its Python dies (PR_SET_PDEATHSIG, which a process does not pass on to the cc1, as
 # and ld it starts), and that shell then kills its session: the compiler's whole tree.
-_LINUX = sys.platform.startswith("linux")
+_prctl = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None  # not after a fork
 
 
 def _with_python(cmd: list[str]) -> list[str]:
-    return ["sh", "-c", 'trap "kill -9 0" TERM; "$@" & wait $!', "sh", *cmd] if _LINUX else cmd
-
-
-_prctl = ctypes.CDLL(None).prctl if _LINUX else None  # looked up here, not after a fork
+    return ["sh", "-c", 'trap "kill -9 0" TERM; "$@" & wait $!', "sh", *cmd] if _prctl else cmd
 
 
 def _die_with(python: int):
@@ -225,7 +222,7 @@ def _die_with(python: int):
         if os.getppid() != python:  # it died before the line above
             os._exit(1)
 
-    return preexec if _LINUX else None
+    return preexec if _prctl else None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

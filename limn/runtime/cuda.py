@@ -38,6 +38,7 @@ from limn.runtime.cc import cache_root, private_dir
 from limn.runtime.cuda_sdpa import FusedAttention, acc_dtype
 from limn.runtime.cuda_sdpa import register as register_sdpa
 from limn.runtime.jit import CompiledDevice, Plan
+from limn.runtime.profile import out_of_range
 
 # name -> (restype, argtypes), as declared in nvrtc.h and cuda.h
 NVRTC_PROTOTYPES = {
@@ -314,10 +315,7 @@ class CudaPlan(Plan):
             drv.download(status, err)
             if status[0]:
                 v, axis, size, kind = (int(e) for e in status[1:])
-                raise IndexError(
-                    f"{('gather', 'scatter')[kind]}: index {v} is out of range for axis {axis} "
-                    f"of size {size}; accepted: 0..{size - 1}"
-                )
+                raise out_of_range(("gather", "scatter")[kind], v, axis, size)
             for b in wanted:
                 if b >= g.n_inputs and host[b] is not None:
                     drv.download(host[b], dev[b])

@@ -289,9 +289,13 @@ class CompiledDevice(Device):
                 why = self.resized(key)
                 if prof is not None and why:
                     prof.resized.append(why)
-                with progress.compiling(why):  # a live line on a terminal if this is slow
+                line = progress.start()  # a live line on a terminal if this is slow
+                line.why = line.why or (f": {why}" if why else "")
+                try:
                     sched = schedule(decompose(roots, self.renders, held, spelled), held)
                     plan = self.build(sched.graph)
+                finally:
+                    progress.end(line)
                 # a decomposition may meet its inputs in another order: the plan's slot order
                 where = {id(n): i for i, n in enumerate(inputs)}
                 slots = tuple(where[id(n)] for n in sched.inputs)
@@ -335,7 +339,10 @@ class CompiledDevice(Device):
         in_bufs = [bufs[i] for i in plan.slots]
         # while limn.capture records, every input of a step must be an argument, a result
         # of an earlier step or fixed: no intermediate is remembered to stand between
-        out = execute(plan, in_bufs, roots, nodes if self.recorder is None else ())
+        try:
+            out = execute(plan, in_bufs, roots, nodes if self.recorder is None else ())
+        except IndexError as e:  # a gather's: named after the function and line that built it
+            raise profile.index_error(e, nodes) from None
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
         return out

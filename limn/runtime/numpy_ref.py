@@ -17,6 +17,7 @@ from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
 from limn.runtime.device import KEEP_BYTES, Buffer, Device, forget_kept, recall, remember
+from limn.runtime.profile import index_error, out_of_range
 
 
 def apply_view(src: np.ndarray, v: View) -> np.ndarray:
@@ -66,10 +67,7 @@ def scan(x: np.ndarray, axis: int, combine: Op, d: DType) -> np.ndarray:
 def _check_index(node: Node, idx: np.ndarray, size: int) -> None:
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         bad = idx[(idx < 0) | (idx >= size)].flat[0]
-        raise IndexError(
-            f"{node.op.value.lower()}: index {bad} is out of range for axis {node.arg} "
-            f"of size {size}; accepted: 0..{size - 1}"
-        )
+        raise index_error(out_of_range(node.op.value.lower(), bad, node.arg, size), [node])
 
 
 def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:

@@ -55,6 +55,35 @@ def user_line(depth: int = 2) -> str | None:
     return None if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
+# a GATHER node -> "what at file:line": the function that built it (Embedding,
+# cross_entropy, index) and the user's line. Its kernel runs at a later realize, often in
+# a fused step far from that line, and an index out of range there is a bug in the data
+# the user passed at that line.
+built_by: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def name_gather(t, what: str):
+    """``t`` (a gather's result) as built by ``what`` at the user's line; returns ``t``."""
+    built_by[t.node] = f"{what} at {user_line(2) or '?'}"
+    return t
+
+
+def out_of_range(what: str, v: int, axis: int, size: int) -> IndexError:
+    """A gather's or scatter's index ``v`` outside 0..size-1, in the same words on every
+    device (``index_error`` finds the gather by them)."""
+    where = f"{what}: index {v} is out of range for axis {axis} of size {size}"
+    return IndexError(f"{where}; accepted: 0..{size - 1}")
+
+
+def index_error(e: IndexError, nodes) -> IndexError:
+    """``e`` ("gather: index 12 is out of range for axis 0 of size 10 ...") under the name
+    of the gather among ``nodes`` whose axis and size it reports, if one was named."""
+    for n in nodes:
+        if n in built_by and f"axis {n.arg} of size {n.srcs[0].shape[n.arg]};" in str(e):
+            return IndexError(f"{built_by[n]}: {e}")
+    return e
+
+
 _NOT_WORK = {Op.BUFFER, Op.VIEW, Op.CONST, Op.CAST, Op.CONTIGUOUS, Op.ASSIGN}
 
 

@@ -1,7 +1,7 @@
 """One live line on stderr while a compile runs, so a long first step is not silent.
 
-A plan build (``jit.py``) and every C compile (``cc.py``) run inside ``compiling``; the
-outermost one owns the line and inner ones add their kernels to its count. After
+A plan build (``jit.py``) and every C compile (``cc.py``) run between ``start`` and
+``end``; the outermost one owns the line and inner ones add their kernels to its count. After
 ``AFTER`` seconds the line appears (``limn: compiling 120/340 kernels, 3.4 s``) and a
 timer redraws it; when the work ends it stays as ``limn: compiled 340 kernels in 17.6 s``.
 A plan built again for a structure met before at other shapes says so, and which shape
@@ -12,7 +12,6 @@ terminal (a log file, a test run), so only a person watching sees it.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import time
@@ -67,13 +66,3 @@ def end(line: Line) -> None:
         _here.line = None
         line.stop.set()
         line.draw(final=True)
-
-
-@contextlib.contextmanager
-def compiling(why: str = ""):
-    line = start()
-    line.why = line.why or (f": {why}" if why else "")
-    try:
-        yield line
-    finally:
-        end(line)
