@@ -31,7 +31,7 @@ from ir.c.libm import available, definitions
 from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import COMPOSITE, Op
+from ir.graph.ops import Op
 from ir.loop.nest import (
     Accum,
     Arith,
@@ -310,8 +310,9 @@ class Statements:
             srcd = [self.dtype_of[s] for s in ins.srcs]
             if ins.op in HELPERS:
                 self.used.add((ins.op, self.ctype(srcd[-1]), self.ctype(ins.dtype)))
-            if ins.op in COMPOSITE:
-                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
+            fn = f"{ins.op.value.lower()}_{ctype(ins.dtype)}"
+            if fn in MATH:  # a composite, or a primitive that ir/c/libm.py spells (exp)
+                self.used.add(("math", fn))
             return f"const {self.ctype(ins.dtype)} {ins.out} = {self.arith(ins, srcd)};"
         if isinstance(ins, Check):
             v = ins.value
