@@ -983,10 +983,11 @@ def test_a_write_into_one_column_compiles_to_a_bounded_nest_and_the_reference_bi
 # the C function that computes them and the xp function that reaches them
 VECTOR_MATH = {
     f"limn_{name}_{t}": (name, dt)
-    for name in ("sin", "cos", "tanh", "expm1")
+    for name in ("sin", "cos", "tanh", "expm1", "log1p")
     for t, dt in (("float", np.float32), ("double", np.float64))
 } | {
     "limn_exp_double": ("exp", np.float64),
+    "limn_log_double": ("log", np.float64),
     "limn_expf": ("exp", np.float32),
     "limn_logf": ("log", np.float32),
 }
@@ -1069,7 +1070,7 @@ def _math_flags(compiler: str, march: str) -> list[str]:
 
 
 def test_the_vectorized_transcendentals_give_the_same_bits_on_every_target(tmp_path, c):
-    """sin, cos, tanh, expm1 and exp (float32 and float64) and float32 log, compiled for
+    """sin, cos, tanh, expm1, log1p, exp and log (float32 and float64), compiled for
     portable x86-64, AVX2, AVX-512 and NEON with the c device's flags, run where this host
     can (NEON under qemu-user): every target's bits equal the c device's own, on special
     values, the edges of the regimes, subnormals, huge arguments and random bit patterns."""

@@ -34,7 +34,7 @@ def _def(name: str, t: str, args: str, body: str, deps: tuple[str, ...] = ()) ->
     _SNIPPETS[f"{name}_{t}"] = (deps, f"static inline {t} limn_{name}_{t}({args}) {{ {body} }}")
 
 
-for _fn in """tan asin acos atan sinh cosh asinh acosh atanh exp2 log1p log2 log10""".split():
+for _fn in """tan asin acos atan sinh cosh asinh acosh atanh exp2 log2 log10""".split():
     _def(_fn, "double", "double x", f"return {_fn}(x);")
     _def(_fn, "float", "float x", f"return (float){_fn}((double)x);")
 for _fn in ("pow", "hypot", "atan2", "fmod"):
@@ -307,6 +307,57 @@ _def(
 for _t in ("double", "float"):
     for _name in ("expm1", "tanh"):
         _def(_name, _t, f"{_t} x", f"return ({_t})limn_{_name}_d(x);", ("expm1_reduced",))
+
+# log and log1p in double, branch-free: y = 2**k m with m in [sqrt(1/2), sqrt(2)) from the
+# bits (a subnormal scaled up first), f = m - 1, s = f / (2 + f) and
+# log1p(f) = f - (f*f/2 - s (f*f/2 + R(s*s))): fdlibm's e_log.c, whose error of s only
+# touches the small correction terms. log1p(x) takes y = 1 + x and adds the rounding error
+# of that sum, c / y with c = (1 + x) - y exactly.
+_SNIPPETS["log_reduced"] = (
+    (),
+    r"""static inline double limn_log_kernel(double y, double c) {
+  uint64_t u; memcpy(&u, &y, 8);
+  int32_t sub = u < 0x0010000000000000ull;
+  double ys = sub ? y * 0x1p54 : y;
+  memcpy(&u, &ys, 8);
+  int32_t k = (int32_t)((u >> 52) & 0x7ff) - 1023 - (sub ? 54 : 0);
+  uint64_t mb = (u & 0xfffffffffffffull) | 0x3ff0000000000000ull;
+  double m; memcpy(&m, &mb, 8);
+  int32_t big = m > 0x1.6a09e667f3bcdp0;
+  m = big ? m * 0.5 : m;
+  k += big;
+  const double g1 = 6.666666666666735130e-01, g2 = 3.999999999940941908e-01;
+  const double g3 = 2.857142874366239149e-01, g4 = 2.222219843214978396e-01;
+  const double g5 = 1.818357216161805012e-01, g6 = 1.531383769920937332e-01;
+  const double g7 = 1.479819860511658591e-01;
+  double f = m - 1.0, s = f / (2.0 + f), z = s * s, w = z * z, dk = (double)k;
+  double r = w * (g2 + w * (g4 + w * g6)) + z * (g1 + w * (g3 + w * (g5 + w * g7)));
+  double hfsq = 0.5 * f * f;
+  double lo = s * (hfsq + r) + (dk * 1.90821492927058770002e-10 + c);
+  return dk * 6.93147180369123816490e-01 - ((hfsq - lo) - f);
+}
+static inline double limn_log_d(double x) {
+  double y = limn_log_kernel(x, 0.0);
+  y = x == 0.0 ? -INFINITY : y;
+  y = x < 0.0 ? NAN : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x != x ? x : y;
+}
+static inline double limn_log1p_d(double x) {
+  double u = 1.0 + x;
+  double c = (u > 2.0 ? 1.0 - (u - x) : x - (u - 1.0)) / u;
+  c = u > 0x1p53 ? 0.0 : c;
+  double y = limn_log_kernel(u, c);
+  y = x == -1.0 ? -INFINITY : y;
+  y = x < -1.0 ? NAN : y;
+  y = x == INFINITY ? INFINITY : y;
+  y = x == 0.0 ? x : y;  /* -0 */
+  return x != x ? x : y;
+}""",
+)
+_def("log", "double", "double x", "return limn_log_d(x);", ("log_reduced",))
+for _t in ("double", "float"):
+    _def("log1p", _t, f"{_t} x", f"return ({_t})limn_log1p_d(x);", ("log_reduced",))
 
 
 def available() -> frozenset[str]:
