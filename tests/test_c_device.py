@@ -1123,3 +1123,15 @@ def test_every_vectorized_transcendental_loop_vectorizes_with_no_call(tmp_path, 
     assert len(bodies) == len(VECTOR_MATH)
     calls = {f: re.findall(r"\tcall\t(\S+)", body) for f, body in bodies}
     assert not any(calls.values()), calls
+
+
+def test_the_bits_of_2_over_pi_that_reduce_sin_and_cos_are_mpmaths():
+    """ir/c/libm.py's table: two zero words, then the first 1184 bits of 2/pi."""
+    import mpmath
+
+    from ir.c.libm import _SNIPPETS
+
+    table = [int(w, 16) for w in re.findall(r"0x([0-9a-f]{8})u", _SNIPPETS["2opi"][1])]
+    mpmath.mp.prec = 1300
+    bits = int(mpmath.floor(2 / mpmath.pi * mpmath.mpf(2) ** (32 * 37)))
+    assert table == [0, 0] + [(bits >> (32 * (36 - i))) & 0xFFFFFFFF for i in range(37)]

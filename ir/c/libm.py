@@ -57,39 +57,30 @@ for _t, _s in (("float", "f"), ("double", "")):
         _def(_name, _t, f"{_t} x", f"return __builtin_{_fn}{_s}(x);")
 
 
-def _two_over_pi_words(n: int) -> list[int]:
-    """The first 32*n bits of 2/pi as n words, from pi by Machin's formula in integers."""
-    bits = 32 * n + 64  # guard bits
-
-    def atan_inv(k: int) -> int:  # atan(1/k) * 2**bits
-        term = total = (1 << bits) // k
-        i, sign = 3, -1
-        while term:
-            term //= k * k
-            total += sign * (term // i)
-            i, sign = i + 2, -sign
-        return total
-
-    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
-    frac = (2 << (2 * bits)) // pi >> (bits - 32 * n)  # 2/pi * 2**(32 n)
-    return [(frac >> (32 * (n - 1 - i))) & 0xFFFFFFFF for i in range(n)]
-
-
 # The bits of 2/pi after two zero words, so that a window may start before the point: a
-# double's reduction reads 192 bits from bit e - 53 on (e its exponent, up to 1023).
-_WORDS = [0, 0] + _two_over_pi_words(37)
+# double's reduction reads 192 bits from bit e - 53 on (e its exponent, up to 1023), so
+# 1184 bits (tests/test_c_device.py checks them against mpmath).
 _SNIPPETS["2opi"] = (
     (),
-    "static const uint32_t limn_2opi[39] = {\n"
-    + "\n".join("  " + " ".join(f"0x{w:08x}u," for w in _WORDS[i : i + 8]) for i in range(0, 39, 8))
-    + "};\n"
-    "/* the 32 bits of 2/pi from bit 32 j + s of limn_2opi on, s in [0, 32) */\n"
-    "static inline uint64_t limn_2opi_at(int32_t j, int32_t s) {\n"
-    "  uint64_t pair = ((uint64_t)limn_2opi[j] << 32) | limn_2opi[j + 1];\n"
-    "  return (uint32_t)(pair >> (32 - s)); }\n"
-    "/* a double of an integer below 2**52, by its bits (AVX2 cannot convert 64-bit integers) */\n"
-    "static inline double limn_u52(uint64_t c) { uint64_t b = c | 0x4330000000000000ull;\n"
-    "  double d; memcpy(&d, &b, 8); return d - 0x1p52; }",
+    r"""static const uint32_t limn_2opi[39] = {
+  0x00000000u, 0x00000000u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u, 0xf534ddc0u,
+  0xdb629599u, 0x3c439041u, 0xfe5163abu, 0xdebbc561u, 0xb7246e3au, 0x424dd2e0u,
+  0x06492eeau, 0x09d1921cu, 0xfe1deb1cu, 0xb129a73eu, 0xe88235f5u, 0x2ebb4484u,
+  0xe99c7026u, 0xb45f7e41u, 0x3991d639u, 0x835339f4u, 0x9c845f8bu, 0xbdf9283bu,
+  0x1ff897ffu, 0xde05980fu, 0xef2f118bu, 0x5a0a6d1fu, 0x6d367ecfu, 0x27cb09b7u,
+  0x4f463f66u, 0x9e5fea2du, 0x7527bac7u, 0xebe5f17bu, 0x3d0739f7u, 0x8a5292eau,
+  0x6bfb5fb1u, 0x1f8d5d08u, 0x56033046u,
+};
+/* the 32 bits of 2/pi from bit 32 j + s of limn_2opi on, s in [0, 32) */
+static inline uint64_t limn_2opi_at(int32_t j, int32_t s) {
+  uint64_t pair = ((uint64_t)limn_2opi[j] << 32) | limn_2opi[j + 1];
+  return (uint32_t)(pair >> (32 - s));
+}
+/* a double of an integer below 2**52, by its bits (AVX2 cannot convert 64-bit integers) */
+static inline double limn_u52(uint64_t c) {
+  uint64_t b = c | 0x4330000000000000ull;
+  double d; memcpy(&d, &b, 8); return d - 0x1p52;
+}""",
 )
 # Argument reduction for sin and cos, branch-free so that a loop of them vectorizes, and
 # exact in integers so that every target gets the same bits (Payne and Hanek): |x| * 2/pi
