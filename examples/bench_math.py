@@ -76,6 +76,17 @@ def _one(framework: str, funcs: list[str], n: int, calls: int) -> dict:
     return out
 
 
+def isa() -> str:
+    """The vector ISA the c device compiles for here, from gcc's macros under -march=native."""
+    macros = subprocess.run(
+        ["gcc", "-march=native", "-dM", "-E", "-"], input="", capture_output=True, text=True
+    ).stdout
+    for macro, name in (("__AVX512F__", "AVX-512"), ("__AVX2__", "AVX2"), ("__ARM_NEON", "NEON")):
+        if f"#define {macro} " in macros:
+            return name + (" + FMA" if "#define __FMA__ " in macros else "")
+    return "no vector ISA gcc knows"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
@@ -96,7 +107,7 @@ def main() -> None:
             got = json.loads(subprocess.check_output(cmd).decode().splitlines()[-1])
             for case, t in got.items():
                 rounds[fw].setdefault(case, []).append(t)
-    print(f"{a.n} values, {a.rounds} rounds of {a.calls} calls; median ms (min..max)")
+    print(f"{a.n} values, {a.rounds} rounds of {a.calls} calls; median ms (min..max); {isa()}")
     print(f"{'case':<16}{'numpy':>22}{'limn c':>22}{'c / numpy':>11}")
     for case, ts in rounds["limn"].items():
         cells = []
