@@ -990,6 +990,7 @@ VECTOR_MATH = {
     "limn_log_double": ("log", np.float64),
     "limn_expf": ("exp", np.float32),
     "limn_logf": ("log", np.float32),
+    "limn_pow_float": ("pow", np.float32),  # of x and x reversed
 }
 
 
@@ -1017,9 +1018,10 @@ def _math_driver() -> str:
     out = [PRELUDE, definitions(names), "#include <stdio.h>"]
     for f in VECTOR_MATH:
         t = "float" if VECTOR_MATH[f][1] == np.float32 else "double"
+        args = "x[i], x[n - 1 - i]" if VECTOR_MATH[f][0] == "pow" else "x[i]"
         out.append(
             f"void run_{f}(const {t} *restrict x, {t} *restrict y, long n) {{\n"
-            f"  for (long i = 0; i < n; i++) y[i] = {f}(x[i]);\n}}"
+            f"  for (long i = 0; i < n; i++) y[i] = {f}({args});\n}}"
         )
     out.append(
         "static void *slurp(const char *path, long *bytes) {\n"
@@ -1070,10 +1072,11 @@ def _math_flags(compiler: str, march: str) -> list[str]:
 
 
 def test_the_vectorized_transcendentals_give_the_same_bits_on_every_target(tmp_path, c):
-    """sin, cos, tanh, expm1, log1p, exp and log (float32 and float64), compiled for
-    portable x86-64, AVX2, AVX-512 and NEON with the c device's flags, run where this host
-    can (NEON under qemu-user): every target's bits equal the c device's own, on special
-    values, the edges of the regimes, subnormals, huge arguments and random bit patterns."""
+    """sin, cos, tanh, expm1, log1p, exp and log (float32 and float64) and float32 pow,
+    compiled for portable x86-64, AVX2, AVX-512 and NEON with the c device's flags, run
+    where this host can (NEON under qemu-user): every target's bits equal the c device's
+    own, on special values, the edges of the regimes, subnormals, huge arguments and
+    random bit patterns."""
     xf, xd = _math_inputs(np.float32), _math_inputs(np.float64)
     (tmp_path / "xf").write_bytes(xf.tobytes())
     (tmp_path / "xd").write_bytes(xd.tobytes())
@@ -1082,7 +1085,8 @@ def test_the_vectorized_transcendentals_give_the_same_bits_on_every_target(tmp_p
     want = {}
     for f, (name, dt) in VECTOR_MATH.items():
         x = xp.asarray(xf if dt == np.float32 else xd, device=xp.Device("c"))
-        want[f] = np.asarray(getattr(xp, name)(x))
+        args = (x, xp.flip(x)) if name == "pow" else (x,)
+        want[f] = np.asarray(getattr(xp, name)(*args))
     ran = []
     for target, (compiler, march, runner) in MATH_TARGETS.items():
         if shutil.which(compiler) is None or runner and shutil.which(runner[0]) is None:

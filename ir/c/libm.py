@@ -39,7 +39,8 @@ for _fn in """tan asin acos atan sinh cosh asinh acosh atanh exp2 log2 log10""".
     _def(_fn, "float", "float x", f"return (float){_fn}((double)x);")
 for _fn in ("pow", "hypot", "atan2", "fmod"):
     _def(_fn, "double", "double a, double b", f"return {_fn}(a, b);")
-    _def(_fn, "float", "float a, float b", f"return (float){_fn}((double)a, (double)b);")
+    if _fn != "pow":
+        _def(_fn, "float", "float a, float b", f"return (float){_fn}((double)a, (double)b);")
 _def(
     "logaddexp",
     "double",
@@ -349,6 +350,25 @@ static inline double limn_log1p_d(double x) {
 _def("log", "double", "double x", "return limn_log_d(x);", ("log_reduced",))
 for _t in ("double", "float"):
     _def("log1p", _t, f"{_t} x", f"return ({_t})limn_log1p_d(x);", ("log_reduced",))
+
+# float32 pow as exp(b log|a|) in double: the product's rounding moves the exponent by
+# under 2**-43, so the float rounded once is within an ulp; then C's special cases
+_def(
+    "pow",
+    "float",
+    "float a, float b",
+    r"""double x = a, y = b, ax = fabs(x);
+  double r = limn_exp_double(y * limn_log_d(ax));
+  int32_t whole = __builtin_rint(y) == y, odd = whole && __builtin_rint(y * 0.5) != y * 0.5;
+  uint32_t abits; memcpy(&abits, &a, 4);
+  r = ax == 1.0 ? 1.0 : r;  /* also (-1) ** +-inf */
+  r = (abits >> 31) && odd ? -r : r;
+  r = x < 0.0 && x > -INFINITY && !whole ? NAN : r;
+  r = x != x || y != y ? NAN : r;
+  r = x == 1.0 || y == 0.0 ? 1.0 : r;
+  return (float)r;""",
+    ("exp_double", "log_reduced"),
+)
 
 
 def available() -> frozenset[str]:
