@@ -3,13 +3,13 @@
 A composite row (``sin``, ``tanh``, ``divide``, ...) stays one op-graph node down to the
 loop nest, and the c device renders it as a call to ``limn_<name>_<ctype>``, defined here:
 
-* sin, cos, tanh, expm1 (and the primitive exp at float64) are limn's own: range reduction
-  in integer and bit operations, polynomials, selects for the special values, and no call
-  and no branch, so that a loop of them vectorizes on every target; and plain C operations
-  whose rounding does not depend on the vector width (``-ffp-contract=off``, each fused
-  multiply-add an explicit ``fma``), so that every target computes the same bits
-  (``tests/test_c_device.py`` compiles them for each one and compares). float32 computes
-  in double and rounds once;
+* sin, cos, tanh, expm1, log1p, float32 pow (and the primitives exp and log at float64)
+  are limn's own: range reduction in integer and bit operations, polynomials, selects for
+  the special values, and no call and no branch, so that a loop of them vectorizes on
+  every target; and plain C operations whose rounding does not depend on the vector width
+  (``-ffp-contract=off``, each fused multiply-add an explicit ``fma``), so that every
+  target computes the same bits (``tests/test_c_device.py`` compiles them for each one
+  and compares). float32 computes in double and rounds once;
 * the rest at float64 calls the C library (glibc: within one ulp, measured in the
   precision table of ``docs/array_api.md``); logaddexp, which C lacks, is
   max + log1p(exp(-|a - b|)); at float32 they call the same double function on the

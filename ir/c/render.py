@@ -14,8 +14,8 @@ Where C itself leaves a case undefined, the rendering defines it the way ``ir/gr
 does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
 the width give 0 or the sign fill, a float converts to bfloat16 by round-to-nearest-even.
 ``exp`` and ``log`` are rendered as branch-free inline functions (range reduction and a
-polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
-error is a couple of ulp, measured in the c device's tests.
+polynomial; float32 in the prelude, float64 in ``ir/c/libm.py``) rather than libm calls,
+so a hot loop that uses them still vectorizes; their error is in the precision table.
 
 A LOOP carrying ``parallel=n`` opens an OpenMP team over it and the n-1 loops inside it
 (``collapse(n)``); the team only decides which thread computes which cells, never the
