@@ -1,6 +1,8 @@
 """The c device, held to the numpy device: the corpus, threads, the disk cache and capture."""
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 import ir.c.tile as c_tile_module
 import ir.c.units as c_units
 import limn
+import limn_array as xp
 from ir.c.passes import c_passes
 from ir.c.target import ISAS, detect
 from ir.c.units import units
@@ -1133,3 +1136,167 @@ def test_ir_prints_a_constant_kernel_as_computed_at_plan_time_not_as_a_nest(c):
     assert "k0  MAP  loop[2, 2, 2, 2]  constant: numpy computes it once, at plan time" in text
     loops = [line for line in text.splitlines() if line.strip().startswith("LOOP")]
     assert len(loops) == 2, text  # the float kernel's nest only
+
+
+# ---- the vectorized transcendentals on every target ------------------------------------
+
+# ir/c/libm.py's branch-free functions and the prelude's exp and log (ir/c/render.py), by
+# the C function that computes them and the xp function that reaches them
+VECTOR_MATH = {
+    f"limn_{name}_{t}": (name, dt)
+    for name in ("sin", "cos", "tanh", "expm1", "log1p")
+    for t, dt in (("float", np.float32), ("double", np.float64))
+} | {
+    "limn_exp_double": ("exp", np.float64),
+    "limn_log_double": ("log", np.float64),
+    "limn_expf": ("exp", np.float32),
+    "limn_logf": ("log", np.float32),
+    "limn_pow_float": ("pow", np.float32),  # of x and x reversed
+}
+
+
+def _math_inputs(dtype) -> np.ndarray:
+    """Special values, the edges of each function's regimes, and random bit patterns."""
+    info = np.finfo(dtype)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, info.smallest_subnormal, info.tiny, info.max]
+    special += [1e30, -1e30, 1e300, np.pi / 4, np.pi / 2, np.pi, 22.0, 88.7, 709.78, -745.2]
+    rng = np.random.default_rng(11)
+    width = np.dtype(dtype).itemsize * 8
+    bits = rng.integers(0, 2**width, 20000, dtype=np.uint64).astype(f"uint{width}")
+    with np.errstate(over="ignore"):
+        edges = np.array(special, dtype)
+    x = np.r_[edges, -edges, bits.view(dtype), rng.standard_normal(20000) * 10].astype(dtype)
+    return np.r_[x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)].astype(dtype)
+
+
+def _math_driver() -> str:
+    """A C program that runs each function of VECTOR_MATH over a file of inputs, in a loop
+    the compiler vectorizes as the c device's kernels are, and writes the results."""
+    from ir.c.libm import definitions
+    from ir.c.render import MATH, PRELUDE
+
+    names = [f[5:] for f in VECTOR_MATH if f[5:] in MATH]
+    out = [PRELUDE, definitions(names), "#include <stdio.h>"]
+    for f in VECTOR_MATH:
+        t = "float" if VECTOR_MATH[f][1] == np.float32 else "double"
+        args = "x[i], x[n - 1 - i]" if VECTOR_MATH[f][0] == "pow" else "x[i]"
+        out.append(
+            f"void run_{f}(const {t} *restrict x, {t} *restrict y, long n) {{\n"
+            f"  for (long i = 0; i < n; i++) y[i] = {f}({args});\n}}"
+        )
+    out.append(
+        "static void *slurp(const char *path, long *bytes) {\n"
+        '  FILE *f = fopen(path, "rb"); fseek(f, 0, SEEK_END); *bytes = ftell(f);\n'
+        "  rewind(f); void *p = malloc(*bytes); fread(p, 1, *bytes, f); fclose(f);\n"
+        "  return p;\n}\n"
+        "int main(int argc, char **argv) {\n"
+        "  (void)argc; long nf, nd; float *xf = slurp(argv[1], &nf);\n"
+        "  double *xd = slurp(argv[2], &nd); nf /= 4; nd /= 8;\n"
+        "  float *yf = malloc(4 * nf); double *yd = malloc(8 * nd);\n"
+        '  FILE *out = fopen(argv[3], "wb");'
+    )
+    for f, (_, dt) in VECTOR_MATH.items():
+        y, n, size = ("yf", "nf", 4) if dt == np.float32 else ("yd", "nd", 8)
+        out.append(f"  run_{f}(x{y[1]}, {y}, {n}); fwrite({y}, {size}, {n}, out);")
+    out.append("  fclose(out); return 0;\n}")
+    return "\n".join(out)
+
+
+def _math_results(path: Path, n32: int, n64: int) -> dict[str, np.ndarray]:
+    raw, at, got = path.read_bytes(), 0, {}
+    for f, (_, dt) in VECTOR_MATH.items():
+        n = (n32 if dt == np.float32 else n64) * np.dtype(dt).itemsize
+        got[f] = np.frombuffer(raw[at : at + n], dt)
+        at += n
+    return got
+
+
+# target: (compiler, its -march, how to run the program or None to compile it only)
+MATH_TARGETS = {
+    "x86-64 (portable C)": ("gcc", "-march=x86-64", ()),
+    "haswell (AVX2)": ("gcc", "-march=haswell", ()),
+    "skylake-avx512": ("gcc", "-march=skylake-avx512", None),
+    "aarch64 (NEON)": (
+        "aarch64-linux-gnu-gcc",
+        "-march=armv8-a",
+        ("qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"),
+    ),
+}
+
+
+def _math_flags(compiler: str, march: str) -> list[str]:
+    """The c device's flags for another target: its -march, and no x86 option on ARM."""
+    keep = [f for f in cc.FLAGS if f not in ("-march=native", "-shared", "-fPIC")]
+    if compiler.startswith("aarch64"):
+        keep = [f for f in keep if not f.startswith("-m")]
+    return [*keep, march]
+
+
+def test_the_vectorized_transcendentals_give_the_same_bits_on_every_target(tmp_path, c):
+    """sin, cos, tanh, expm1, log1p, exp and log (float32 and float64) and float32 pow,
+    compiled for portable x86-64, AVX2, AVX-512 and NEON with the c device's flags, run
+    where this host can (NEON under qemu-user): every target's bits equal the c device's
+    own, on special values, the edges of the regimes, subnormals, huge arguments and
+    random bit patterns."""
+    xf, xd = _math_inputs(np.float32), _math_inputs(np.float64)
+    (tmp_path / "xf").write_bytes(xf.tobytes())
+    (tmp_path / "xd").write_bytes(xd.tobytes())
+    src = tmp_path / "math.c"
+    src.write_text(_math_driver())
+    want = {}
+    for f, (name, dt) in VECTOR_MATH.items():
+        x = xp.asarray(xf if dt == np.float32 else xd, device=xp.Device("c"))
+        args = (x, xp.flip(x)) if name == "pow" else (x,)
+        want[f] = np.asarray(getattr(xp, name)(*args))
+    ran = []
+    for target, (compiler, march, runner) in MATH_TARGETS.items():
+        if shutil.which(compiler) is None or runner and shutil.which(runner[0]) is None:
+            continue
+        exe = tmp_path / target.split()[0]
+        link = ["-c"] if runner is None else ["-lm"]
+        cmd = [compiler, *_math_flags(compiler, march), str(src), "-o", str(exe), *link]
+        subprocess.run(cmd, check=True, capture_output=True)
+        if runner is None:
+            continue
+        out = tmp_path / f"{exe.name}.out"
+        args = [str(exe), str(tmp_path / "xf"), str(tmp_path / "xd"), str(out)]
+        subprocess.run([*runner, *args], check=True)
+        for f, got in _math_results(out, len(xf), len(xd)).items():
+            w = want[f]
+            bad = got.view(f"u{w.itemsize}") != w.view(f"u{w.itemsize}")
+            assert not bad.any(), (target, f, xf[bad] if w.dtype == np.float32 else xd[bad])
+        ran.append(target)
+    assert "x86-64 (portable C)" in ran
+
+
+def test_every_vectorized_transcendental_loop_vectorizes_with_no_call(tmp_path, c):
+    """A loop of any of them compiles, for AVX2 with the c device's flags, to vector code:
+    gcc reports each loop vectorized, and no call to the C library is left in it."""
+    src = tmp_path / "math.c"
+    src.write_text(_math_driver())
+    cmd = ["gcc", *_math_flags("gcc", "-march=haswell"), "-fopt-info-vec-optimized", "-S"]
+    done = subprocess.run([*cmd, str(src), "-o", str(tmp_path / "math.s")], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    lines = _math_driver().splitlines()
+    loops = {i + 1 for i, line in enumerate(lines) if line.startswith("  for (long i = 0;")}
+    vectorized = {
+        int(m.split(":")[1]) for m in done.stderr.decode().splitlines() if "loop vectorized" in m
+    }
+    assert loops <= vectorized, [lines[i - 1] for i in sorted(loops - vectorized)]
+    asm = (tmp_path / "math.s").read_text()
+    bodies = re.findall(r"^(run_\w+):\n(.*?)\.size\s+\1", asm, re.S | re.M)
+    assert len(bodies) == len(VECTOR_MATH)
+    calls = {f: re.findall(r"\tcall\t(\S+)", body) for f, body in bodies}
+    assert not any(calls.values()), calls
+
+
+def test_the_bits_of_2_over_pi_that_reduce_sin_and_cos_are_mpmaths():
+    """ir/c/libm.py's table: two zero words, then the first 1184 bits of 2/pi."""
+    import mpmath
+
+    from ir.c.libm import _SNIPPETS
+
+    table = [int(w, 16) for w in re.findall(r"0x([0-9a-f]{8})u", _SNIPPETS["2opi"][1])]
+    mpmath.mp.prec = 1300
+    bits = int(mpmath.floor(2 / mpmath.pi * mpmath.mpf(2) ** (32 * 37)))
+    assert table == [0, 0] + [(bits >> (32 * (36 - i))) & 0xFFFFFFFF for i in range(37)]

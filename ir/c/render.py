@@ -14,8 +14,8 @@ Where C itself leaves a case undefined, the rendering defines it the way ``ir/gr
 does: integer division and remainder by zero give 0, ``INT_MIN / -1`` wraps, shifts past
 the width give 0 or the sign fill, a float converts to bfloat16 by round-to-nearest-even.
 ``exp`` and ``log`` are rendered as branch-free inline functions (range reduction and a
-polynomial) rather than libm calls, so a hot loop that uses them still vectorizes; their
-error is a couple of ulp, measured in the c device's tests.
+polynomial; float32 in the prelude, float64 in ``ir/c/libm.py``) rather than libm calls,
+so a hot loop that uses them still vectorizes; their error is in the precision table.
 
 Vector helpers (``VECTORS``, ``vector_helpers(name)``; ``FMA_ISA`` before them): for a
 type ``limn_f32x<n>`` or ``limn_f64x<n>`` of 16, 32 or 64 bytes, a compiler vector
@@ -40,7 +40,7 @@ from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
 from ir.c.target import Target, detect
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
-from ir.graph.ops import COMPOSITE, Op
+from ir.graph.ops import Op
 from ir.loop.nest import (
     Accum,
     Arith,
@@ -320,8 +320,9 @@ class Statements:
             srcd = [self.dtype_of[s] for s in ins.srcs]
             if ins.op in HELPERS:
                 self.used.add((ins.op, self.ctype(srcd[-1]), self.ctype(ins.dtype)))
-            if ins.op in COMPOSITE:
-                self.used.add(("math", f"{ins.op.value.lower()}_{ctype(ins.dtype)}"))
+            fn = f"{ins.op.value.lower()}_{ctype(ins.dtype)}"
+            if fn in MATH:  # a composite, or a primitive that ir/c/libm.py spells (exp)
+                self.used.add(("math", fn))
             return f"const {self.ctype(ins.dtype)} {ins.out} = {self.arith(ins, srcd)};"
         if isinstance(ins, Check):
             v = ins.value

@@ -109,8 +109,8 @@ def _libm_call(op: Op) -> str:
 # composite calls ir/c/libm.py's function; CAST converts in the renderer (``cast``).
 OPS: dict[Op, dict[str, str]] = {
     Op.NEG: {"": "(({t})LIMN_NEG({0}))", "bool": "{0}"},
-    Op.EXP: {"": "exp({0})", "float32": "limn_expf({0})"},
-    Op.LOG: {"": "log({0})", "float32": "limn_logf({0})"},
+    Op.EXP: {"": "limn_exp_double({0})", "float32": "limn_expf({0})"},
+    Op.LOG: {"": "limn_log_double({0})", "float32": "limn_logf({0})"},
     Op.SQRT: {"": "sqrt({0})", "float32": "sqrtf({0})"},
     Op.RECIP: {"": "(({t})1 / {0})"},
     Op.ADD: {"": "(({t})({0} + {1}))", "bool": "({0} | {1})"},
