@@ -474,6 +474,8 @@ def test_optimizers_reject_bad_parameter_lists():
         optim.SGD([w], nesterov=True)
     with pytest.raises(ValueError, match=r"group 1 needs 'params' and settings among.*'momentum'"):
         optim.AdamW([{"params": [w]}, {"params": [], "momentum": 0.9}])
+    with pytest.raises(TypeError, match="params must be parameters or a list of dicts.*method"):
+        optim.SGD(MLP().parameters)  # not called
     with pytest.raises(TypeError, match="mixes dicts and Tensors"):
         optim.AdamW([w, {"params": [w]}])
     big = Tensor(np.ones((100, 100), np.float32), requires_grad=True)

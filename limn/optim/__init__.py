@@ -56,6 +56,11 @@ def _groups(params) -> list[dict]:
     settings in which that group differs from the optimizer's defaults."""
     if hasattr(params, "named_parameters") or isinstance(params, Tensor):
         return [{"params": params}]
+    if not hasattr(params, "__iter__") or isinstance(params, dict):
+        raise TypeError(
+            f"optimizer: params must be parameters or a list of dicts (torch's parameter "
+            f"groups), got a {type(params).__name__}"
+        )
     params = list(params)
     if not params:
         raise ValueError("optimizer: got an empty parameter list")
