@@ -262,11 +262,17 @@ def _take(x, dims: list[int], idxs: list) -> TorchMovement:
     place of ``dims`` if those are adjacent, else they come first."""
     shape = compose.broadcast_shapes(*(tuple(i.shape) for i in idxs), op="index")
     flat = None  # the row-major position within the indexed dims
+    past = None  # where an index is past its own dim (it could land inside the flat ones)
     for d, i in zip(dims, idxs):
         n = x.shape[d]
         i = i.cast(dtypes.int64)
         i = (i < 0).where(i + n, i).expand(*shape)
         flat = i if flat is None else flat * n + i
+        if len(dims) > 1:
+            out = (i < 0) | (i >= n)
+            past = out if past is None else past | out
+    if past is not None:  # sent past the flattened end, so the gather refuses it
+        flat = past.where(flat * 0 + math.prod(x.shape[d] for d in dims), flat)
     rest = [a for a in range(x.ndim) if a not in dims]
     inner = [x.shape[a] for a in rest]
     z = x.permute(*dims, *rest).reshape(math.prod(x.shape[d] for d in dims), math.prod(inner))

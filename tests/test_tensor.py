@@ -753,3 +753,13 @@ def test_torchs_small_names_answer_as_torch():
     with limn.inference_mode():
         assert not (w * 2).requires_grad
     assert (w * 2).requires_grad
+
+
+def test_an_index_past_one_dim_of_several_is_refused_even_where_the_flat_position_exists():
+    """``x[[0], [7]]`` of a (3, 4) tensor: 7 is past dim 1, though 0 * 4 + 7 is a position of
+    the flattened dims; torch and numpy refuse it, and so does limn (it returned x[1, 3])."""
+    x = Tensor(np.arange(12.0).reshape(3, 4))
+    assert x[[0, 2], [3, -3]].numpy().tolist() == [3.0, 9.0]
+    for key in (([0], [7]), ([1], [-5]), ([3], [0])):
+        with pytest.raises(IndexError, match="index"):
+            x[key].numpy()
