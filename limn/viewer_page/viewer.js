@@ -541,7 +541,6 @@ function start() {
   DATA.graphs.forEach((g, i) => { if (g.kernels.length > DATA.graphs[big].kernels.length) big = i; });
   sel.g = big;
   $("group-by").value = DATA.graphs.length && graph().kernels.length > 40 ? "pattern" : "none";
-  sel.view = DATA.graphs.length && graph().nodes.length > 1500 ? "kernel" : "op";
   if (DATA.graphs.length) selectGraph(big);
   document.body.dataset.ready = "1";
 }
