@@ -221,6 +221,12 @@ def test_a_gpt_steps_page_opens_on_its_layers_readable_and_a_layer_opens_readabl
     )
     assert set(on_screen) & set(mine)
     assert_legible(browser, 8)
+    browser.click("#layers")  # every node, then every layer closed again
+    browser.wait_for("!layers.on.op")
+    browser.click("#layers")
+    browser.wait_for("layers.on.op")
+    assert browser.eval("drawn.keys.includes('layer:blocks.0')")
+    assert browser.eval("drawn.keys.length") == layer_boxes
     browser.click('#views button[data-view="kernel"]')
     browser.wait_for("drawn.key.endsWith(':kernel')")
     assert_legible(browser, 8)

@@ -521,7 +521,12 @@ function start() {
   $("title").textContent = DATA.title;
   for (const b of document.querySelectorAll("#views button")) b.onclick = () => { sel.view = b.dataset.view; renderDrawing(); focusNode(); };
   $("fit").onclick = () => drawn.zoom && drawn.zoom.fit(true);
-  $("layers").onclick = () => { layers.on[sel.view] = !layers.on[sel.view]; renderDrawing(); };
+  $("layers").onclick = () => {
+    // off draws every node; back on, every layer is closed again
+    layers.on[sel.view] = !layers.on[sel.view];
+    layers.open.clear();
+    renderDrawing();
+  };
   $("search").oninput = () => { renderKernelList(); renderDrawing(); };
   $("search").onkeydown = (ev) => {
     if (ev.key !== "Enter") return;
