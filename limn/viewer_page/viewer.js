@@ -522,9 +522,8 @@ function start() {
   for (const b of document.querySelectorAll("#views button")) b.onclick = () => { sel.view = b.dataset.view; renderDrawing(); focusNode(); };
   $("fit").onclick = () => drawn.zoom && drawn.zoom.fit(true);
   $("layers").onclick = () => {
-    // off draws every node; back on, every layer is closed again
     layers.on[sel.view] = !layers.on[sel.view];
-    layers.open.clear();
+    layers.open.clear(); // so pressed twice it closes every layer opened
     renderDrawing();
   };
   $("search").oninput = () => { renderKernelList(); renderDrawing(); };
