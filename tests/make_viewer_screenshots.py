@@ -3,8 +3,9 @@
     uv run python tests/make_viewer_screenshots.py
 
 One page for a matmul with a ReLU (the MUL node clicked, so its links are lit) and one for
-a tiny GPT's training step (a softmax kernel of the attention selected, its EXP clicked;
-the kernel list folded into groups, the selected kernel's unfolded).
+a tiny GPT's training step (the first softmax kernel selected, its EXP clicked: the op
+graph shows its layer opened among the closed ones; the kernel list folded into groups,
+the selected kernel's unfolded).
 """
 
 import json

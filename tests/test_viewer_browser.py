@@ -174,6 +174,65 @@ def test_a_gpt_training_step_opens_fast_and_links_across_hundreds_of_kernels(bro
     assert browser.errors == []
 
 
+# what a reader can read: a box as tall as two lines of 11-px text shrunk by at most a tenth
+LEGIBLE_BOX, LEGIBLE_TEXT = 28, 9
+
+
+def drawn_sizes(browser):
+    """The heights on screen of the boxes and of their text inside the drawing's panel."""
+    return browser.eval(
+        "(() => { const s = document.getElementById('drawing').getBoundingClientRect();"
+        " const on = (r) => r.bottom > s.top && r.top < s.bottom && r.right > s.left"
+        " && r.left < s.right; const h = (sel) => [...document.querySelectorAll(sel)]"
+        ".filter(e => e.tagName === 'rect' || e.textContent)"
+        ".map(e => e.getBoundingClientRect()).filter(on).map(r => r.height);"
+        " return [h('#drawing g.node rect'), h('#drawing g.node text')]; })()"
+    )
+
+
+def assert_legible(browser, at_least):
+    boxes, texts = drawn_sizes(browser)
+    assert len(boxes) >= at_least, f"only {len(boxes)} boxes on screen"
+    assert min(boxes) >= LEGIBLE_BOX, f"boxes drawn {min(boxes):.1f} px tall"
+    assert min(texts) >= LEGIBLE_TEXT, f"text drawn {min(texts):.1f} px tall"
+
+
+def test_a_gpt_steps_page_opens_on_its_layers_readable_and_a_layer_opens_readable(
+    browser, gpt_page
+):
+    g = load(browser, gpt_page)
+    assert browser.eval("sel.view") == "op"
+    layer_boxes = browser.eval("drawn.keys.filter(k => typeof k === 'string').length")
+    assert 5 < layer_boxes == browser.eval("drawn.keys.length") < len(g["nodes"]) / 50
+    assert_legible(browser, 8)  # the model's layers, each one labelled box
+    item = browser.eval("drawn.keys.indexOf('layer:blocks.0')")
+    browser.eval(f"drawn.zoom.focus(drawn.box.x[{item}], drawn.box.y[{item}])")
+    browser.click(f'#drawing g.node[data-i="{item}"]')
+    browser.wait_for("layers.open.has('blocks.0')")
+    mine = browser.eval(
+        "drawn.keys.filter(k => typeof k === 'number' && layerOfKey(graph(), k) === 'blocks.0')"
+    )
+    assert len(mine) > 100  # the layer's nodes are drawn now, and the view is on them
+    on_screen = browser.eval(
+        "(() => { const s = document.getElementById('drawing').getBoundingClientRect();"
+        " return drawn.groups.map((e, i) => [drawn.keys[i], e.getBoundingClientRect()])"
+        ".filter(([k, r]) => r.top > s.top && r.bottom < s.bottom && r.left > s.left"
+        " && r.right < s.right).map(([k]) => k); })()"
+    )
+    assert set(on_screen) & set(mine)
+    assert_legible(browser, 8)
+    browser.click("#layers")  # every node, then every layer closed again
+    browser.wait_for("!layers.on.op")
+    browser.click("#layers")
+    browser.wait_for("layers.on.op")
+    assert browser.eval("drawn.keys.includes('layer:blocks.0')")
+    assert browser.eval("drawn.keys.length") == layer_boxes
+    browser.click('#views button[data-view="kernel"]')
+    browser.wait_for("drawn.key.endsWith(':kernel')")
+    assert_legible(browser, 8)
+    assert browser.errors == []
+
+
 def groups_of(g):
     """The kernel list's groups, as the page should fold it: the same kind, loop and ops."""
     groups = {}
@@ -226,6 +285,8 @@ def test_a_gpt_steps_kernel_list_folds_into_groups_of_the_same_kernel(browser, g
     browser.wait_for(f"!document.querySelector({json.dumps(head)}).parentElement.open")
     assert not set(visible(browser, "#kernels .krow")) & set(ks)
     # selecting a kernel elsewhere (here: in the kernel graph) unfolds its group
+    browser.click('#views button[data-view="kernel"]')
+    browser.wait_for("drawn.key.endsWith(':kernel')")
     k = ks[len(ks) // 2]
     item = browser.eval(f"drawn.keys.indexOf({k})")
     browser.eval(f"drawn.zoom.focus(drawn.box.x[{item}], drawn.box.y[{item}])")  # on screen

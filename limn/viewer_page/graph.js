@@ -125,15 +125,19 @@ function drawDag(svg, items, edges, onClick) {
   return { groups, paths, box, zoom };
 }
 
+// The smallest zoom a view opens or centres at: 11-px text shrunk further stops being
+// read, so a big graph opens on a legible part and the rest is a drag or a wheel away.
+const LEGIBLE = 0.9;
+
 // Drag to pan, wheel to zoom; `focus(x, y)` centres a point.
 function panZoom(svg, view, box) {
   const st = { k: 1, tx: 0, ty: 0 };
   const apply = () => view.setAttribute("transform", `translate(${st.tx},${st.ty}) scale(${st.k})`);
   const fit = (whole) => {
-    // the whole drawing, or (on first show) its top at a size that can still be read
+    // the whole drawing ("fit"), or on first show its top at a size that can be read
     const r = svg.getBoundingClientRect();
     st.k = Math.min(1, r.width / box.width, whole ? r.height / box.height : Infinity) || 1;
-    st.k = Math.max(st.k, whole ? 0.02 : 0.45);
+    st.k = Math.max(st.k, whole ? 0.02 : LEGIBLE);
     st.tx = Math.max(4, (r.width - box.width * st.k) / 2);
     st.ty = 4;
     apply();
@@ -160,7 +164,7 @@ function panZoom(svg, view, box) {
   };
   const focus = (x, y) => {
     const r = svg.getBoundingClientRect();
-    st.k = Math.max(st.k, 0.6);
+    st.k = Math.max(st.k, LEGIBLE);
     st.tx = r.width / 2 - x * st.k;
     st.ty = r.height / 2 - y * st.k;
     apply();

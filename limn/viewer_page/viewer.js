@@ -521,7 +521,11 @@ function start() {
   $("title").textContent = DATA.title;
   for (const b of document.querySelectorAll("#views button")) b.onclick = () => { sel.view = b.dataset.view; renderDrawing(); focusNode(); };
   $("fit").onclick = () => drawn.zoom && drawn.zoom.fit(true);
-  $("layers").onclick = () => { layers.on[sel.view] = !layers.on[sel.view]; renderDrawing(); };
+  $("layers").onclick = () => {
+    layers.on[sel.view] = !layers.on[sel.view];
+    layers.open.clear(); // so pressed twice it closes every layer opened
+    renderDrawing();
+  };
   $("search").oninput = () => { renderKernelList(); renderDrawing(); };
   $("search").onkeydown = (ev) => {
     if (ev.key !== "Enter") return;
@@ -541,7 +545,6 @@ function start() {
   DATA.graphs.forEach((g, i) => { if (g.kernels.length > DATA.graphs[big].kernels.length) big = i; });
   sel.g = big;
   $("group-by").value = DATA.graphs.length && graph().kernels.length > 40 ? "pattern" : "none";
-  sel.view = DATA.graphs.length && graph().nodes.length > 1500 ? "kernel" : "op";
   if (DATA.graphs.length) selectGraph(big);
   document.body.dataset.ready = "1";
 }
