@@ -83,7 +83,8 @@ def evaluate(node: Node, vals: list[np.ndarray], kernels: dict) -> np.ndarray:
         return apply_view(vals[0], node.arg)
     if op is SUM:
         x = vals[0].astype(acc_dtype(d).np, copy=False)
-        return semantics.ordered_sum(x, node.arg).astype(npd, copy=False)
+        # a new array that owns its bytes (the fold's result is a view): it can be kept
+        return np.array(semantics.ordered_sum(x, node.arg), dtype=npd)
     if op is MAX:
         x = vals[0]
         if x.size == 0:
