@@ -3,6 +3,9 @@ prints and the C rendering of it gives the same bits, for every layout autograd 
 batched and convolved contractions, edges that are not multiples of the tile, both float
 widths, and any thread count."""
 
+import platform
+import shutil
+import subprocess
 from dataclasses import replace
 from fractions import Fraction
 
@@ -12,6 +15,7 @@ import pytest
 import limn
 from ir.c import tile
 from ir.c.passes import c_passes
+from ir.c.render import FMA_ISA, vector_helpers
 from ir.c.target import ISAS, detect
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
@@ -323,3 +327,32 @@ def test_special_values_fold_through_a_vector_tile_as_through_the_interpreter(de
     a[3, 5], a[7, :], b[2, 9], b[:, 30] = np.nan, np.inf, -np.inf, -0.0
     a[10, :] = -0.0
     _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(), devices)
+
+
+# each ISA's gcc, and the fused instruction its vector FMA must be
+GCC_FMA = {
+    "avx2": ("gcc", "x86_64", "vfmadd"),
+    "avx512": ("gcc", "x86_64", "vfmadd"),
+    "neon": ("aarch64-linux-gnu-gcc", None, "fmla"),
+}
+
+
+@pytest.mark.parametrize("isa", sorted(GCC_FMA))
+def test_gcc_builds_the_vector_fma_from_its_builtins_without_the_intrinsics_header(isa):
+    """immintrin.h alone is ~0.5 s of cc per unit; the builtins give the same instruction."""
+    name, host, instruction = GCC_FMA[isa]
+    cc = shutil.which(name)
+    if cc is None or host not in (None, platform.machine()):
+        pytest.skip(f"needs {name} on {host or 'any host'}")
+    src = "#include <string.h>\n#include <math.h>\n" + FMA_ISA + "\n"
+    src += vector_helpers("limn_f32x16") + "\n" + vector_helpers("limn_f64x8") + "\n"
+    src += "void f(float *x) { limn_f32x16_store(x, limn_f32x16_fma(limn_f32x16_load(x),"
+    src += " limn_f32x16_load(x + 16), limn_f32x16_load(x + 32))); }\n"
+    src += "void g(double *x) { limn_f64x8_store(x, limn_f64x8_fma(limn_f64x8_load(x),"
+    src += " limn_f64x8_load(x + 8), limn_f64x8_load(x + 16))); }\n"
+    flags = [*ISAS[isa][3], "-O2", "-x", "c", "-"]
+    run = subprocess.run
+    pre = run([cc, "-E", *flags], input=src, capture_output=True, text=True, check=True).stdout
+    assert "immintrin.h" not in pre and "arm_neon.h" not in pre
+    asm = run([cc, "-S", "-o", "-", *flags], input=src, capture_output=True, text=True, check=True)
+    assert instruction in asm.stdout and "fmaf" not in asm.stdout and "\tfma\n" not in asm.stdout

@@ -516,6 +516,27 @@ has (``FMA_ISA``: AVX-512, AVX2's FMA3, NEON), in as many physical vectors as th
 holds, or lane by lane through ``fmaf``/``fma`` where it has none: the same bits anywhere."""
 
 FMA_ISA = """#ifndef LIMN_FMA_BYTES
+#if defined(__GNUC__) && !defined(__clang__) /* builtins: immintrin.h is ~0.5 s of cc a unit */
+#if defined(__AVX512F__)
+#define LIMN_FMA_BYTES 64
+#define limn_fma_f32_op(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, 0xffff, 4)
+#define limn_fma_f64_op(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+#elif defined(__FMA__) && defined(__AVX__)
+#define LIMN_FMA_BYTES 32
+#define limn_fma_f32_op __builtin_ia32_vfmaddps256
+#define limn_fma_f64_op __builtin_ia32_vfmaddpd256
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LIMN_FMA_BYTES 16
+#define limn_fma_f32_op __builtin_aarch64_fmav4sf
+#define limn_fma_f64_op __builtin_aarch64_fmav2df
+#else
+#define LIMN_FMA_BYTES 0
+#endif
+#if LIMN_FMA_BYTES
+typedef float limn_fma_f32 __attribute__((vector_size(LIMN_FMA_BYTES)));
+typedef double limn_fma_f64 __attribute__((vector_size(LIMN_FMA_BYTES)));
+#endif
+#else
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -539,6 +560,7 @@ typedef float32x4_t limn_fma_f32; typedef float64x2_t limn_fma_f64;
 #define limn_fma_f64_op(a, b, c) vfmaq_f64(c, a, b)
 #else
 #define LIMN_FMA_BYTES 0
+#endif
 #endif
 #endif"""
 

@@ -262,8 +262,9 @@ static inline void sdpa_exp_cols_all(A *restrict p, const A *restrict s,
 /* rows [0, n) of src (row stride ls, cols wide) into dst, column-major (column stride lc,
    rows [n, all) zero) when tr, else by rows (row stride lc, rows [n, all) and columns
    [cols, lc) zero). Row by row either way: each source row is read once, in order, while
-   the scattered writes of a transposed tile stay in L1. */
-static void NAME(sdpa_load)(A *dst, int64_t lc, int tr, const T *src, int64_t n, int64_t all,
+   the scattered writes of a transposed tile stay in L1. Not inlined: gcc vectorized a copy
+   at each of its calls, a third of the backward unit's compile time. */
+static __attribute__((noinline)) void NAME(sdpa_load)(A *dst, int64_t lc, int tr, const T *src, int64_t n, int64_t all,
                             int64_t cols, int64_t ls) {
     if (tr) {
         for (int64_t j = 0; j < n; j++)
@@ -278,7 +279,7 @@ static void NAME(sdpa_load)(A *dst, int64_t lc, int tr, const T *src, int64_t n,
 }
 
 /* whether the t rows of head b of X (each w wide) hold an inf or a nan */
-static int NAME(sdpa_nonfinite)(const T *X, int64_t b, int64_t t, int64_t w, int64_t hs) {
+static __attribute__((noinline)) int NAME(sdpa_nonfinite)(const T *X, int64_t b, int64_t t, int64_t w, int64_t hs) {
     int bad = 0;
     for (int64_t i = 0; i < t; i++) {
         const T *x = X + sdpa_row(b, i, t, hs) * w;
