@@ -228,8 +228,14 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
         for j, b in enumerate(out_bufs):
             if plan.graph.sinks[j].source is None:
                 made[id(b)] = (s, j)
-    outs = {id(t): source(t.node.arg) for t in _tensors(result)}
-    return (steps, result, outs), result
+    # the recording keeps what was returned without its autograd history: that history
+    # holds every intermediate of the recorded call, which each replay's search for
+    # readers of what it overwrites would walk again (a decode step spent 27% there)
+    bare = {id(t): Tensor._make(t.node, t.device) for t in _tensors(result)}
+    for t in _tensors(result):
+        bare[id(t)].requires_grad = t.requires_grad
+    outs = {id(bare[id(t)]): source(t.node.arg) for t in _tensors(result)}
+    return (steps, _rebuild(result, bare), outs), result
 
 
 def _replay(rec: tuple, arg_tensors):
