@@ -1,4 +1,4 @@
-"""Count the core's lines the way tinygrad's CI does, and fail above the budget.
+"""Count the core's lines (ir/ and limn/runtime/) the way tinygrad's CI does; fail above the budget.
 
 A Python line counts when it holds a code token (a name, an operator, a number or a
 string that is not a docstring); blank lines, comments and docstrings do not. C, CUDA
@@ -18,8 +18,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ir", "limn", "limn_array")
-BUDGET = 17_700  # counted lines in PACKAGES together (16,778 before this wave; it added the CPU
-# target model, vectorized libm in C, parameter groups, autograd.grad, eager-order writes: 17,688)
+# The core is the compiler and the runtime; it is budgeted and must not grow (pay for a new
+# thing with a mechanism gone). The torch and Array API surface (nn, optim, data, names,
+# limn_array) grows with what it covers: it is counted and printed, not budgeted.
+CORE = ("ir", "limn/runtime")
+BUDGET = 9_638  # counted lines in CORE (9,638 when the core was first budgeted alone)
 MAX_FILE = 600  # physical lines in any one file of them
 # files still over MAX_FILE while this wave splits them (printed, not failed); an entry
 # whose file has come under the limit fails, so the list can only shrink
@@ -68,25 +71,32 @@ def main(argv: list[str]) -> int:
         for path in sorted((root / pkg).rglob("*")):
             if path.suffix != ".py" and path.suffix not in OTHER or "__pycache__" in path.parts:
                 continue
-            n = count(path)
-            rows.append((n, path.relative_to(root).as_posix()))
-            per_pkg[pkg] = per_pkg.get(pkg, 0) + n
+            n, name = count(path), path.relative_to(root).as_posix()
+            rows.append((n, name))
+            part = next((c for c in CORE if name.startswith(c + "/")), pkg)
+            per_pkg[part] = per_pkg.get(part, 0) + n
             if len(path.read_text().splitlines()) > MAX_FILE:
-                long_files.append(path.relative_to(root).as_posix())
+                long_files.append(name)
     if "-q" not in argv:
         for n, name in sorted(rows):
             print(f"{n:6d}  {name}")
-    total = sum(per_pkg.values())
-    print("  ".join(f"{pkg} {n}" for pkg, n in per_pkg.items()), f"total {total} / {budget}")
-    if total > budget:
-        print(f"over the line budget by {total - budget}")
+    core = sum(per_pkg.get(c, 0) for c in CORE)
+    surface = sum(n for p, n in per_pkg.items() if p not in CORE)
+    print("core:", "  ".join(f"{c} {per_pkg.get(c, 0)}" for c in CORE), f"total {core} / {budget}")
+    print(
+        "surface:",
+        "  ".join(f"{p} {n}" for p, n in per_pkg.items() if p not in CORE),
+        f"total {surface}",
+    )
+    if core > budget:
+        print(f"over the line budget by {core - budget}")
     long = set(long_files) - LONG
     stale = LONG - set(long_files) if root == ROOT else set()
     for name in long_files:
         print(f"{name}: over {MAX_FILE} lines" + (" (LONG: to split)" if name in LONG else ""))
     for name in sorted(stale):
         print(f"{name}: no longer over {MAX_FILE} lines; take it off LONG")
-    return 0 if total <= budget and not long and not stale else 1
+    return 0 if core <= budget and not long and not stale else 1
 
 
 def _option(argv: list[str], name: str, default):
