@@ -160,9 +160,10 @@ def _nest_lines(nest, graph: KernelGraph, i: int, sizes=None) -> tuple[list[str]
     """The nest's text, the kernel row of each line, and {line: rows a pass folded in}."""
     k = graph.kernels[i]
     text = nest.format([f"buf{b}" for b in k.inputs], f"buf{k.output}", sizes).splitlines()
-    header = len(text) - len(nest.body)
-    rows = [-1] * header + [-1 if ins.row is None else ins.row for ins in nest.body]
-    folded = {header + j: list(ins.folded) for j, ins in enumerate(nest.body) if ins.folded}
+    lines = nest.lines()
+    header = len(text) - len(lines)
+    rows = [-1] * header + [-1 if ins.row is None else ins.row for ins in lines]
+    folded = {header + j: list(ins.folded) for j, ins in enumerate(lines) if ins.folded}
     return text, rows, folded
 
 
@@ -231,7 +232,7 @@ def _pipeline(nest, graph: KernelGraph, i: int, passes, render, sizes=None, fn=N
         return {"steps": steps, "source": None, "declined": str(e)}
     pipe = {"steps": steps, "source": out[0].splitlines()}
     if len(out) > 2:
-        header = len(lines) - len(nest.body)
+        header = len(lines) - len(nest.lines())
         pipe["origin"] = [-1 if o is None else header + o for o in out[2]]
     return pipe
 

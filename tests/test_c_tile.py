@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import limn
-from ir.c import tile
+from ir.c import block, tile
 from ir.c.passes import c_passes
 from ir.c.render import FMA_ISA, vector_helpers
 from ir.c.target import ISAS, detect
@@ -92,8 +92,8 @@ def _check(builds: dict, passes, devices, threads=(2,)) -> str:
 
 @pytest.mark.parametrize("upto", SCHEDULE)
 def test_every_schedule_pass_runs_in_the_interpreter_as_the_c_runs_it(upto, devices, monkeypatch):
-    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)  # small shapes, so the interpreter is quick
-    monkeypatch.setattr(tile, "MIN_PARALLEL_WORK", 1)  # and threaded all the same
+    monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)  # small shapes, so the interpreter is quick
+    monkeypatch.setattr(block, "MIN_PARALLEL_WORK", 1)  # and threaded all the same
     target = _small_panels(detect().isa, 4, 40)  # reduce blocks of a few: several
     text = _check(_layouts(10, 21, 40, np.float32), _passes(upto, target), devices)
     assert "FMA" in text
@@ -110,7 +110,7 @@ def test_every_targets_tiles_give_the_interpreters_bits_here(isa, devices, monke
     """The nest each target's passes make (its tile shape, lanes and cache blocks) runs on
     this machine too: its vectors are compiler vectors, its FMAs the fused instructions
     this CPU has. So the bits of every target's tiles are checked here, whatever the host."""
-    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)
     target = _small_panels(isa, 4, 40)
     builds = {k: v for k, v in _layouts(10, 21, 40, np.float32).items() if k in ("x@W", "x.T@g")}
     text = _check(builds, c_passes(target), devices)
@@ -118,13 +118,13 @@ def test_every_targets_tiles_give_the_interpreters_bits_here(isa, devices, monke
 
 
 def test_float64_tiles_are_eight_lanes_and_keep_the_interpreters_bits(devices, monkeypatch):
-    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)
     builds = {k: v for k, v in _layouts(13, 20, 40, np.float64, 1).items() if k != "conv"}
     assert f"float64x{detect().lanes(8)}" in _check(builds, c_passes(), devices)
 
 
 def test_edges_past_every_tile_size_keep_the_interpreters_bits(devices, monkeypatch):
-    monkeypatch.setattr(tile, "MIN_BLOCK_WORK", 0)
+    monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)
     for m, k, n in ((1, 5, 9), (7, 4, 17), (25, 3, 33)):
         builds = {k2: v for k2, v in _layouts(m, k, n, np.float32, m).items() if "@" in k2}
         _check(builds, c_passes(), devices)
@@ -251,10 +251,10 @@ def test_convolutions_and_their_gradients_are_scheduled_contractions(devices):
 
 def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team():
     # a weight's gradient, 192 x 192 over 2048 rows: one 192 x 192 block before
-    mc, nc = tile._enough_tasks(1, 192, 192, 192, 192, 8, 48)
-    assert -(-192 // mc) * -(-192 // nc) >= tile.MIN_TASKS
+    mc, nc = block._enough_tasks(1, 192, 192, 192, 192, 8, 48)
+    assert -(-192 // mc) * -(-192 // nc) >= block.MIN_TASKS
     assert mc % 8 == 0 and nc % 48 == 0 and 192 % mc == 0 and 192 % nc == 0  # equal blocks
-    assert tile._enough_tasks(8, 256, 768, 192, 768, 8, 48) == (128, 768)  # many: equal
+    assert block._enough_tasks(8, 256, 768, 192, 768, 8, 48) == (128, 768)  # many: equal
 
 
 def test_the_register_tile_fits_the_columns_it_has_and_the_targets_registers():
@@ -356,3 +356,93 @@ def test_gcc_builds_the_vector_fma_from_its_builtins_without_the_intrinsics_head
     assert "immintrin.h" not in pre and "arm_neon.h" not in pre
     asm = run([cc, "-S", "-o", "-", *flags], input=src, capture_output=True, text=True, check=True)
     assert instruction in asm.stdout and "fmaf" not in asm.stdout and "\tfma\n" not in asm.stdout
+
+
+# ---- the schedule as a pass writer meets it ------------------------------------------
+
+
+def _unroll():
+    """docs/passes.md's unroll pass (examples/custom_pass.py), which copies inner loops."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "custom_pass.py"
+    spec = importlib.util.spec_from_file_location("custom_pass", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.unroll_by_2
+
+
+def _schedule(nest) -> tuple[int, int]:
+    """(cache blocks, vector registers) of a nest: what the contraction schedule made."""
+    from ir.loop.nest import DefAcc, Loop, Role, walk
+
+    items = list(walk(nest.body))
+    blocks = sum(isinstance(x, Loop) and x.role == Role.BLOCK for x in items)
+    return blocks, sum(isinstance(x, DefAcc) and x.lanes > 1 for x in items)
+
+
+@pytest.mark.parametrize("shape", [((96, 6), (6, 96)), ((2, 24, 6), (2, 6, 32))])
+def test_the_docs_unroll_anywhere_keeps_the_schedule_or_says_why(shape):
+    """The issue's 96x6 @ 6x96 lost its whole schedule, without a word, to an unroll placed
+    before the C passes. Placed anywhere in the c pass list now, the unroll either keeps
+    the schedule (it leaves loops with a role alone) or a later pass says in the nest why
+    it could not apply, and ``strict`` makes that an error. Kept, the bits are the same;
+    not, the products are folded unfused (rounded twice), as by any untiled sum."""
+    from ir.kernel.schedule import schedule
+    from ir.loop.interp import interpret
+    from ir.loop.lower import lower
+    from ir.loop.passes import apply_passes
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shape)
+    graph = schedule([(Tensor(a) @ Tensor(b)).node]).graph
+    i = next(j for j, k in enumerate(graph.kernels) if k.kind == "SUM")
+    inputs = [a, b] if graph.kernels[i].inputs == (0, 1) else [b, a]
+    target, unroll = detect("avx2"), _unroll()
+    passes = c_passes(target)
+    plain = apply_passes(lower(graph, i), passes)
+    want = np.zeros(graph.buffers[graph.kernels[i].output].shape, np.float32)
+    interpret(plain, inputs, want)
+    assert _schedule(plain)[0] >= 1 and _schedule(plain)[1] >= 8 and not plain.notes
+    kept = said = 0
+    ran: dict[str, np.ndarray] = {}  # many places give one nest: each is interpreted once
+    for at in range(len(passes) + 1):
+        nest = apply_passes(lower(graph, i), [*passes[:at], unroll, *passes[at:]])
+        if nest.format() not in ran:
+            ran[nest.format()] = np.zeros_like(want)
+            interpret(nest, inputs, ran[nest.format()])
+        got = ran[nest.format()]
+        if not nest.notes:  # kept: tiled and held in vector registers, the same bits
+            kept += 1
+            assert _schedule(nest)[0] >= 1 and _schedule(nest)[1] >= _schedule(plain)[1], at
+            np.testing.assert_array_equal(got, want)
+            continue
+        said += 1  # said why, in the printed nest; strict raises it
+        assert " not " in nest.notes[0] and "note  " + nest.notes[0] in nest.format(), at
+        with pytest.raises(ValueError, match=r"a pass did not apply: \w+: "):
+            apply_passes(lower(graph, i), [*passes[:at], unroll, *passes[at:]], strict=True)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)  # unfused where untiled
+    assert kept and said  # both: the later positions keep it, the early ones say why
+
+
+def test_a_cold_matmul_on_c_converts_no_flat_nest_to_a_tree():
+    """The nest is a tree at every stage: scheduling a 256x256 ``a @ b`` the way the c device
+    does (every pass, then the C) calls nothing that converts between a flat form and a
+    tree, and ``ir/loop/rewrite.py`` is a small part of its Python calls (it was 2,914 of
+    6,818 when every pass rebuilt a tree and flattened it again)."""
+    import cProfile
+    import pstats
+
+    from ir.c.units import plan_units
+    from ir.kernel.schedule import schedule
+
+    a, b = (Tensor(np.ones((256, 256), np.float32)) for _ in range(2))
+    graph = schedule([(a @ b).node]).graph
+    prof = cProfile.Profile()
+    prof.runcall(plan_units, graph, target=detect("avx2"))
+    stats = pstats.Stats(prof).stats
+    names = {fn for (_, _, fn) in stats}
+    assert not names & {"to_tree", "flatten", "_each_block", "_pass", "_descend", "_swap"}
+    rewrite = sum(s[1] for (path, _, _), s in stats.items() if path.endswith("loop/rewrite.py"))
+    assert rewrite < 2500, rewrite  # 2,000 now

@@ -19,9 +19,9 @@ from ir.kernel.kernel import BufferSpec
 from ir.kernel.schedule import schedule
 from ir.loop.interp import interpret, run
 from ir.loop.lower import _flat, lower
-from ir.loop.nest import Accum, DefAcc, EndLoop, Index, Load, Loop, LoopNest, Store
+from ir.loop.nest import Accum, DefAcc, Index, Load, Loop, LoopNest, Store, walk
 from ir.loop.passes import DEFAULT_PASSES, apply_passes, loop_order
-from ir.loop.rewrite import flatten, to_tree, verify
+from ir.loop.rewrite import Fresh, defines, instructions, substitute, tree_map, verify
 from ir.printer import ir
 from limn import Tensor
 
@@ -143,7 +143,7 @@ def test_each_pass_is_pure(p):
 
 
 def loop_vars(nest: LoopNest) -> list[str]:
-    return [ins.var for ins in nest.body if isinstance(ins, Loop)]
+    return [ins.var for ins in walk(nest.body) if isinstance(ins, Loop)]
 
 
 def test_loop_order_moves_the_dim_stride_one_in_most_buffers_innermost():
@@ -163,9 +163,9 @@ def test_loop_order_never_moves_a_reduce_loop_past_another():
 
 def test_innermost_reduce_keeps_its_total_in_a_register():
     nest = apply_passes(nests_of(Tensor.randn((4, 5)).sum(1))[0])
-    ops = [type(i).__name__ for i in nest.body]
+    ops = [type(i).__name__ for i in walk(nest.body)]
     assert ops.count("Loop") == 2 and "DefAcc" in ops and "Const" not in ops
-    (acc,) = [i for i in nest.body if isinstance(i, Accum)]
+    (acc,) = [i for i in walk(nest.body) if isinstance(i, Accum)]
     assert acc.index is None
 
 
@@ -179,7 +179,7 @@ def test_reduce_with_loops_inside_it_fills_with_the_identity_then_accumulates():
 def test_half_sum_folds_in_float32_and_rounds_once():
     x = Tensor(np.full((2, 4000), 0.1), dtype=dtypes.float16)
     nest = apply_passes(nests_of(x.sum(1))[0])
-    (acc,) = [i for i in nest.body if isinstance(i, DefAcc)]
+    (acc,) = [i for i in walk(nest.body) if isinstance(i, DefAcc)]
     assert acc.dtype == dtypes.float32
     assert "CAST acc0 : float16" in str(nest)
     got = run([x.sum(1).node])[0]
@@ -189,9 +189,8 @@ def test_half_sum_folds_in_float32_and_rounds_once():
 
 def test_a_malformed_pass_is_named_with_the_instruction_it_broke():
     def drop_first_load(nest):
-        body = list(nest.body)
-        body.remove(next(i for i in body if isinstance(i, Load)))
-        return replace(nest, body=tuple(body))
+        first = next(i for i in instructions(nest.body) if isinstance(i, Load))
+        return replace(nest, body=tree_map(nest.body, lambda x: () if x is first else x))
 
     nest = nests_of(Tensor.randn((3,)) * 2)[0]
     with pytest.raises(ValueError, match="pass drop_first_load .* v0 is not defined here"):
@@ -207,19 +206,21 @@ def hand_nest(body, shape=(4,)) -> LoopNest:
 
 
 def test_interpreter_refuses_an_address_outside_the_buffer():
-    body = [
-        Loop("i0", 4),
+    inner = (
         Load("v0", "in0", Index.var("i0") + 1, dtypes.float32),
         Store("out", Index.var("i0"), "v0"),
-        EndLoop("i0"),
-    ]
+    )
+    body = [Loop("i0", 4, body=inner)]
     with pytest.raises(IndexError, match=r"addresses in0\[i0 \+ 1\] = in0\[4\], outside 0..3"):
         interpret(hand_nest(body), [np.zeros(4, np.float32)], np.zeros(4, np.float32))
 
 
 def test_cells_a_nest_forgets_to_write_stay_poisoned():
-    body = [Loop("i0", 3), Load("v0", "in0", Index.var("i0"), dtypes.float32)]
-    body += [Store("out", Index.var("i0"), "v0"), EndLoop("i0")]
+    inner = (
+        Load("v0", "in0", Index.var("i0"), dtypes.float32),
+        Store("out", Index.var("i0"), "v0"),
+    )
+    body = [Loop("i0", 3, body=inner)]
     graph_out = np.full(4, np.nan, np.float32)
     interpret(hand_nest(body), [np.arange(4, dtype=np.float32)], graph_out)
     assert np.isnan(graph_out[3]) and graph_out[2] == 2
@@ -232,16 +233,40 @@ def test_out_of_range_gather_fails_like_the_numpy_device():
 
 
 def test_verify_rejects_a_store_of_the_wrong_dtype():
-    body = [Loop("i0", 4), Load("v0", "in0", Index.var("i0"), dtypes.float32)]
-    nest = hand_nest(body + [Store("out", Index.var("i0"), "v0"), EndLoop("i0")])
+    inner = (
+        Load("v0", "in0", Index.var("i0"), dtypes.float32),
+        Store("out", Index.var("i0"), "v0"),
+    )
+    nest = hand_nest([Loop("i0", 4, body=inner)])
     bad = replace(nest, output=BufferSpec(dtypes.float16, (4,)))
     with pytest.raises(ValueError, match="v0 is float32 but out holds float16"):
         verify(bad)
 
 
-def test_tree_view_round_trips():
+def test_a_loop_owns_its_body_and_the_printer_closes_it():
+    """The nest is a tree: each LOOP holds its body, and ENDLOOP exists only as a printed
+    line, one after each loop's body (``LoopNest.lines`` lists a loop for both lines)."""
     for nest in sample_nests():
-        assert flatten(to_tree(nest.body)) == nest.body
+        loops = [x for x in walk(nest.body) if isinstance(x, Loop)]
+        text = nest.format().splitlines()[-len(nest.lines()) :]
+        assert sum(line.split()[0] == "ENDLOOP" for line in text) == len(loops)
+        assert all(x.body for x in loops)
+        assert all(sum(y is x for y in nest.lines()) == 2 for x in loops)
+
+
+def test_rename_and_substitute_reach_every_loop_of_a_tree():
+    """``rename``/``substitute`` ride on ``tree_map``: given a loop they rewrite everything
+    inside it, inner loops included; ``Fresh.copy`` names a copy's values anew."""
+    nest = sample_nests()[0]
+    top = next(x for x in nest.body if any(isinstance(y, Load) for y in instructions((x,))))
+    at = {top.var: Index.var(top.var) + 1}
+    moved = substitute(top, at)
+    old, new = ([x for x in instructions((t,)) if isinstance(x, Load)] for t in (top, moved))
+    assert len(walk_loops := [x for x in walk((top,)) if isinstance(x, Loop)]) > 1, walk_loops
+    assert old and [x.index for x in new] == [x.index.substitute(at) for x in old]
+    copy = Fresh(nest.body).copy(top.body)
+    old = {defines(x) for x in walk(top.body)} - {None}
+    assert old and not old & {defines(x) for x in walk(copy)}
 
 
 def test_custom_pass_example_runs_and_agrees_with_the_numpy_device():
@@ -249,7 +274,7 @@ def test_custom_pass_example_runs_and_agrees_with_the_numpy_device():
         [sys.executable, "examples/custom_pass.py"], capture_output=True, text=True, cwd=ROOT
     )
     assert out.returncode == 0, out.stderr
-    assert "unroll=2" in out.stdout and "matches the numpy device" in out.stdout
+    assert "step 2" in out.stdout and "matches the numpy device" in out.stdout
 
 
 def test_an_address_summed_in_one_pass_is_the_index_added_dim_by_dim():

@@ -245,7 +245,7 @@ def test_a_sort_of_many_rows_runs_them_on_the_team():
     graph = schedule([t.node]).graph
     nest = apply_passes(lower(graph, 0), c_passes())
     loops = [i for i in nest.body if type(i).__name__ == "Loop"]
-    assert dict(loops[0].attrs).get("parallel") == 1
+    assert loops[0].parallel == 1
     assert "SORT" in nest.format()
 
 

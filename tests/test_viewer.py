@@ -24,7 +24,7 @@ from ir.kernel.kernel import constant_kernels
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic
 from ir.loop.lower import lower
-from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store
+from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store, walk
 from ir.loop.passes import apply_passes
 from limn import Tensor
 from limn.viewer import fill_kernels, graph_data, page
@@ -136,18 +136,15 @@ def test_each_c_statement_maps_to_the_instruction_it_spells():
             for line, o in zip(lines, origins):
                 if o is None:
                     continue
-                ins = nest.body[o]
+                ins = nest.lines()[o]
                 mapped.add(o)
                 if isinstance(ins, Arith | Load):
                     assert re.search(rf"\b{ins.out}\b", line), (case.name, line, ins)
                 elif isinstance(ins, Store):
                     assert f"{ins.buf}[" in line or "acc[a][b]" in line, (case.name, line, ins)
-            computing = {j for j, ins in enumerate(nest.body) if isinstance(ins, Arith | Load)}
-            assert computing <= mapped or any(dict(lp.attrs).get("tile") for lp in _loops(nest))
-
-
-def _loops(nest):
-    return [ins for ins in nest.body if hasattr(ins, "attrs")]
+            lines = nest.lines()
+            computing = {j for j, ins in enumerate(lines) if isinstance(ins, Arith | Load)}
+            assert computing <= mapped or any(getattr(x, "role", None) for x in lines)
 
 
 def test_nest_lines_carry_the_row_that_computes_them():
@@ -156,7 +153,7 @@ def test_nest_lines_carry_the_row_that_computes_them():
         for i, k in enumerate(graph.kernels):
             if k.kind == "CUSTOM":
                 continue
-            for ins in apply_passes(lower(graph, i), c_passes()).body:
+            for ins in walk(apply_passes(lower(graph, i), c_passes()).body):
                 if isinstance(ins, Arith) and ins.op.value not in ("CAST", "WHERE"):
                     assert ins.row is not None and k.rows[ins.row].op == ins.op, (case.name, ins)
                 if isinstance(ins, Load):
@@ -379,11 +376,13 @@ def test_each_cuda_line_maps_to_the_instruction_it_spells():
             lines = kernel.source.splitlines()
             assert len(origins) == len(lines)
             shapes |= {launch.shape for launch in kernel.launches}
-            spelled = {j: [] for j in range(len(nest.body))}
+            spelled = {j: [] for j in range(len(nest.lines()))}
             for line, o in zip(lines, origins):
                 if o is not None:
                     spelled[o].append(line)
-            for j, ins in enumerate(nest.body):
+            for j, ins in enumerate(nest.lines()):
+                if isinstance(ins, Loop) and any(x is ins for x in nest.lines()[:j]):
+                    continue  # a loop's ENDLOOP line: its LOOP line is checked
                 got = spelled[j]
                 if isinstance(ins, Arith):  # every line of a value names it
                     assert got and all(re.search(rf"\b{ins.out}\b", t) for t in got), (ins, got)

@@ -5,7 +5,7 @@ the order the nest already had, so the interpreter's answer for the annotated ne
 answer the C code gives, threaded or not.
 
 * ``tile_contraction``, ``block_contraction``, ``pack_operands``, ``vectorize_tile``: a
-  nest shaped like a matmul is scheduled as a BLAS runs it (``ir/c/tile.py``).
+  nest shaped like a matmul is scheduled as a BLAS runs it (``ir/c/tile.py``, ``block.py``).
 * ``parallelize``: the leading output loops of each top-level loop chain (the dims the
   written cells are indexed by) are marked ``parallel=n``: an OpenMP team splits those n
   fused loops. A chain whose writes have a data-dependent address (a scatter's colliding
@@ -20,14 +20,10 @@ import math
 from dataclasses import replace
 from functools import cache, partial, update_wrapper
 
-from ir.c import tile
+from ir.c import block
+from ir.c.block import block_contraction, pack_operands, vectorize_tile
 from ir.c.target import Target, detect
-from ir.c.tile import (
-    block_contraction,
-    pack_operands,
-    tile_contraction,
-    vectorize_tile,
-)
+from ir.c.tile import tile_contraction
 from ir.graph.dtypes import bool_
 from ir.graph.semantics import LANE_BYTES, SUM_BLOCK
 from ir.loop.nest import (
@@ -42,24 +38,21 @@ from ir.loop.nest import (
     Mask,
     PairwiseFold,
     Range,
+    Role,
     Sort,
     Store,
 )
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
-    Block,
     Fresh,
     chain,
     defines,
     extent,
-    flatten,
     indices,
     instructions,
     rebuild,
     rename,
     substitute,
-    to_tree,
-    with_attrs,
 )
 
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
@@ -76,8 +69,8 @@ def _writes(items):
 def _loop_vars(items) -> set[str]:
     out = set()
     for item in items:
-        if isinstance(item, Block):
-            out.add(item.loop.var)
+        if isinstance(item, Loop):
+            out.add(item.var)
             out |= _loop_vars(item.body)
     return out
 
@@ -96,8 +89,8 @@ def _work(items) -> int:
     """Roughly how many innermost iterations a tree runs (a SORT of n: n log2(n))."""
     total = 0
     for item in items:
-        if isinstance(item, Block):
-            total += extent(item.loop) * max(1, _work(item.body))
+        if isinstance(item, Loop):
+            total += extent(item) * max(1, _work(item.body))
         elif isinstance(item, Sort):
             total += item.n * max(1, item.n.bit_length())
     return total
@@ -107,21 +100,21 @@ def _work(items) -> int:
 
 
 def parallelize(nest: LoopNest) -> LoopNest:
-    items = [_parallel_block(x) if isinstance(x, Block) else x for x in to_tree(nest.body)]
-    return replace(nest, body=flatten(items))
+    items = [_parallel_top(x) if isinstance(x, Loop) else x for x in nest.body]
+    return replace(nest, body=tuple(items))
 
 
-def _parallel_block(block: Block) -> Block:
-    loops, inner = chain(block)
-    if any(dict(lp.attrs).get("tile") or dict(lp.attrs).get("parallel") for lp in loops):
-        return block  # a scheduled contraction and lane blocks have their own team
-    writes = _writes((block,))
-    if not writes or _work((block,)) < tile.MIN_PARALLEL_WORK or _carries((block,)):
-        return block
+def _parallel_top(top: Loop) -> Loop:
+    loops, inner = chain(top)
+    if any(lp.role or lp.parallel for lp in loops):
+        return top  # a scheduled contraction and lane tops have their own team
+    writes = _writes((top,))
+    if not writes or _work((top,)) < block.MIN_PARALLEL_WORK or _carries((top,)):
+        return top
     inner_vars = _loop_vars(inner) | {lp.var for lp in loops}
     for w in writes:
         if any(n not in inner_vars for n in w.index.names):
-            return block  # a data-dependent address: colliding writes stay serial
+            return top  # a data-dependent address: colliding writes stay serial
     n, cells = 0, 1
     for loop in loops:
         if not all(loop.var in w.index.names for w in writes):
@@ -131,8 +124,8 @@ def _parallel_block(block: Block) -> Block:
         if cells >= MIN_PARALLEL_CELLS:
             break
     if n == 0 or cells < 2:
-        return block
-    loops = [with_attrs(loops[0], parallel=n), *loops[1:]]
+        return top
+    loops = [replace(loops[0], parallel=n), *loops[1:]]
     return rebuild(loops, inner)
 
 
@@ -156,7 +149,7 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     """
     fresh = Fresh(nest.body)
     fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
-    return replace(nest, body=flatten(_lanes(to_tree(nest.body), True, fresh)))
+    return replace(nest, body=tuple(_lanes(nest.body, True, fresh)))
 
 
 def _lanes(items, top: bool, fresh) -> list:
@@ -166,7 +159,7 @@ def _lanes(items, top: bool, fresh) -> list:
         it = items[i]
         if isinstance(it, DefAcc) and not it.shape:
             j = i + 1  # the loop folding into it, or the pieces of one that a pad cut
-            while j < len(items) and isinstance(items[j], Block) and _folds_into(items[j], it.out):
+            while j < len(items) and isinstance(items[j], Loop) and _folds_into(items[j], it.out):
                 j += 1
             later = any(_folds_into(x, it.out) for x in items[j:])
             new = None if later or j == i + 1 else _lane_group(it, items[i + 1 : j], top, fresh)
@@ -174,10 +167,10 @@ def _lanes(items, top: bool, fresh) -> list:
                 out += new
                 i = j
                 continue
-        if isinstance(it, Block) and dict(it.loop.attrs).get("tile"):
+        if isinstance(it, Loop) and it.role == Role.BLOCK:
             out.append(it)  # a tiled contraction keeps each cell's plain order
-        elif isinstance(it, Block):
-            out.append(Block(it.loop, tuple(_lanes(it.body, False, fresh))))
+        elif isinstance(it, Loop):
+            out.append(replace(it, body=tuple(_lanes(it.body, False, fresh))))
         else:
             out.append(it)
         i += 1
@@ -185,7 +178,7 @@ def _lanes(items, top: bool, fresh) -> list:
 
 
 def _folds_into(item, name: str) -> bool:
-    if isinstance(item, Block):
+    if isinstance(item, Loop):
         return any(_folds_into(x, name) for x in item.body)
     return isinstance(item, Accum) and item.index is None and item.dst == name
 
@@ -203,7 +196,7 @@ def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:
     return reds, body
 
 
-def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
+def _lane_group(acc: DefAcc, blocks: list[Loop], top: bool, fresh):
     """Lanes for the reduce loops after ``acc``, given whole or as the consecutive pieces
     pads cut them into (a reduce over a concatenation): element ``r`` of the innermost
     reduce axis goes to lane ``r % L``, and block ``k`` holds rows ``k*K .. k*K+K-1`` of the
@@ -227,17 +220,17 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
         """The loops of ``items`` at ``depth`` (cut to ``cut``), laned from ``lane0`` on."""
         out = []
         for b in items:
-            lo, hi = cut or (b.loop.start, b.loop.stop)
+            lo, hi = cut or (b.start, b.stop)
             if lo < hi and depth == len(levels) - 1:
                 out += _tail(var, lo, hi, lanes, lv, _copier(b.body, fresh), lane0)
             elif lo < hi:
                 inner = tuple(rows(b.body, depth + 1, lane0))
-                out.append(Block(replace(b.loop, start=lo, stop=hi), inner))
+                out.append(replace(b, start=lo, stop=hi, body=inner))
         return out
 
     loops = [] if blocked else rows(blocks, 0, 0)
     for b in blocks if blocked else ():  # block k: rows k*K .. of the outermost axis
-        r = b.loop
+        r = b
         first, last = -(-r.start // k), r.stop // k  # the blocks it holds whole
         if first > last:  # inside one block
             loops += rows([b], 0, last * lanes)
@@ -245,8 +238,9 @@ def _lane_group(acc: DefAcc, blocks: list[Block], top: bool, fresh):
         loops += rows([b], 0, (first - 1) * lanes, (r.start, first * k))
         if last > first:  # whole blocks, shared by a team
             bv = Index.var(bn := fresh("b"))
-            body = _subst(rows([b], 0, bv * lanes, (0, k)), {r.var: bv * k + Index.var(r.var)})
-            loops.append(Block(Loop(bn, last, first, attrs=(("parallel", 1),)), body))
+            at = {r.var: bv * k + Index.var(r.var)}
+            body = substitute(tuple(rows([b], 0, bv * lanes, (0, k))), at)
+            loops.append(Loop(bn, last, first, parallel=1, body=body))
         loops += rows([b], 0, last * lanes, (last * k, r.stop))
     op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))
     return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]
@@ -257,18 +251,18 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
     each level is one variable's loop cut into consecutive pieces from 0 and only the
     innermost holds work, then the fold; None for anything else."""
     into = [] if into is None else into
-    if not items or not all(isinstance(b, Block) for b in items):
+    if not items or not all(isinstance(b, Loop) for b in items):
         return None
-    var, starts = items[0].loop.var, [0] + [b.loop.stop for b in items]
+    var, starts = items[0].var, [0] + [b.stop for b in items]
     for b, at in zip(items, starts):
-        if (b.loop.var, b.loop.start, b.loop.step, b.loop.lo, b.loop.hi) != (var, at, 1, (), ()):
+        if (b.var, b.start, b.step, b.lo, b.hi) != (var, at, 1, (), ()):
             return None
     into += [(var, starts[-1])] if len(into) == depth else []
     if into[depth] != (var, starts[-1]):
         return None
     for b in items:
         *work, fold = b.body or (None,)
-        if any(isinstance(x, Block) for x in b.body):
+        if any(isinstance(x, Loop) for x in b.body):
             if _levels(b.body, name, depth + 1, into) is None:
                 return None
             continue
@@ -279,13 +273,6 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
         if fold.dst != name or fold.index or fold.lane or fold.mul or into[depth + 1] is not None:
             return None
     return into if depth else into[:-1]
-
-
-def _subst(items, at: dict) -> tuple:
-    return tuple(
-        Block(x.loop, _subst(x.body, at)) if isinstance(x, Block) else substitute(x, at)
-        for x in items
-    )
 
 
 def _copier(body: tuple, fresh):
@@ -310,14 +297,14 @@ def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0):
     out = []
     if head > start:
         body = copy({}, Index.var(var) - start // lanes * lanes + lane0)
-        out.append(Block(Loop(var, head, start=start), body))
+        out.append(Loop(var, head, start=start, body=body))
     if whole > head:
         body = copy({var: Index.var(var) + Index.var(lv)}, Index.var(lv) + lane0)
-        inner = Block(Loop(lv, lanes, attrs=(("lanes", True),)), body)
-        out.append(Block(Loop(var, whole, start=head, step=lanes), (inner,)))
+        inner = Loop(lv, lanes, role=Role.LANES, body=body)
+        out.append(Loop(var, whole, start=head, step=lanes, body=(inner,)))
     if stop > whole:
         body = copy({}, Index.var(var) - whole + lane0)
-        out.append(Block(Loop(var, stop, start=whole), body))
+        out.append(Loop(var, stop, start=whole, body=body))
     return out
 
 
@@ -337,16 +324,16 @@ def split_pad_masks(nest: LoopNest) -> LoopNest:
     depend on outer loop variables become the loops' Index bounds. An outer loop of
     elementwise work is cut the same way at constant bounds (``_split_outer``).
     """
-    return replace(nest, body=flatten(_split_items(to_tree(nest.body))))
+    return replace(nest, body=tuple(_split_items(nest.body)))
 
 
 def _split_items(items) -> list:
     out = []
     for it in items:
-        if not isinstance(it, Block):
+        if not isinstance(it, Loop):
             out.append(it)
-        elif any(isinstance(x, Block) for x in it.body):
-            inner = Block(it.loop, tuple(_split_items(it.body)))
+        elif any(isinstance(x, Loop) for x in it.body):
+            inner = replace(it, body=tuple(_split_items(it.body)))
             pieces = _split_outer(inner)
             # each cut copies the body below it: nested cuts multiply (17 nested loops of
             # 2, one pad each, would make 2**17 copies), so the copies stay within a bound
@@ -361,7 +348,7 @@ MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copi
 MAX_GROWTH = 32  # a loop's cut pieces hold at most this many times its instructions
 
 
-def _split_outer(block: Block) -> list:
+def _split_outer(block: Loop) -> list:
     """Cut a loop around other loops where a pad predicate on its variable changes value.
 
     A pad along an outer dim (``1 <= i2 < 33`` of a padded image's rows) guards every load
@@ -370,8 +357,8 @@ def _split_outer(block: Block) -> list:
     (nothing below folds: every cell is computed on its own, so no order can change), and
     only at constant cuts.
     """
-    loop, x = block.loop, block.loop.var
-    if loop.step != 1 or loop.lo or loop.hi or loop.attrs:
+    loop, x = block, block.var
+    if loop.step != 1 or loop.lo or loop.hi or loop.role or loop.parallel:
         return [block]
     body = list(instructions(block.body))
     if any(isinstance(i, Accum | DefAcc | PairwiseFold | Check) for i in body):
@@ -396,14 +383,14 @@ def _split_outer(block: Block) -> list:
             continue
         known = {p: lo.const <= a and b <= hi.const for p, (lo, hi) in zip(preds, bounds)}
         names = {defines(i): f"{defines(i)}_o{k}" for i in body if defines(i)}
-        out.append(Block(replace(loop, start=a, stop=b), _settle_tree(block.body, known, names)))
+        out.append(replace(loop, start=a, stop=b, body=_settle_tree(block.body, known, names)))
     return out
 
 
 def _settle_tree(items, known: dict, names: dict) -> tuple:
     return tuple(
-        Block(it.loop, _settle_tree(it.body, known, names))
-        if isinstance(it, Block)
+        replace(it, body=_settle_tree(it.body, known, names))
+        if isinstance(it, Loop)
         else rename(_settle(it, known), names)
         for it in items
     )
@@ -420,10 +407,9 @@ def _interval(p: Range, x: str):
     return None
 
 
-def _split_loop(block: Block) -> list:
-    loop = block.loop
-    x = loop.var
-    if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or block.loop.attrs:
+def _split_loop(block: Loop) -> list:
+    loop, x = block, block.var
+    if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or loop.role or loop.parallel:
         return [block]
     preds = []
     for ins in block.body:
@@ -449,13 +435,13 @@ def _split_loop(block: Block) -> list:
     out = []
     for k, piece in enumerate(pieces):
         names = {defines(i): f"{defines(i)}_s{k}" for i in piece.body if defines(i)}
-        out.append(Block(piece.loop, tuple(rename(i, names) for i in piece.body)))
+        out.append(replace(piece, body=tuple(rename(i, names) for i in piece.body)))
     return out
 
 
 def _split_symbolic(loop: Loop, body: tuple, preds: list, x: str) -> list:
     if not preds:
-        return [Block(loop, body)]
+        return [replace(loop, body=body)]
     p, rest = preds[0], preds[1:]
     lo, hi = _interval(p, x)
     out = []

@@ -49,14 +49,16 @@ from ir.loop.nest import (
     DefAcc,
     Load,
     Local,
+    Loop,
     LoopNest,
     Mask,
     PairwiseFold,
     Range,
+    Role,
     Sort,
     Store,
 )
-from ir.loop.rewrite import Block, to_tree, value_dtype
+from ir.loop.rewrite import value_dtype
 
 MATH = available()  # the composite functions ir/c/libm.py defines, as "<name>_<ctype>"
 
@@ -174,13 +176,16 @@ def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
 
 def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set, list]:
     """``render``, plus its source map: for each line of the C text, the position in
-    ``nest.body`` of the instruction it was written for (None for the function's header).
+    ``nest.lines()`` (the printed body) of the instruction it was written for (None for the
+    function's header).
 
     A loop's ``for``, its pragmas and its closing brace map to its LOOP.
     """
     r = _Renderer(nest, openmp)
     text, used = r.function(name)
-    pos = {id(ins): i for i, ins in enumerate(nest.body)}
+    pos: dict[int, int] = {}
+    for i, ins in enumerate(nest.lines()):
+        pos.setdefault(id(ins), i)
     per_entry: list = []
     marks = r.marks + [(len(r.lines), None)]
     for (start, ins), (stop, _) in zip(marks, marks[1:]):
@@ -413,7 +418,7 @@ class _Renderer(Statements):
         t = ctype(nest.output.dtype)
         self.lines.append(f"  {t} *restrict out = ({t} *)args[{len(nest.inputs)}];")
         self.lines.append("  (void)err;")
-        self.items(to_tree(nest.body), 1)
+        self.items(nest.body, 1)
         self.lines.append("}")
         return "\n".join(self.lines), self.used
 
@@ -422,30 +427,28 @@ class _Renderer(Statements):
         if heap and (collapse or self.team):
             raise ValueError(f"c device: LOCAL {heap[0]} is too large for a thread's stack")
         for item in items:
-            if isinstance(item, Block):
+            if isinstance(item, Loop):
                 self.block(item, depth, collapse)
             else:
                 self.instr(item, depth)
         for name in heap:
             self.lines.append("  " * depth + f"free({name});")
 
-    def block(self, b: Block, depth: int, collapse: int = 0) -> None:
-        attrs = dict(b.loop.attrs)
+    def block(self, lp: Loop, depth: int, collapse: int = 0) -> None:
         outside = self.at
-        self.mark(b.loop)
+        self.mark(lp)
         pad = "  " * depth
-        par = attrs.get("parallel")
+        par = lp.parallel
         team = self.team
         if par and self.openmp and not collapse:
             self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
             collapse, self.team = par, True
-        lp = b.loop
         start, stop = str(lp.start), str(lp.stop)
         for e in lp.lo:
             start = f"limn_max64({start}, {index(e, self.values)})"
         for e in lp.hi:
             stop = f"limn_min64({stop}, {index(e, self.values)})"
-        if attrs.get("lanes"):  # lanes are independent cells: let the compiler vectorize
+        if lp.role == Role.LANES:  # lanes are independent cells: let the compiler vectorize
             self.lines.append(f"{pad}#pragma omp simd")
         end = ""
         if lp.lo or lp.hi:  # bounds fixed on entry, as in the interpreter
@@ -454,8 +457,8 @@ class _Renderer(Statements):
         self.lines.append(
             f"{pad}for (int64_t {v} = {start}{end}; {v} < {stop}; {v} += {lp.step}) {{"
         )
-        self.items(b.body, depth + 1, max(0, collapse - 1))
-        self.mark(b.loop)
+        self.items(lp.body, depth + 1, max(0, collapse - 1))
+        self.mark(lp)
         self.lines.append(pad + "}")
         self.team = team
         self.mark(outside)

@@ -25,7 +25,7 @@ from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.generic import GENERIC_PASSES, lower_generic, lowers_generic
 from ir.loop.lower import lower
-from ir.loop.nest import Loop, LoopNest, Sort
+from ir.loop.nest import Loop, LoopNest, Sort, walk
 from ir.loop.passes import apply_passes
 
 MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
@@ -41,8 +41,8 @@ QUICK = "/* limn: small kernels, compiled at -O0 */\n"
 def work(nest: LoopNest) -> int:
     """Loop iterations, bounded above: the product of every loop's trip count, a SORT of
     n elements counting n log2(n)."""
-    loops = [ins for ins in nest.body if isinstance(ins, Loop)]
-    sorts = [ins.n * max(1, ins.n.bit_length()) for ins in nest.body if isinstance(ins, Sort)]
+    loops = [ins for ins in walk(nest.body) if isinstance(ins, Loop)]
+    sorts = [ins.n * max(1, ins.n.bit_length()) for ins in walk(nest.body) if isinstance(ins, Sort)]
     return math.prod(max(1, -(-(lp.stop - lp.start) // lp.step)) for lp in loops) * math.prod(sorts)
 
 

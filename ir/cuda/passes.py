@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ir.loop.nest import Accum, LoopNest, Store
+from ir.loop.nest import Accum, Loop, LoopNest, Store
 from ir.loop.passes import Pass, drop_dead_values, drop_unit_loops, reduce_placement, renumber
-from ir.loop.rewrite import Block, chain, flatten, instructions, rebuild, to_tree
+from ir.loop.rewrite import chain, instructions, rebuild
 
 
 def written_vars(items) -> set[str]:
@@ -30,14 +30,14 @@ def written_vars(items) -> set[str]:
 def cells_outer(nest: LoopNest) -> LoopNest:
     """In each top-level perfect chain, the loops naming written cells go outside the rest."""
     out = []
-    for item in to_tree(nest.body):
-        if isinstance(item, Block):
+    for item in nest.body:
+        if isinstance(item, Loop):
             loops, inner = chain(item)
-            if not any(isinstance(x, Block) for x in inner):
+            if not any(isinstance(x, Loop) for x in inner):
                 written = written_vars(inner)  # (a stable sort: each side keeps its order)
                 item = rebuild(sorted(loops, key=lambda lp: lp.var not in written), inner)
         out.append(item)
-    return replace(nest, body=flatten(out))
+    return replace(nest, body=tuple(out))
 
 
 def cuda_passes() -> list[Pass]:

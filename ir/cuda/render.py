@@ -43,7 +43,7 @@ from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Check, DefAcc, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import Block, chain, instructions, rebuild, to_tree
+from ir.loop.rewrite import chain, instructions
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -243,8 +243,8 @@ class _Cuda(Statements):
     def items(self, items, depth: int) -> _Src:
         pad, lines = "  " * depth, _Src()
         for item in items:
-            if isinstance(item, Block):
-                lp = item.loop
+            if isinstance(item, Loop):
+                lp = item
                 if lp.lo or lp.hi:
                     raise NotImplementedError(
                         "cuda device: symbolic loop bounds are a c-device form"
@@ -283,19 +283,19 @@ class _Cuda(Statements):
     def render(self) -> CudaKernel:
         values: list = []
         single: list | None = None
-        for item in to_tree(self.nest.body):
+        for item in self.nest.body:
             if single is not None:
                 single.append(item)
                 if (
                     isinstance(item, Store)
                     or isinstance(item, Accum)
                     and item.index is not None
-                    or isinstance(item, Block)  # a scan's loop stores its register every step
+                    or isinstance(item, Loop)  # a scan's loop stores its register every step
                     and any(isinstance(x, Store) for x in instructions((item,)))
                 ):
                     self.phase_single(values, single)
                     single = None
-            elif isinstance(item, Block):
+            elif isinstance(item, Loop):
                 self.phase_block(values, item)
             elif isinstance(item, DefAcc):
                 single = [item]
@@ -323,16 +323,16 @@ class _Cuda(Statements):
         body += self.items(items, 2)
         self.emit("cells", body.add(None, "  }"), 1)
 
-    def phase_block(self, values: list, block: Block) -> None:
+    def phase_block(self, values: list, block: Loop) -> None:
         loops, inner = chain(block)
-        if self.scatter and not any(isinstance(x, Block) for x in inner):
+        if self.scatter and not any(isinstance(x, Loop) for x in inner):
             cells, inner_loops = loops, []  # collisions are atomic: every point is a thread
         else:
             written = written_vars(inner)  # the leading loops that name written cells
             k = next((j for j, lp in enumerate(loops) if lp.var not in written), len(loops))
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
-            inner = (rebuild(inner_loops, inner),)
+            inner = (inner_loops[0],)  # the loops of a perfect chain hold the rest of it
         n = math.prod(_extent(lp) for lp in cells)
         red = _register_fold(inner)
         if red is not None and not inner_loops:
@@ -345,14 +345,14 @@ class _Cuda(Statements):
                 return
         body = self.pre(values)
         body.add(
-            block.loop,  # the grid-stride loop over the cells stands for the first LOOP
+            block,  # the grid-stride loop over the cells stands for the first LOOP
             f"  for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < {n}; "
             "c += (int64_t)gridDim.x * blockDim.x) {",
         )
         if cells:
             _decls(body, cells, "c", "    ")
         body += self.items(inner, 2)
-        self.emit("cells", body.add(block.loop, "  }"), -(-n // THREADS))
+        self.emit("cells", body.add(block, "  }"), -(-n // THREADS))
 
     # ---- split: few cells, long reduce -------------------------------------------------
 
@@ -504,15 +504,15 @@ def _register_fold(items: tuple):
     if k is None or k + 1 >= len(items):
         return None
     pre, acc, blk, tail = items[:k], items[k], items[k + 1], items[k + 2 :]
-    if not isinstance(blk, Block) or not tail or not isinstance(tail[-1], Store) or acc.shape:
+    if not isinstance(blk, Loop) or not tail or not isinstance(tail[-1], Store) or acc.shape:
         return None
-    if any(isinstance(x, Block | Load | Accum) for x in pre):
+    if any(isinstance(x, Loop | Load | Accum) for x in pre):
         return None
     reds, body = chain(blk)
     last = body[-1] if body else None
     if not isinstance(last, Accum) or last.index is not None or last.dst != acc.out:
         return None
-    if any(isinstance(x, Block) for x in (*body, *tail)) or any(lp.lo or lp.hi for lp in reds):
+    if any(isinstance(x, Loop) for x in (*body, *tail)) or any(lp.lo or lp.hi for lp in reds):
         return None
     if any(isinstance(x, Accum | Store) for x in (*body[:-1], *tail[:-1])):
         return None
@@ -526,13 +526,16 @@ def render(nest: LoopNest, name: str) -> CudaKernel:
 
 def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
     """``render``, plus its source map: for each line of the kernel's source, the position
-    in ``nest.body`` of the instruction it was written for (None for a function's header,
-    its closing brace, the blank line between functions and a single-thread guard).
+    in ``nest.lines()`` (the printed body) of the instruction it was written for (None for
+    a function's header, its closing brace, the blank line between functions and a
+    single-thread guard).
     docs/viewer.md says what each shape's own lines map to.
     """
     r = _Cuda(nest, name)
     kernel = r.render()
-    pos = {id(ins): i for i, ins in enumerate(nest.body)}
+    pos: dict[int, int] = {}
+    for i, ins in enumerate(nest.lines()):
+        pos.setdefault(id(ins), i)
     origins: list = []
     for j, lines in enumerate(r.maps):
         if j:

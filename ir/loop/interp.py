@@ -36,7 +36,6 @@ from ir.loop.nest import (
     Check,
     Const,
     DefAcc,
-    EndLoop,
     Index,
     Load,
     Local,
@@ -47,6 +46,7 @@ from ir.loop.nest import (
     Sort,
     Store,
     bits_const,
+    walk,
 )
 from ir.loop.passes import Pass, apply_passes
 from ir.loop.rewrite import defines, value_dtype
@@ -190,19 +190,7 @@ def interpret(
     mem["out"] = out.reshape(-1)
     if not np.shares_memory(mem["out"], out) and out.size:
         raise ValueError("interpret: the output must be a C-contiguous array")
-    body = nest.body
-    partner: dict[int, int] = {}
-    opened: list[int] = []
-    kinds: dict[str, DType] = {}
-    for pc, ins in enumerate(body):
-        if isinstance(ins, Loop):
-            opened.append(pc)
-        elif isinstance(ins, EndLoop):
-            start = opened.pop()
-            partner[start], partner[pc] = pc, start
-        name = defines(ins)
-        if name is not None:
-            kinds[name] = value_dtype(ins)
+    kinds = {defines(x): value_dtype(x) for x in walk(nest.body) if defines(x) is not None}
 
     def address(buf: str, idx: Index, env) -> int:
         a = _at(idx, env)
@@ -214,29 +202,19 @@ def interpret(
         return a
 
     env: dict[str, object] = dict(zip(nest.sizes, (int(v) for v in sizes)))
-    ends: dict[str, int] = {}  # each open loop's stop, narrowed by its Index bounds
-    pc = 0
-    while pc < len(body):
-        ins = body[pc]
+
+    def run(items) -> None:
+        for ins in items:
+            step(ins)
+
+    def step(ins) -> None:
         t = type(ins)
         if t is Loop:
-            start, stop = _bounds(ins, env)
-            ends[ins.var] = stop
-            if start < stop:
-                env[ins.var] = start
-                pc += 1
-            else:
-                pc = partner[pc] + 1
-            continue
-        if t is EndLoop:
-            loop = body[partner[pc]]
-            nxt = env[ins.var] + loop.step
-            if nxt < ends[ins.var]:
-                env[ins.var] = nxt
-                pc = partner[pc] + 1
-            else:
-                pc += 1
-            continue
+            start, stop = _bounds(ins, env)  # fixed on entry
+            for x in range(start, stop, ins.step):
+                env[ins.var] = x
+                run(ins.body)
+            return
         if t is Const and ins.given is not None:  # a size-generic nest's constant
             env[ins.out] = bits_const(int(env[ins.given]), ins.dtype)
         elif t is Const:
@@ -315,7 +293,8 @@ def interpret(
                 mem[ins.dst][a : a + ins.n] = ops.argsort(keys, src_dtypes, ins.descending)
         else:
             raise TypeError(f"interpret: {t.__name__} is not a loop-nest instruction")
-        pc += 1
+
+    run(nest.body)
 
 
 def poison(dtype: DType, shape: tuple[int, ...]) -> np.ndarray:

@@ -28,6 +28,7 @@ loops innermost, since rounding into the buffer at every step would change the a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,7 +42,6 @@ from ir.loop.nest import (
     Check,
     Const,
     DefAcc,
-    EndLoop,
     Index,
     Load,
     Loop,
@@ -98,7 +98,8 @@ class _Lowering:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.rows = kernel.rows
-        self.body: list = []
+        self.body: list = []  # the body being written: the innermost open loop's
+        self.open_loops: list[tuple[Loop, list]] = []  # each open loop, and the body around it
         self.n_values = 0
         self.n_accs = 0
         self.memo: dict = {}
@@ -125,7 +126,11 @@ class _Lowering:
     # ---- emission ----------------------------------------------------------------
 
     def emit(self, ins) -> str | None:
-        if self.row is not None and not isinstance(ins, Loop | EndLoop):
+        if isinstance(ins, Loop):  # its body is what is emitted until it is closed
+            self.open_loops.append((ins, self.body))
+            self.body = []
+            return None
+        if self.row is not None:
             # ``ins`` was made for this call and nothing else holds it yet: its provenance
             # is set in place (``replace`` would build it twice; row takes no part in
             # equality or hashing)
@@ -148,8 +153,10 @@ class _Lowering:
         return tuple(Index.var(n) for n in names)
 
     def close(self, names: list[str]) -> None:
-        for name in reversed(names):
-            self.emit(EndLoop(name))
+        for _ in names:
+            loop, around = self.open_loops.pop()
+            around.append(replace(loop, body=tuple(self.body)))
+            self.body = around
 
     def cast(self, v: str, d: DType) -> str:
         if self.dtype_of[v] == d:

@@ -1,9 +1,10 @@
 """Stage 3, the loop nest: the instruction stream the backends render and the interpreter runs.
 
-A LoopNest is one kernel as a flat tuple of instructions from a closed set of thirteen opcodes:
+A LoopNest is one kernel as a tree of instructions from a closed set of twelve opcodes: its
+body is a tuple of them, and a LOOP holds the tuple it runs (printed up to an ``ENDLOOP``
+line that is only text):
 
-    LOOP     var < stop            for var in range(start, stop, step); attrs optional
-    ENDLOOP  var                   close it
+    LOOP     var < stop { body }   for var in range(start, stop, step); a role optional
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
     ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/graph/ops.py``
@@ -28,7 +29,7 @@ standing for every lane. That is all vectors do: what a vector computes is its l
 computed one by one, so a backend renders it as one vector instruction or as lanes.
 
 Values are named once (``v0``, ``v1``, ...) and accumulators ``acc0``, ...; a name is
-visible from its definition to the ENDLOOP of the loop it was defined in. Loop variables
+visible from its definition to the end of the loop body it was defined in. Loop variables
 are ``i<k>`` for an output dim and ``r<k>`` for a reduced one, numbered by the kernel's loop
 dim. Every address is an ``Index``: a sum of name*coefficient terms plus a constant, where a
 name is a loop variable or a loaded value (a gather's index). A pad is a ``Range`` predicate
@@ -41,12 +42,12 @@ CONST's value (``given``: its bits, as an int64). Its
 addresses multiply a loop variable by a size name (``i0*st3``: a stride known at run time),
 the Index's ``scaled`` terms, and may add a size name (an offset) as a plain term.
 
-A LOOP may carry attributes (``parallel``, the roles a contraction's
-loops play for the passes that schedule it) for later passes; they never change what the
-nest computes.
+A LOOP may carry a ``Role`` (what it is for, to the passes that schedule a contraction or
+lane a reduce) and ``parallel=n`` (a team over it and the n-1 loops inside it); neither
+changes what the nest computes, and ``verify`` checks the shape each role promises.
 
 A LOCAL names a buffer, ``t0``, ``t1``, ..., that LOADs and STOREs address like any other; it
-is visible until the ENDLOOP of the loop it is declared in and holds nothing a program may
+is visible until the end of the loop body it is declared in and holds nothing a program may
 read before it writes it (the interpreter fills it with poison). Inside a parallel loop
 each thread has its own.
 
@@ -71,6 +72,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 import numpy as np
 
@@ -214,22 +216,45 @@ class Instruction:
     folded: tuple[int, ...] = field(default=(), kw_only=True, compare=False, repr=False)
 
 
+class Role(Enum):
+    """What a loop is for, to the passes that schedule it (``Loop.role``, ``Loop.tile``).
+
+    ROWS and COLS: the rows (``tile``: MR) and columns (NR) of a contraction's register
+    tile, as ``tile_contraction`` marks them; BLOCK: a cache block of rows, the top of a
+    scheduled contraction (``tile``: MR, NR); SLIVER and PANEL: the MR rows and NR columns of
+    one tile (the loop steps by its ``tile``); LANES: independent lanes of a laned reduce,
+    which a backend may vectorize (``ir/c/passes.lane_reduce``).
+    """
+
+    ROWS = "rows"
+    COLS = "cols"
+    BLOCK = "block"
+    SLIVER = "sliver"
+    PANEL = "panel"
+    LANES = "lanes"
+
+
 @dataclass(frozen=True)
 class Loop(Instruction):
-    """``for var in range(start, stop, step)``, narrowed by ``lo`` and ``hi``.
+    """``for var in range(start, stop, step)``, narrowed by ``lo`` and ``hi``, over ``body``.
 
     ``lo`` and ``hi`` are Index bounds over outer loop variables: the loop really runs from
     ``max(start, *lo)`` to ``min(stop, *hi)``. They let a pass cut a loop where a pad
-    predicate changes value (``ir/c/passes.split_pad_masks``).
+    predicate changes value (``ir/c/passes.split_pad_masks``). ``role`` and ``tile`` say
+    what the loop is for (``Role``); ``parallel=n`` puts a team over it and the n-1 loops
+    of the perfect chain inside it.
     """
 
     var: str
     stop: Size
     start: int = 0
     step: int = 1
-    attrs: tuple[tuple[str, object], ...] = ()
+    role: Role | None = None
+    tile: tuple[int, ...] = ()
+    parallel: int = 0
     lo: tuple[Index, ...] = ()
     hi: tuple[Index, ...] = ()
+    body: tuple = ()
 
     def text(self, values: dict[str, str] | None = None) -> str:
         stop = _shown(self.stop, values)
@@ -241,17 +266,15 @@ class Loop(Instruction):
             hi = ", ".join(str(b) for b in self.hi)
             s += f"  from max({self.start}, {lo})" if lo else ""
             s += f"  to min({self.stop}, {hi})" if hi else ""
-        if self.attrs:
-            s += "  " + " ".join(k if v is True else f"{k}={v}" for k, v in self.attrs)
-        return s
+        marks = [self.role.value] if self.role else []
+        marks += [f"tile={'x'.join(map(str, self.tile))}"] if self.tile else []
+        marks += [f"parallel={self.parallel}"] if self.parallel else []
+        return s + "  " + " ".join(marks) if marks else s
 
-
-@dataclass(frozen=True)
-class EndLoop(Instruction):
-    var: str
-
-    def text(self) -> str:
-        return self.var
+    @property
+    def header(self) -> Loop:
+        """The loop without its body: what two loops of different bodies compare by."""
+        return replace(self, body=())
 
 
 @dataclass(frozen=True)
@@ -465,7 +488,6 @@ class Sort(Instruction):
 
 Instr = (
     Loop
-    | EndLoop
     | Const
     | Load
     | Arith
@@ -481,7 +503,6 @@ Instr = (
 
 OPCODE = {
     Loop: "LOOP",
-    EndLoop: "ENDLOOP",
     Const: "CONST",
     Load: "LOAD",
     Arith: "ARITH",
@@ -501,7 +522,12 @@ OPCODE = {
 
 @dataclass(frozen=True)
 class LoopNest:
-    """One kernel as instructions, with the header a reader and a backend need."""
+    """One kernel as a tree of instructions, with the header a reader and a backend need.
+
+    ``notes`` are what a pass has to say about this nest: why a schedule it looks for did
+    not apply (``apply_passes(strict=True)`` raises them). They are printed in the header
+    and never change what the nest computes.
+    """
 
     name: str  # "k0"
     kind: str  # MAP, SUM, MAX, SCAN, SCATTER, ARGSORT
@@ -510,6 +536,7 @@ class LoopNest:
     output: BufferSpec  # out
     body: tuple[Instr, ...]
     sizes: tuple[str, ...] = ()  # a size-generic nest's run-time sizes: n0, st0, c0, ...
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "body", tuple(self.body))  # a pass may hand back a list
@@ -526,7 +553,7 @@ class LoopNest:
         lines.append(f"    out{bound}  {self.output}")
         values = None
         if self.sizes and size_values is not None:
-            given = {i.given: i.dtype for i in self.body if isinstance(i, Const) and i.given}
+            given = {i.given: i.dtype for i in walk(self.body) if isinstance(i, Const) and i.given}
             values = {
                 n: str(bits_const(v, given[n])[()]) if n in given else str(v)
                 for n, v in zip(self.sizes, size_values)
@@ -535,20 +562,41 @@ class LoopNest:
             lines.append(f"    sizes  {bound}  (given at run time)")
         elif self.sizes:
             lines.append(f"    sizes  {', '.join(self.sizes)}  (int64, given at run time)")
+        lines += [f"    note  {n}" for n in self.notes]
         lines += format_body(self.body, values=values)
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.format()
 
+    def lines(self) -> tuple[Instr, ...]:
+        """The instruction each printed line of the body is for: a loop twice (its LOOP
+        and its ENDLOOP line). A line's position here is what source maps point at."""
+        return tuple(_lines(self.body))
+
+
+def walk(items):
+    """Every instruction of a tree, each loop before its body, depth first."""
+    for ins in items:
+        yield ins
+        if isinstance(ins, Loop):
+            yield from walk(ins.body)
+
+
+def _lines(items):
+    for ins in items:
+        yield ins
+        if isinstance(ins, Loop):
+            yield from _lines(ins.body)
+            yield ins
+
 
 def format_body(body: tuple[Instr, ...], depth: int = 1, values=None) -> list[str]:
     lines = []
     for ins in body:
-        if isinstance(ins, EndLoop):
-            depth -= 1
         text = ins.text(values) if isinstance(ins, Loop | Const) else ins.text()
         lines.append(f"{'  ' * depth}{OPCODE[type(ins)]:<8}{text}")
         if isinstance(ins, Loop):
-            depth += 1
+            lines += format_body(ins.body, depth + 1, values)
+            lines.append(f"{'  ' * depth}{'ENDLOOP':<8}{ins.var}")
     return lines

@@ -39,22 +39,21 @@ from ir.loop.nest import (
     Index,
     Load,
     Local,
+    Loop,
     LoopNest,
     Mask,
     Sort,
     Store,
+    walk,
 )
 from ir.loop.rewrite import (
-    Block,
     accesses,
     chain,
     defines,
-    flatten,
     instructions,
     rebuild,
     rename,
     substitute,
-    to_tree,
     uses,
     verify,
 )
@@ -79,25 +78,25 @@ def loop_order(nest: LoopNest) -> LoopNest:
     size["out"] = nest.output.dtype.itemsize
     dims = [d for d, e in enumerate(nest.loop_shape) if e > 1]
     last = f"r{dims[-1]}" if dims and nest.kind in ("SUM", "MAX") else None
-    return replace(nest, body=flatten(_order(to_tree(nest.body), size, last)))
+    return replace(nest, body=_order(nest.body, size, last))
 
 
 def _order(items, size: dict[str, int], last: str | None = None) -> tuple:
     out = []
     for item in items:
-        out += _order_chain(item, size, last) if isinstance(item, Block) else [item]
+        out += _order_chain(item, size, last) if isinstance(item, Loop) else [item]
     return tuple(out)
 
 
 def _extents(items, into: dict[str, int]) -> dict[str, int]:
     for item in items:
-        if isinstance(item, Block):
-            into[item.loop.var] = len(range(item.loop.start, item.loop.stop, item.loop.step))
+        if isinstance(item, Loop):
+            into[item.var] = len(range(item.start, item.stop, item.step))
             _extents(item.body, into)
     return into
 
 
-def _order_chain(block: Block, size: dict[str, int], last: str | None) -> tuple:
+def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> tuple:
     loops, inner = chain(block)
     inner = _order(inner, size, last)
     written = _written_vars(inner)
@@ -150,8 +149,8 @@ def _order_chain(block: Block, size: dict[str, int], last: str | None) -> tuple:
 
 def reduce_placement(nest: LoopNest) -> LoopNest:
     """Fill + ACCUM-into-memory becomes a register accumulator where the reduce is innermost."""
-    items = to_tree(nest.body)
-    taken = [int(d[3:]) for d in (defines(i) for i in flatten(items)) if d and d.startswith("acc")]
+    items = nest.body
+    taken = [int(d[3:]) for d in map(defines, walk(items)) if d and d.startswith("acc")]
     next_acc = max(taken, default=-1) + 1
     out: list = []
     i = 0
@@ -165,12 +164,12 @@ def reduce_placement(nest: LoopNest) -> LoopNest:
         out += new
         i += used
         next_acc += 1
-    return replace(nest, body=flatten(out))
+    return replace(nest, body=tuple(out))
 
 
 def _fill_then_fold(items, i: int, acc: str):
     """Match a fill nest at ``items[i]`` and the nest folding into it; rewrite both."""
-    if isinstance(items[i], Block):
+    if isinstance(items[i], Loop):
         fill_loops, fill = chain(items[i])
         used = 1
     else:
@@ -180,21 +179,23 @@ def _fill_then_fold(items, i: int, acc: str):
     const, store = fill
     if const.given is not None:  # a value given at run time is no identity to start from
         return None
-    if store.src != const.out or i + used >= len(items) or not isinstance(items[i + used], Block):
+    if store.src != const.out or i + used >= len(items) or not isinstance(items[i + used], Loop):
         return None
     loops, inner = chain(items[i + used])
     last = inner[-1]
     if not isinstance(last, Accum) or last.index is None:
         return None
     if (last.dst, last.index) != (store.buf, store.index) or any(
-        isinstance(x, Block) for x in inner
+        isinstance(x, Loop) for x in inner
     ):
         return None
     if any(b == store.buf for ins in inner[:-1] for b, _ in accesses(ins)):
         return None
     keep = {loop.var: loop for loop in fill_loops}
     outer = loops[: len(keep)]
-    if {loop.var for loop in outer} != set(keep) or any(keep[lp.var] != lp for lp in outer):
+    if {lp.var for lp in outer} != set(keep) or any(
+        keep[lp.var].header != lp.header for lp in outer
+    ):
         return None  # an output loop sits inside a reduce loop: the totals must live in memory
     if not set(store.index.names) <= set(keep):
         return None
@@ -210,18 +211,17 @@ def _fill_then_fold(items, i: int, acc: str):
 
 def drop_unit_loops(nest: LoopNest) -> LoopNest:
     """A loop of one iteration is replaced by its body with the variable set to its start."""
-    return replace(nest, body=flatten(_drop(to_tree(nest.body), {})))
+    return replace(nest, body=_drop(nest.body, {}))
 
 
 def _drop(items, mapping: dict[str, Index]) -> tuple:
     out: list = []
     for item in items:
-        if isinstance(item, Block):
-            loop = item.loop
-            if len(range(loop.start, loop.stop, loop.step)) == 1:
-                out += _drop(item.body, {**mapping, loop.var: Index((), loop.start)})
-            else:
-                out.append(Block(loop, _drop(item.body, mapping)))
+        if isinstance(item, Loop) and len(range(item.start, item.stop, item.step)) == 1:
+            out += _drop(item.body, {**mapping, item.var: Index((), item.start)})
+        elif isinstance(item, Loop):
+            head = substitute(item.header, mapping) if mapping else item
+            out.append(replace(head, body=_drop(item.body, mapping)))
         else:
             out.append(substitute(item, mapping) if mapping else item)
     return tuple(out)
@@ -230,14 +230,19 @@ def _drop(items, mapping: dict[str, Index]) -> tuple:
 def drop_dead_values(nest: LoopNest) -> LoopNest:
     """Values nothing reads are not computed (a widening whose narrowing was folded away)."""
     used: set[str] = set()
-    kept: list = []
-    for ins in reversed(nest.body):
-        out = defines(ins)
-        if isinstance(ins, Const | Load | Arith | Mask) and out not in used:
-            continue
-        used.update(uses(ins))
-        kept.append(ins)
-    return replace(nest, body=tuple(reversed(kept)))
+
+    def keep(items) -> tuple:
+        kept: list = []
+        for ins in reversed(items):
+            if isinstance(ins, Const | Load | Arith | Mask) and defines(ins) not in used:
+                continue
+            if isinstance(ins, Loop):
+                ins = replace(ins, body=keep(ins.body))
+            used.update(uses(ins))
+            kept.append(ins)
+        return tuple(reversed(kept))
+
+    return replace(nest, body=keep(nest.body))
 
 
 def renumber(nest: LoopNest) -> LoopNest:
@@ -245,7 +250,7 @@ def renumber(nest: LoopNest) -> LoopNest:
     definition."""
     mapping: dict[str, str] = {}
     counts = {"v": 0, "acc": 0, "t": 0}
-    for ins in nest.body:
+    for ins in walk(nest.body):
         out = defines(ins)
         if out is None:
             continue
@@ -254,7 +259,7 @@ def renumber(nest: LoopNest) -> LoopNest:
         counts[kind] += 1
     if all(old == new for old, new in mapping.items()):
         return nest  # already in order (a second renumber after passes that added nothing)
-    return replace(nest, body=tuple(rename(ins, mapping) for ins in nest.body))
+    return replace(nest, body=rename(nest.body, mapping))
 
 
 DEFAULT_PASSES: list[Pass] = [
@@ -266,8 +271,13 @@ DEFAULT_PASSES: list[Pass] = [
 ]
 
 
-def apply_passes(nest: LoopNest, passes: Sequence[Pass] | None = None) -> LoopNest:
+def apply_passes(
+    nest: LoopNest, passes: Sequence[Pass] | None = None, strict: bool = False
+) -> LoopNest:
     """Run ``passes`` (default: DEFAULT_PASSES) in order and verify the result.
+
+    A pass that finds what it schedules broken by an earlier one (a contraction whose loops
+    an unroll changed) says why in the nest's ``notes``; with ``strict`` that is an error.
 
     Verifying once, not after every pass, is most of the cost saved on a plan of hundreds
     of kernels. If a pass fails, or the result is malformed, the passes are replayed one
@@ -279,7 +289,6 @@ def apply_passes(nest: LoopNest, passes: Sequence[Pass] | None = None) -> LoopNe
         for p in passes:
             out = p(out)
         verify(out)
-        return out
     except Exception:
         for p in passes:
             out = p(nest)
@@ -290,3 +299,11 @@ def apply_passes(nest: LoopNest, passes: Sequence[Pass] | None = None) -> LoopNe
                 raise ValueError(f"pass {name} produced a malformed nest: {e}") from None
             nest = out
         raise
+    if strict and out.notes:
+        raise ValueError(f"{nest.name}: a pass did not apply: {'; '.join(out.notes)}")
+    return out
+
+
+def note(nest: LoopNest, why: str) -> LoopNest:
+    """``nest`` with a pass's word on why it did not apply (``LoopNest.notes``)."""
+    return replace(nest, notes=(*nest.notes, why)) if why not in nest.notes else nest

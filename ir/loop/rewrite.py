@@ -2,13 +2,15 @@
 
 ``ir/loop/nest.py`` says what a nest is; this module says what a pass can ask of one: the
 names an instruction defines and reads, the addresses it touches, renaming and substituting
-inside every Index, a nested (Block) view of the flat body and back, and ``verify``, which
-every pass's output is checked against.
+inside every Index of an instruction or a whole tree (``tree_map`` under both), fresh names
+(``Fresh``), perfect chains of loops, and ``verify``, which every pass's output is checked
+against.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from dataclasses import replace
 
 from ir.graph.dtypes import DType, bool_, int64
 from ir.graph.ops import TABLE, Op
@@ -19,7 +21,6 @@ from ir.loop.nest import (
     Check,
     Const,
     DefAcc,
-    EndLoop,
     Index,
     Instr,
     Load,
@@ -29,8 +30,10 @@ from ir.loop.nest import (
     Mask,
     PairwiseFold,
     Range,
+    Role,
     Sort,
     Store,
+    walk,
 )
 
 # ---- what an instruction defines, reads and touches ---------------------------------
@@ -101,8 +104,30 @@ def accesses(ins: Instr) -> tuple[tuple[str, Index], ...]:
     return ()
 
 
-def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
-    """Replace loop variables (or value terms) inside every Index of ``ins``."""
+def tree_map(items, fn) -> tuple:
+    """``items`` with ``fn`` applied to every instruction of the tree: a loop's body first,
+    then ``fn`` sees the loop holding the new body. ``fn`` gives an instruction, or a tuple
+    of them to splice in its place (``()`` drops it)."""
+    out: list = []
+    for ins in items:
+        if isinstance(ins, Loop) and ins.body:
+            ins = replace(ins, body=tree_map(ins.body, fn))
+        new = fn(ins)
+        out += new if isinstance(new, tuple) else [new]
+    return tuple(out)
+
+
+def substitute(ins, mapping: dict[str, Index]):
+    """Replace loop variables (or value terms) inside every Index of ``ins``: one
+    instruction, a loop and everything inside it, or a tuple of them (a tree)."""
+    if isinstance(ins, tuple):
+        return tree_map(ins, lambda x: _substitute(x, mapping))
+    if isinstance(ins, Loop) and ins.body:
+        return replace(_substitute(ins, mapping), body=substitute(ins.body, mapping))
+    return _substitute(ins, mapping)
+
+
+def _substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
 
     def sub_preds(ps):
         return tuple(Range(p.index.substitute(mapping), p.lo, p.hi) for p in ps)
@@ -130,15 +155,26 @@ def substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
     return ins
 
 
-def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
-    """Rename values and accumulators, where defined and where used (index terms too)."""
+def rename(ins, mapping: dict[str, str]):
+    """Rename values, accumulators, buffers and loop variables, where defined and where
+    used (index terms too): in one instruction, a loop and its body, or a tree."""
+    if isinstance(ins, tuple):
+        return tree_map(ins, lambda x: _rename(x, mapping))
+    if isinstance(ins, Loop) and ins.body:
+        return replace(_rename(ins, mapping), body=rename(ins.body, mapping))
+    return _rename(ins, mapping)
+
+
+def _rename(ins: Instr, mapping: dict[str, str]) -> Instr:
 
     def n(x):
         return mapping.get(x, x)
 
     terms = {t for idx in indices(ins) for t in idx.names if t in mapping}
     if terms:
-        ins = substitute(ins, {t: Index.var(mapping[t]) for t in terms})
+        ins = _substitute(ins, {t: Index.var(mapping[t]) for t in terms})
+    if isinstance(ins, Loop):
+        return replace(ins, var=n(ins.var))
     if isinstance(ins, Load):  # a LOCAL buffer is renamed like a value
         return replace(ins, out=n(ins.out), buf=n(ins.buf))
     if isinstance(ins, DefAcc) and ins.start is not None:
@@ -160,70 +196,29 @@ def rename(ins: Instr, mapping: dict[str, str]) -> Instr:
     return ins
 
 
-# ---- a nested view for passes -------------------------------------------------------
+# ---- loops and their chains ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Block:
-    """A LOOP and everything up to its ENDLOOP, as a tree node."""
-
-    loop: Loop
-    body: tuple[Instr | Block, ...]
-
-
-def to_tree(body: tuple[Instr, ...]) -> tuple[Instr | Block, ...]:
-    stack: list[tuple[Loop | None, list]] = [(None, [])]
-    for ins in body:
-        if isinstance(ins, Loop):
-            stack.append((ins, []))
-        elif isinstance(ins, EndLoop):
-            loop, items = stack.pop()
-            if loop is None or loop.var != ins.var:
-                raise ValueError(f"loop nest: ENDLOOP {ins.var} does not close an open LOOP")
-            stack[-1][1].append(Block(loop, tuple(items)))
-        else:
-            stack[-1][1].append(ins)
-    if len(stack) != 1:
-        raise ValueError(f"loop nest: LOOP {stack[-1][0].var} is never closed")
-    return tuple(stack[0][1])
-
-
-def chain(block: Block) -> tuple[list[Loop], tuple]:
-    """The loops of a perfect chain starting at ``block``, and the items inside the last."""
-    loops, inner = [block.loop], block.body
-    while len(inner) == 1 and isinstance(inner[0], Block):
-        loops.append(inner[0].loop)
+def chain(loop: Loop) -> tuple[list[Loop], tuple]:
+    """The loops of a perfect chain starting at ``loop``, and the items inside the last."""
+    loops, inner = [loop], loop.body
+    while len(inner) == 1 and isinstance(inner[0], Loop):
+        loops.append(inner[0])
         inner = inner[0].body
     return loops, inner
 
 
-def rebuild(loops: list[Loop], inner) -> Block:
+def rebuild(loops: list[Loop], inner) -> Loop:
     """``chain`` undone: ``loops`` nested around ``inner``, the outermost first."""
-    out = Block(loops[-1], tuple(inner))
+    out = replace(loops[-1], body=tuple(inner))
     for loop in reversed(loops[:-1]):
-        out = Block(loop, (out,))
+        out = replace(loop, body=(out,))
     return out
-
-
-def flatten(tree) -> tuple[Instr, ...]:
-    out: list[Instr] = []
-    for item in tree:
-        if isinstance(item, Block):
-            out.append(item.loop)
-            out += flatten(item.body)
-            out.append(EndLoop(item.loop.var))
-        else:
-            out.append(item)
-    return tuple(out)
 
 
 def instructions(tree):
     """Every instruction of a tree, loops' own headers excluded, depth first."""
-    for item in tree:
-        if isinstance(item, Block):
-            yield from instructions(item.body)
-        else:
-            yield item
+    return (x for x in walk(tree) if not isinstance(x, Loop))
 
 
 # ---- well-formedness ----------------------------------------------------------------
@@ -233,16 +228,18 @@ def extent(loop: Loop) -> int:
     return len(range(loop.start, loop.stop, loop.step))
 
 
-def with_attrs(loop: Loop, **kw) -> Loop:
-    return replace(loop, attrs=tuple({**dict(loop.attrs), **kw}.items()))
+_KIND = re.compile(r"[a-z]+")
 
 
 class Fresh:
-    """Names no instruction of ``body`` uses yet: ``fresh("v")`` is ``v<k>``, and with
-    ``bare`` the prefix itself where it is free."""
+    """Names no instruction of a nest uses yet. ``fresh("v")`` is ``v<k>`` (with ``bare``
+    the prefix itself where it is free), ``fresh.like(name)`` a new name of the kind of
+    ``name`` (a value, an accumulator, a LOCAL, a loop variable), and ``fresh.copy(items,
+    at)`` a copy of a tree with loop variables moved by ``at`` and everything it defines
+    named anew: what a pass that duplicates a body (an unroll) needs."""
 
     def __init__(self, body):
-        self.used = {n for ins in body for n in (defines(ins), getattr(ins, "var", None)) if n}
+        self.used = {n for ins in walk(body) for n in (defines(ins), getattr(ins, "var", None))}
 
     def __call__(self, prefix: str, bare: bool = False) -> str:
         k, name = 0, prefix if bare else f"{prefix}0"
@@ -251,6 +248,13 @@ class Fresh:
             name = f"{prefix}{k}"
         self.used.add(name)
         return name
+
+    def like(self, name: str) -> str:
+        return self(_KIND.match(name).group() if _KIND.match(name) else name)
+
+    def copy(self, items, at: dict[str, Index] | None = None) -> tuple:
+        names = {d: self.like(d) for d in map(defines, walk(items)) if d}
+        return rename(substitute(tuple(items), at or {}), names)
 
 
 def verify(nest: LoopNest) -> None:
@@ -263,14 +267,25 @@ def verify(nest: LoopNest) -> None:
     lanes: dict[str, int] = {}  # the vector values and registers, by name
     sizes = frozenset(nest.sizes)  # a size-generic nest's run-time sizes
     visible: set[str] = set(sizes)
-    scopes: list[tuple[str, list[str]]] = []  # each open loop and the names defined inside it
     dtypes: dict[str, DType] = {}
     seen: set[str] = set()
 
     def fail(ins, why):
         raise ValueError(f"{nest.name}: {OPCODE[type(ins)]} {ins.text()}: {why}")
 
-    for ins in nest.body:
+    def visit(items) -> None:
+        mine: list[str] = []  # what this body defines: out of scope after it
+        for ins in items:
+            check(ins)
+            if isinstance(ins, Loop):
+                visible.add(ins.var)
+                visit(ins.body)
+                visible.discard(ins.var)
+            elif defines(ins) is not None:
+                mine.append(defines(ins))
+        visible.difference_update(mine)
+
+    def check(ins) -> None:
         for name in uses(ins):
             if name not in visible:
                 fail(ins, f"{name} is not defined here")
@@ -288,14 +303,10 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, f"{ins.var} is already defined")
             if ins.step < 1:
                 fail(ins, "a loop steps forward by at least 1")
-            visible.add(ins.var)
-            scopes.append((ins.var, [ins.var]))
-            continue
-        if isinstance(ins, EndLoop):
-            if not scopes or scopes[-1][0] != ins.var:
-                fail(ins, "does not close the innermost open loop")
-            visible.difference_update(scopes.pop()[1])
-            continue
+            why = role_fits(ins)
+            if why:
+                fail(ins, why)
+            return
         if isinstance(ins, Load) and ins.dtype != bufs.get(ins.buf, dtypes.get(ins.buf)):
             fail(ins, f"{ins.buf} holds {bufs.get(ins.buf, dtypes.get(ins.buf))}")
         if isinstance(ins, Sort) and (bufs[ins.dst] != int64 or ins.dst in ins.keys):
@@ -326,12 +337,39 @@ def verify(nest: LoopNest) -> None:
                 fail(ins, f"{out} is defined twice")
             seen.add(out)
             visible.add(out)
-            if scopes:
-                scopes[-1][1].append(out)
             dtypes[out] = value_dtype(ins)
             lanes[out] = 0 if isinstance(ins, Local) else value_lanes(ins)
-    if scopes:
-        raise ValueError(f"{nest.name}: LOOP {scopes[-1][0]} is never closed")
+
+    visit(nest.body)
+
+
+# the tile a role carries: how many numbers, and whether the loop steps by the first
+ROLE_TILE = {
+    Role.ROWS: (1, False),
+    Role.COLS: (1, False),
+    Role.BLOCK: (2, False),
+    Role.SLIVER: (1, True),
+    Role.PANEL: (1, True),
+    Role.LANES: (0, False),
+}
+
+
+def role_fits(loop: Loop) -> str | None:
+    """Why a loop's role, tile and team do not fit its shape, or None (``Role``)."""
+    if loop.role is None:
+        return "a tile belongs to a loop with a role" if loop.tile else None
+    n, steps = ROLE_TILE[loop.role]
+    if len(loop.tile) != n or any(t < 1 for t in loop.tile):
+        return f"a {loop.role.value} loop carries {n} tile sizes, not {loop.tile}"
+    if steps and loop.step != loop.tile[0]:
+        return f"a {loop.role.value} loop steps by its tile {loop.tile[0]}, not {loop.step}"
+    if loop.role == Role.BLOCK and not any(
+        x.role == Role.SLIVER for x in walk(loop.body) if isinstance(x, Loop)
+    ):
+        return "a block of a scheduled contraction holds its tiles' sliver loops"
+    if loop.parallel and len(chain(loop)[0]) < loop.parallel:
+        return f"a team over {loop.parallel} loops needs a perfect chain of them"
+    return None
 
 
 def _lanes_fit(ins: Instr, lanes: dict[str, int]) -> str | None:
