@@ -26,9 +26,7 @@ BUDGET = 9_638  # counted lines in CORE (9,638 when the core was first budgeted 
 MAX_FILE = 600  # physical lines in any one file of them
 # files still over MAX_FILE while this wave splits them (printed, not failed); an entry
 # whose file has come under the limit fails, so the list can only shrink
-LONG = {
-    "ir/c/tile.py",
-}
+LONG: set[str] = set()
 CODE = {token.NAME, token.OP, token.NUMBER, token.STRING}
 QUIET = {token.NL, token.COMMENT}
 OTHER = (".c", ".h", ".cu", ".cuh", ".js")

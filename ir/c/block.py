@@ -86,14 +86,21 @@ def block_contraction(nest: LoopNest, target: Target) -> LoopNest:
             it = new if isinstance(new, Loop) else _unmarked(it)
         out.append(it)
         i += 1
-    why += [
-        f"block_contraction: rows {lp.var} are not blocked: a loop an earlier pass made "
-        "(an unroll's copy) now holds its contraction, whose loops no longer start the nest"
-        for lp in walk(out)
-        if isinstance(lp, Loop) and lp.role == Role.ROWS
-    ]
+    why += _stray(out, Role.ROWS, "block_contraction: rows")
     nest = replace(nest, body=tuple(out))
     return note(nest, why[0]) if why else nest
+
+
+def _stray(items, role: Role, what: str) -> list[str]:
+    """Why each loop of ``role`` below the first loop of a nest was left: a loop an earlier
+    pass made (an unroll's copy) holds the contraction, whose loops no longer start it."""
+    tops = [lp for x in items if isinstance(x, Loop) for lp in chain(x)[0]]
+    return [
+        f"{what} {lp.var} is not scheduled: a loop an earlier pass made (an unroll's copy) now"
+        " holds its contraction, whose loops no longer start the nest"
+        for lp in walk(items)
+        if isinstance(lp, Loop) and lp.role == role and all(lp is not t for t in tops)
+    ]
 
 
 def _marked(b: Loop) -> str:
@@ -251,14 +258,7 @@ def pack_operands(nest: LoopNest) -> LoopNest:
         if isinstance(new, str):
             why.append(f"pack_operands: the block under {top.var} is not packed: {new}")
         body += new if isinstance(new, tuple) else [top]
-    tops = sum(
-        Role.BLOCK in [lp.role for lp in chain(x)[0]] for x in nest.body if isinstance(x, Loop)
-    )
-    if tops < sum(isinstance(x, Loop) and x.role == Role.BLOCK for x in walk(nest.body)):
-        why.append(
-            "pack_operands: a block is not packed: a loop an earlier pass made (an unroll's "
-            "copy) now holds it, so its loops no longer start the nest"
-        )
+    why += _stray(body, Role.BLOCK, "pack_operands: the block")
     nest = replace(nest, body=tuple(body))
     return note(nest, why[0]) if why else nest
 

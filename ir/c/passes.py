@@ -41,6 +41,7 @@ from ir.loop.nest import (
     Role,
     Sort,
     Store,
+    walk,
 )
 from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
 from ir.loop.rewrite import (
@@ -56,23 +57,6 @@ from ir.loop.rewrite import (
 )
 
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
-
-
-def _writes(items):
-    return [
-        ins
-        for ins in instructions(items)
-        if isinstance(ins, Store | Sort) or isinstance(ins, Accum) and ins.index
-    ]
-
-
-def _loop_vars(items) -> set[str]:
-    out = set()
-    for item in items:
-        if isinstance(item, Loop):
-            out.add(item.var)
-            out |= _loop_vars(item.body)
-    return out
 
 
 def _carries(items) -> bool:
@@ -108,10 +92,14 @@ def _parallel_top(top: Loop) -> Loop:
     loops, inner = chain(top)
     if any(lp.role or lp.parallel for lp in loops):
         return top  # a scheduled contraction and lane tops have their own team
-    writes = _writes((top,))
+    writes = [
+        x
+        for x in instructions((top,))
+        if isinstance(x, Store | Sort) or isinstance(x, Accum) and x.index
+    ]
     if not writes or _work((top,)) < block.MIN_PARALLEL_WORK or _carries((top,)):
         return top
-    inner_vars = _loop_vars(inner) | {lp.var for lp in loops}
+    inner_vars = {x.var for x in walk((top,)) if isinstance(x, Loop)}
     for w in writes:
         if any(n not in inner_vars for n in w.index.names):
             return top  # a data-dependent address: colliding writes stay serial
@@ -178,9 +166,7 @@ def _lanes(items, top: bool, fresh) -> list:
 
 
 def _folds_into(item, name: str) -> bool:
-    if isinstance(item, Loop):
-        return any(_folds_into(x, name) for x in item.body)
-    return isinstance(item, Accum) and item.index is None and item.dst == name
+    return any(isinstance(x, Accum) and x.dst == name for x in instructions((item,)))
 
 
 def _merge_inner(reds: list[Loop], body: tuple) -> tuple[list[Loop], tuple]:

@@ -183,9 +183,7 @@ def render_mapped(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, 
     """
     r = _Renderer(nest, openmp)
     text, used = r.function(name)
-    pos: dict[int, int] = {}
-    for i, ins in enumerate(nest.lines()):
-        pos.setdefault(id(ins), i)
+    pos = nest.positions()
     per_entry: list = []
     marks = r.marks + [(len(r.lines), None)]
     for (start, ins), (stop, _) in zip(marks, marks[1:]):

@@ -13,18 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ir.loop.nest import Accum, Loop, LoopNest, Store
+from ir.loop.nest import Loop, LoopNest
 from ir.loop.passes import Pass, drop_dead_values, drop_unit_loops, reduce_placement, renumber
-from ir.loop.rewrite import chain, instructions, rebuild
-
-
-def written_vars(items) -> set[str]:
-    """The names in the address of every memory cell the items write."""
-    out: set[str] = set()
-    for ins in instructions(items):
-        if isinstance(ins, Store) or isinstance(ins, Accum) and ins.index is not None:
-            out.update(ins.index.names)
-    return out
+from ir.loop.rewrite import chain, rebuild, written_names
 
 
 def cells_outer(nest: LoopNest) -> LoopNest:
@@ -34,7 +25,7 @@ def cells_outer(nest: LoopNest) -> LoopNest:
         if isinstance(item, Loop):
             loops, inner = chain(item)
             if not any(isinstance(x, Loop) for x in inner):
-                written = written_vars(inner)  # (a stable sort: each side keeps its order)
+                written = written_names(inner)  # (a stable sort: each side keeps its order)
                 item = rebuild(sorted(loops, key=lambda lp: lp.var not in written), inner)
         out.append(item)
     return replace(nest, body=tuple(out))

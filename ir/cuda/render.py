@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from ir.c import spell as c
 from ir.c.render import Statements
 from ir.c.spell import OPS, helpers, index, literal
-from ir.cuda.passes import cuda_passes, written_vars
+from ir.cuda.passes import cuda_passes
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, Op
@@ -43,7 +43,7 @@ from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Check, DefAcc, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import chain, instructions
+from ir.loop.rewrite import chain, instructions, written_names
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -328,7 +328,7 @@ class _Cuda(Statements):
         if self.scatter and not any(isinstance(x, Loop) for x in inner):
             cells, inner_loops = loops, []  # collisions are atomic: every point is a thread
         else:
-            written = written_vars(inner)  # the leading loops that name written cells
+            written = written_names(inner)  # the leading loops that name written cells
             k = next((j for j, lp in enumerate(loops) if lp.var not in written), len(loops))
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
@@ -533,9 +533,7 @@ def render_mapped(nest: LoopNest, name: str) -> tuple[CudaKernel, list]:
     """
     r = _Cuda(nest, name)
     kernel = r.render()
-    pos: dict[int, int] = {}
-    for i, ins in enumerate(nest.lines()):
-        pos.setdefault(id(ins), i)
+    pos = nest.positions()
     origins: list = []
     for j, lines in enumerate(r.maps):
         if j:

@@ -271,11 +271,6 @@ class Loop(Instruction):
         marks += [f"parallel={self.parallel}"] if self.parallel else []
         return s + "  " + " ".join(marks) if marks else s
 
-    @property
-    def header(self) -> Loop:
-        """The loop without its body: what two loops of different bodies compare by."""
-        return replace(self, body=())
-
 
 @dataclass(frozen=True)
 class Const(Instruction):
@@ -572,23 +567,21 @@ class LoopNest:
     def lines(self) -> tuple[Instr, ...]:
         """The instruction each printed line of the body is for: a loop twice (its LOOP
         and its ENDLOOP line). A line's position here is what source maps point at."""
-        return tuple(_lines(self.body))
+        return tuple(walk(self.body, True))
+
+    def positions(self) -> dict[int, int]:
+        """``id`` of each instruction -> its (first) printed line in ``lines``."""
+        return {id(x): i for i, x in reversed(list(enumerate(self.lines())))}
 
 
-def walk(items):
-    """Every instruction of a tree, each loop before its body, depth first."""
+def walk(items, ends: bool = False):
+    """Every instruction of a tree, each loop before its body, depth first (with ``ends``,
+    each loop again after its body, where the printer closes it)."""
     for ins in items:
         yield ins
         if isinstance(ins, Loop):
-            yield from walk(ins.body)
-
-
-def _lines(items):
-    for ins in items:
-        yield ins
-        if isinstance(ins, Loop):
-            yield from _lines(ins.body)
-            yield ins
+            yield from walk(ins.body, ends)
+            yield from (ins,) * ends
 
 
 def format_body(body: tuple[Instr, ...], depth: int = 1, values=None) -> list[str]:

@@ -42,7 +42,6 @@ from ir.loop.nest import (
     Loop,
     LoopNest,
     Mask,
-    Sort,
     Store,
     walk,
 )
@@ -56,17 +55,13 @@ from ir.loop.rewrite import (
     substitute,
     uses,
     verify,
+    written_names,
+)
+from ir.loop.rewrite import (
+    extent as extent_of,
 )
 
 Pass = Callable[[LoopNest], LoopNest]
-
-
-def _written_vars(items) -> set[str]:
-    out: set[str] = set()
-    for ins in instructions(items):
-        if isinstance(ins, Store | Sort) or isinstance(ins, Accum) and ins.index is not None:
-            out.update(ins.index.names)
-    return out
 
 
 # ---- loop order ---------------------------------------------------------------------
@@ -88,22 +83,14 @@ def _order(items, size: dict[str, int], last: str | None = None) -> tuple:
     return tuple(out)
 
 
-def _extents(items, into: dict[str, int]) -> dict[str, int]:
-    for item in items:
-        if isinstance(item, Loop):
-            into[item.var] = len(range(item.start, item.stop, item.step))
-            _extents(item.body, into)
-    return into
-
-
 def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> tuple:
     loops, inner = chain(block)
     inner = _order(inner, size, last)
-    written = _written_vars(inner)
+    written = written_names(inner)
     folding = [j for j, loop in enumerate(loops) if loop.var not in written]
     # a folding loop may go innermost only if no other folding loop is inside it already
     allowed = [j for j in range(len(loops)) if j not in folding or j == max(folding)]
-    extent = _extents(inner, {lp.var: len(range(lp.start, lp.stop, lp.step)) for lp in loops})
+    extent = {x.var: extent_of(x) for x in walk((loops[0],)) if isinstance(x, Loop)}
 
     def stride_one(var: str) -> int:
         """Bytes the accesses that walk ``var`` at stride 1 touch over the whole chain.
@@ -193,9 +180,10 @@ def _fill_then_fold(items, i: int, acc: str):
         return None
     keep = {loop.var: loop for loop in fill_loops}
     outer = loops[: len(keep)]
-    if {lp.var for lp in outer} != set(keep) or any(
-        keep[lp.var].header != lp.header for lp in outer
-    ):
+    bare = [replace(lp, body=()) for lp in outer]  # the loops, whatever their bodies
+    if len(bare) < len(keep) or bare != [
+        replace(keep[lp.var], body=()) if lp.var in keep else None for lp in outer
+    ]:
         return None  # an output loop sits inside a reduce loop: the totals must live in memory
     if not set(store.index.names) <= set(keep):
         return None
@@ -220,7 +208,7 @@ def _drop(items, mapping: dict[str, Index]) -> tuple:
         if isinstance(item, Loop) and len(range(item.start, item.stop, item.step)) == 1:
             out += _drop(item.body, {**mapping, item.var: Index((), item.start)})
         elif isinstance(item, Loop):
-            head = substitute(item.header, mapping) if mapping else item
+            head = substitute(replace(item, body=()), mapping) if mapping else item
             out.append(replace(head, body=_drop(item.body, mapping)))
         else:
             out.append(substitute(item, mapping) if mapping else item)

@@ -120,11 +120,14 @@ def tree_map(items, fn) -> tuple:
 def substitute(ins, mapping: dict[str, Index]):
     """Replace loop variables (or value terms) inside every Index of ``ins``: one
     instruction, a loop and everything inside it, or a tuple of them (a tree)."""
-    if isinstance(ins, tuple):
-        return tree_map(ins, lambda x: _substitute(x, mapping))
+    return _deep(ins, lambda x: _substitute(x, mapping))
+
+
+def _deep(ins, fn):
+    """``fn`` applied throughout ``ins``: a tree, or one instruction (a loop with its body)."""
     if isinstance(ins, Loop) and ins.body:
-        return replace(_substitute(ins, mapping), body=substitute(ins.body, mapping))
-    return _substitute(ins, mapping)
+        return tree_map((ins,), fn)[0]
+    return tree_map(ins, fn) if isinstance(ins, tuple) else fn(ins)
 
 
 def _substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
@@ -158,11 +161,7 @@ def _substitute(ins: Instr, mapping: dict[str, Index]) -> Instr:
 def rename(ins, mapping: dict[str, str]):
     """Rename values, accumulators, buffers and loop variables, where defined and where
     used (index terms too): in one instruction, a loop and its body, or a tree."""
-    if isinstance(ins, tuple):
-        return tree_map(ins, lambda x: _rename(x, mapping))
-    if isinstance(ins, Loop) and ins.body:
-        return replace(_rename(ins, mapping), body=rename(ins.body, mapping))
-    return _rename(ins, mapping)
+    return _deep(ins, lambda x: _rename(x, mapping))
 
 
 def _rename(ins: Instr, mapping: dict[str, str]) -> Instr:
@@ -219,6 +218,12 @@ def rebuild(loops: list[Loop], inner) -> Loop:
 def instructions(tree):
     """Every instruction of a tree, loops' own headers excluded, depth first."""
     return (x for x in walk(tree) if not isinstance(x, Loop))
+
+
+def written_names(tree) -> set[str]:
+    """The names in the address of every memory cell a tree writes (STORE, SORT, ACCUM)."""
+    out = (x for x in instructions(tree) if isinstance(x, Store | Sort | Accum))
+    return {n for x in out if getattr(x, "index", None) is not None for n in x.index.names}
 
 
 # ---- well-formedness ----------------------------------------------------------------
@@ -343,25 +348,14 @@ def verify(nest: LoopNest) -> None:
     visit(nest.body)
 
 
-# the tile a role carries: how many numbers, and whether the loop steps by the first
-ROLE_TILE = {
-    Role.ROWS: (1, False),
-    Role.COLS: (1, False),
-    Role.BLOCK: (2, False),
-    Role.SLIVER: (1, True),
-    Role.PANEL: (1, True),
-    Role.LANES: (0, False),
-}
-
-
 def role_fits(loop: Loop) -> str | None:
     """Why a loop's role, tile and team do not fit its shape, or None (``Role``)."""
     if loop.role is None:
         return "a tile belongs to a loop with a role" if loop.tile else None
-    n, steps = ROLE_TILE[loop.role]
+    n = {Role.BLOCK: 2, Role.LANES: 0}.get(loop.role, 1)  # the tile sizes a role carries
     if len(loop.tile) != n or any(t < 1 for t in loop.tile):
         return f"a {loop.role.value} loop carries {n} tile sizes, not {loop.tile}"
-    if steps and loop.step != loop.tile[0]:
+    if loop.role in (Role.SLIVER, Role.PANEL) and loop.step != loop.tile[0]:
         return f"a {loop.role.value} loop steps by its tile {loop.tile[0]}, not {loop.step}"
     if loop.role == Role.BLOCK and not any(
         x.role == Role.SLIVER for x in walk(loop.body) if isinstance(x, Loop)
