@@ -375,3 +375,25 @@ def test_the_nest_docs_passes_md_shows_is_what_ir_prints():
     doc = (Path(__file__).parents[1] / "docs" / "passes.md").read_text()
     shown = re.search(r"```\n(k0  SUM.*?)```", doc, re.S).group(1).strip()
     assert shown == ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))).strip()
+
+
+def test_the_docs_unroll_pass_is_the_example_and_its_note_is_what_the_c_passes_print():
+    """docs/passes.md shows ``examples/custom_pass.py``'s pass whole, and the note it prints
+    is the one the c device's passes write for the docs' matmul with the pass placed first."""
+    import importlib.util
+    import re
+
+    from ir.c.passes import c_passes
+    from ir.c.target import detect
+
+    doc = (ROOT / "docs" / "passes.md").read_text()
+    code = re.search(r"```python\n(def unroll_by_2.*?)```", doc, re.S).group(1)
+    assert code in (ROOT / "examples" / "custom_pass.py").read_text()
+    spec = importlib.util.spec_from_file_location("custom_pass", ROOT / "examples/custom_pass.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    y = Tensor.randn((4, 5)) @ Tensor.randn((5, 3))
+    (nest,) = [n for n in nests_of(y) if n.kind == "SUM"] or nests_of(y)
+    printed = [line for line in doc.splitlines() if line.startswith("    note  ")]
+    got = apply_passes(nest, [mod.unroll_by_2, *c_passes(detect("avx2"))]).format()
+    assert printed and all(line in got.splitlines() for line in printed), got
