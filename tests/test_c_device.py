@@ -17,7 +17,7 @@ from corpus import CASES, assert_matches, reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ir.c.tile as c_tile_module
+import ir.c.block as c_block_module
 import ir.c.units as c_units
 import limn
 import limn_array as xp
@@ -78,8 +78,8 @@ def test_threaded_nest_matches_serial_bit_for_bit(case, eager, serial, monkeypat
         pytest.skip("assign writes its inputs; the corpus test covers it")
     # every corpus nest is small: thread any nest with work at all, so this compares a
     # threaded (and tiled) build with the serial one rather than the same C twice
-    monkeypatch.setattr(c_tile_module, "MIN_PARALLEL_WORK", 1)
-    monkeypatch.setattr(c_tile_module, "MIN_BLOCK_WORK", 0)  # and schedule every contraction
+    monkeypatch.setattr(c_block_module, "MIN_PARALLEL_WORK", 1)
+    monkeypatch.setattr(c_block_module, "MIN_BLOCK_WORK", 0)  # and schedule every contraction
     monkeypatch.setattr(c_units, "GENERIC_WORK", 0)  # a generic kernel never threads
     text = ir([t.node for t in case.build()], passes=c_passes())
     FIRED[case.name] = {a for a in ("parallel=", "tile=") if a in text}
