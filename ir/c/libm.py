@@ -392,59 +392,37 @@ static inline double limn_logf_d(double u, double x) {
   q = fma(q, f, -0x1.55554e8be9634p-3); q = fma(q, f, 0x1.99999ac7f09a6p-3);
   q = fma(q, f, -0x1.0000000451e24p-2); q = fma(q, f, 0x1.555555551ef50p-2);
   return fma((double)k, 0x1.62e42fefa39efp-1, fma(f * f, fma(f, q, -0.5), f));
+}
+/* float32 pow as exp(b log|a|) (the exponent good to 2**-31), then C's special cases */
+static inline float limn_expm1_float(float x) {
+  double xc = x > 100.0f ? 100.0 : x, y = limn_expm1f_d(x < -30.0f ? -30.0 : xc);
+  return x == 0.0f || x != x ? x : (float)y;
+}
+static inline float limn_tanh_float(float x) {
+  double ax = fabs((double)x), e = limn_expm1f_d(2.0 * (ax > 10.0 ? 10.0 : ax));
+  double d = e + 2.0, r = (double)(1.0f / (float)d);
+  float y = (float)(e * fma(r, fma(-d, r, 1.0), r));
+  return x == 0.0f || x != x ? x : x < 0.0f ? -y : y;
+}
+static inline float limn_log1p_float(float x) {
+  float y = (float)limn_logf_d(1.0 + (double)x, x);
+  y = x == -1.0f ? -INFINITY : x < -1.0f ? NAN : x == INFINITY ? INFINITY : y;
+  return x == 0.0f || x != x ? x : y;
+}
+static inline float limn_pow_float(float a, float b) {
+  double ax = fabs((double)a), z = b * limn_logf_d(ax, ax - 1.0), s;
+  double p = limn_expf_r(z > 200.0 ? 200.0 : z < -200.0 ? -200.0 : z, &s);
+  float r = (float)fma(s, p, s), fa = fabsf(a);
+  r = fa == 0.0f ? (b < 0.0f ? INFINITY : 0.0f) : fa == INFINITY ? (b < 0.0f ? 0.0f : INFINITY) : r;
+  int32_t whole = __builtin_rintf(b) == b, odd = whole && __builtin_rintf(b * 0.5f) != b * 0.5f;
+  uint32_t ab; memcpy(&ab, &a, 4);
+  r = fa == 1.0f ? 1.0f : (ab >> 31) && odd ? -r : r;  /* also (-1) ** +-inf */
+  r = (a < 0.0f && a > -INFINITY && !whole) || a != a || b != b ? NAN : r;
+  return a == 1.0f || b == 0.0f ? 1.0f : r;
 }""",
 )
-_def(
-    "expm1",
-    "float",
-    "float x",
-    "double xc = x > 100.0f ? 100.0 : x, y = limn_expm1f_d(x < -30.0f ? -30.0 : xc);\n"
-    "  return x == 0.0f || x != x ? x : (float)y;",
-    ("float_kernels",),
-)
-_def(
-    "tanh",
-    "float",
-    "float x",
-    r"""double ax = fabs((double)x), e = limn_expm1f_d(2.0 * (ax > 10.0 ? 10.0 : ax));
-  double d = e + 2.0, r = (double)(1.0f / (float)d);
-  r = fma(r, fma(-d, r, 1.0), r);
-  float y = (float)(e * r);
-  return x == 0.0f || x != x ? x : x < 0.0f ? -y : y;""",
-    ("float_kernels",),
-)
-_def(
-    "log1p",
-    "float",
-    "float x",
-    r"""float y = (float)limn_logf_d(1.0 + (double)x, x);
-  y = x == -1.0f ? -INFINITY : y;
-  y = x < -1.0f ? NAN : y;
-  y = x == INFINITY ? INFINITY : y;
-  return x == 0.0f || x != x ? x : y;""",
-    ("float_kernels",),
-)
-
-# float32 pow as exp(b log|a|) in double (the exponent good to 2**-31, so the float
-# rounded once is within an ulp); then C's special cases
-_def(
-    "pow",
-    "float",
-    "float a, float b",
-    r"""double ax = fabs((double)a), z = b * limn_logf_d(ax, ax - 1.0), s;
-  z = z > 200.0 ? 200.0 : z < -200.0 ? -200.0 : z;
-  double p = limn_expf_r(z, &s);
-  float r = (float)fma(s, p, s), fa = fabsf(a);
-  r = fa == 0.0f ? (b < 0.0f ? INFINITY : 0.0f) : r;
-  r = fa == INFINITY ? (b < 0.0f ? 0.0f : INFINITY) : r;
-  int32_t whole = __builtin_rintf(b) == b, odd = whole && __builtin_rintf(b * 0.5f) != b * 0.5f;
-  r = fa == 1.0f ? 1.0f : r;  /* also (-1) ** +-inf */
-  uint32_t ab; memcpy(&ab, &a, 4);
-  r = (ab >> 31) && odd ? -r : r;
-  r = a < 0.0f && a > -INFINITY && !whole ? NAN : r;
-  r = a != a || b != b ? NAN : r;
-  return a == 1.0f || b == 0.0f ? 1.0f : r;""",
-    ("float_kernels",),
+_SNIPPETS.update(
+    {f"{n}_float": (("float_kernels",), "") for n in ("expm1", "tanh", "log1p", "pow")}
 )
 
 
