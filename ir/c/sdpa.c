@@ -255,6 +255,7 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
                          int64_t hs, double scale_, int causal, int threads) {
     const A scale = (A)scale_;
     const int64_t tiles = (tq + BK - 1) / BK, dvp = sdpa_pad(dv);
+    const int64_t qb = tq < BK ? (tq + R - 1) / R * R : BK; /* a task's query rows: few decoding */
     const int64_t kr = (tk + BK - 1) / BK * BK; /* a head's key rows, padded */
     const int64_t lk = hs * d, lv = hs * dv;    /* row strides */
     /* every head's K transposed (column stride kr) and V by rows, loaded once for all the
@@ -270,8 +271,8 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
             NAME(sdpa_load)(VS + b * kr * dvp, dvp, 0, V + sdpa_row(b, 0, tk, hs) * dv, tk, kr, dv, lv);
             vbad[b] = NAME(sdpa_nonfinite)(V, b, tk, dv, hs);
         }
-        A *qs = sdpa_alloc(sizeof(A) * (BK * d + BK * dvp + 2 * R * BK), 1); /* one set per thread */
-        A *acc = qs + BK * d, *s = acc + BK * dvp, *p = s + R * BK;
+        A *qs = sdpa_alloc(sizeof(A) * (sdpa_pad(qb * d) + qb * dvp + 2 * R * BK), 1); /* per thread */
+        A *acc = qs + sdpa_pad(qb * d), *s = acc + qb * dvp, *p = s + R * BK; /* aligned vectors */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < bh * tiles; task++) {
             /* a head's last query tiles first: under a causal mask they see the most keys,
@@ -279,10 +280,10 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
             const int64_t b = task / tiles, i0 = (tiles - 1 - task % tiles) * BK;
             const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
             const uint8_t *mk = M ? M + b * tk : NULL;
-            memset(acc, 0, sizeof(A) * BK * dvp);
+            memset(acc, 0, sizeof(A) * qb * dvp);
             A m[BK], l[BK];
             uint8_t ok[R][BK];
-            NAME(sdpa_load)(qs, d, 0, Q + sdpa_row(b, i0, tq, hs) * d, nq, BK, d, lk);
+            NAME(sdpa_load)(qs, d, 0, Q + sdpa_row(b, i0, tq, hs) * d, nq, qb, d, lk);
             for (int64_t i = 0; i < BK; i++) m[i] = -INFINITY, l[i] = 0;
             const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
             for (int64_t j0 = 0; j0 < kend; j0 += BK) {
