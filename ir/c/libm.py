@@ -416,7 +416,8 @@ static inline float limn_pow_float(float a, float b) {
   r = fa == 0.0f ? (b < 0.0f ? INFINITY : 0.0f) : fa == INFINITY ? (b < 0.0f ? 0.0f : INFINITY) : r;
   int32_t whole = __builtin_rintf(b) == b, odd = whole && __builtin_rintf(b * 0.5f) != b * 0.5f;
   uint32_t ab; memcpy(&ab, &a, 4);
-  r = fa == 1.0f ? 1.0f : (ab >> 31) && odd ? -r : r;  /* also (-1) ** +-inf */
+  r = fa == 1.0f ? 1.0f : r;  /* also (-1) ** +-inf */
+  r = (ab >> 31) && odd ? -r : r;
   r = (a < 0.0f && a > -INFINITY && !whole) || a != a || b != b ? NAN : r;
   return a == 1.0f || b == 0.0f ? 1.0f : r;
 }""",
