@@ -296,9 +296,8 @@ _def(
     "  return x != x ? x : y;",
     ("expm1_reduced",),
 )
-for _t in ("double", "float"):
-    for _name in ("expm1", "tanh"):
-        _def(_name, _t, f"{_t} x", f"return ({_t})limn_{_name}_d(x);", ("expm1_reduced",))
+for _name in ("expm1", "tanh"):
+    _def(_name, "double", "double x", f"return limn_{_name}_d(x);", ("expm1_reduced",))
 
 # log and log1p in double, branch-free: y = 2**k m with m in [sqrt(1/2), sqrt(2)) from the
 # bits (a subnormal scaled up first), f = m - 1, s = f / (2 + f) and
@@ -348,26 +347,83 @@ static inline double limn_log1p_d(double x) {
 }""",
 )
 _def("log", "double", "double x", "return limn_log_d(x);", ("log_reduced",))
-for _t in ("double", "float"):
-    _def("log1p", _t, f"{_t} x", f"return ({_t})limn_log1p_d(x);", ("log_reduced",))
+_def("log1p", "double", "double x", "return limn_log1p_d(x);", ("log_reduced",))
 
-# float32 pow as exp(b log|a|) in double: the product's rounding moves the exponent by
-# under 2**-43, so the float rounded once is within an ulp; then C's special cases
-_def(
-    "pow",
-    "float",
-    "float a, float b",
-    r"""double x = a, y = b, ax = fabs(x);
-  double r = limn_exp_double(y * limn_log_d(ax));
-  int32_t whole = __builtin_rint(y) == y, odd = whole && __builtin_rint(y * 0.5) != y * 0.5;
-  uint32_t abits; memcpy(&abits, &a, 4);
-  r = ax == 1.0 ? 1.0 : r;  /* also (-1) ** +-inf */
-  r = (abits >> 31) && odd ? -r : r;
-  r = x < 0.0 && x > -INFINITY && !whole ? NAN : r;
-  r = x != x || y != y ? NAN : r;
-  r = x == 1.0 || y == 0.0 ? 1.0 : r;
-  return (float)r;""",
-    ("exp_double", "log_reduced"),
+# float32 expm1, tanh, log1p and pow compute in double to a float's need and round once:
+# exp(x) = 2**k (1 + p), |r| <= ln2/2 with a one-part ln2 (off by under 2**-47 of r) and
+# p = expm1(r) to degree 9 (Taylor, under 2**-34 of it); log1p(f) = f - f*f/2 + f**3 Q(f)
+# on f in [sqrt(1/2) - 1, sqrt(2) - 1] with Q of degree 12 fitted at Chebyshev nodes
+# (under 2**-38 of it), no division. So a result is within 2**-30 of an ulp of the exact
+# value before its one rounding (tests/test_precision.py: 0.50 ulps measured). tanh's
+# e / (e + 2) divides in float32 (16 lanes, where a double division is the cost of the
+# whole function) and a Newton step in double makes the quotient good to 2**-46.
+_SNIPPETS["float_kernels"] = (
+    (),
+    r"""static inline double limn_expf_r(double x, double *s) {
+  double t = x * 0x1.71547652b82fep0 + 0x1.8p52, k = t - 0x1.8p52;
+  uint64_t tb; memcpy(&tb, &t, 8);
+  uint64_t sb = (uint64_t)((int64_t)(int32_t)(uint32_t)tb + 1023) << 52; memcpy(s, &sb, 8);
+  double r = fma(k, -0x1.62e42fefa39efp-1, x), p = 0x1.71de3a556c734p-19;  /* 1/9! */
+  p = fma(p, r, 0x1.a01a01a01a01ap-16); p = fma(p, r, 0x1.a01a01a01a01ap-13);
+  p = fma(p, r, 0x1.6c16c16c16c17p-10); p = fma(p, r, 0x1.1111111111111p-7);
+  p = fma(p, r, 0x1.5555555555555p-5); p = fma(p, r, 0x1.5555555555555p-3);
+  p = fma(p, r, 0.5);
+  return fma(r * r, p, r);
+}
+static inline double limn_expm1f_d(double x) {  /* x in [-30, 100] */
+  double s, p = limn_expf_r(x, &s);
+  return fma(s, p, s - 1.0);
+}
+/* log(x) for x > 0 a float (so a normal double), or log1p(x) from 1 + x, exact past the
+   range where x itself is f */
+static inline double limn_logf_d(double u, double x) {
+  uint64_t b; memcpy(&b, &u, 8);
+  int32_t k = (int32_t)(b >> 52) - 1023;
+  uint64_t mb = (b & 0xfffffffffffffull) | 0x3ff0000000000000ull;
+  double m; memcpy(&m, &mb, 8);
+  int32_t big = m > 0x1.6a09e667f3bcdp0;
+  m = big ? m * 0.5 : m;
+  k += big;
+  double f = k == 0 ? x : m - 1.0, q = 0x1.7d527a2272befp-5;
+  q = fma(q, f, -0x1.5d3e46773d98cp-4); q = fma(q, f, 0x1.5cbaee7d4f349p-4);
+  q = fma(q, f, -0x1.5277e6af41c09p-4); q = fma(q, f, 0x1.7090bb6b74921p-4);
+  q = fma(q, f, -0x1.99849b8922484p-4); q = fma(q, f, 0x1.c74ce7d498db9p-4);
+  q = fma(q, f, -0x1.00013ae210dccp-3); q = fma(q, f, 0x1.2491bd0ca7896p-3);
+  q = fma(q, f, -0x1.55554e8be9634p-3); q = fma(q, f, 0x1.99999ac7f09a6p-3);
+  q = fma(q, f, -0x1.0000000451e24p-2); q = fma(q, f, 0x1.555555551ef50p-2);
+  return fma((double)k, 0x1.62e42fefa39efp-1, fma(f * f, fma(f, q, -0.5), f));
+}
+/* float32 pow as exp(b log|a|) (the exponent good to 2**-31), then C's special cases */
+static inline float limn_expm1_float(float x) {
+  double xc = x > 100.0f ? 100.0 : x, y = limn_expm1f_d(x < -30.0f ? -30.0 : xc);
+  return x == 0.0f || x != x ? x : (float)y;
+}
+static inline float limn_tanh_float(float x) {
+  double ax = fabs((double)x), e = limn_expm1f_d(2.0 * (ax > 10.0 ? 10.0 : ax));
+  double d = e + 2.0, r = (double)(1.0f / (float)d);
+  float y = (float)(e * fma(r, fma(-d, r, 1.0), r));
+  return x == 0.0f || x != x ? x : x < 0.0f ? -y : y;
+}
+static inline float limn_log1p_float(float x) {
+  float y = (float)limn_logf_d(1.0 + (double)x, x);
+  y = x == -1.0f ? -INFINITY : x < -1.0f ? NAN : x == INFINITY ? INFINITY : y;
+  return x == 0.0f || x != x ? x : y;
+}
+static inline float limn_pow_float(float a, float b) {
+  double ax = fabs((double)a), z = b * limn_logf_d(ax, ax - 1.0), s;
+  double p = limn_expf_r(z > 200.0 ? 200.0 : z < -200.0 ? -200.0 : z, &s);
+  float r = (float)fma(s, p, s), fa = fabsf(a);
+  r = fa == 0.0f ? (b < 0.0f ? INFINITY : 0.0f) : fa == INFINITY ? (b < 0.0f ? 0.0f : INFINITY) : r;
+  int32_t whole = __builtin_rintf(b) == b, odd = whole && __builtin_rintf(b * 0.5f) != b * 0.5f;
+  uint32_t ab; memcpy(&ab, &a, 4);
+  r = fa == 1.0f ? 1.0f : r;  /* also (-1) ** +-inf */
+  r = (ab >> 31) && odd ? -r : r;
+  r = (a < 0.0f && a > -INFINITY && !whole) || a != a || b != b ? NAN : r;
+  return a == 1.0f || b == 0.0f ? 1.0f : r;
+}""",
+)
+_SNIPPETS.update(
+    {f"{n}_float": (("float_kernels",), "") for n in ("expm1", "tanh", "log1p", "pow")}
 )
 
 

@@ -2,11 +2,6 @@
    sdpa_bwd_kv (the backward), C twins of limn/sdpa.py's numpy reference. ir/c/sdpa.py
    says how they work, how they round and where they put inf and nan. */
 
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
 typedef SDPA_T T; /* the storage type */
 #if SDPA_WIDE
 typedef double A; /* the compute type */
@@ -14,12 +9,14 @@ typedef int64_t AI;
 #define SDPA_ROWS 2 /* rows per register block */
 #define FMA fma
 #define LOG log
+#define EXP exp
 #else
 typedef float A;
 typedef int32_t AI;
 #define SDPA_ROWS (LIMN_FMA_BYTES >= 64 ? 4 : 2) /* 4 x 4 zmm, or 2 x 8 ymm accumulators */
 #define FMA fmaf
 #define LOG logf
+#define EXP limn_expf /* ir/c/render.py's prelude: about 1 ulp, 0 below exp(-104) */
 #endif
 #ifndef R /* each row's sums run in their own order: R changes speed, never a bit */
 #define R SDPA_ROWS
@@ -36,21 +33,6 @@ typedef AI ivec __attribute__((vector_size(VBYTES)));
 #define VL (8 << !SDPA_WIDE) /* lanes */
 #define NV (BK / VL)         /* vectors in a tile's row */
 
-static inline float sdpa_bf2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t sdpa_f2bf(float f) { /* round to nearest even, nan kept quiet */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* a*b+c rounded once in every lane: the vector helpers of ir/c/render.py, as the target's
    fused instructions in as many physical vectors as it takes */
 static inline __attribute__((always_inline)) vec vfma(vec a, vec b, vec c) {
@@ -58,35 +40,6 @@ static inline __attribute__((always_inline)) vec vfma(vec a, vec b, vec c) {
 }
 
 static inline __attribute__((always_inline)) vec splat(A a) { return a - (vec){0}; }
-
-/* exp(x) for x <= 0 (a score less its row's max or logsumexp): 2^n * poly(r) with a
-   two-part ln 2 and a degree-7 Taylor polynomial, about 1 ulp; 2^n as two normal factors,
-   so a result below 2^-126 rounds once into the subnormals, and below exp(-104) it is 0,
-   as exp(-inf) is. Branch-free, so the loops calling it vectorize. */
-static inline A sdpa_exp(A x) {
-#if SDPA_WIDE
-    return exp(x);
-#else
-    x = x < -104.0f ? -104.0f : x;
-    const float n = FMA(x, 1.44269504f, 12582912.0f) - 12582912.0f;
-    float r = FMA(n, -0.693145751953125f, x);
-    r = FMA(n, -1.428606765330187e-06f, r);
-    float p = 1.0f / 5040.0f;
-    p = FMA(p, r, 1.0f / 720.0f);
-    p = FMA(p, r, 1.0f / 120.0f);
-    p = FMA(p, r, 1.0f / 24.0f);
-    p = FMA(p, r, 1.0f / 6.0f);
-    p = FMA(p, r, 0.5f);
-    p = FMA(p, r, 1.0f);
-    p = FMA(p, r, 1.0f);
-    const int32_t k = (int32_t)n, h = k / 2;
-    const int32_t e1 = (h + 127) << 23, e2 = (k - h + 127) << 23;
-    float s1, s2;
-    memcpy(&s1, &e1, 4);
-    memcpy(&s2, &e2, 4);
-    return p * s1 * s2;
-#endif
-}
 
 /* where row i of head-batch bh sits among a tensor's rows: (bh, t) rows in order, or with
    hs > 1 heads packed side by side in each row of a (B, t, hs * width) tensor, row
@@ -233,30 +186,21 @@ static inline A sdpa_sum(const A *restrict p) {
 }
 
 /* p[j] = exp(s[j] - sub) (sub: one value, or one per column, subs[j]), 0 where ok[j] is
-   not set; the _all forms where every column is visible */
+   not set unless every column is visible (full) */
 static inline void sdpa_exp_row(A *restrict p, const A *restrict s, A sub,
-                                const uint8_t *restrict ok) {
+                                const uint8_t *restrict ok, int full) {
     for (int j = 0; j < BK; j++) {
-        const A e = sdpa_exp(s[j] - sub);
-        p[j] = ok[j] ? e : 0;
+        const A e = EXP(s[j] - sub);
+        p[j] = full || ok[j] ? e : 0;
     }
-}
-
-static inline void sdpa_exp_row_all(A *restrict p, const A *restrict s, A sub) {
-    for (int j = 0; j < BK; j++) p[j] = sdpa_exp(s[j] - sub);
 }
 
 static inline void sdpa_exp_cols(A *restrict p, const A *restrict s, const A *restrict subs,
-                                 const uint8_t *restrict ok) {
+                                 const uint8_t *restrict ok, int full) {
     for (int j = 0; j < BK; j++) {
-        const A e = sdpa_exp(s[j] - subs[j]);
-        p[j] = ok[j] ? e : 0;
+        const A e = EXP(s[j] - subs[j]);
+        p[j] = full || ok[j] ? e : 0;
     }
-}
-
-static inline void sdpa_exp_cols_all(A *restrict p, const A *restrict s,
-                                     const A *restrict subs) {
-    for (int j = 0; j < BK; j++) p[j] = sdpa_exp(s[j] - subs[j]);
 }
 
 /* rows [0, n) of src (row stride ls, cols wide) into dst, column-major (column stride lc,
@@ -311,6 +255,7 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
                          int64_t hs, double scale_, int causal, int threads) {
     const A scale = (A)scale_;
     const int64_t tiles = (tq + BK - 1) / BK, dvp = sdpa_pad(dv);
+    const int64_t qb = tq < BK ? (tq + R - 1) / R * R : BK; /* a task's query rows: few decoding */
     const int64_t kr = (tk + BK - 1) / BK * BK; /* a head's key rows, padded */
     const int64_t lk = hs * d, lv = hs * dv;    /* row strides */
     /* every head's K transposed (column stride kr) and V by rows, loaded once for all the
@@ -326,8 +271,8 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
             NAME(sdpa_load)(VS + b * kr * dvp, dvp, 0, V + sdpa_row(b, 0, tk, hs) * dv, tk, kr, dv, lv);
             vbad[b] = NAME(sdpa_nonfinite)(V, b, tk, dv, hs);
         }
-        A *qs = sdpa_alloc(sizeof(A) * (BK * d + BK * dvp + 2 * R * BK), 1); /* one set per thread */
-        A *acc = qs + BK * d, *s = acc + BK * dvp, *p = s + R * BK;
+        A *qs = sdpa_alloc(sizeof(A) * (sdpa_pad(qb * d) + qb * dvp + 2 * R * BK), 1); /* per thread */
+        A *acc = qs + sdpa_pad(qb * d), *s = acc + qb * dvp, *p = s + R * BK; /* aligned vectors */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < bh * tiles; task++) {
             /* a head's last query tiles first: under a causal mask they see the most keys,
@@ -335,10 +280,10 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
             const int64_t b = task / tiles, i0 = (tiles - 1 - task % tiles) * BK;
             const int64_t nq = tq - i0 < BK ? tq - i0 : BK;
             const uint8_t *mk = M ? M + b * tk : NULL;
-            memset(acc, 0, sizeof(A) * BK * dvp);
+            memset(acc, 0, sizeof(A) * qb * dvp);
             A m[BK], l[BK];
             uint8_t ok[R][BK];
-            NAME(sdpa_load)(qs, d, 0, Q + sdpa_row(b, i0, tq, hs) * d, nq, BK, d, lk);
+            NAME(sdpa_load)(qs, d, 0, Q + sdpa_row(b, i0, tq, hs) * d, nq, qb, d, lk);
             for (int64_t i = 0; i < BK; i++) m[i] = -INFINITY, l[i] = 0;
             const int64_t kend = causal && i0 + nq < tk ? i0 + nq : tk;
             for (int64_t j0 = 0; j0 < kend; j0 += BK) {
@@ -362,12 +307,9 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
                         }
                         const A mx = full ? sdpa_max(s + r * BK) : sdpa_max_ok(s + r * BK, ok[r]);
                         const A mi = m[i + r], mnew = mx > mi ? mx : mi;
-                        const A alpha = mi == -INFINITY ? 0 : sdpa_exp(mi - mnew);
+                        const A alpha = mi == -INFINITY ? 0 : EXP(mi - mnew);
                         const A sub = mnew == -INFINITY ? 0 : mnew;
-                        if (full)
-                            sdpa_exp_row_all(pr, s + r * BK, sub);
-                        else
-                            sdpa_exp_row(pr, s + r * BK, sub, ok[r]);
+                        sdpa_exp_row(pr, s + r * BK, sub, ok[r], full);
                         l[i + r] = FMA(l[i + r], alpha, sdpa_sum(pr));
                         A *a = acc + (i + r) * dvp;
                         for (int64_t c = 0; c < dvp; c++) a[c] *= alpha;
@@ -406,13 +348,10 @@ static inline void sdpa_probs(A *p, A *dpr, const A *s, const A *L, const A *D, 
             for (int i = 0; i < BK; i++) pr[i] = dr[i] = 0;
             continue;
         }
-        if (full) {
-            sdpa_exp_cols_all(pr, s + r * BK, L);
-        } else {
-            const int64_t first = causal ? key - i0 : 0; /* the first query to see it */
+        const int64_t first = causal ? key - i0 : 0; /* the first query to see it */
+        if (!full)
             for (int64_t i = 0; i < BK; i++) ok[i] = (i >= first) & (L[i] != -INFINITY);
-            sdpa_exp_cols(pr, s + r * BK, L, ok);
-        }
+        sdpa_exp_cols(pr, s + r * BK, L, ok, full);
         for (int i = 0; i < BK; i++) dr[i] = pr[i] * (dr[i] - D[i]);
     }
 }

@@ -31,9 +31,10 @@ calls may round twice, and the sums run in an order of their own, so the answers
 from the reference's in the last bits: float32 answers and gradients stay within 16
 float32 ulps of the largest float64 value, within the reference's and torch's own error
 (``test_float32_kernels_are_as_close_to_the_float64_answer_as_the_reference_and_torch``).
-The c device compiles with ``-ffp-contract=off``, so no other a*b+c is fused. exp is a
-polynomial of about 1 ulp (float64: libm's), exactly 0 below exp(-104) as exp(-inf) is,
-with subnormal results formed. Half widths load into float32 and round once on store.
+The c device compiles with ``-ffp-contract=off``, so no other a*b+c is fused. exp is the
+c device's own float32 ``limn_expf`` of ``ir/c/render.py``'s prelude, which a unit
+carries (about 1 ulp, exactly 0 below exp(-104) as exp(-inf) is; float64: libm's), and
+bfloat16 converts by the prelude's functions. Half widths load into float32 and round once on store.
 
 Special values. The reference multiplies every hidden (query, key) pair's terms by its
 exact 0 probability, and 0 * inf and 0 * nan are nan: an inf or nan in a value row (or in
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ir.c.render import FMA_ISA, vector_helpers
+from ir.c.render import FMA_ISA, PRELUDE, vector_helpers
 from ir.graph import dtypes
 
 SOURCE = Path(__file__).with_name("sdpa.c").read_text()
@@ -58,7 +59,7 @@ DTYPES = {  # storage dtype: (its name, C type, computes in double, load, store)
     dtypes.float32: ("float32", "float", 0, "(x)", "(x)"),
     dtypes.float64: ("float64", "double", 1, "(x)", "(x)"),
     dtypes.float16: ("float16", "_Float16", 0, "((float)(x))", "((_Float16)(x))"),
-    dtypes.bfloat16: ("bfloat16", "uint16_t", 0, "sdpa_bf2f(x)", "sdpa_f2bf(x)"),
+    dtypes.bfloat16: ("bfloat16", "uint16_t", 0, "limn_bf2f(x)", "limn_f2bf(x)"),
 }
 
 KERNELS = {"sdpa": "fwd", "sdpa_bwd_q": "bwd", "sdpa_bwd_kv": "bwd"}  # CUSTOM name: part
@@ -83,7 +84,8 @@ def unit(part: str, dtype) -> str:
     defs = (
         f"#define SDPA_T {ctype}\n#define SDPA_NAME {name}\n#define SDPA_WIDE {wide}\n"
         f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n#define SDPA_VFMA {vec}_fma\n"
-        f"#include <math.h>\n#include <string.h>\n{FMA_ISA}\n{vector_helpers(vec)}\n"
+        f"#ifndef LIMN_NEG /* once: an exported program holds the prelude already */\n"
+        f"{PRELUDE}#endif\n{FMA_ISA}\n{vector_helpers(vec)}\n"
     )
     return (
         defs
