@@ -17,7 +17,7 @@ import math
 from ir.graph import dtypes
 from ir.graph.dtypes import as_dtype
 from limn.attention import scaled_dot_product_attention
-from limn.nn import functional, init, utils  # noqa: F401
+from limn.nn import functional, init, parallel, utils  # noqa: F401
 from limn.nn import functional as F
 from limn.nn.conv import Conv1d, Conv2d, conv  # noqa: F401
 from limn.nn.functional import cross_entropy, mse_loss  # noqa: F401
@@ -30,6 +30,7 @@ from limn.nn.module import (  # noqa: F401
     _uniform_param,
     apply_module,
 )
+from limn.nn.rnn import GRU, LSTM, RNN  # noqa: F401
 from limn.tensor import Tensor
 
 # ---- layers without state: one function each ----------------------------------------
