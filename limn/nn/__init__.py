@@ -69,6 +69,10 @@ class Linear(Module):
         self.weight = _uniform_param((out_features, in_features), bound, dt)
         self.bias = _uniform_param((out_features,), bound, dt) if bias else None
 
+    def extra_repr(self) -> str:
+        out, inp = self.weight.shape
+        return f"in_features={inp}, out_features={out}, bias={self.bias is not None}"
+
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim == 0 or x.shape[-1] != self.weight.shape[1]:
             raise ValueError(
@@ -94,6 +98,12 @@ class LayerNorm(Module):
             self.weight = Tensor.ones(self.normalized_shape, dtype=dt, requires_grad=True)
             if bias and not self.rms:
                 self.bias = Tensor.zeros(self.normalized_shape, dtype=dt, requires_grad=True)
+
+    def extra_repr(self) -> str:
+        """torch's: the shape as a tuple, eps, elementwise_affine (and bias)."""
+        affine = self.weight is not None
+        shown = f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={affine}"
+        return shown if self.rms else f"{shown}, bias={self.bias is not None or not affine}"
 
     def forward(self, x: Tensor) -> Tensor:
         if self.rms:
@@ -123,6 +133,12 @@ class BatchNorm1d(Module):
         # torch counts training batches in the state dict; kept so checkpoints trade as they are
         self.num_batches_tracked = Tensor(0, dtype=dtypes.int64)
 
+    def extra_repr(self) -> str:
+        return (
+            f"{self.running_mean.shape[0]}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.weight is not None}, track_running_stats=True"
+        )
+
     def forward(self, x: Tensor) -> Tensor:
         if self.training:
             self.num_batches_tracked.add_(1)
@@ -136,14 +152,32 @@ BatchNorm2d = type("BatchNorm2d", (BatchNorm1d,), {})
 
 
 class Embedding(Module):
-    """Rows of a (num_embeddings, embedding_dim) table picked by integer ids; ~ N(0, 1)."""
+    """Rows of a (num_embeddings, embedding_dim) table picked by integer ids; ~ N(0, 1).
+    The row ``padding_idx`` starts at zeros and takes no gradient, as in torch."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, dtype=None):
         dt = as_dtype(dtype or dtypes.float32)
-        self.weight = Tensor.randn((num_embeddings, embedding_dim), dtype=dt, requires_grad=True)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is outside the {num_embeddings} rows"
+                )
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        table = Tensor.randn((num_embeddings, embedding_dim), dtype=dt)
+        if padding_idx is not None:
+            rows = Tensor.arange(num_embeddings).reshape(num_embeddings, 1)
+            table = (rows == padding_idx).where(0.0, table).cast(dt)
+        self.weight = table.contiguous().realize().requires_grad_(True)
+
+    def extra_repr(self) -> str:
+        n, dim = self.weight.shape
+        return f"{n}, {dim}" + (
+            "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        )
 
     def forward(self, ids: Tensor) -> Tensor:
-        return F.embedding(ids, self.weight)
+        return F.embedding(ids, self.weight, self.padding_idx)
 
 
 class Dropout(Module):
@@ -240,3 +274,13 @@ class GPTBlock(Module):
         """``cache``: generate one position over a ``limn.generate.KVCache``."""
         x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True, cache=cache)
         return x + self.fc2(getattr(self.fc1(self.ln2(x)), self.activation)())
+
+
+from limn.nn.transformer import (  # noqa: E402, F401  (they build on the layers above)
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
