@@ -69,6 +69,22 @@ def array_namespace():
 
 _profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exit
 
+
+def _one_thread_in_a_forked_child() -> None:
+    """libgomp's thread team does not survive ``fork()``: a child (Python's
+    ``multiprocessing`` forks by default, and so does a DataLoader of other libraries)
+    that enters a parallel region after its parent ran one waits forever for threads it
+    does not have. So a forked child runs the c device's kernels on one thread, which
+    gives the same bits (no fold's order depends on the thread count)."""
+    from limn.runtime.device import _devices
+
+    for dev in list(_devices.values()):
+        if hasattr(dev, "set_threads"):
+            dev.set_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_thread_in_a_forked_child)
+
 # ---- torch's names --------------------------------------------------------------------
 
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load

@@ -51,7 +51,9 @@ def test_recurrent_layers_load_torchs_weights_and_give_its_outputs_and_gradients
         np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
     grads = dict(theirs.named_parameters())
     for name, p in ours.named_parameters():
-        np.testing.assert_allclose(p.grad.numpy(), grads[name].grad.numpy(), 1e-4, 1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            p.grad.numpy(), grads[name].grad.numpy(), 1e-4, 1e-5, err_msg=name
+        )
 
 
 def test_an_unbatched_lstm_and_a_wrong_state_answer_as_torch_does():
@@ -68,7 +70,8 @@ def test_an_unbatched_lstm_and_a_wrong_state_answer_as_torch_does():
 @pytest.mark.parametrize("batch_first,norm_first", [(False, False), (True, True)])
 def test_a_transformer_loads_torchs_weights_and_gives_its_outputs(batch_first, norm_first):
     kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
-              dim_feedforward=16, dropout=0.0, batch_first=batch_first, norm_first=norm_first)  # fmt: skip
+              dim_feedforward=16, dropout=0.0, batch_first=batch_first,
+              norm_first=norm_first)  # fmt: skip
     torch.manual_seed(0)
     theirs, ours = torch.nn.Transformer(**kw), nn.Transformer(**kw)
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
@@ -80,8 +83,8 @@ def test_a_transformer_loads_torchs_weights_and_gives_its_outputs(batch_first, n
     pad = np.zeros((3, 5), bool)
     pad[1, 3:] = True
     st, sl = torch.tensor(src, requires_grad=True), Tensor(src, requires_grad=True)
-    yt = theirs(st, torch.tensor(tgt), tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4),
-                src_key_padding_mask=torch.tensor(pad))  # fmt: skip
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    yt = theirs(st, torch.tensor(tgt), tgt_mask=causal, src_key_padding_mask=torch.tensor(pad))
     yl = ours(sl, Tensor(tgt), tgt_mask=nn.Transformer.generate_square_subsequent_mask(4),
               src_key_padding_mask=Tensor(pad))  # fmt: skip
     np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
@@ -164,7 +167,9 @@ def test_random_split_gives_disjoint_subsets_by_counts_or_fractions():
 
 
 def test_the_stand_ins_answer_for_a_cpu_and_say_what_they_are():
-    assert limn.accelerator.is_available() is False and limn.accelerator.current_accelerator() is None
+    assert (
+        limn.accelerator.is_available() is False and limn.accelerator.current_accelerator() is None
+    )
     limn.cuda.manual_seed_all(3)
     a = limn.randn(2).tolist()
     limn.manual_seed(3)
@@ -233,3 +238,32 @@ def test_generate_samples_a_model_that_returns_logits_and_loss():
     assert out.tolist() == idx.tolist()
     with pytest.raises(ValueError, match="prompts of different lengths"):
         limn.generate(model, [[1, 2], [3]], 2)
+
+
+FORK = """
+import multiprocessing as mp
+import numpy as np
+from limn import Tensor
+
+def work(q):
+    a = Tensor(np.ones((256, 256), np.float32), device="c")
+    q.put((a @ a).sum().item())
+
+if __name__ == "__main__":
+    a = Tensor(np.ones((256, 256), np.float32), device="c")
+    first = (a @ a).sum().item()  # the parent's OpenMP team starts here
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=work, args=(q,))
+    p.start()
+    p.join(60)
+    print(p.exitcode, q.get(timeout=5) == first)
+"""
+
+
+def test_a_process_forked_after_a_threaded_kernel_runs_kernels_in_the_child(tmp_path):
+    path = tmp_path / "fork.py"
+    path.write_text(FORK)
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["0", "True"], out.stderr[-2000:]

@@ -9,8 +9,8 @@ A name torch has and limn does not is an AttributeError naming ``limn.cuda``.
 
 from __future__ import annotations
 
-from limn.cuda import amp  # noqa: F401  (torch.cuda.amp.GradScaler / autocast)
 from limn.creation import set_seed
+from limn.cuda import amp  # noqa: F401  (torch.cuda.amp.GradScaler / autocast)
 
 
 def is_available() -> bool:
