@@ -471,3 +471,182 @@ def test_a_gradient_penalty_regression_follows_torch_step_for_step():
         for _ in range(5)
     ]  # fmt: skip
     _close(*_both(penalty_program, data))
+
+
+# ---- pytorch/examples' programs, in their own shapes ----------------------------------
+#
+# Small re-creations of pytorch/examples' mnist and word_language_model (LSTM and
+# Transformer): their modules, data loading, optimizers and loops as written there, on tiny
+# sizes and random data. Departures: dropout is 0 (each library draws its own masks); the
+# word model steps ``optim.SGD`` where the original writes ``p.data.add_(p.grad,
+# alpha=-lr)`` (the same update), and spells ``data.narrow(0, 0, n)`` as ``data[:n]`` and
+# ``weight.new_zeros(...)`` as ``torch.zeros(..., dtype=weight.dtype)`` (names another
+# change adds).
+
+
+def mnist_program(torch, init, images, labels):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 4, 3, 1)
+            self.conv2 = nn.Conv2d(4, 6, 3, 1)
+            self.dropout1 = nn.Dropout(0.0)
+            self.fc1 = nn.Linear(6 * 3 * 3, 16)
+            self.fc2 = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = F.relu(self.conv1(x))
+            x = F.relu(self.conv2(x))
+            x = F.max_pool2d(x, 2)
+            x = self.dropout1(x)
+            x = torch.flatten(x, 1)
+            x = F.relu(self.fc1(x))
+            return F.log_softmax(self.fc2(x), dim=1)
+
+    model = Net()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    dataset = torch.utils.data.TensorDataset(torch.tensor(images), torch.tensor(labels))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    losses = []
+    for _epoch in range(2):
+        model.train()
+        for data, target in loader:
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(data), target)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        scheduler.step()
+    model.eval()
+    with torch.no_grad():
+        test_loss = F.nll_loss(model(torch.tensor(images)), torch.tensor(labels), reduction="sum")
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses, test_loss.item()
+
+
+def test_the_mnist_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(21)
+    images = rng.standard_normal((12, 1, 10, 10)).astype(np.float32)
+    _close(*_both(mnist_program, images, rng.integers(0, 10, 12)), tol=5e-4)
+
+
+def word_lm_program(torch, init, ids, kind):
+    nn, F = torch.nn, torch.nn.functional
+
+    class RNNModel(nn.Module):
+        def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.0):
+            super().__init__()
+            self.ntoken = ntoken
+            self.drop = nn.Dropout(dropout)
+            self.encoder = nn.Embedding(ntoken, ninp)
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+            self.decoder = nn.Linear(nhid, ntoken)
+            self.init_weights()
+            self.rnn_type, self.nhid, self.nlayers = rnn_type, nhid, nlayers
+
+        def init_weights(self):
+            initrange = 0.1
+            nn.init.uniform_(self.encoder.weight, -initrange, initrange)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -initrange, initrange)
+
+        def forward(self, input, hidden):
+            emb = self.drop(self.encoder(input))
+            output, hidden = self.rnn(emb, hidden)
+            output = self.drop(output)
+            decoded = self.decoder(output).view(-1, self.ntoken)
+            return F.log_softmax(decoded, dim=1), hidden
+
+        def init_hidden(self, bsz):
+            weight = next(self.parameters())
+            if self.rnn_type == "LSTM":
+                return (torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype),
+                        torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype))  # fmt: skip
+            return torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype)
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, dropout=0.0, max_len=64):
+            super().__init__()
+            self.dropout = nn.Dropout(p=dropout)
+            pe = torch.zeros(max_len, d_model)
+            position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(1e4) / d_model))
+            pe[:, 0::2] = torch.sin(position * div_term)
+            pe[:, 1::2] = torch.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[: x.size(0), :])
+
+    class TransformerModel(nn.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.0):
+            super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid,
+                             num_encoder_layers=nlayers, dropout=dropout)  # fmt: skip
+            self.src_mask = None
+            self.pos_encoder = PositionalEncoding(ninp, dropout)
+            self.input_emb = nn.Embedding(ntoken, ninp)
+            self.ninp = ninp
+            self.decoder = nn.Linear(ninp, ntoken)
+            nn.init.uniform_(self.input_emb.weight, -0.1, 0.1)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+        def forward(self, src, has_mask=True):
+            if has_mask and (self.src_mask is None or self.src_mask.size(0) != len(src)):
+                self.src_mask = torch.log(torch.tril(torch.ones(len(src), len(src))))
+            src = self.pos_encoder(self.input_emb(src) * math.sqrt(self.ninp))
+            output = self.decoder(self.encoder(src, mask=self.src_mask))
+            return F.log_softmax(output, dim=-1)
+
+    ntokens, bptt, bsz = 12, 5, 3
+    if kind == "Transformer":
+        model = TransformerModel(ntokens, 8, 2, 16, 2)
+    else:
+        model = RNNModel(kind, ntokens, 8, 8, 2)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    data = torch.tensor(ids)
+    nbatch = data.size(0) // bsz
+    train_data = data[: nbatch * bsz].view(bsz, -1).t().contiguous()
+
+    def get_batch(source, i):
+        seq_len = min(bptt, len(source) - 1 - i)
+        return source[i : i + seq_len], source[i + 1 : i + 1 + seq_len].view(-1)
+
+    def repackage_hidden(h):
+        return h.detach() if isinstance(h, torch.Tensor) else tuple(repackage_hidden(v) for v in h)
+
+    criterion = nn.NLLLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=2.0)
+    model.train()
+    hidden = None if kind == "Transformer" else model.init_hidden(bsz)
+    losses = []
+    for i in range(0, train_data.size(0) - 1, bptt):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        if kind == "Transformer":
+            output = model(data).view(-1, ntokens)
+        else:
+            hidden = repackage_hidden(hidden)
+            output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        losses.append(loss.item())
+    # a Tensor attribute is state in limn (nothing is registered), so limn's state dict
+    # also holds the cached mask, which torch keeps out as a plain attribute
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items() if k != "src_mask"}
+    return state, losses
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "Transformer"])
+def test_the_word_language_model_follows_torch_batch_for_batch(kind):
+    ids = np.random.default_rng(22).integers(0, 12, 48)
+    _close(*_both(word_lm_program, ids, kind), tol=5e-4)
