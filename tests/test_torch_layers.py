@@ -56,6 +56,19 @@ def test_recurrent_layers_load_torchs_weights_and_give_its_outputs_and_gradients
         )
 
 
+def test_each_steps_gradient_is_a_row_of_the_outputs_gradient_not_a_select_chain():
+    """Through the primitives, step t's gradient selected its row out of every other
+    step's (a WHERE per step, fused into every per-step kernel: T**2 in all)."""
+
+    def selects(steps: int) -> int:
+        lstm, head = nn.LSTM(3, 4), nn.Linear(4, 2)
+        y, _ = lstm(Tensor(np.ones((steps, 2, 3), np.float32)))
+        head(y).sum().backward()
+        return limn.ir(lstm.weight_hh_l0.grad, "kernel").count("WHERE")
+
+    assert selects(6) == selects(12) == 0
+
+
 def test_an_unbatched_lstm_and_a_wrong_state_answer_as_torch_does():
     lstm = nn.LSTM(3, 4, num_layers=2)
     out, (h, c) = lstm(Tensor.randn(5, 3))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from ir.graph import dtypes
+from limn.autograd import no_grad
 from limn.nn.module import Module, _uniform_param
 from limn.tensor import Tensor, cat, stack
 
@@ -138,7 +139,7 @@ class _RNNBase(Module):
         for t in order:
             h, c = self._cell(steps[t], h, c, w_hh, b_hh)
             outs[t] = h
-        return stack(outs), h, c
+        return _stacked(outs), h, c
 
     def _cell(self, xt: Tensor, h: Tensor, c: Tensor, w_hh: Tensor, b_hh):
         if self.mode == "LSTM":
@@ -167,6 +168,22 @@ class _RNNBase(Module):
         )
         shown += [f"{k}={getattr(self, k)!r}" for k, v in defaults.items() if getattr(self, k) != v]
         return ", ".join(shown)
+
+
+def _stacked(steps: list[Tensor]) -> Tensor:
+    """``stack(steps)`` whose gradient is a view of the incoming gradient per step.
+
+    Through the primitives, a stack's gradient reaches step t through every other step's
+    select (its WHERE chain), so each of the T per-step gradients costs T: a 35-step
+    sequence spent most of its backward there. Recorded as one op, step t's gradient is
+    row t of the stack's gradient."""
+    with no_grad():
+        y = stack(steps)
+    return Tensor._make(y.node, y.device, _unstack_grad, tuple(steps))
+
+
+def _unstack_grad(ctx, out, g):
+    return g.unbind(0)
 
 
 class RNN(_RNNBase):
