@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from limn.nn import Dropout, LayerNorm, Linear, MultiHeadAttention, init
+from limn.nn import init
+from limn.nn.layers import Dropout, LayerNorm, Linear, MultiHeadAttention
 from limn.nn.module import Module, ModuleList
 from limn.tensor import Tensor
 
