@@ -650,3 +650,295 @@ def word_lm_program(torch, init, ids, kind):
 def test_the_word_language_model_follows_torch_batch_for_batch(kind):
     ids = np.random.default_rng(22).integers(0, 12, 48)
     _close(*_both(word_lm_program, ids, kind), tol=5e-4)
+
+
+# ---- makemore's recurrent models and nanoGPT's train.py, in their own shapes ---------
+#
+# makemore's RNN and GRU (cells of its own, over nn.Linear and torch.cat), its Dataset of
+# words padded with -1 targets and its endless loader; nanoGPT's model (its names, tied
+# head, special init, (logits, loss) forward) trained by train.py's loop: a GradScaler
+# (disabled, as for float32), torch.compile, the backends flags, configure_optimizers'
+# decay groups and its check for a fused AdamW, get_lr written into each group, clipping.
+# Departures: the loaders walk the data in order (each library's random order is its own)
+# and dropout is 0.
+
+
+def makemore_program(torch, init, words, cell_type):
+    nn, F = torch.nn, torch.nn.functional
+
+    class CharDataset(torch.utils.data.Dataset):
+        def __init__(self, words, chars, max_word_length):
+            self.words, self.max_word_length = words, max_word_length
+            self.stoi = {ch: i + 1 for i, ch in enumerate(chars)}
+
+        def __len__(self):
+            return len(self.words)
+
+        def encode(self, word):
+            return torch.tensor([self.stoi[w] for w in word], dtype=torch.long)
+
+        def __getitem__(self, idx):
+            word = self.words[idx]
+            ix = self.encode(word)
+            x = torch.zeros(self.max_word_length + 1, dtype=torch.long)
+            y = torch.zeros(self.max_word_length + 1, dtype=torch.long)
+            x[1 : 1 + len(ix)] = ix
+            y[: len(ix)] = ix
+            y[len(ix) + 1 :] = -1  # index -1 will mask the loss at the inactive locations
+            return x, y
+
+    class InfiniteDataLoader:
+        def __init__(self, dataset, **kwargs):
+            sampler = torch.utils.data.SequentialSampler(dataset)  # makemore: RandomSampler
+            self.train_loader = torch.utils.data.DataLoader(dataset, sampler=sampler, **kwargs)
+            self.data_iter = iter(self.train_loader)
+
+        def next(self):
+            try:
+                batch = next(self.data_iter)
+            except StopIteration:  # this will technically only happen after 1e10 samples...
+                self.data_iter = iter(self.train_loader)
+                batch = next(self.data_iter)
+            return batch
+
+    class RNNCell(nn.Module):
+        def __init__(self, n_embd, n_embd2):
+            super().__init__()
+            self.xh_to_h = nn.Linear(n_embd + n_embd2, n_embd2)
+
+        def forward(self, xt, hprev):
+            return F.tanh(self.xh_to_h(torch.cat([xt, hprev], dim=1)))
+
+    class GRUCell(nn.Module):
+        def __init__(self, n_embd, n_embd2):
+            super().__init__()
+            self.xh_to_z = nn.Linear(n_embd + n_embd2, n_embd2)
+            self.xh_to_r = nn.Linear(n_embd + n_embd2, n_embd2)
+            self.xh_to_hbar = nn.Linear(n_embd + n_embd2, n_embd2)
+
+        def forward(self, xt, hprev):
+            xh = torch.cat([xt, hprev], dim=1)
+            r = F.sigmoid(self.xh_to_r(xh))
+            xhr = torch.cat([xt, r * hprev], dim=1)
+            hbar = F.tanh(self.xh_to_hbar(xhr))
+            z = F.sigmoid(self.xh_to_z(xh))
+            return (1 - z) * hprev + z * hbar
+
+    class RNN(nn.Module):
+        def __init__(self, vocab_size, block_size, n_embd=8, n_embd2=12):
+            super().__init__()
+            self.block_size, self.vocab_size = block_size, vocab_size
+            self.start = nn.Parameter(torch.zeros(1, n_embd2))
+            self.wte = nn.Embedding(vocab_size, n_embd)
+            cell = {"rnn": RNNCell, "gru": GRUCell}[cell_type]
+            self.cell = cell(n_embd, n_embd2)
+            self.lm_head = nn.Linear(n_embd2, self.vocab_size)
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            emb = self.wte(idx)
+            hprev = self.start.expand((b, -1))
+            hiddens = []
+            for i in range(t):
+                hprev = self.cell(emb[:, i, :], hprev)
+                hiddens.append(hprev)
+            logits = self.lm_head(torch.stack(hiddens, 1))
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(
+                    logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+                )
+            return logits, loss
+
+    chars = sorted(set("".join(words)))
+    max_len = max(len(w) for w in words)
+    model = RNN(len(chars) + 1, max_len + 1)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    print(f"number of parameters: {sum(p.numel() for p in model.parameters())}")
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=5e-3, weight_decay=0.01, betas=(0.9, 0.99), eps=1e-8
+    )
+    batch_loader = InfiniteDataLoader(CharDataset(words, chars, max_len), batch_size=4)
+    losses = []
+    for _step in range(4):
+        X, Y = batch_loader.next()
+        logits, loss = model(X, Y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+@pytest.mark.parametrize("cell_type", ["rnn", "gru"])
+def test_makemores_recurrent_models_follow_torch_step_for_step(cell_type):
+    words = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "ella", "ivy"]
+    _close(*_both(makemore_program, words, cell_type), tol=5e-4)
+
+
+def nanogpt_program(torch, init, ids):
+    import inspect
+    from contextlib import nullcontext
+
+    nn, F = torch.nn, torch.nn.functional
+    n_layer, n_head, n_embd, block_size, vocab_size, bias, dropout = 2, 2, 16, 8, 13, True, 0.0
+
+    class LayerNorm(nn.Module):
+        def __init__(self, ndim, bias):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(ndim))
+            self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+        def forward(self, input):
+            return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+            self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+            self.attn_dropout, self.resid_dropout = nn.Dropout(dropout), nn.Dropout(dropout)
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0,
+                                               is_causal=True)  # fmt: skip
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.attn = LayerNorm(n_embd, bias=bias), CausalSelfAttention()
+            self.ln_2, self.mlp = LayerNorm(n_embd, bias=bias), MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(vocab_size, n_embd), wpe=nn.Embedding(block_size, n_embd),
+                drop=nn.Dropout(dropout), h=nn.ModuleList([Block() for _ in range(n_layer)]),
+                ln_f=LayerNorm(n_embd, bias=bias),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():
+                if pn.endswith("c_proj.weight"):
+                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            if targets is not None:
+                logits = self.lm_head(x)
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                       ignore_index=-1)  # fmt: skip
+            else:
+                logits, loss = self.lm_head(x[:, [-1], :]), None
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+            param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [{"params": decay_params, "weight_decay": weight_decay},
+                            {"params": nodecay_params, "weight_decay": 0.0}]  # fmt: skip
+            fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
+            use_fused = fused_available and device_type == "cuda"
+            extra_args = dict(fused=True) if use_fused else dict()
+            return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    device_type, dtype = "cpu", "float32"
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type, ptdtype[dtype])
+    model = GPT()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+    optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), device_type)
+    if torch.__name__ == "limn":  # torch's inductor takes minutes on a CPU: limn's alone
+        model = torch.compile(model)
+    data = np.asarray(ids, dtype=np.uint16)
+
+    def get_batch(start):
+        ix = [start, start + 3, start + 7]  # nanoGPT: torch.randint(len(data) - block_size, ...)
+        x = torch.stack([torch.from_numpy((data[i : i + block_size]).astype(np.int64)) for i in ix])
+        y = torch.stack(
+            [torch.from_numpy((data[i + 1 : i + 1 + block_size]).astype(np.int64)) for i in ix]
+        )
+        return x, y
+
+    def get_lr(it, warmup_iters=2, lr_decay_iters=6, learning_rate=1e-2, min_lr=1e-3):
+        if it < warmup_iters:
+            return learning_rate * (it + 1) / (warmup_iters + 1)
+        decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (learning_rate - min_lr)
+
+    losses = []
+    X, Y = get_batch(0)
+    for iter_num in range(5):
+        lr = get_lr(iter_num)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
+        with ctx:
+            logits, loss = model(X, Y)
+        X, Y = get_batch(iter_num + 1)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return state, losses, model
+
+
+def test_nanogpts_train_loop_follows_torch_and_limn_generate_samples_its_model():
+    ids = np.random.default_rng(23).integers(0, 13, 40)
+    ours, theirs = _both(nanogpt_program, ids)
+    _close(ours[:2], theirs[:2], tol=5e-4)
+    prompt = np.array([[1, 2, 3]])
+    idx = torch.tensor(prompt)
+    with torch.no_grad():  # nanoGPT's generate, greedy
+        for _ in range(4):
+            logits, _ = theirs[2](idx[:, -8:])
+            idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
+    assert limn.generate(ours[2], Tensor(prompt), 4, temperature=0).tolist() == idx.tolist()

@@ -117,6 +117,77 @@ class ConcatDataset(Dataset):
         return self.datasets[d][index - (self.ends[d - 1] if d else 0)]
 
 
+class Sampler:
+    """Base class: an iterable of dataset indices (``DataLoader(sampler=)``)."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__}: define __iter__")
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A permutation of the indices, or with ``replacement`` ``num_samples`` uniform
+    draws (makemore's endless loader: ``num_samples=int(1e10)``, drawn lazily)."""
+
+    def __init__(self, data_source, replacement: bool = False, num_samples=None, generator=None):
+        self.data_source, self.replacement, self.generator = data_source, replacement, generator
+        self._num_samples = num_samples
+        _permutation(0, generator)
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        if not self.replacement:
+            yield from _permutation(n, self.generator).tolist()[: self.num_samples]
+            return
+        rng = creation._rng[0] if self.generator is None else self.generator._rng
+        left = self.num_samples
+        while left > 0:  # in chunks: a sampler of 1e10 draws must not make them all at once
+            chunk = rng.integers(0, n, min(left, 1024))
+            left -= len(chunk)
+            yield from chunk.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of ``batch_size`` indices from ``sampler``, the last short one unless
+    ``drop_last``."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool):
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self):
+        batch: list[int] = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
 def random_split(dataset, lengths: Sequence, generator: Generator | None = None) -> list[Subset]:
     """Disjoint random Subsets of the given lengths, or of fractions summing to 1 (the
     remainder given one item each to the first parts, as torch does)."""
@@ -164,6 +235,16 @@ def default_collate(batch: list):
     )
 
 
+class _Indices:
+    """A DataLoader's index order, walked afresh at each epoch."""
+
+    def __init__(self, make: Callable[[], Iterator[int]]):
+        self.make = make
+
+    def __iter__(self):
+        return self.make()
+
+
 class DataLoader:
     """Batches of ``dataset`` (module docstring): ``batch_size`` items a batch (None: the
     items one by one, uncollated), in order or ``shuffle``d by ``generator``, the last
@@ -204,16 +285,8 @@ class DataLoader:
 
     def _batches(self) -> Iterator[list[int]]:
         if self.batch_sampler is not None:
-            yield from self.batch_sampler
-            return
-        batch: list[int] = []
-        for i in self._indices():
-            batch.append(i)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
-            yield batch
+            return iter(self.batch_sampler)
+        return iter(BatchSampler(_Indices(self._indices), self.batch_size, self.drop_last))
 
     def __iter__(self):
         if self.batch_size is None and self.batch_sampler is None:
