@@ -13,7 +13,6 @@ dim=-1)``, ``limn.tril(m)``), found on ``Tensor`` when asked (``__getattr__`` be
 
 import inspect
 import os
-import types
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from limn import autograd, nn, optim, serialize
+from limn import accelerator, amp, autograd, backends, cuda, nn, onnx, optim, serialize, utils
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
 from limn.creation import device_name as device
@@ -70,6 +69,22 @@ def array_namespace():
 
 _profile.from_env()  # LIMN_PROFILE=1: time every kernel, print the table at exit
 
+
+def _one_thread_in_a_forked_child() -> None:
+    """libgomp's thread team does not survive ``fork()``: a child (Python's
+    ``multiprocessing`` forks by default, and so does a DataLoader of other libraries)
+    that enters a parallel region after its parent ran one waits forever for threads it
+    does not have. So a forked child runs the c device's kernels on one thread, which
+    gives the same bits (no fold's order depends on the thread count)."""
+    from limn.runtime.device import _devices
+
+    for dev in list(_devices.values()):
+        if hasattr(dev, "set_threads"):
+            dev.set_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_thread_in_a_forked_child)
+
 # ---- torch's names --------------------------------------------------------------------
 
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
@@ -90,15 +105,10 @@ def allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     return np.allclose(np.asarray(a), np.asarray(b), rtol, atol, equal_nan)
 
 
-def _cuda_available() -> bool:
-    try:
-        get_device("cuda")
-        return True
-    except (RuntimeError, OSError, ValueError):
-        return False
-
-
-cuda = types.SimpleNamespace(is_available=_cuda_available)
+def compile(model=None, **options):  # noqa: A001
+    """torch.compile's stand-in: ``model`` itself. limn compiles every realize already
+    (a plan per graph, cached), so there is nothing to wrap; ``options`` are ignored."""
+    return (lambda m: m) if model is None else model
 
 
 def __getattr__(name: str):
@@ -112,11 +122,16 @@ def __getattr__(name: str):
 __all__ = [
     "Tensor",
     "array_namespace",
+    "accelerator",
+    "amp",
     "autograd",
+    "backends",
     "bfloat16",
     "bool_",
     "capture",
     "cat",
+    "compile",
+    "cuda",
     "current_device",
     "device",
     "einsum",
@@ -139,6 +154,7 @@ __all__ = [
     "multinomial",
     "nn",
     "no_grad",
+    "onnx",
     "optim",
     "profile",
     "realize",
@@ -150,6 +166,7 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "utils",
     "viz",
     "where",
 ]

@@ -136,12 +136,20 @@ def generate(
 
     A model that offers a kv cache (``ctx``, ``nn.MultiHeadAttention`` layers and a
     ``forward(idx, cache=None)``) samples each prompt over it (``stream``); any other module
-    whose forward maps (B, T) ids to (B, T, V) logits runs the window again for every
-    token, all prompts at once, cropped to its context when it names one (``ctx``, or
+    whose forward maps (B, T) ids to (B, T, V) logits (or the last position's (B, 1, V),
+    or either first in a tuple, as nanoGPT's ``(logits, loss)``) runs the window again
+    for every token, all prompts at once, cropped to its context when it names one (``ctx``, or
     nanoGPT's ``block_size`` or ``config.block_size``). Prompt r draws from
     ``Rng(seed + r)``, so a batch of equal prompts gives different samples.
     """
-    given = idx.numpy() if isinstance(idx, Tensor) else np.asarray(list(idx))
+    given = idx.numpy() if isinstance(idx, Tensor) else list(idx)
+    lengths = {len(r) for r in given if isinstance(r, list | tuple)}
+    if not isinstance(idx, Tensor) and len(lengths) > 1:
+        raise ValueError(
+            f"generate: prompts of different lengths {sorted(lengths)} in one batch; pass "
+            "them one at a time, or pad them to one length"
+        )
+    given = np.asarray(given)
     rows = given.reshape(1, -1) if given.ndim == 1 else given
     if rows.ndim != 2 or not rows.shape[1] or rows.dtype.kind not in "iu":
         raise ValueError(
@@ -182,10 +190,16 @@ def _windowed(model, rows: np.ndarray, n: int, temperature, top_k, seed) -> list
     for _ in range(n):
         window = np.asarray(out, rows.dtype)[:, -ctx:] if ctx else np.asarray(out, rows.dtype)
         logits = model(Tensor(window))
-        if logits.ndim != 3 or logits.shape[:2] != window.shape:
+        if isinstance(logits, tuple | list):  # nanoGPT's (logits, loss): the first item
+            logits = logits[0]
+        b, t = window.shape
+        fits = isinstance(logits, Tensor) and logits.ndim == 3
+        if not fits or logits.shape[:2] not in ((b, t), (b, 1)):
+            got = logits.shape if isinstance(logits, Tensor) else type(logits).__name__
             raise ValueError(
-                f"generate: {type(model).__name__} maps ids {window.shape} to "
-                f"{logits.shape}; it must give logits (B, T, vocab)"
+                f"generate: {type(model).__name__} maps ids {window.shape} to {got}; it "
+                f"must give logits (B, T, vocab) or the last position's (B, 1, vocab), "
+                f"alone or first in a tuple"
             )
         last = logits[:, -1].numpy()
         for r, row in enumerate(out):

@@ -265,7 +265,7 @@ def test_named_parameters_give_dotted_paths_through_lists_dicts_and_modules():
     names = [n for n, _ in net.named_parameters()]
     assert list(net.state_dict()) == names + ["tied", "scale"]  # torch's state dict: both
     assert net.state_dict()["tied"] is net.embed.weight
-    assert net.parameters()[0] is net.embed.weight
+    assert next(net.parameters()) is net.embed.weight
 
 
 def test_train_and_eval_reach_every_submodule():
@@ -534,4 +534,4 @@ def test_parameter_and_buffer_are_the_attributes_torch_code_makes():
     assert [n for n, _ in m.named_parameters()] == ["w"] and m.w.requires_grad
     assert [n for n, _ in m.named_buffers()] == ["b", "v"]
     m.requires_grad_(False)
-    assert m.parameters() == []
+    assert list(m.parameters()) == []

@@ -105,6 +105,57 @@ def test_adam_and_adamw_match_torch_every_step(name, kw):
     run_side_by_side(model, opt, tmodel, topt)
 
 
+MORE_CASES = [
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-5, "weight_decay": 0.1}),
+    ("RMSprop", {}),
+    ("RMSprop", {"alpha": 0.9, "weight_decay": 0.05, "momentum": 0.8}),
+    ("RMSprop", {"centered": True, "momentum": 0.5}),
+    ("Adagrad", {}),
+    ("Adagrad", {"lr_decay": 0.1, "weight_decay": 0.05, "initial_accumulator_value": 0.3}),
+]
+
+
+@pytest.mark.parametrize("name,kw", MORE_CASES, ids=[f"{n}-{k}" for n, k in MORE_CASES])
+def test_adadelta_rmsprop_and_adagrad_match_torch_every_step(name, kw):
+    limn.set_seed(2)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = getattr(optim, name)(model.parameters(), **{"lr": 0.01, **kw})
+    topt = getattr(torch.optim, name)(tmodel.parameters(), **{"lr": 0.01, **kw})
+    run_side_by_side(model, opt, tmodel, topt)
+
+
+def test_a_group_added_later_is_stepped_with_its_own_settings_as_in_torch():
+    limn.set_seed(3)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.RMSprop([model.fc1.weight, model.fc1.bias], lr=0.01)
+    topt = torch.optim.RMSprop([tmodel.fc1.weight, tmodel.fc1.bias], lr=0.01)
+    for o, m in ((opt, model), (topt, tmodel)):
+        o.add_param_group({"params": list(m.fc2.parameters()), "lr": 0.002, "momentum": 0.5})
+    assert [g["lr"] for g in opt.param_groups] == [0.01, 0.002]
+    run_side_by_side(model, opt, tmodel, topt)
+    with pytest.raises(ValueError, match="listed twice"):
+        opt.add_param_group({"params": [model.fc1.weight]})
+    with pytest.raises(ValueError, match="needs 'params' and settings among"):
+        opt.add_param_group({"params": [Tensor([1.0], requires_grad=True)], "betas": (0.9, 0.9)})
+
+
+def test_zero_grad_keeps_zeroed_gradients_when_not_set_to_none():
+    model = MLP()
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    limn_step(model, opt, *batches(1)[0])  # leaves grads None
+    nn.mse_loss(model(Tensor(batches(1)[0][0])), Tensor(batches(1)[0][1])).backward()
+    opt.zero_grad(set_to_none=False)
+    for p in model.parameters():
+        assert p.grad is not None and p.grad.shape == p.shape and not p.grad.numpy().any()
+    model.zero_grad(set_to_none=False)
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
 SCHEDULERS = [
     ("StepLR", {"step_size": 4, "gamma": 0.5}),
     ("MultiStepLR", {"milestones": [3, 7, 12], "gamma": 0.3}),

@@ -471,3 +471,474 @@ def test_a_gradient_penalty_regression_follows_torch_step_for_step():
         for _ in range(5)
     ]  # fmt: skip
     _close(*_both(penalty_program, data))
+
+
+# ---- pytorch/examples' programs, in their own shapes ----------------------------------
+#
+# Small re-creations of pytorch/examples' mnist and word_language_model (LSTM and
+# Transformer): their modules, data loading, optimizers and loops as written there, on tiny
+# sizes and random data. Departures: dropout is 0 (each library draws its own masks); the
+# word model steps ``optim.SGD`` where the original writes ``p.data.add_(p.grad,
+# alpha=-lr)`` (the same update), and spells ``data.narrow(0, 0, n)`` as ``data[:n]`` and
+# ``weight.new_zeros(...)`` as ``torch.zeros(..., dtype=weight.dtype)`` (names another
+# change adds).
+
+
+def mnist_program(torch, init, images, labels):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 4, 3, 1)
+            self.conv2 = nn.Conv2d(4, 6, 3, 1)
+            self.dropout1 = nn.Dropout(0.0)
+            self.fc1 = nn.Linear(6 * 3 * 3, 16)
+            self.fc2 = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = F.relu(self.conv1(x))
+            x = F.relu(self.conv2(x))
+            x = F.max_pool2d(x, 2)
+            x = self.dropout1(x)
+            x = torch.flatten(x, 1)
+            x = F.relu(self.fc1(x))
+            return F.log_softmax(self.fc2(x), dim=1)
+
+    model = Net()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    dataset = torch.utils.data.TensorDataset(torch.tensor(images), torch.tensor(labels))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    losses = []
+    for _epoch in range(2):
+        model.train()
+        for data, target in loader:
+            optimizer.zero_grad()
+            loss = F.nll_loss(model(data), target)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        scheduler.step()
+    model.eval()
+    with torch.no_grad():
+        test_loss = F.nll_loss(model(torch.tensor(images)), torch.tensor(labels), reduction="sum")
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses, test_loss.item()
+
+
+def test_the_mnist_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(21)
+    images = rng.standard_normal((12, 1, 10, 10)).astype(np.float32)
+    _close(*_both(mnist_program, images, rng.integers(0, 10, 12)), tol=5e-4)
+
+
+def word_lm_program(torch, init, ids, kind):
+    nn, F = torch.nn, torch.nn.functional
+
+    class RNNModel(nn.Module):
+        def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.0):
+            super().__init__()
+            self.ntoken = ntoken
+            self.drop = nn.Dropout(dropout)
+            self.encoder = nn.Embedding(ntoken, ninp)
+            self.rnn = getattr(nn, rnn_type)(ninp, nhid, nlayers, dropout=dropout)
+            self.decoder = nn.Linear(nhid, ntoken)
+            self.init_weights()
+            self.rnn_type, self.nhid, self.nlayers = rnn_type, nhid, nlayers
+
+        def init_weights(self):
+            initrange = 0.1
+            nn.init.uniform_(self.encoder.weight, -initrange, initrange)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -initrange, initrange)
+
+        def forward(self, input, hidden):
+            emb = self.drop(self.encoder(input))
+            output, hidden = self.rnn(emb, hidden)
+            output = self.drop(output)
+            decoded = self.decoder(output).view(-1, self.ntoken)
+            return F.log_softmax(decoded, dim=1), hidden
+
+        def init_hidden(self, bsz):
+            weight = next(self.parameters())
+            if self.rnn_type == "LSTM":
+                return (torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype),
+                        torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype))  # fmt: skip
+            return torch.zeros(self.nlayers, bsz, self.nhid, dtype=weight.dtype)
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self, d_model, dropout=0.0, max_len=64):
+            super().__init__()
+            self.dropout = nn.Dropout(p=dropout)
+            pe = torch.zeros(max_len, d_model)
+            position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(1e4) / d_model))
+            pe[:, 0::2] = torch.sin(position * div_term)
+            pe[:, 1::2] = torch.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[: x.size(0), :])
+
+    class TransformerModel(nn.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout=0.0):
+            super().__init__(d_model=ninp, nhead=nhead, dim_feedforward=nhid,
+                             num_encoder_layers=nlayers, dropout=dropout)  # fmt: skip
+            self.src_mask = None
+            self.pos_encoder = PositionalEncoding(ninp, dropout)
+            self.input_emb = nn.Embedding(ntoken, ninp)
+            self.ninp = ninp
+            self.decoder = nn.Linear(ninp, ntoken)
+            nn.init.uniform_(self.input_emb.weight, -0.1, 0.1)
+            nn.init.zeros_(self.decoder.bias)
+            nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
+
+        def forward(self, src, has_mask=True):
+            if has_mask and (self.src_mask is None or self.src_mask.size(0) != len(src)):
+                self.src_mask = torch.log(torch.tril(torch.ones(len(src), len(src))))
+            src = self.pos_encoder(self.input_emb(src) * math.sqrt(self.ninp))
+            output = self.decoder(self.encoder(src, mask=self.src_mask))
+            return F.log_softmax(output, dim=-1)
+
+    ntokens, bptt, bsz = 12, 5, 3
+    if kind == "Transformer":
+        model = TransformerModel(ntokens, 8, 2, 16, 2)
+    else:
+        model = RNNModel(kind, ntokens, 8, 8, 2)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    data = torch.tensor(ids)
+    nbatch = data.size(0) // bsz
+    train_data = data[: nbatch * bsz].view(bsz, -1).t().contiguous()
+
+    def get_batch(source, i):
+        seq_len = min(bptt, len(source) - 1 - i)
+        return source[i : i + seq_len], source[i + 1 : i + 1 + seq_len].view(-1)
+
+    def repackage_hidden(h):
+        return h.detach() if isinstance(h, torch.Tensor) else tuple(repackage_hidden(v) for v in h)
+
+    criterion = nn.NLLLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=2.0)
+    model.train()
+    hidden = None if kind == "Transformer" else model.init_hidden(bsz)
+    losses = []
+    for i in range(0, train_data.size(0) - 1, bptt):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        if kind == "Transformer":
+            output = model(data).view(-1, ntokens)
+        else:
+            hidden = repackage_hidden(hidden)
+            output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        losses.append(loss.item())
+    # a Tensor attribute is state in limn (nothing is registered), so limn's state dict
+    # also holds the cached mask, which torch keeps out as a plain attribute
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items() if k != "src_mask"}
+    return state, losses
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "Transformer"])
+def test_the_word_language_model_follows_torch_batch_for_batch(kind):
+    ids = np.random.default_rng(22).integers(0, 12, 48)
+    _close(*_both(word_lm_program, ids, kind), tol=5e-4)
+
+
+# ---- makemore's recurrent models and nanoGPT's train.py, in their own shapes ---------
+#
+# makemore's RNN and GRU (cells of its own, over nn.Linear and torch.cat), its Dataset of
+# words padded with -1 targets and its endless loader; nanoGPT's model (its names, tied
+# head, special init, (logits, loss) forward) trained by train.py's loop: a GradScaler
+# (disabled, as for float32), torch.compile, the backends flags, configure_optimizers'
+# decay groups and its check for a fused AdamW, get_lr written into each group, clipping.
+# Departures: the loaders walk the data in order (each library's random order is its own)
+# and dropout is 0.
+
+
+def makemore_program(torch, init, words, cell_type):
+    nn, F = torch.nn, torch.nn.functional
+
+    class CharDataset(torch.utils.data.Dataset):
+        def __init__(self, words, chars, max_word_length):
+            self.words, self.max_word_length = words, max_word_length
+            self.stoi = {ch: i + 1 for i, ch in enumerate(chars)}
+
+        def __len__(self):
+            return len(self.words)
+
+        def encode(self, word):
+            return torch.tensor([self.stoi[w] for w in word], dtype=torch.long)
+
+        def __getitem__(self, idx):
+            word = self.words[idx]
+            ix = self.encode(word)
+            x = torch.zeros(self.max_word_length + 1, dtype=torch.long)
+            y = torch.zeros(self.max_word_length + 1, dtype=torch.long)
+            x[1 : 1 + len(ix)] = ix
+            y[: len(ix)] = ix
+            y[len(ix) + 1 :] = -1  # index -1 will mask the loss at the inactive locations
+            return x, y
+
+    class InfiniteDataLoader:
+        def __init__(self, dataset, **kwargs):
+            sampler = torch.utils.data.SequentialSampler(dataset)  # makemore: RandomSampler
+            self.train_loader = torch.utils.data.DataLoader(dataset, sampler=sampler, **kwargs)
+            self.data_iter = iter(self.train_loader)
+
+        def next(self):
+            try:
+                batch = next(self.data_iter)
+            except StopIteration:  # this will technically only happen after 1e10 samples...
+                self.data_iter = iter(self.train_loader)
+                batch = next(self.data_iter)
+            return batch
+
+    class RNNCell(nn.Module):
+        def __init__(self, n_embd, n_embd2):
+            super().__init__()
+            self.xh_to_h = nn.Linear(n_embd + n_embd2, n_embd2)
+
+        def forward(self, xt, hprev):
+            return F.tanh(self.xh_to_h(torch.cat([xt, hprev], dim=1)))
+
+    class GRUCell(nn.Module):
+        def __init__(self, n_embd, n_embd2):
+            super().__init__()
+            self.xh_to_z = nn.Linear(n_embd + n_embd2, n_embd2)
+            self.xh_to_r = nn.Linear(n_embd + n_embd2, n_embd2)
+            self.xh_to_hbar = nn.Linear(n_embd + n_embd2, n_embd2)
+
+        def forward(self, xt, hprev):
+            xh = torch.cat([xt, hprev], dim=1)
+            r = F.sigmoid(self.xh_to_r(xh))
+            xhr = torch.cat([xt, r * hprev], dim=1)
+            hbar = F.tanh(self.xh_to_hbar(xhr))
+            z = F.sigmoid(self.xh_to_z(xh))
+            return (1 - z) * hprev + z * hbar
+
+    class RNN(nn.Module):
+        def __init__(self, vocab_size, block_size, n_embd=8, n_embd2=12):
+            super().__init__()
+            self.block_size, self.vocab_size = block_size, vocab_size
+            self.start = nn.Parameter(torch.zeros(1, n_embd2))
+            self.wte = nn.Embedding(vocab_size, n_embd)
+            cell = {"rnn": RNNCell, "gru": GRUCell}[cell_type]
+            self.cell = cell(n_embd, n_embd2)
+            self.lm_head = nn.Linear(n_embd2, self.vocab_size)
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            emb = self.wte(idx)
+            hprev = self.start.expand((b, -1))
+            hiddens = []
+            for i in range(t):
+                hprev = self.cell(emb[:, i, :], hprev)
+                hiddens.append(hprev)
+            logits = self.lm_head(torch.stack(hiddens, 1))
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(
+                    logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+                )
+            return logits, loss
+
+    chars = sorted(set("".join(words)))
+    max_len = max(len(w) for w in words)
+    model = RNN(len(chars) + 1, max_len + 1)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    print(f"number of parameters: {sum(p.numel() for p in model.parameters())}")
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=5e-3, weight_decay=0.01, betas=(0.9, 0.99), eps=1e-8
+    )
+    batch_loader = InfiniteDataLoader(CharDataset(words, chars, max_len), batch_size=4)
+    losses = []
+    for _step in range(4):
+        X, Y = batch_loader.next()
+        logits, loss = model(X, Y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+@pytest.mark.parametrize("cell_type", ["rnn", "gru"])
+def test_makemores_recurrent_models_follow_torch_step_for_step(cell_type):
+    words = ["emma", "olivia", "ava", "isabella", "sophia", "mia", "amelia", "ella", "ivy"]
+    _close(*_both(makemore_program, words, cell_type), tol=5e-4)
+
+
+def nanogpt_program(torch, init, ids):
+    import inspect
+    from contextlib import nullcontext
+
+    nn, F = torch.nn, torch.nn.functional
+    n_layer, n_head, n_embd, block_size, vocab_size, bias, dropout = 2, 2, 16, 8, 13, True, 0.0
+
+    class LayerNorm(nn.Module):
+        def __init__(self, ndim, bias):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(ndim))
+            self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+        def forward(self, input):
+            return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+            self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+            self.attn_dropout, self.resid_dropout = nn.Dropout(dropout), nn.Dropout(dropout)
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0,
+                                               is_causal=True)  # fmt: skip
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
+            self.dropout = nn.Dropout(dropout)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.attn = LayerNorm(n_embd, bias=bias), CausalSelfAttention()
+            self.ln_2, self.mlp = LayerNorm(n_embd, bias=bias), MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(vocab_size, n_embd), wpe=nn.Embedding(block_size, n_embd),
+                drop=nn.Dropout(dropout), h=nn.ModuleList([Block() for _ in range(n_layer)]),
+                ln_f=LayerNorm(n_embd, bias=bias),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():
+                if pn.endswith("c_proj.weight"):
+                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            if targets is not None:
+                logits = self.lm_head(x)
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                       ignore_index=-1)  # fmt: skip
+            else:
+                logits, loss = self.lm_head(x[:, [-1], :]), None
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+            param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [{"params": decay_params, "weight_decay": weight_decay},
+                            {"params": nodecay_params, "weight_decay": 0.0}]  # fmt: skip
+            fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
+            use_fused = fused_available and device_type == "cuda"
+            extra_args = dict(fused=True) if use_fused else dict()
+            return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    device_type, dtype = "cpu", "float32"
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type, ptdtype[dtype])
+    model = GPT()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+    optimizer = model.configure_optimizers(0.1, 1e-2, (0.9, 0.95), device_type)
+    if torch.__name__ == "limn":  # torch's inductor takes minutes on a CPU: limn's alone
+        model = torch.compile(model)
+    data = np.asarray(ids, dtype=np.uint16)
+
+    def get_batch(start):
+        ix = [start, start + 3, start + 7]  # nanoGPT: torch.randint(len(data) - block_size, ...)
+        x = torch.stack([torch.from_numpy((data[i : i + block_size]).astype(np.int64)) for i in ix])
+        y = torch.stack(
+            [torch.from_numpy((data[i + 1 : i + 1 + block_size]).astype(np.int64)) for i in ix]
+        )
+        return x, y
+
+    def get_lr(it, warmup_iters=2, lr_decay_iters=6, learning_rate=1e-2, min_lr=1e-3):
+        if it < warmup_iters:
+            return learning_rate * (it + 1) / (warmup_iters + 1)
+        decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) * (learning_rate - min_lr)
+
+    losses = []
+    X, Y = get_batch(0)
+    for iter_num in range(5):
+        lr = get_lr(iter_num)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = lr
+        with ctx:
+            logits, loss = model(X, Y)
+        X, Y = get_batch(iter_num + 1)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return state, losses, model
+
+
+def test_nanogpts_train_loop_follows_torch_and_limn_generate_samples_its_model():
+    ids = np.random.default_rng(23).integers(0, 13, 40)
+    ours, theirs = _both(nanogpt_program, ids)
+    _close(ours[:2], theirs[:2], tol=5e-4)
+    prompt = np.array([[1, 2, 3]])
+    idx = torch.tensor(prompt)
+    with torch.no_grad():  # nanoGPT's generate, greedy
+        for _ in range(4):
+            logits, _ = theirs[2](idx[:, -8:])
+            idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
+    assert limn.generate(ours[2], Tensor(prompt), 4, temperature=0).tolist() == idx.tolist()

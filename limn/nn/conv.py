@@ -170,6 +170,22 @@ class _ConvNd(Module):
         self.weight = _uniform_param((out_channels, in_channels // groups, *kernel), bound, dt)
         self.bias = _uniform_param((out_channels,), bound, dt) if bias else None
 
+    def extra_repr(self) -> str:
+        """torch's: channels, then kernel_size and stride as tuples, then what differs
+        from the defaults."""
+        n = self.n
+        out, cg, *kernel = self.weight.shape
+        shown = [f"{cg * self.groups}, {out}", f"kernel_size={tuple(kernel)}",
+                 f"stride={_tuple(self.stride, n, 'stride')}"]  # fmt: skip
+        if isinstance(self.padding, str):
+            shown.append(f"padding={self.padding}")
+        elif _tuple(self.padding, n, "padding") != (0,) * n:
+            shown.append(f"padding={_tuple(self.padding, n, 'padding')}")
+        if _tuple(self.dilation, n, "dilation") != (1,) * n:
+            shown.append(f"dilation={_tuple(self.dilation, n, 'dilation')}")
+        shown += [f"groups={self.groups}"] if self.groups != 1 else []
+        return ", ".join(shown + (["bias=False"] if self.bias is None else []))
+
     def forward(self, x: Tensor) -> Tensor:
         return conv(
             x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups

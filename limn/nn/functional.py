@@ -39,12 +39,16 @@ def pad(x: Tensor, pad: tuple, mode: str = "constant", value: float = 0.0) -> Te
     return x.pad([(pad[i], pad[i + 1]) for i in range(len(pad) - 2, -1, -2)], value)
 
 
-def embedding(ids: Tensor, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` picked by the integer ``ids``: a gather, whose gradient adds."""
+def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of ``weight`` picked by the integer ``ids``: a gather, whose gradient adds.
+    Picks of row ``padding_idx`` pass no gradient back to it."""
     if not ids.dtype.is_int:
         raise TypeError(f"embedding: ids must be an integer tensor, got {ids.dtype}")
     n, dim = ids.numel(), weight.shape[1]
     picked = name_gather(weight.gather(0, ids.reshape(n, 1).expand(n, dim)), "Embedding")
+    if padding_idx is not None:
+        pad = (ids.reshape(n, 1) == padding_idx % weight.shape[0]).expand(n, dim)
+        picked = pad.where(picked.detach(), picked)
     return picked.reshape(*ids.shape, dim)
 
 

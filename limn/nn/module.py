@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from ir.graph.dtypes import as_dtype
 from limn.runtime import profile
 from limn.serialize import IncompatibleKeys, assign_named
-from limn.tensor import Tensor
+from limn.tensor import Tensor, realize
 
 
 def _children(obj) -> Iterator[tuple[str, object]]:
@@ -110,8 +110,10 @@ class Module:
     def named_parameters(self) -> list[tuple[str, Tensor]]:
         return [(p, t) for p, t in self._named_tensors() if t.requires_grad]
 
-    def parameters(self) -> list[Tensor]:
-        return [t for _, t in self.named_parameters()]
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        """A generator, as torch's: ``next(model.parameters())`` is the first; take
+        ``list(...)`` to index or to walk twice."""
+        return (t for _, t in self.named_parameters())
 
     def named_buffers(self) -> list[tuple[str, Tensor]]:
         return [(p, t) for p, t in self._named_tensors() if not t.requires_grad]
@@ -168,8 +170,8 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            p.grad = None
+        """Drop every gradient, or with ``set_to_none=False`` make each a zero Tensor."""
+        zero_grads(list(self.parameters()), set_to_none)
 
     def extra_repr(self) -> str:
         """The arguments the module was made with, by name, defaults included (None left
@@ -268,6 +270,15 @@ class ModuleDict(Module):
 
     def __len__(self) -> int:
         return len(self.items())
+
+
+def zero_grads(params: list[Tensor], set_to_none: bool) -> None:
+    """torch's two ``zero_grad``s: gradients dropped (None), or kept as zeros of the
+    gradient's shape and dtype (those without one stay None, as in torch)."""
+    for p in params:
+        zero = p.grad is not None and not set_to_none
+        p.grad = p.grad.detach().zeros_like().contiguous() if zero else None
+    realize(*(p.grad for p in params if p.grad is not None))  # one batch for them all
 
 
 def _uniform_param(shape, bound: float, dtype) -> Tensor:

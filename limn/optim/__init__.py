@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 
 from ir.graph import dtypes
 from limn.autograd import no_grad
+from limn.nn.module import zero_grads
 from limn.runtime import profile
 from limn.serialize import IncompatibleKeys, assign_named
 from limn.tensor import Tensor, realize
@@ -84,43 +85,56 @@ class Optimizer:
     state_names: tuple[str, ...] = ()
 
     def __init__(self, params, defaults: dict):
-        self.defaults, self.param_groups, self.named = defaults, [], []
-        for i, given in enumerate(_groups(params)):
-            unknown = sorted(set(given) - set(defaults) - {"params"})
-            if "params" not in given or unknown:
-                raise ValueError(
-                    f"{type(self).__name__}: parameter group {i} needs 'params' and settings "
-                    f"among {sorted(defaults)}; got {sorted(given)}"
-                )
-            named = _param_list(given["params"], len(self.named))
-            group = _Group({**defaults, **given, "params": [p for _, p in named]})
-            group.names = [n for n, _ in named]
-            self._check(group)
-            self.named += named
-            self.param_groups.append(group)
-        seen: set[int] = set()
-        for name, p in self.named:
+        self.defaults, self.param_groups, self.named, self.params = defaults, [], [], []
+        self.state: dict[str, dict[str, Tensor]] = {}
+        self._scalars: dict[str, Tensor] = {}
+        for given in _groups(params):
+            self.add_param_group(given)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """One more group (torch's ``add_param_group``): its parameters, and the settings
+        where it differs from the defaults. Its state starts fresh; a parameter already
+        in another group is refused."""
+        i = len(self.param_groups)
+        unknown = sorted(set(param_group) - set(self.defaults) - {"params"})
+        if not isinstance(param_group, dict) or "params" not in param_group or unknown:
+            got = sorted(param_group) if isinstance(param_group, dict) else type(param_group)
+            raise ValueError(
+                f"{type(self).__name__}: parameter group {i} needs 'params' and settings "
+                f"among {sorted(self.defaults)}; got {got}"
+            )
+        named = _param_list(param_group["params"], len(self.named))
+        if not named:
+            raise ValueError("optimizer: got an empty parameter list")
+        group = _Group({**self.defaults, **param_group, "params": [p for _, p in named]})
+        group.names = [n for n, _ in named]
+        self._check(group)
+        seen = {id(p) for p in self.params}
+        for name, p in named:
             if id(p) in seen:
                 raise ValueError(f"optimizer: parameter {name!r} is listed twice")
             seen.add(id(p))
-        if not self.named:
-            raise ValueError("optimizer: got an empty parameter list")
-        self.params = [p for _, p in self.named]
-        device = self.params[0].device
-        self._scalars = {"step": Tensor(0, dtype=dtypes.int64, device=device)}
-        for i, group in enumerate(self.param_groups):
-            group.scalars = {
-                k: Tensor(v, dtype=dtypes.float64, device=device)
-                for k, v in self._group_scalars(group).items()
-            }
-            prefix = f"param_groups.{i}." if i else ""  # one group keeps the plain names
-            self._scalars.update({prefix + k: t for k, t in group.scalars.items()})
-        self.state: dict[str, dict[str, Tensor]] = {
-            name: {s: p.zeros_like().contiguous() for s in self._state_names(group)}
-            for group in self.param_groups
-            for name, p in zip(group.names, group["params"])
+        device = (self.params or group["params"])[0].device
+        self.named += named
+        self.params += group["params"]
+        self.param_groups.append(group)
+        if not self._scalars:
+            self._scalars["step"] = Tensor(0, dtype=dtypes.int64, device=device)
+        group.scalars = {
+            k: Tensor(v, dtype=dtypes.float64, device=device)
+            for k, v in self._group_scalars(group).items()
         }
-        realize(*(t for st in self.state.values() for t in st.values()))
+        prefix = f"param_groups.{i}." if i else ""  # one group keeps the plain names
+        self._scalars.update({prefix + k: t for k, t in group.scalars.items()})
+        fresh = {
+            name: {
+                s: (p.zeros_like() + self._state_start(group, s)).cast(p.dtype).contiguous()
+                for s in self._state_names(group)
+            }
+            for name, p in named
+        }
+        self.state.update(fresh)
+        realize(*(t for st in fresh.values() for t in st.values()))
 
     def _check(self, group: dict) -> None:
         if group["lr"] < 0:
@@ -132,6 +146,10 @@ class Optimizer:
 
     def _state_names(self, group: dict) -> tuple[str, ...]:
         return self.state_names
+
+    def _state_start(self, group: dict, name: str) -> float:
+        """The value a piece of state starts at (zero but for Adagrad's sum)."""
+        return 0.0
 
     # ---- scalars that live on the device ----------------------------------------
 
@@ -181,8 +199,8 @@ class Optimizer:
         realize(*self.updates(), *extra)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
+        """Drop every gradient, or with ``set_to_none=False`` make each a zero Tensor."""
+        zero_grads(self.params, set_to_none)
 
     def _update(self, p: Tensor, g: Tensor, state: dict, s: dict, group: dict):
         raise NotImplementedError
@@ -319,6 +337,106 @@ class Adam(AdamW):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
+def _decayed(p: Tensor, g: Tensor, weight_decay: float) -> Tensor:
+    """torch's coupled (L2) weight decay: the gradient plus wd * p."""
+    return g + p * weight_decay if weight_decay else g
+
+
+def _check_nonnegative(name: str, group: dict, keys: tuple[str, ...]) -> None:
+    bad = {k: group[k] for k in keys if group[k] < 0}
+    if bad:
+        raise ValueError(f"{name}: {', '.join(bad)} must be >= 0, got {bad}")
+
+
+class Adadelta(Optimizer):
+    """torch's Adadelta: running means of g**2 and of the squared steps, the step
+    sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g, scaled by ``lr`` (1.0 default)."""
+
+    state_names = ("square_avg", "acc_delta")
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay))
+
+    def _check(self, group):
+        super()._check(group)
+        _check_nonnegative("Adadelta", group, ("eps", "weight_decay"))
+        if not 0 <= group["rho"] <= 1:
+            raise ValueError(f"Adadelta: rho must be in [0, 1], got {group['rho']}")
+
+    def _update(self, p, g, state, s, group):
+        rho, eps = group["rho"], group["eps"]
+        g = _decayed(p, g, group["weight_decay"])
+        square_avg = state["square_avg"] * rho + g * g * (1 - rho)
+        delta = (state["acc_delta"] + eps).sqrt() / (square_avg + eps).sqrt() * g
+        acc_delta = state["acc_delta"] * rho + delta * delta * (1 - rho)
+        new_p = p - delta * s["lr"].cast(p.dtype)
+        return new_p, {"square_avg": square_avg, "acc_delta": acc_delta}
+
+
+class RMSprop(Optimizer):
+    """torch's RMSprop: g / (sqrt(running mean of g**2) + eps), optionally ``centered``
+    (the running mean of g subtracted under the root) and with ``momentum``."""
+
+    def __init__(
+        self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False
+    ):
+        settings = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, {**settings, "momentum": momentum, "centered": centered})
+
+    def _check(self, group):
+        super()._check(group)
+        _check_nonnegative("RMSprop", group, ("alpha", "eps", "weight_decay", "momentum"))
+
+    def _state_names(self, group):
+        names = ("square_avg",) + (("momentum_buffer",) if group["momentum"] else ())
+        return names + (("grad_avg",) if group["centered"] else ())
+
+    def _update(self, p, g, state, s, group):
+        alpha, lr = group["alpha"], s["lr"].cast(p.dtype)
+        g = _decayed(p, g, group["weight_decay"])
+        new = {"square_avg": state["square_avg"] * alpha + g * g * (1 - alpha)}
+        if group["centered"]:
+            new["grad_avg"] = _lerp(state["grad_avg"], g, 1 - alpha)
+            avg = (new["square_avg"] - new["grad_avg"] * new["grad_avg"]).sqrt() + group["eps"]
+        else:
+            avg = new["square_avg"].sqrt() + group["eps"]
+        if group["momentum"]:
+            new["momentum_buffer"] = state["momentum_buffer"] * group["momentum"] + g / avg
+            return p - new["momentum_buffer"] * lr, new
+        return p - g / avg * lr, new
+
+
+class Adagrad(Optimizer):
+    """torch's Adagrad: g / (sqrt(sum of every g**2 so far) + eps), at the rate
+    lr / (1 + (t - 1) * lr_decay) on step t; the sum starts at
+    ``initial_accumulator_value``."""
+
+    state_names = ("sum",)
+
+    def __init__(
+        self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+        eps=1e-10,
+    ):  # fmt: skip
+        settings = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps)
+        super().__init__(
+            params, {**settings, "initial_accumulator_value": initial_accumulator_value}
+        )
+
+    def _check(self, group):
+        super()._check(group)
+        keys = ("lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _check_nonnegative("Adagrad", group, keys)
+
+    def _state_start(self, group, name):
+        return group["initial_accumulator_value"]
+
+    def _update(self, p, g, state, s, group):
+        g = _decayed(p, g, group["weight_decay"])
+        clr = s["lr"] / ((s["step"] - 1).cast(dtypes.float64) * group["lr_decay"] + 1)
+        total = state["sum"] + g * g
+        return p - g / (total.sqrt() + group["eps"]) * clr.cast(p.dtype), {"sum": total}
+
+
 def newton_schulz(
     g: Tensor, steps: int = 5, coefficients=(3.4445, -4.7750, 2.0315), eps: float = 1e-7
 ) -> Tensor:
@@ -405,7 +523,7 @@ class Combined:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for opt in self.parts.values():
-            opt.zero_grad()
+            opt.zero_grad(set_to_none)
 
     @property
     def param_groups(self) -> list[dict]:

@@ -1,0 +1,282 @@
+"""torch's recurrent and Transformer layers, data loading and stand-in modules on limn:
+each layer loads torch's state dict and gives torch's outputs and gradients; the
+stand-ins answer as they say they do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import limn
+from limn import Tensor, nn
+from limn.utils.data import DataLoader, Generator, Subset, TensorDataset, random_split
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+RNN_CASES = [
+    ("RNN", {}),
+    ("RNN", {"nonlinearity": "relu", "bias": False}),
+    ("GRU", {}),
+    ("LSTM", {}),
+    ("GRU", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+    ("LSTM", {"num_layers": 2, "bidirectional": True, "batch_first": True}),
+]
+
+
+@pytest.mark.parametrize("kind,kw", RNN_CASES, ids=[f"{k}-{v}" for k, v in RNN_CASES])
+def test_recurrent_layers_load_torchs_weights_and_give_its_outputs_and_gradients(kind, kw):
+    torch.manual_seed(0)
+    theirs, ours = getattr(torch.nn, kind)(5, 6, **kw), getattr(nn, kind)(5, 6, **kw)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5) if kw.get("batch_first") else (4, 3, 5)).astype(np.float32)
+    layers = kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)
+    h0 = rng.standard_normal((layers, 3, 6)).astype(np.float32)
+    xt, xl = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+    state_t = (torch.tensor(h0), torch.tensor(h0 * 0.5)) if kind == "LSTM" else torch.tensor(h0)
+    state_l = (Tensor(h0), Tensor(h0 * 0.5)) if kind == "LSTM" else Tensor(h0)
+    (yt, ht), (yl, hl) = theirs(xt, state_t), ours(xl, state_l)
+    if kind == "LSTM":
+        ht, hl = ht[0] + 2 * ht[1], hl[0] + 2 * hl[1]
+    (yt.square().sum() + ht.sum()).backward()
+    (yl.square().sum() + hl.sum()).backward()
+    for got, want in ((yl, yt), (hl, ht), (xl.grad, xt.grad)):
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+    grads = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(
+            p.grad.numpy(), grads[name].grad.numpy(), 1e-4, 1e-5, err_msg=name
+        )
+
+
+def test_each_steps_gradient_is_a_row_of_the_outputs_gradient_not_a_select_chain():
+    """Through the primitives, step t's gradient selected its row out of every other
+    step's (a WHERE per step, fused into every per-step kernel: T**2 in all)."""
+
+    def selects(steps: int) -> int:
+        lstm, head = nn.LSTM(3, 4), nn.Linear(4, 2)
+        y, _ = lstm(Tensor(np.ones((steps, 2, 3), np.float32)))
+        head(y).sum().backward()
+        return limn.ir(lstm.weight_hh_l0.grad, "kernel").count("WHERE")
+
+    assert selects(6) == selects(12) == 0
+
+
+def test_an_unbatched_lstm_and_a_wrong_state_answer_as_torch_does():
+    lstm = nn.LSTM(3, 4, num_layers=2)
+    out, (h, c) = lstm(Tensor.randn(5, 3))
+    assert out.shape == (5, 4) and h.shape == c.shape == (2, 4)
+    assert repr(lstm) == "LSTM(3, 4, num_layers=2)"
+    with pytest.raises(ValueError, match=r"h0 must be \(2, 1, 4\)"):
+        lstm(Tensor.randn(5, 1, 3), (Tensor.zeros(1, 1, 4), Tensor.zeros(2, 1, 4)))
+    with pytest.raises(ValueError, match=r"LSTM: input must be \(T, B, 3\)"):
+        lstm(Tensor.randn(5, 1, 2))
+
+
+@pytest.mark.parametrize("batch_first,norm_first", [(False, False), (True, True)])
+def test_a_transformer_loads_torchs_weights_and_gives_its_outputs(batch_first, norm_first):
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+              dim_feedforward=16, dropout=0.0, batch_first=batch_first,
+              norm_first=norm_first)  # fmt: skip
+    torch.manual_seed(0)
+    theirs, ours = torch.nn.Transformer(**kw), nn.Transformer(**kw)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(1)
+    src, tgt = (rng.standard_normal(s).astype(np.float32) for s in ((5, 3, 8), (4, 3, 8)))
+    if batch_first:
+        src, tgt = src.transpose(1, 0, 2).copy(), tgt.transpose(1, 0, 2).copy()
+    pad = np.zeros((3, 5), bool)
+    pad[1, 3:] = True
+    st, sl = torch.tensor(src, requires_grad=True), Tensor(src, requires_grad=True)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(4)
+    yt = theirs(st, torch.tensor(tgt), tgt_mask=causal, src_key_padding_mask=torch.tensor(pad))
+    yl = ours(sl, Tensor(tgt), tgt_mask=nn.Transformer.generate_square_subsequent_mask(4),
+              src_key_padding_mask=Tensor(pad))  # fmt: skip
+    np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-5)
+    yt.square().sum().backward()
+    yl.square().sum().backward()
+    np.testing.assert_allclose(sl.grad.numpy(), st.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_an_encoder_starts_every_layer_as_a_copy_and_trains_them_apart():
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 3)
+    w = [layer.linear1.weight for layer in enc.layers]
+    assert len({id(t) for t in w}) == 3
+    assert all(np.array_equal(t.numpy(), w[0].numpy()) for t in w)
+
+
+def test_print_model_shows_layers_as_torch_prints_them():
+    for make in (
+        lambda m: m.LayerNorm(16),
+        lambda m: m.LayerNorm((4, 5), eps=1e-6, bias=False),
+        lambda m: m.Embedding(11, 16),
+        lambda m: m.Embedding(5, 3, padding_idx=0),
+        lambda m: m.Conv2d(1, 4, 3, padding=1, bias=False),
+        lambda m: m.Conv2d(3, 8, (3, 5), stride=2),
+        lambda m: m.Conv1d(2, 3, 3, dilation=2, groups=1),
+        lambda m: m.Linear(3, 4),
+        lambda m: m.GRU(3, 4, bidirectional=True),
+    ):
+        assert repr(make(nn)) == repr(make(torch.nn))
+
+
+def test_embedding_padding_row_starts_at_zero_and_takes_no_gradient():
+    emb = nn.Embedding(4, 3, padding_idx=1)
+    assert not emb.weight.numpy()[1].any()
+    emb(Tensor([[1, 2, 1]])).sum().backward()
+    g = emb.weight.grad.numpy()
+    assert not g[1].any() and (g[2] == 1).all()
+
+
+def test_parameters_is_a_generator_as_in_torch():
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+    params = model.parameters()
+    assert next(params) is model[0].weight and len(list(params)) == 3
+
+
+# ---- limn.utils.data ----------------------------------------------------------------
+
+
+def test_a_dataloader_batches_shuffles_by_a_seed_and_drops_the_last():
+    x = Tensor(np.arange(20, dtype=np.float32).reshape(10, 2))
+    y = Tensor(np.arange(10))
+    ds = TensorDataset(x, y)
+    batches = list(DataLoader(ds, batch_size=4))
+    assert [b[0].shape for b in batches] == [(4, 2), (4, 2), (2, 2)]
+    assert batches[1][1].tolist() == [4, 5, 6, 7]
+    loader = DataLoader(ds, batch_size=3, shuffle=True, drop_last=True,
+                        generator=Generator().manual_seed(7))  # fmt: skip
+    first = [b[1].tolist() for b in loader]
+    assert len(loader) == 3 == len(first) and all(len(b) == 3 for b in first)
+    again = DataLoader(ds, batch_size=3, shuffle=True, drop_last=True,
+                       generator=Generator().manual_seed(7))  # fmt: skip
+    assert [b[1].tolist() for b in again] == first
+    assert sorted(i for b in first for i in b) != list(range(9)) or first != [[0, 1, 2]]
+    dicts = DataLoader([{"a": np.ones(2, np.float32) * i, "b": i} for i in range(5)], batch_size=2)
+    batch = next(iter(dicts))
+    assert batch["a"].shape == (2, 2) and batch["b"].tolist() == [0, 1]
+    with pytest.raises(TypeError, match="cannot batch a object"):
+        next(iter(DataLoader([object(), object()], batch_size=2)))
+
+
+def test_random_split_gives_disjoint_subsets_by_counts_or_fractions():
+    parts = random_split(range(10), [0.5, 0.3, 0.2], generator=Generator().manual_seed(1))
+    assert [len(p) for p in parts] == [5, 3, 2] and all(isinstance(p, Subset) for p in parts)
+    seen = sorted(p[i] for p in parts for i in range(len(p)))
+    assert seen == list(range(10))
+    with pytest.raises(ValueError, match="summing to the dataset's length 10"):
+        random_split(range(10), [3, 3])
+
+
+# ---- stand-ins ----------------------------------------------------------------------
+
+
+def test_the_stand_ins_answer_for_a_cpu_and_say_what_they_are():
+    assert (
+        limn.accelerator.is_available() is False and limn.accelerator.current_accelerator() is None
+    )
+    limn.cuda.manual_seed_all(3)
+    a = limn.randn(2).tolist()
+    limn.manual_seed(3)
+    assert limn.randn(2).tolist() == a
+    with pytest.raises(AttributeError, match="module 'limn.cuda' has no attribute 'Stream'"):
+        limn.cuda.Stream  # noqa: B018
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        limn.amp._warned.clear()
+        scaler = limn.cuda.amp.GradScaler(enabled=True)
+        with limn.amp.autocast(device_type="cpu", dtype=limn.bfloat16):
+            loss = Tensor([2.0], requires_grad=True).sum()
+    assert any("no-op" in str(w.message) for w in caught)
+    assert scaler.scale(loss) is loss and scaler.get_scale() == 1.0
+    limn.backends.cuda.matmul.allow_tf32 = True
+    assert limn.backends.cuda.matmul.allow_tf32 and not limn.backends.mps.is_available()
+    with pytest.raises(NotImplementedError, match="limn does not write ONNX"):
+        limn.onnx.export(None, None, "m.onnx")
+    assert limn.compile(model := nn.Linear(2, 2)) is model
+
+
+def test_distributed_data_parallel_wraps_a_one_process_model_under_module():
+    model = nn.Linear(2, 3)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=[0])
+    assert ddp.module is model and ddp(Tensor([[1.0, 2.0]])).shape == (1, 3)
+    assert list(ddp.state_dict()) == ["module.weight", "module.bias"]
+
+
+def test_torch_style_imports_of_the_stand_ins_work():
+    code = (
+        "from limn.utils.data import DataLoader, Dataset, TensorDataset, random_split\n"
+        "from limn.nn.parallel import DistributedDataParallel as DDP\n"
+        "from limn.cuda.amp import GradScaler\n"
+        "import limn.backends, limn.onnx, limn.accelerator\n"
+        "import limn as torch\n"
+        "print(torch.utils.data.DataLoader is DataLoader, torch.amp.autocast)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.startswith("True"), out.stderr
+
+
+# ---- generate -------------------------------------------------------------------------
+
+
+class TupleLM(nn.Module):
+    """nanoGPT's shape: forward(idx, targets=None) -> (logits, loss); without targets the
+    logits of the last position alone, (B, 1, V)."""
+
+    def __init__(self, vocab=7, d=8):
+        self.tok, self.head, self.block_size = nn.Embedding(vocab, d), nn.Linear(d, vocab), 4
+
+    def forward(self, idx, targets=None):
+        logits = self.head(self.tok(idx).cumsum(1))
+        return (logits[:, -1:, :], None) if targets is None else (logits, None)
+
+
+def test_generate_samples_a_model_that_returns_logits_and_loss():
+    limn.manual_seed(0)
+    model = TupleLM()
+    out = limn.generate(model, Tensor([[1, 2], [3, 4]]), 5, temperature=0)
+    assert out.shape == (2, 7)
+    idx = Tensor([[1, 2], [3, 4]])
+    for _ in range(5):  # the same greedy loop by hand
+        logits, _ = model(idx[:, -4:])
+        idx = limn.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert out.tolist() == idx.tolist()
+    with pytest.raises(ValueError, match="prompts of different lengths"):
+        limn.generate(model, [[1, 2], [3]], 2)
+
+
+FORK = """
+import multiprocessing as mp
+import numpy as np
+from limn import Tensor
+
+def work(q):
+    a = Tensor(np.ones((256, 256), np.float32), device="c")
+    q.put((a @ a).sum().item())
+
+if __name__ == "__main__":
+    a = Tensor(np.ones((256, 256), np.float32), device="c")
+    first = (a @ a).sum().item()  # the parent's OpenMP team starts here
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=work, args=(q,))
+    p.start()
+    p.join(60)
+    print(p.exitcode, q.get(timeout=5) == first)
+"""
+
+
+def test_a_process_forked_after_a_threaded_kernel_runs_kernels_in_the_child(tmp_path):
+    path = tmp_path / "fork.py"
+    path.write_text(FORK)
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["0", "True"], out.stderr[-2000:]
