@@ -19,6 +19,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn.runtime import profile
 from limn.runtime.device import Buffer, current_device, device_names, installed, resolve
 from limn.torch_movement import _shape_arg
 
@@ -236,8 +237,14 @@ class Creation:
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
         if num_classes == -1:
-            num_classes = int(self.max().item()) + 1
-        return compose.one_hot(self, num_classes, as_dtype(dtype))
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        if num_classes < 0 or self.numel() and num_classes == 0:
+            raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}")
+        # rows of the identity, gathered: a class outside 0..num_classes-1 is refused by the
+        # gather's bounds check where the value is computed, naming one_hot (as torch raises)
+        n, eye = self.numel(), self.eye(num_classes, dtype=as_dtype(dtype), device=self.device)
+        ids = self.reshape(n, 1).expand(n, num_classes)
+        return profile.name_gather(eye.gather(0, ids), "one_hot").reshape(*self.shape, num_classes)
 
     def dropout(self, p: float = 0.5, training: bool = True):
         """Zero each element with probability p and scale the rest by 1/(1-p)."""

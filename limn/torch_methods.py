@@ -244,7 +244,7 @@ class TorchMethods:
         return compose.normalize_axes(axis, self.ndim, op)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        return compose.sum_(self._total(dtype), self._axes(axis, "sum"), keepdim)
+        return _labelled(compose.sum_(self._total(dtype), self._axes(axis, "sum"), keepdim), "Sum")
 
     def _total(self, dtype):
         """The operand of a sum or cumsum, cast to its total's dtype (integers: int64)."""
@@ -282,6 +282,9 @@ class TorchMethods:
             raise ValueError(f"{op}: cannot reduce a zero-size axis of shape {self.shape}")
 
     def mean(self, axis=None, keepdim: bool = False, dtype=None):
+        return _labelled(self._mean(axis, keepdim, dtype), "Mean")
+
+    def _mean(self, axis, keepdim, dtype):
         if dtype is None and not self.dtype.is_float:
             raise TypeError(
                 f"mean: needs a float tensor, got {self.dtype}; accepted: x.float().mean() "
@@ -384,6 +387,14 @@ class TorchMethods:
     def linear(self, weight: Self, bias: Self | None = None) -> Self:
         out = self @ weight.T
         return out if bias is None else out + bias
+
+
+def _labelled(out, label: str):
+    """``out`` whose autograd record prints torch's name for the composite that made it
+    (``<SumBackward>``, not the reshape that ended it)."""
+    if out._ctx is not None:
+        out._ctx.label = label
+    return out
 
 
 def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
