@@ -267,6 +267,8 @@ def multinomial(probs, num_samples: int = 1, replacement: bool = False):
             f"multinomial: needs a 1-d or 2-d float tensor of weights, got "
             f"{probs.dtype}{list(probs.shape)}"
         )
+    if num_samples < 1:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
     if num_samples > 1 and not replacement:
         if num_samples > probs.shape[-1]:
             raise ValueError(

@@ -98,9 +98,8 @@ def meshgrid(*tensors, indexing: str = "ij"):
         t.reshape(*[-1 if d == i else 1 for d in range(len(ts))]).expand(*shape)
         for i, t in enumerate(ts)
     ]
-    if xy:
+    if xy:  # the grids of the swapped pair, given back in the caller's order
         grids[0], grids[1] = grids[1], grids[0]
-        grids = [g.transpose(0, 1) for g in grids]
     return tuple(grids)
 
 

@@ -498,8 +498,9 @@ def torch_names(fn):
             for torch_name, ours in TORCH_NAMES.items():
                 if torch_name in kw:
                     kw[ours] = kw.pop(torch_name)
-            if "correction" in kw and isinstance(kw["correction"], bool):
-                kw["correction"] = int(kw["correction"])
+            if "correction" in kw and isinstance(kw["correction"], bool | None):
+                c = kw["correction"]  # torch's None: the default, 1
+                kw["correction"] = 1 if c is None else int(c)
         return fn(*args, **kw)
 
     return method

@@ -98,7 +98,11 @@ def glu(x: Tensor, dim: int = -1) -> Tensor:
 
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """max(0, x) + weight * min(0, x), one weight or one per channel (dim 1)."""
-    if weight.numel() != 1 and (x.ndim < 1 or weight.numel() != x.shape[min(1, x.ndim - 1)]):
+    if (
+        weight.ndim > 1
+        or weight.numel() != 1
+        and (x.ndim < 1 or weight.numel() != x.shape[min(1, x.ndim - 1)])
+    ):
         raise ValueError(f"prelu: {weight.numel()} weights do not fit input {x.shape}")
     w = weight.reshape(()) if weight.numel() == 1 else weight
     if w.ndim and x.ndim > 1:
