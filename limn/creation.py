@@ -163,7 +163,8 @@ class Creation:
         return (u < prob).cast(self.dtype)
 
     @classmethod
-    def arange(cls, start, stop=None, step=1, dtype=None, device=None):
+    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, **_):
+        stop = end if end is not None else stop
         if stop is None:
             start, stop = 0, start
         if step == 0:

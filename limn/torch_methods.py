@@ -465,8 +465,10 @@ def scalar_dims(fn):
 
     @functools.wraps(fn)
     def method(self, *args, **kw):
-        if self.ndim == 0 and (args or kw):
-            axis = sig.bind(self, *args, **kw).arguments.get(key)
+        if self.ndim == 0:
+            bound = sig.bind(self, *args, **kw)
+            bound.apply_defaults()
+            axis = bound.arguments.get(key)
             axes = axis if isinstance(axis, tuple | list) else (axis,)
             if axis is not None and axes and all(type(a) is int and a in (0, -1) for a in axes):
                 out = fn(self.reshape(1), *args, **kw)
@@ -480,7 +482,7 @@ def scalar_dims(fn):
 
 for _name in (
     "sum amax amin max min mean var std logsumexp softmax log_softmax argmax argmin cumsum "
-    "any all norm argsort sort"
+    "any all norm argsort sort topk"
 ).split():
     setattr(TorchMethods, _name, scalar_dims(getattr(TorchMethods, _name)))
 

@@ -426,6 +426,6 @@ def _inner(a, b):
     return out.sum(-1)
 
 
-for _name in "prod nansum nanmean count_nonzero var_mean std_mean".split():
+for _name in "prod cumprod nansum nanmean count_nonzero var_mean std_mean".split():
     setattr(TorchMoreMath, _name, scalar_dims(getattr(TorchMoreMath, _name)))
 accept_torch_names(TorchMoreMath)

@@ -146,3 +146,57 @@ def test_a_torch_pickle_is_still_refused_by_name(tmp_path):
     torch.save({"w": torch.zeros(2)}, p2, _use_new_zipfile_serialization=False)
     with pytest.raises(Exception, match="torch pickle"):
         limn.load(p2)
+
+
+SIGNATURES = {
+    "dim 0 of a 0-d sum": lambda m, x: x[0, 0].sum(0),
+    "dim -1 of a 0-d argmax": lambda m, x: x[0, 0].argmax(-1),
+    "0-d squeeze, transpose, cumsum, logsumexp": lambda m, x: (
+        x[0, 0].squeeze(0) + x[0, 0].transpose(0, -1) + x[0, 0].cumsum(0) + x[0, 0].logsumexp(0)
+    ),
+    "div rounding_mode": lambda m, x: m.div(x * 7, 2.5, rounding_mode="floor"),
+    "flip dims=": lambda m, x: m.flip(x, dims=(0,)),
+    "softmax dtype=": lambda m, x: m.softmax(x, -1, dtype=m.float64),
+    "log_softmax dtype=": lambda m, x: x.log_softmax(-1, dtype=m.float64),
+    "round decimals": lambda m, x: m.round(x * 100, decimals=-1),
+    "softplus beta threshold": lambda m, x: m.nn.functional.softplus(x * 9, beta=2, threshold=5),
+    "std positional unbiased": lambda m, x: m.std(x, True),
+    "einsum list": lambda m, x: m.einsum("ij,jk->ik", [x, x.T]),
+    "float memory_format": lambda m, x: x.float(memory_format=m.preserve_format),
+    "bitwise ints": lambda m, x: (x * 10).long() & 6 | (x * 3).long() ^ 5,
+    "norm fro": lambda m, x: x.norm(p="fro"),
+    "max dim positional": lambda m, x: m.max(x, 1)[1],
+    "add_ alpha": lambda m, x: x.clone().add_(x, alpha=2),
+    "roll narrow new_zeros": lambda m, x: m.roll(x, 1, 1).narrow(1, 0, 2) + x.new_zeros(3, 2),
+    "pad reflect": lambda m, x: m.nn.functional.pad(x[None], (2, 1), mode="reflect"),
+    "pad replicate": lambda m, x: m.nn.functional.pad(x[None], (2, 1), mode="replicate"),
+    "pad circular": lambda m, x: m.nn.functional.pad(x[None], (2, 1), mode="circular"),
+    "max_pool2d ceil_mode": lambda m, x: m.nn.functional.max_pool2d(x[None], 2, ceil_mode=True),
+    "avg_pool2d full": lambda m, x: m.nn.functional.avg_pool2d(x[None], 2, 1, 1, True, False),
+    "adaptive_avg_pool2d non-dividing": lambda m, x: m.nn.functional.adaptive_avg_pool2d(
+        x[None], (2, 2)
+    ),
+    "nll_loss weight": lambda m, x: m.nn.functional.nll_loss(
+        x.log_softmax(1), m.tensor([0, 2, 1]), weight=m.tensor([1.0, 2.0, 0.5])
+    ),
+    "cross_entropy probabilities": lambda m, x: m.nn.functional.cross_entropy(x, x.softmax(1)),
+    "binary_cross_entropy": lambda m, x: m.nn.functional.binary_cross_entropy(
+        x.sigmoid(), (x > 0).float()
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SIGNATURES)
+def test_the_signatures_torch_programs_use(name):
+    x = np.random.default_rng(3).standard_normal((3, 3)).astype(np.float32)
+    want = SIGNATURES[name](torch, torch.tensor(x))
+    got = SIGNATURES[name](limn, Tensor(x))
+    assert got.dtype == limn.tensor(want.numpy()).dtype
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_like_and_eye_take_torchs_keywords():
+    x = Tensor([1.0, 2.0])
+    assert limn.zeros_like(x, device="cpu").shape == (2,)
+    assert limn.randn_like(x, dtype=limn.float64).dtype == limn.float64
+    assert limn.eye(3, requires_grad=True).requires_grad

@@ -161,10 +161,29 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-def binary_cross_entropy_with_logits(x: Tensor, y: Tensor, reduction: str = "mean") -> Tensor:
-    """-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), as max(x, 0) - x y +
-    log1p(exp(-|x|)): finite for any logit."""
-    loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+def binary_cross_entropy_with_logits(
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """-(p y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))) for ``pos_weight`` p, as
+    (1 - y) x + (1 + (p - 1) y) (log1p(exp(-|x|)) + max(-x, 0)): finite for any logit;
+    ``weight`` scales each element."""
+    if x.shape != y.shape:
+        raise ValueError(
+            f"binary_cross_entropy_with_logits: input {x.shape} and target {y.shape} must "
+            "share a shape"
+        )
+    softplus_neg = (-x.abs()).exp().log1p() + (-x).maximum(0)  # -log sigmoid(x)
+    if pos_weight is None:
+        loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+    else:
+        loss = (1 - y) * x + (1 + (pos_weight - 1) * y) * softplus_neg
+    loss = loss if weight is None else loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 

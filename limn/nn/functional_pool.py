@@ -120,7 +120,7 @@ def _batched(x: Tensor, n: int, op: str) -> None:
 def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
     _batched(x, n, op)
     kernel = _ints(kernel_size, n, "kernel_size", op)
-    stride = _ints(stride if stride is not None and stride != [] else kernel, n, "stride", op)
+    stride = _ints(stride if stride else kernel, n, "stride", op)
     padding, dilation = _ints(padding, n, "padding", op), _ints(dilation, n, "dilation", op)
     lowest = -math.inf if x.dtype.is_float else dtypes.min_value(x.dtype)
     cols, pads, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, lowest, op)
@@ -157,7 +157,7 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     if divisor is not None and divisor == 0:
         raise ValueError(f"{op}: divisor_override must not be zero")
     kernel = _ints(kernel_size, n, "kernel_size", op)
-    stride = _ints(stride if stride is not None and stride != [] else kernel, n, "stride", op)
+    stride = _ints(stride if stride else kernel, n, "stride", op)
     padding = _ints(padding, n, "padding", op)
     ones = (1,) * n
     cols, pads, outs = _windows(x, kernel, stride, padding, ones, ceil_mode, 0.0, op)
