@@ -64,7 +64,11 @@ EMPTY = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided
 
 # Ops answering (values, indices) whose indices torch leaves open among equal values: an
 # index limn picks is checked by what it points at. The dim the op works along, per sample.
-TIES = {}
+TIES = {
+    "topk": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
+    "sort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+    "argsort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+}
 
 
 # Ops that pass their first samples but not all of torch's (the slow suite marks them
