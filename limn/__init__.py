@@ -45,6 +45,32 @@ from limn.runtime import profile as _profile
 from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, stack, where
+from limn.torch_functions import (  # noqa: F401  (torch's free functions)
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    block_diag,
+    broadcast_shapes,
+    broadcast_tensors,
+    cartesian_prod,
+    column_stack,
+    cross,
+    dstack,
+    empty,
+    hstack,
+    linalg,
+    linspace,
+    logspace,
+    meshgrid,
+    normal,
+    row_stack,
+    scalar_tensor,
+    special,
+    tensordot,
+    tril_indices,
+    triu_indices,
+    vstack,
+)
 from limn.torch_methods import einsum
 from limn.viewer import viz
 
@@ -90,6 +116,9 @@ os.register_at_fork(after_in_child=_one_thread_in_a_forked_child)
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
 long, int, float, double, half, bool = int64, int32, float32, float64, float16, bool_  # noqa: A001
 Size = tuple  # a limn shape is a plain tuple
+# torch's memory formats: limn has one layout, so each is accepted and means it
+preserve_format, contiguous_format, channels_last = "preserve_format", "contiguous", "channels_last"
+byte, char, short = uint8, int8, int16
 
 
 def is_tensor(x):

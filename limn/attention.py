@@ -158,7 +158,7 @@ def probabilities(q, k, causal: bool, key_mask, scale: float) -> Tensor:
     if ok is None:
         return s.softmax(-1)
     s = ok.where(s, -math.inf)
-    m = s.max(-1, keepdim=True).detach()  # any m gives the same p; this one keeps exp finite
+    m = s.amax(-1, keepdim=True).detach()  # any m gives the same p; this one keeps exp finite
     m = (m > -math.inf).where(m, 0.0)
     e = ok.where((s - m).exp(), 0.0)
     den = e.sum(-1, keepdim=True)

@@ -83,6 +83,9 @@ class Ctx:
     saved: object = None  # whatever the rule needs beyond the parents
 
     def name(self) -> str:
+        label = getattr(self, "label", None)  # a composite's own name (``Tensor.sum``'s)
+        if label:
+            return f"{label}Backward"
         rule = self.rule
         kind = rule[1] if isinstance(rule, tuple) else getattr(rule, "name", None)
         return f"{(kind or rule.__name__).title().replace('_', '')}Backward"

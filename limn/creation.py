@@ -19,6 +19,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn.runtime import profile
 from limn.runtime.device import Buffer, current_device, device_names, installed, resolve
 from limn.torch_movement import _shape_arg
 
@@ -110,21 +111,66 @@ class Creation:
     def ones(cls, *shape, dtype=dtypes.float32, device=None, requires_grad=False):
         return cls.full(_shape_arg(shape), 1, dtype, device, requires_grad)
 
-    def zeros_like(self, dtype=None):
-        return self.full(self.shape, 0, dtype or self.dtype, device=self.device)
+    def zeros_like(self, dtype=None, device=None, requires_grad=False, **_):
+        return self.full_like(0, dtype, device, requires_grad)
 
-    def ones_like(self, dtype=None):
-        return self.full(self.shape, 1, dtype or self.dtype, device=self.device)
+    def ones_like(self, dtype=None, device=None, requires_grad=False, **_):
+        return self.full_like(1, dtype, device, requires_grad)
 
-    def full_like(self, value, dtype=None):
-        return self.full(self.shape, value, dtype or self.dtype, device=self.device)
+    def full_like(self, value, dtype=None, device=None, requires_grad=False, **_):
+        """torch's ``*_like``: this shape, and this dtype and device unless given
+        (``memory_format`` and ``layout`` are accepted: limn has one of each)."""
+        device = self.device if device is None else device
+        return self.full(self.shape, value, dtype or self.dtype, device, requires_grad)
+
+    def empty_like(self, dtype=None, device=None, requires_grad=False, **_):
+        """Zeros: limn never hands out uninitialized memory."""
+        return self.full_like(0, dtype, device, requires_grad)
+
+    def randn_like(self, dtype=None, device=None, requires_grad=False, **_):
+        return self.randn(self.shape, dtype=dtype or self.dtype, device=device or self.device,
+                          requires_grad=requires_grad)  # fmt: skip
+
+    def rand_like(self, dtype=None, device=None, requires_grad=False, **_):
+        return self.rand(self.shape, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)  # fmt: skip
+
+    def randint_like(self, low, high=None, dtype=None, device=None, **_):
+        return self.randint(low, high, self.shape, dtype or self.dtype, device or self.device)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False, **_):
+        """torch's ``new_*``: this dtype and device unless given."""
+        return self.full(_shape_arg((size,)), fill_value, dtype or self.dtype,
+                         device or self.device, requires_grad)  # fmt: skip
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False, **_):
+        return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False, **_):
+        return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
+
+    new_empty = new_zeros
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return type(self)(data, dtype or self.dtype, requires_grad, device or self.device)
+
+    def bernoulli(self, p=None):
+        """1 with probability ``p`` (this tensor's values if none), else 0."""
+        prob = self if p is None else self.full_like(p, dtypes.float64)
+        if not prob.dtype.is_float:
+            raise TypeError(f"bernoulli: needs float probabilities, got {prob.dtype}")
+        u = self._lift(_rng[0].random(self.shape))
+        return (u < prob).cast(self.dtype)
 
     @classmethod
-    def arange(cls, start, stop=None, step=1, dtype=None, device=None):
+    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, **_):
+        stop = end if end is not None else stop
         if stop is None:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be zero")
+        if (stop - start) * step < 0:
+            raise ValueError(f"arange: step {step} leads away from {start} toward {stop}")
         n = max(0, math.ceil((stop - start) / step))
         is_int = all(isinstance(v, int) for v in (start, stop, step))
         d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
@@ -137,11 +183,14 @@ class Creation:
         return idx.p_cast(d)
 
     @classmethod
-    def eye(cls, n: int, m: int | None = None, dtype=dtypes.float32, device=None):
+    def eye(cls, n: int, m: int | None = None, dtype=None, device=None, requires_grad=False):
         m = n if m is None else m
+        if n < 0 or m < 0:
+            raise ValueError(f"eye: sizes must be non-negative, got {n} and {m}")
         i = cls.arange(n, device=device).reshape(n, 1).expand(n, m)
         j = cls.arange(m, device=device).reshape(1, m).expand(n, m)
-        return (i == j).cast(dtype)
+        out = (i == j).cast(dtype or dtypes.float32)
+        return out.contiguous().realize().requires_grad_() if requires_grad else out
 
     @classmethod
     def rand(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):
@@ -189,8 +238,14 @@ class Creation:
         if not self.dtype.is_int:
             raise TypeError(f"one_hot: needs integer class indices, got {self.dtype}")
         if num_classes == -1:
-            num_classes = int(self.max().item()) + 1
-        return compose.one_hot(self, num_classes, as_dtype(dtype))
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        if num_classes < 0 or self.numel() and num_classes == 0:
+            raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}")
+        # rows of the identity, gathered: a class outside 0..num_classes-1 is refused by the
+        # gather's bounds check where the value is computed, naming one_hot (as torch raises)
+        n, eye = self.numel(), self.eye(num_classes, dtype=as_dtype(dtype), device=self.device)
+        ids = self.reshape(n, 1).expand(n, num_classes)
+        return profile.name_gather(eye.gather(0, ids), "one_hot").reshape(*self.shape, num_classes)
 
     def dropout(self, p: float = 0.5, training: bool = True):
         """Zero each element with probability p and scale the rest by 1/(1-p)."""
@@ -208,8 +263,24 @@ def multinomial(probs, num_samples: int = 1, replacement: bool = False):
     """Indices drawn by the weights along the last dim, by inverting the running total:
     for u ~ U(0, total), the index is how many running totals are <= u. Draws are
     independent (with replacement), so more than one needs ``replacement=True``."""
+    if probs.ndim not in (1, 2) or not probs.dtype.is_float:
+        raise ValueError(
+            f"multinomial: needs a 1-d or 2-d float tensor of weights, got "
+            f"{probs.dtype}{list(probs.shape)}"
+        )
+    if num_samples < 1:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
     if num_samples > 1 and not replacement:
-        raise ValueError("multinomial: num_samples > 1 needs replacement=True in limn")
+        if num_samples > probs.shape[-1]:
+            raise ValueError(
+                f"multinomial: cannot draw {num_samples} of {probs.shape[-1]} categories "
+                "without replacement"
+            )
+        # the k largest of log(w) + Gumbel noise: draws without replacement, each in
+        # proportion to the weights that are left (the Gumbel-top-k trick)
+        g = -np.log(-np.log(_rng[0].random(probs.shape).clip(1e-300, None)))
+        keys = probs.float().log() + probs._lift(g.astype(np.float32))
+        return keys.topk(num_samples, -1).indices
     cdf = probs.float().cumsum(-1)
     u = probs._lift(_rng[0].random(probs.shape[:-1] + (num_samples,)))
     u = u * cdf[..., -1:]

@@ -142,14 +142,15 @@ def generate(
     nanoGPT's ``block_size`` or ``config.block_size``). Prompt r draws from
     ``Rng(seed + r)``, so a batch of equal prompts gives different samples.
     """
-    given = idx.numpy() if isinstance(idx, Tensor) else list(idx)
-    lengths = {len(r) for r in given if isinstance(r, list | tuple)}
-    if not isinstance(idx, Tensor) and len(lengths) > 1:
-        raise ValueError(
-            f"generate: prompts of different lengths {sorted(lengths)} in one batch; pass "
-            "them one at a time, or pad them to one length"
-        )
-    given = np.asarray(given)
+    if not isinstance(idx, Tensor):
+        idx = list(idx)
+        lengths = {len(p) for p in idx if isinstance(p, list | tuple | np.ndarray)}
+        if len(lengths) > 1:
+            raise ValueError(
+                f"generate: the prompts of a batch must have one length, got lengths "
+                f"{sorted(lengths)}; generate each prompt alone, or pad them to one length"
+            )
+    given = idx.numpy() if isinstance(idx, Tensor) else np.asarray(idx)
     rows = given.reshape(1, -1) if given.ndim == 1 else given
     if rows.ndim != 2 or not rows.shape[1] or rows.dtype.kind not in "iu":
         raise ValueError(

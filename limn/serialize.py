@@ -228,20 +228,33 @@ def _parse_header(path, raw: bytes, data_len: int):
     return metadata, entries, (digest, signed)
 
 
+def _pickled(head: bytes, size: int) -> bool:
+    """Whether a file starting with ``head`` (its first 9 bytes) is torch.save's: a zip
+    (``PK`` 3 4) or a pickle (0x80 and a protocol number), and not safetensors: an 8-byte
+    little-endian header length that fits the file, then the header's JSON object, ``{``.
+    A safetensors length may well start with 0x80 (its low byte), so that byte alone does
+    not tell them apart."""
+    n = int.from_bytes(head[:8], "little")
+    if len(head) == 9 and 8 + n <= size and head[8:9] == b"{":
+        return False
+    return head.startswith(b"PK\x03\x04") or head[:1] == b"\x80" and 1 <= head[1] <= 5
+
+
 def _read(path):
     """(metadata, {name: numpy array}) of a fully validated file."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size < 8:
             _fail(path, f"the file has {size} bytes, fewer than the 8-byte header length")
-        head = f.read(8)
-        if head.startswith((b"PK\x03\x04", b"\x80")):
+        head = f.read(9)
+        if _pickled(head, size):
             _fail(path, "this is a torch pickle (torch.save's zip or legacy format), not "
                         "safetensors, and limn never unpickles; load it with torch and pass the "
                         "state dict (model.load_state_dict({k: v.numpy() for k, v in "
                         "torch.load(p).items()})), or convert it once with "
                         "safetensors.torch.save_file")  # fmt: skip
-        n = int.from_bytes(head, "little")
+        n = int.from_bytes(head[:8], "little")
+        f.seek(8)
         if n > MAX_HEADER_BYTES:
             _fail(path, f"the header claims {n} bytes, more than the {MAX_HEADER_BYTES} allowed")
         if 8 + n > size:
@@ -288,6 +301,7 @@ def assign_named(
     weight's second path) are written once, through the first. A live Tensor is read as it
     is now, without its autograd history: loading copies values, it is not differentiable.
     """
+    values = {k: _as_host(v) for k, v in values.items()}
     missing = [k for k in dests if k not in values]  # in torch's order, listed sorted
     unexpected = [k for k in values if k not in dests]
     problems = []  # every one of them, so a user fixes a checkpoint in one go
@@ -310,7 +324,7 @@ def assign_named(
         except (TypeError, AttributeError):
             vdtype = None
         if vshape != dst.shape or vdtype != dst.dtype and not (cast and vdtype is not None):
-            got = f"{vdtype}{list(vshape)}" if vshape is not None else type(v).__name__
+            got = f"{vdtype}{list(vshape)}" if vshape is not None else _class_name(v)
             problems.append(
                 f"tensor {k!r} is {dst.dtype}{list(dst.shape)} but the source holds {got}"
             )
@@ -329,6 +343,25 @@ def assign_named(
         writes.append(dst.assign(v))
     realize(*writes)
     return IncompatibleKeys(missing, unexpected)
+
+
+def _as_host(v):
+    """A value of another framework's tensor class (torch's: it has ``detach`` and
+    ``numpy``) as a numpy array; the rest as it is."""
+    if isinstance(v, Tensor | np.ndarray) or not hasattr(v, "__array__"):
+        return v
+    try:
+        return np.asarray(v.detach().cpu() if hasattr(v, "detach") else v)
+    except (TypeError, ValueError, RuntimeError):
+        return v  # refused below, by its class's full name
+
+
+def _class_name(v) -> str:
+    """``torch.Tensor``, not ``Tensor``: limn's own class has that short name."""
+    cls = type(v)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
 
 
 def load_into(target, path, strict: bool = True) -> dict[str, str]:

@@ -33,6 +33,8 @@ from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device, observers, result_of
 from limn.torch_methods import TorchMethods, torch_names
+from limn.torch_more_math import TorchMoreMath
+from limn.torch_more_movement import TorchMoreMovement
 from limn.torch_movement import TorchMovement
 
 # _rng: limn.capture reads the generator here
@@ -45,8 +47,8 @@ def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
 
 
 def _cast_to(d: DType):
-    """``x.float()`` and its kin: x cast to ``d``."""
-    return lambda self: self.cast(d)
+    """``x.float()`` and its kin: x cast to ``d`` (one memory format: it is accepted)."""
+    return lambda self, memory_format=None: self.cast(d)
 
 
 class _Size(int):
@@ -62,7 +64,7 @@ class _Size(int):
         return self.shape if dim is None else self.shape[dim]
 
 
-class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
+class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMovement, Creation):
     __array_priority__ = 100  # numpy defers to our operators
     # A view (the result of a movement op that stayed one View) remembers the tensor it was
     # moved from and how, so an assign into it can write through to that base's buffer.
@@ -267,6 +269,8 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
         dtype), ``to(device, dtype)``, and by keyword. Between host devices the graph moves
         as it is (they share bytes); to another device the value is copied there."""
         for a in args:
+            if isinstance(a, bool):  # torch's non_blocking and copy: nothing to do here
+                continue
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
             elif isinstance(a, str) and (a.split(":")[0] in device_names() or a == "cpu"):
@@ -296,6 +300,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
     float, double, half = map(_cast_to, (dtypes.float32, dtypes.float64, dtypes.float16))
     bfloat16, int = map(_cast_to, (dtypes.bfloat16, dtypes.int32))
     long, bool = map(_cast_to, (dtypes.int64, dtypes.bool_))
+    byte, char, short = map(_cast_to, (dtypes.uint8, dtypes.int8, dtypes.int16))
 
     # ---- autograd -------------------------------------------------------------------
 

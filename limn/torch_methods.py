@@ -38,12 +38,15 @@ def _binary(name: str, fn):
     )
 
 
-def _logical(name: str, fn):
-    """``&``, ``|`` or ``^``: ``fn`` of two bool operands (either side first: they commute)."""
+def _logical(name: str, fn, bits: str):
+    """``&``, ``|`` or ``^``: ``fn`` of two bool operands, or the primitive ``bits`` of two
+    integer ones, as torch's bitwise ops (either side first: they commute)."""
 
     def checked(a, b):
+        if a.dtype.is_int:
+            return getattr(a, bits)(b)
         if a.dtype != dtypes.bool_:
-            raise TypeError(f"{name}: needs bool tensors, got {a.dtype}")
+            raise TypeError(f"{name}: needs bool or integer tensors, got {a.dtype}")
         return fn(a, b)
 
     return _binary(name, checked)[0]
@@ -95,16 +98,51 @@ class TorchMethods:
                 return self.p_const(answer.get(op, op == "ne"), dtype=dtypes.bool_)
         return getattr(compose, op)(*self._align(o, op))
 
-    __and__ = __rand__ = _logical("and", compose.logical_and)
-    __or__ = __ror__ = _logical("or", compose.logical_or)
-    __xor__ = __rxor__ = _logical("xor", compose.logical_xor)
-    add, sub, mul, div, pow, neg = __add__, __sub__, __mul__, __truediv__, __pow__, __neg__
-    multiply, divide, true_divide, subtract = mul, div, div, sub
+    __and__ = __rand__ = bitwise_and = _logical("and", compose.logical_and, "p_and")
+    __or__ = __ror__ = bitwise_or = _logical("or", compose.logical_or, "p_or")
+    __xor__ = __rxor__ = bitwise_xor = _logical("xor", compose.logical_xor, "p_xor")
+    pow, true_divide = __pow__, __truediv__
+
+    def add(self, other, *, alpha=1):
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other, *, alpha=1):
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other):
+        return self * other
+
+    def neg(self):
+        if self.dtype == dtypes.bool_:
+            raise TypeError("neg: a bool tensor has no negation; accepted: ~x (logical not)")
+        return -self
+
+    def div(self, other, *, rounding_mode: str | None = None):
+        """``/``, or torch's ``rounding_mode``: "trunc" toward zero, "floor" down."""
+        if rounding_mode is None:
+            return self / other
+        a, b = self._align(other, "div")
+        if rounding_mode == "trunc":
+            return a.p_idiv(b) if a.dtype.is_int else functions.trunc(functions.divide(a, b))
+        if rounding_mode == "floor":
+            if a.dtype.is_int:
+                return functions.int_floor_divide(a, b)
+            return functions.float_floor_divide(a, b)
+        raise ValueError(
+            f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}"
+        )
+
+    multiply, divide, subtract = mul, div, sub
 
     def __invert__(self):
+        if self.dtype.is_int:
+            ones = -1 if self.dtype.kind == "i" else dtypes.max_value(self.dtype)
+            return self.p_xor(self.p_const(ones))
         if self.dtype != dtypes.bool_:
-            raise TypeError(f"invert: needs a bool tensor, got {self.dtype}")
+            raise TypeError(f"invert: needs a bool or integer tensor, got {self.dtype}")
         return compose.logical_not(self)
+
+    bitwise_not = __invert__
 
     def sqrt(self):
         return self._float().p_sqrt()
@@ -124,7 +162,24 @@ class TorchMethods:
 
     square, sign, relu = compose.square, compose.sign, compose.relu
     isnan, isinf, isfinite = compose.isnan, compose.isinf, compose.isfinite
-    floor, ceil, trunc, round = functions.floor, functions.ceil, functions.trunc, functions.rint
+    floor, ceil, trunc = functions.floor, functions.ceil, functions.trunc
+
+    def round(self, decimals: int = 0):
+        """Half to even, as torch; ``decimals`` scales by 10**decimals first (as torch does,
+        so a value whose scaled form rounds in float rounds the same)."""
+        if decimals == 0 or self.dtype.is_int:
+            return self if self.dtype.is_int else functions.rint(self)
+        scale = 10.0 ** abs(decimals)
+        if decimals > 0:
+            return functions.rint(self * scale) / scale
+        return functions.rint(self / scale) * scale
+
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0):
+        """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's)."""
+        x = self._float()
+        y = compose.softplus(x if beta == 1 else x * beta)
+        y = y if beta == 1 else y / beta
+        return (x * beta > threshold).where(x, y)
 
     def gelu(self, approximate: str = "none"):
         return compose.gelu(self._float(), approximate)
@@ -146,7 +201,14 @@ class TorchMethods:
     clip = clamp
 
     def masked_fill(self, mask, value):
-        """``value`` where ``mask`` (broadcast to this shape) is True, else this tensor."""
+        """``value`` (a number or a 0-d tensor) where ``mask`` (broadcast to this shape) is
+        True, else this tensor."""
+        if isinstance(value, TorchMethods) and value.ndim:
+            raise ValueError(
+                f"masked_fill: value must be a number or a 0-d tensor, got shape {value.shape}"
+            )
+        if mask.dtype != dtypes.bool_:
+            raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
         return mask.where(value, self).cast(self.dtype)
 
     def clone(self):
@@ -182,7 +244,7 @@ class TorchMethods:
         return compose.normalize_axes(axis, self.ndim, op)
 
     def sum(self, axis=None, keepdim: bool = False, dtype=None):
-        return compose.sum_(self._total(dtype), self._axes(axis, "sum"), keepdim)
+        return _labelled(compose.sum_(self._total(dtype), self._axes(axis, "sum"), keepdim), "Sum")
 
     def _total(self, dtype):
         """The operand of a sum or cumsum, cast to its total's dtype (integers: int64)."""
@@ -197,37 +259,59 @@ class TorchMethods:
         self._nonempty(axis, "min")
         return compose.min_(self, self._axes(axis, "min"), keepdim)
 
-    def max(self, axis=None, keepdim: bool = False, *, dim=None):
-        if dim is None:
-            return self.amax(axis, keepdim)
+    def max(self, dim=None, keepdim: bool = False, *, axis=None):
+        """torch's three forms: ``max()`` the largest, ``max(dim)`` the pair (values,
+        indices), ``max(other)`` the elementwise ``maximum``; limn's ``max(axis=)`` is the
+        values alone, as ``amax``."""
+        if isinstance(dim, TorchMethods):
+            return self.maximum(dim)
+        if dim is None or isinstance(dim, tuple | list):  # several dims: limn's, the values
+            return self.amax(axis if dim is None else dim, keepdim)
         return MinMax(self.amax(dim, keepdim), self.argmax(dim, keepdim))
 
-    def min(self, axis=None, keepdim: bool = False, *, dim=None):
-        if dim is None:
-            return self.amin(axis, keepdim)
+    def min(self, dim=None, keepdim: bool = False, *, axis=None):
+        """As ``max``: the smallest, the pair (values, indices), or ``minimum``."""
+        if isinstance(dim, TorchMethods):
+            return self.minimum(dim)
+        if dim is None or isinstance(dim, tuple | list):
+            return self.amin(axis if dim is None else dim, keepdim)
         return MinMax(self.amin(dim, keepdim), self.argmin(dim, keepdim))
 
     def _nonempty(self, axis, op):
         if any(self.shape[a] == 0 for a in self._axes(axis, op)):
             raise ValueError(f"{op}: cannot reduce a zero-size axis of shape {self.shape}")
 
-    def mean(self, axis=None, keepdim: bool = False):
-        return compose.mean(self._float(), self._axes(axis, "mean"), keepdim)
+    def mean(self, axis=None, keepdim: bool = False, dtype=None):
+        return _labelled(self._mean(axis, keepdim, dtype), "Mean")
+
+    def _mean(self, axis, keepdim, dtype):
+        if dtype is None and not self.dtype.is_float:
+            raise TypeError(
+                f"mean: needs a float tensor, got {self.dtype}; accepted: x.float().mean() "
+                "or mean(dtype=...), as in torch"
+            )
+        x = self if dtype is None else self.cast(dtype)
+        return compose.mean(x, self._axes(axis, "mean"), keepdim)
 
     def var(self, axis=None, keepdim: bool = False, correction: float = 1):
+        if isinstance(axis, bool):  # torch's var(x, unbiased)
+            axis, correction = None, int(axis)
         return compose.var(self._float(), self._axes(axis, "var"), keepdim, correction)
 
     def std(self, axis=None, keepdim: bool = False, correction: float = 1):
+        if isinstance(axis, bool):  # torch's std(x, unbiased)
+            axis, correction = None, int(axis)
         return compose.std(self._float(), self._axes(axis, "std"), keepdim, correction)
 
     def logsumexp(self, axis=None, keepdim: bool = False):
         return compose.logsumexp(self._float(), self._axes(axis, "logsumexp"), keepdim)
 
-    def softmax(self, axis: int = -1):
-        return compose.softmax(self._float(), compose.normalize_axis(axis, self.ndim, "softmax"))
+    def softmax(self, axis: int = -1, dtype=None):
+        x = self._float() if dtype is None else self.cast(dtype)
+        return compose.softmax(x, compose.normalize_axis(axis, self.ndim, "softmax"))
 
-    def log_softmax(self, axis: int = -1):
-        x = self._float()
+    def log_softmax(self, axis: int = -1, dtype=None):
+        x = self._float() if dtype is None else self.cast(dtype)
         return compose.log_softmax(x, compose.normalize_axis(axis, self.ndim, "log_softmax"))
 
     def _arg(self, fn, axis, keepdim, name):
@@ -252,13 +336,19 @@ class TorchMethods:
     def all(self, axis=None, keepdim: bool = False):
         return self.p_cast(dtypes.bool_).amin(axis, keepdim)
 
-    def norm(self, p=2, axis=None, keepdim: bool = False):
-        """The vector p-norm over ``axis`` (all dims by default): 1, 2, inf or any p > 0."""
-        a = self._float().abs()
+    def norm(self, p="fro", axis=None, keepdim: bool = False, dtype=None):
+        """The vector p-norm over ``axis`` (all dims by default): 0, 1, 2, inf, -inf or any
+        p; "fro" (the default) is 2 over the dims given."""
+        if p is not None and not isinstance(p, int | float) and p != "fro":
+            raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
+        p = 2 if p is None or p == "fro" else p
+        a = (self._float() if dtype is None else self.cast(dtype)).abs()
         if p == 0:  # torch's "norm" of order 0: how many are not zero
             return (a != 0).sum(axis, keepdim).cast(a.dtype)
         if p == math.inf:
             return a.amax(axis, keepdim)
+        if p == -math.inf:
+            return a.amin(axis, keepdim)
         if p in (1, 2):
             return (a if p == 1 else a * a).sum(axis, keepdim) ** (1 / p)
         return (a**p).sum(axis, keepdim) ** (1 / p)
@@ -299,6 +389,14 @@ class TorchMethods:
         return out if bias is None else out + bias
 
 
+def _labelled(out, label: str):
+    """``out`` whose autograd record prints torch's name for the composite that made it
+    (``<SumBackward>``, not the reshape that ended it)."""
+    if out._ctx is not None:
+        out._ctx.label = label
+    return out
+
+
 def _pow(a: TorchMethods, b: TorchMethods) -> TorchMethods:
     """a**b after promotion: integers stay exact integers, as in torch; the rest is float."""
     return functions.int_pow(a, b) if a.dtype.is_int else functions.pow(a._float(), b._float())
@@ -318,7 +416,7 @@ def _float_math(name: str):
 
 
 for _name in (
-    "exp log sigmoid softplus erf exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh "
+    "exp log sigmoid erf exp2 log2 log10 expm1 log1p sin cos tan asin acos atan sinh "
     "cosh tanh asinh acosh atanh atan2 hypot logaddexp"
 ).split():
     setattr(TorchMethods, _name, _float_math(_name))
@@ -359,6 +457,36 @@ TorchMethods.fill_ = lambda x, value: _write(x, "fill_", x.full_like(value))
 TorchMethods.zero_ = lambda self: self.fill_(0)
 
 
+def scalar_dims(fn):
+    """``fn`` taking torch's dim 0 or -1 on a 0-d tensor (``x.sum(0)``, ``x.argmax(-1)``):
+    computed on it as shape (1,), each tensor it answers made 0-d again."""
+    sig = inspect.signature(fn)
+    key = "axis" if "axis" in sig.parameters else "dim"
+
+    @functools.wraps(fn)
+    def method(self, *args, **kw):
+        if self.ndim == 0:
+            bound = sig.bind(self, *args, **kw)
+            bound.apply_defaults()
+            axis = bound.arguments.get(key)
+            axes = axis if isinstance(axis, tuple | list) else (axis,)
+            if axis is not None and axes and all(type(a) is int and a in (0, -1) for a in axes):
+                out = fn(self.reshape(1), *args, **kw)
+                if isinstance(out, tuple):
+                    return type(out)(*(t.reshape(()) for t in out))
+                return out.reshape(())
+        return fn(self, *args, **kw)
+
+    return method
+
+
+for _name in (
+    "sum amax amin max min mean var std logsumexp softmax log_softmax argmax argmin cumsum "
+    "any all norm argsort sort topk"
+).split():
+    setattr(TorchMethods, _name, scalar_dims(getattr(TorchMethods, _name)))
+
+
 TORCH_NAMES = {"dim": "axis", "keepdims": "keepdim", "unbiased": "correction"}
 
 
@@ -372,8 +500,9 @@ def torch_names(fn):
             for torch_name, ours in TORCH_NAMES.items():
                 if torch_name in kw:
                     kw[ours] = kw.pop(torch_name)
-            if "correction" in kw and isinstance(kw["correction"], bool):
-                kw["correction"] = int(kw["correction"])
+            if "correction" in kw and isinstance(kw["correction"], bool | None):
+                c = kw["correction"]  # torch's None: the default, 1
+                kw["correction"] = 1 if c is None else int(c)
         return fn(*args, **kw)
 
     return method

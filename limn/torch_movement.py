@@ -19,7 +19,7 @@ import numpy as np
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
 from limn.runtime import profile
-from limn.torch_methods import accept_torch_names
+from limn.torch_methods import accept_torch_names, scalar_dims
 
 
 class TorchMovement:
@@ -44,7 +44,7 @@ class TorchMovement:
         return self.p_permute(norm)
 
     def transpose(self, dim0: int = -2, dim1: int = -1) -> Self:
-        if self.ndim < 2 and (dim0, dim1) == (-2, -1):
+        if self.ndim < 2 and (dim0, dim1) == (-2, -1) or self.ndim == 0 and {dim0, dim1} <= {0, -1}:
             return self
         a = compose.normalize_axis(dim0, self.ndim, "transpose")
         b = compose.normalize_axis(dim1, self.ndim, "transpose")
@@ -52,7 +52,11 @@ class TorchMovement:
         order[a], order[b] = order[b], order[a]
         return self.p_permute(tuple(order))
 
-    t = transpose  # torch's t(): the last two dims swapped, 1-d and 0-d as they are
+    def t(self) -> Self:
+        """torch's t(): a matrix transposed; 1-d and 0-d as they are."""
+        if self.ndim > 2:
+            raise ValueError(f"t: needs at most 2 dims, got shape {self.shape}; use transpose")
+        return self.transpose()
 
     @property
     def T(self) -> Self:
@@ -115,8 +119,10 @@ class TorchMovement:
             )
         return self.p_shrink(bounds)
 
-    def flip(self, *axes) -> Self:
-        axes = _shape_arg(axes)
+    def flip(self, *axes, dims=None) -> Self:
+        axes = _shape_arg(axes if dims is None else (dims,))
+        if self.ndim == 0 and all(a in (0, -1) for a in axes):
+            return self
         return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
@@ -234,6 +240,8 @@ class TorchMovement:
         self[key].assign(value)
 
 
+for _name in ("squeeze", "index_select"):
+    setattr(TorchMovement, _name, scalar_dims(getattr(TorchMovement, _name)))
 accept_torch_names(TorchMovement)
 
 

@@ -192,7 +192,7 @@ def reduces_over_a_concatenation():
     # the pieces of a reduce loop a concatenation cuts fold into the whole array's lanes
     r = _rng(20)
     a, b = _randn(r, 3, 21), _randn(r, 3, 30)
-    return [cat([a, b], 1).sum(1), cat([b, a, b], 1).max(1), cat([a[0], b[1]], 0).sum()]
+    return [cat([a, b], 1).sum(1), cat([b, a, b], 1).amax(1), cat([a[0], b[1]], 0).sum()]
 
 
 @case()
@@ -256,14 +256,14 @@ def sum_over_each_axis():
 def max_over_each_axis():
     r = _rng(21)
     x = _randn(r, 2, 3, 4)
-    return [x.max(0), x.max(1, keepdim=True), x.max(2), x.max(), x.min((0, 1))]
+    return [x.amax(0), x.amax(1, keepdim=True), x.amax(2), x.max(), x.min((0, 1))]
 
 
 @case()
 def reduce_of_views():
     r = _rng(22)
     x = _randn(r, 4, 5)
-    return [x.T.sum(0), x[::2, 1:].max(1), x.pad(((1, 1), (0, 0))).sum(0), x.flip(1).sum(1)]
+    return [x.T.sum(0), x[::2, 1:].amax(1), x.pad(((1, 1), (0, 0))).sum(0), x.flip(1).sum(1)]
 
 
 @case()
@@ -342,7 +342,7 @@ def tiled_max_contraction():
     # a (max, +) product: the tile folds with MAX instead of ADD
     r = _rng(35)
     a, b = _randn(r, 9, 7), _randn(r, 7, 40)
-    return [(a.reshape(9, 7, 1) + b.reshape(1, 7, 40)).max(1)]
+    return [(a.reshape(9, 7, 1) + b.reshape(1, 7, 40)).amax(1)]
 
 
 @case()
@@ -455,7 +455,7 @@ def _int_case(d: dtypes.DType):
         outs += [a.p_xor(b), a.p_shl(cnt), a.p_shr(cnt), a < b, where(a < b, a, b)]
         outs += [
             a.sum(1),
-            a.max(0),
+            a.amax(0),
             a @ b.T,
             a.gather(1, b.p_mod(b.p_const(4)).long()),
             a.T.flip(0),
@@ -495,7 +495,7 @@ def _float_case(d: dtypes.DType):
     def build():
         r = _rng(70 + d.itemsize)
         x, y = _randn(r, 3, 5, dtype=d), _randn(r, 5, 4, dtype=d)
-        outs = [x * 2 + 1, (x.abs() + 1).sqrt(), x.sum(1), x.max(0), x @ y, x.softmax(1)]
+        outs = [x * 2 + 1, (x.abs() + 1).sqrt(), x.sum(1), x.amax(0), x @ y, x.softmax(1)]
         outs += [x.sum(), x.T.sum(1, keepdim=True), x.pad(((1, 0), (0, 1))).exp()]
         idx = Tensor(np.array([[0, 2, 0, 1, 0], [2, 2, 1, 0, 0]]))
         outs.append(x.scatter_add(0, idx, x[:2] * 3))  # colliding adds in x's own dtype

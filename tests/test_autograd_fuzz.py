@@ -93,9 +93,9 @@ OPS = {
         lambda x, axis, keepdim: x.mean(axis, keepdim),
         lambda x, axis, keepdim: _torch_reduce(torch.mean, x, axis, keepdim),
     ),
-    "max": (lambda x, axis, keepdim: x.max(axis, keepdim), _torch_amax),
+    "max": (lambda x, axis, keepdim: x.amax(axis, keepdim), _torch_amax),
     "min": (
-        lambda x, axis, keepdim: x.min(axis, keepdim),
+        lambda x, axis, keepdim: x.amin(axis, keepdim),
         lambda x, axis, keepdim: -_torch_amax(-x, axis, keepdim),
     ),
     "var": (

@@ -130,8 +130,8 @@ CASES = {
         TypeError,
         r"add: .*int64 and uint64 have no common integer dtype; cast one operand",
     ),
-    "logical_and_floats": (lambda: A & A, TypeError, r"and: needs bool tensors, got float32"),
-    "invert_float": (lambda: ~A, TypeError, r"invert: needs a bool tensor, got float32"),
+    "logical_and_floats": (lambda: A & A, TypeError, r"and: needs bool or integer tensors, got f"),
+    "invert_float": (lambda: ~A, TypeError, r"invert: needs a bool or integer tensor, got float32"),
     "grad_of_int": (
         lambda: Tensor([1, 2], requires_grad=True),
         TypeError,

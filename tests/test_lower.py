@@ -170,7 +170,7 @@ def test_innermost_reduce_keeps_its_total_in_a_register():
 
 
 def test_reduce_with_loops_inside_it_fills_with_the_identity_then_accumulates():
-    nest = apply_passes(nests_of(Tensor.randn((4, 5)).max(0))[0])
+    nest = apply_passes(nests_of(Tensor.randn((4, 5)).amax(0))[0])
     text = str(nest)
     assert "CONST   v0 = -inf : float32" in text
     assert "ACCUM   out[i1] = MAX out[i1], v1" in text

@@ -135,8 +135,8 @@ TENSOR_BINARY = [
     ("ne", lambda a, b: a != b, torch.ne, 0, True),
 ]
 TENSOR_REDUCE = [  # along dim 1 and, where it applies, over everything
-    ("max", lambda a: a.max(1), lambda a: a.amax(1), 0, False),
-    ("min", lambda a: a.min(1), lambda a: a.amin(1), 0, False),
+    ("max", lambda a: a.amax(1), lambda a: a.amax(1), 0, False),
+    ("min", lambda a: a.amin(1), lambda a: a.amin(1), 0, False),
     ("max all", lambda a: a.max(), lambda a: a.max(), 0, False),
     ("argmax", lambda a: a.argmax(1), lambda a: a.argmax(1), 0, True),
     ("argmin", lambda a: a.argmin(1), lambda a: a.argmin(1), 0, True),

@@ -378,7 +378,7 @@ def test_float64_stays_float64_through_every_kind_of_op():
         t.exp(),
         t.sum(0),
         t.mean(),
-        t.max(1),
+        t.amax(1),
         t.softmax(-1),
         t @ t.T,
         t.var(1),
@@ -409,8 +409,8 @@ def _taxis(axis, nd):
 REDUCES = {
     "sum": (lambda t, ax, k: t.sum(ax, k), lambda x, ax, k: x.sum(dim=_taxis(ax, 3), keepdim=k)),
     "mean": (lambda t, ax, k: t.mean(ax, k), lambda x, ax, k: x.mean(dim=_taxis(ax, 3), keepdim=k)),
-    "max": (lambda t, ax, k: t.max(ax, k), lambda x, ax, k: torch.amax(x, _taxis(ax, 3), k)),
-    "min": (lambda t, ax, k: t.min(ax, k), lambda x, ax, k: torch.amin(x, _taxis(ax, 3), k)),
+    "max": (lambda t, ax, k: t.amax(ax, k), lambda x, ax, k: torch.amax(x, _taxis(ax, 3), k)),
+    "min": (lambda t, ax, k: t.amin(ax, k), lambda x, ax, k: torch.amin(x, _taxis(ax, 3), k)),
     "var": (lambda t, ax, k: t.var(ax, k), lambda x, ax, k: x.var(dim=_taxis(ax, 3), keepdim=k)),
     "std": (
         lambda t, ax, k: t.std(ax, k, correction=0),

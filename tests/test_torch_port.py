@@ -134,7 +134,8 @@ def test_max_and_min_by_dim_give_torchs_values_and_indices():
     np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
     values, indices = Tensor(X).min(dim=-1)
     np.testing.assert_array_equal(indices.numpy(), torch.tensor(X).min(dim=-1).indices.numpy())
-    assert Tensor(X).max(1).shape == (2, 4)  # positional: limn's reduction, the values
+    assert Tensor(X).max(1).values.shape == (2, 4)  # positional too, as torch's
+    assert Tensor(X).max(axis=1).shape == (2, 4)  # limn's axis=: the values, as amax
 
 
 def test_assignment_through_an_index_or_a_mask_matches_torch():

@@ -357,7 +357,7 @@ def _cuda_graphs():
     yield [(a @ b).relu().sum(1).node]  # a tile, then cells
     yield [(Tensor.randn((3, 20, 33)) @ Tensor.randn((3, 33, 17))).node]  # a batched tile
     yield [Tensor.randn((8192,)).exp().sum().node]  # a split reduce, one cell
-    yield [(Tensor.randn((2, 9000)) * 2).max(1).sqrt().node]  # a split over two cells
+    yield [(Tensor.randn((2, 9000)) * 2).amax(1).sqrt().node]  # a split over two cells
 
 
 def test_each_cuda_line_maps_to_the_instruction_it_spells():

@@ -127,7 +127,7 @@ def _by_positions(keys: tuple[DType, ...], descending: bool) -> str:
     if floats:
         na = " | ".join(f"({at(j, d, 'a')} != {at(j, d, 'a')})" for j, d in floats)
         nb = " | ".join(f"({at(j, d, 'b')} != {at(j, d, 'b')})" for j, d in floats)
-        lines += [f"  const int na = {na}, nb = {nb};", "  if (na | nb) return !na & nb;"]
+        lines += [f"  const int na = {na}, nb = {nb};", "  if (na | nb) return (!na) & nb;"]
     for j, d in enumerate(keys):
         x, y = at(j, d, "a"), at(j, d, "b")
         first, then = (f"{y} < {x}", f"{x} < {y}") if descending else (f"{x} < {y}", f"{y} < {x}")

@@ -13,30 +13,54 @@ import ml_dtypes
 from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
-from limn.nn.conv import adaptive_avg_pool2d, avg_pool2d, conv, max_pool1d, max_pool2d  # noqa: F401
+from limn.nn.conv import conv
+from limn.nn.functional_more import *  # noqa: F403  (activations, distances, more losses)
+from limn.nn.functional_pool import (  # noqa: F401
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+    pad,
+)
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
 
 relu, gelu, silu, tanh, sigmoid, softplus = (
     Tensor.relu, Tensor.gelu, Tensor.silu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
 )  # fmt: skip
-softmax, log_softmax, linear, dropout, one_hot = (
-    Tensor.softmax, Tensor.log_softmax, Tensor.linear, Tensor.dropout, Tensor.one_hot
+log_softmax, linear, dropout, one_hot = (
+    Tensor.log_softmax, Tensor.linear, Tensor.dropout, Tensor.one_hot
 )  # fmt: skip
-conv1d = conv2d = conv
+
+
+def softmax(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    return x.softmax(-1 if dim is None else dim, dtype)
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(x, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(x, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
+    ts = [t for t in (x, weight, bias) if t is not None]
+    if any(t.dtype == dtypes.bool_ or t.dtype != x.dtype for t in ts) or weight.ndim != n + 2:
+        raise TypeError(
+            f"conv{n}d: input, weight and bias must share one number dtype and the weight have "
+            f"{n + 2} dims, got {[f'{t.dtype}{list(t.shape)}' for t in ts]}"
+        )
+    return conv(x, weight, bias, stride, padding, dilation, groups)
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
-
-
-def pad(x: Tensor, pad: tuple, mode: str = "constant", value: float = 0.0) -> Tensor:
-    """torch's order: (before, after) of the last dim first, then the one before it, ..."""
-    if mode != "constant" or len(pad) % 2:
-        raise ValueError(
-            f"pad: needs mode='constant' and (before, after) pairs, got {mode!r}, {pad}"
-        )
-    return x.pad([(pad[i], pad[i + 1]) for i in range(len(pad) - 2, -1, -2)], value)
 
 
 def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -71,6 +95,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x**2) + eps) over the trailing dims; eps defaults to the dtype's
     machine epsilon, as torch's."""
+    if not tuple(normalized_shape):
+        raise ValueError("rms_norm: normalized_shape needs at least one dim")
     axes = _trailing(x, tuple(normalized_shape), "rms_norm")
     eps = float(ml_dtypes.finfo(dtypes.to_numpy(x.dtype)).eps) if eps is None else eps
     y = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
@@ -139,36 +165,98 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-def binary_cross_entropy_with_logits(x: Tensor, y: Tensor, reduction: str = "mean") -> Tensor:
-    """-(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), as max(x, 0) - x y +
-    log1p(exp(-|x|)): finite for any logit."""
-    loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+def binary_cross_entropy_with_logits(
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """-(p y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))) for ``pos_weight`` p, as
+    (1 - y) x + (1 + (p - 1) y) (log1p(exp(-|x|)) + max(-x, 0)): finite for any logit;
+    ``weight`` scales each element."""
+    if x.shape != y.shape:
+        raise ValueError(
+            f"binary_cross_entropy_with_logits: input {x.shape} and target {y.shape} must "
+            "share a shape"
+        )
+    softplus_neg = (-x.abs()).exp().log1p() + (-x).maximum(0)  # -log sigmoid(x)
+    if pos_weight is None:
+        loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+    else:
+        loss = (1 - y) * x + (1 + (pos_weight - 1) * y) * softplus_neg
+    loss = loss if weight is None else loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
 def cross_entropy(
-    logits: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100
+    logits: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
 ) -> Tensor:
-    """-log softmax(logits)[target] from raw logits and integer class ids.
+    """-log softmax(logits)[target] from raw logits and integer class ids, or the
+    cross-entropy with class probabilities (a float target shaped as the logits).
 
     logits (N, C) or (N, C, *d) with target (N,) or (N, *d), or logits (C,) with a 0-d
     target, as in torch. log_softmax subtracts the row max before exponentiating, so huge
-    logits stay finite. Targets equal to ``ignore_index`` count for nothing, and the mean
-    is over the rest.
+    logits stay finite. Targets equal to ``ignore_index`` count for nothing; ``weight``
+    scales each class, and the mean is over the weights of the targets counted, as torch's.
     """
-    return _nll(logits, target, reduction, ignore_index, "cross_entropy")
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if target.dtype.is_float and target.shape == logits.shape and logits.ndim:
+        return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
+    return _nll(logits, target, weight, reduction, ignore_index, "cross_entropy", label_smoothing)
 
 
 def nll_loss(
-    logp: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100
+    logp: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
 ) -> Tensor:
     """-logp[target], for log-probabilities laid out as cross_entropy's logits."""
-    return _nll(logp, target, reduction, ignore_index, "nll_loss")
+    return _nll(logp, target, weight, reduction, ignore_index, "nll_loss", 0.0)
 
 
-def _nll(scores: Tensor, target: Tensor, reduction: str, ignore_index: int, name: str):
+def _class_weight(weight, scores, class_axis, name):
+    c = scores.shape[class_axis]
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+        raise ValueError(f"{name}: weight must hold one value per class ({c}), got {weight.shape}")
+    return weight
+
+
+def _soft_cross_entropy(logits, target, weight, reduction, smoothing):
+    class_axis = 0 if logits.ndim == 1 else 1
+    weight = _class_weight(weight, logits, class_axis, "cross_entropy")
+    c = logits.shape[class_axis]
+    if smoothing:
+        target = target * (1 - smoothing) + smoothing / c
+    logp = logits.log_softmax(class_axis)
+    if weight is not None:
+        logp = logp * weight.reshape(c, *[1] * (logits.ndim - class_axis - 1))
+    loss = -(logp * target).sum(class_axis)
+    if reduction == "mean":
+        return loss.sum() / max(1, loss.numel())
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def _nll(scores, target, weight, reduction, ignore_index, name, smoothing):
     if not target.dtype.is_int:
-        raise TypeError(f"{name}: target must hold integer class ids, got {target.dtype}")
+        raise TypeError(
+            f"{name}: target must hold integer class ids (or, for cross_entropy, float "
+            f"class probabilities of the logits' shape), got {target.dtype}{list(target.shape)}"
+        )
     class_axis = 0 if scores.ndim == 1 else 1
     expected = scores.shape[:class_axis] + scores.shape[class_axis + 1 :]
     if scores.ndim == 0 or target.shape != expected:
@@ -176,13 +264,18 @@ def _nll(scores: Tensor, target: Tensor, reduction: str, ignore_index: int, name
             f"{name}: logits {scores.shape} need target of shape {expected} "
             f"(class dim {class_axis} removed), got {target.shape}"
         )
+    weight = _class_weight(weight, scores, class_axis, name)
     order = tuple(a for a in range(scores.ndim) if a != class_axis) + (class_axis,)
     logp = scores.permute(order)  # classes last
     logp = logp.log_softmax(-1) if name == "cross_entropy" else logp
     keep = target != ignore_index
     safe = keep.where(target, 0)
     picked = name_gather(logp.gather(-1, safe.unsqueeze(-1)), name).squeeze(-1)
-    nll = keep.where(-picked, 0.0)
+    w = keep.cast(logp.dtype) if weight is None else keep.where(weight.cast(logp.dtype)[safe], 0.0)
+    nll = -picked * w
+    if smoothing:
+        spread = -(logp if weight is None else logp * weight).sum(-1) / logp.shape[-1]
+        nll = nll * (1 - smoothing) + keep.where(spread, 0.0) * smoothing
     if reduction == "mean":
-        return nll.sum() / keep.sum().cast(nll.dtype)
+        return nll.sum() / w.sum()
     return _reduce(nll, reduction, name)

@@ -1,0 +1,286 @@
+"""More of torch.nn.functional: activations, normalizations, distances and losses.
+
+Each is a short composition of Tensor methods in torch's signature, exported by
+``limn/nn/functional.py``; the formulas are torch's documented ones (``tests/test_opinfo.py``
+checks each against torch on its own samples).
+"""
+
+from __future__ import annotations
+
+import math
+
+from limn.tensor import Tensor
+
+
+def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return loss if reduction == "none" else getattr(loss, reduction)()
+
+
+def _same_shape(a: Tensor, b: Tensor, name: str) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name}: input {a.shape} and target {b.shape} must share a shape")
+
+
+# ---- activations ------------------------------------------------------------------
+
+
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(x, 0.0, 6.0)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace=False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} is above max_val {max_val}")
+    return x.clamp(min_val, max_val).cast(x.dtype)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return (x > 0).where(x, (x.expm1() * alpha).cast(x.dtype))
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return (x > 0).where(x, ((x / alpha).expm1() * alpha).cast(x.dtype))
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+
+
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    return (x / 6 + 0.5).clamp(0.0, 1.0)
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    return x * (x + 3).clamp(0.0, 6.0) / 6
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    return -(-x).softplus()
+
+
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    return x * x.softplus().tanh()
+
+
+def softsign(x: Tensor) -> Tensor:
+    return x / (1 + x.abs())
+
+
+def tanhshrink(x: Tensor) -> Tensor:
+    return x - x.tanh()
+
+
+def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    return (x > threshold).where(x, value).cast(x.dtype)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, 0.0)).cast(x.dtype)
+
+
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    return ((x > lambd) | (x < -lambd)).where(x, 0.0).cast(x.dtype)
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    if x.ndim == 0 or x.shape[dim] % 2:
+        raise ValueError(f"glu: dim {dim} of {x.shape} must have an even size")
+    a, b = x.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """max(0, x) + weight * min(0, x), one weight or one per channel (dim 1)."""
+    if (
+        weight.ndim > 1
+        or weight.numel() != 1
+        and (x.ndim < 1 or weight.numel() != x.shape[min(1, x.ndim - 1)])
+    ):
+        raise ValueError(f"prelu: {weight.numel()} weights do not fit input {x.shape}")
+    w = weight.reshape(()) if weight.numel() == 1 else weight
+    if w.ndim and x.ndim > 1:
+        w = w.reshape(-1, *[1] * (x.ndim - 2))
+    return (x > 0).where(x, x * w)
+
+
+def softmin(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
+    return (-x if dtype is None else -x.cast(dtype)).softmax(-1 if dim is None else dim)
+
+
+# ---- normalization and distances --------------------------------------------------
+
+
+def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
+    return x / x.norm(p, dim, keepdim=True).clamp(min=eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product."""
+    n1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
+    n2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+    d = x1 - x2 + eps
+    return d.norm(p, -1, keepdim) if d.ndim else d.abs()
+
+
+def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    n, c = x.shape[0], x.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: {c} channels do not split in {num_groups} groups")
+    g = x.reshape(n, num_groups, -1)
+    y = (g - g.mean(-1, keepdim=True)) * (g.var(-1, keepdim=True, correction=0) + eps).rsqrt()
+    y = y.reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
+    r = upscale_factor
+    *lead, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"pixel_shuffle: {c} channels are not divisible by {r}**2")
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    y = y.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return y.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
+    r = downscale_factor
+    *lead, c, h, w = x.shape
+    if h % r or w % r:
+        raise ValueError(f"pixel_unshuffle: {h}x{w} is not divisible by {r}")
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    y = y.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return y.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(x: Tensor, groups: int) -> Tensor:
+    n, c = x.shape[0], x.shape[1]
+    if c % groups:
+        raise ValueError(f"channel_shuffle: {c} channels do not split in {groups} groups")
+    rest = x.shape[2:]
+    return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(x.shape)
+
+
+# ---- losses -----------------------------------------------------------------------
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean") -> Tensor:  # fmt: skip
+    """-(y log p + (1 - y) log(1 - p)), each log clamped at -100, as torch's."""
+    _same_shape(input, target, "binary_cross_entropy")
+    logp = input.log().clamp(min=-100)
+    log1mp = (1 - input).log().clamp(min=-100)
+    loss = -(target * logp + (1 - target) * log1mp)
+    loss = loss if weight is None else loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    d = (input - target).abs()
+    loss = d if beta == 0 else (d < beta).where(0.5 * d * d / beta, d - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    d = (input - target).abs()
+    loss = (d < delta).where(0.5 * d * d, delta * (d - 0.5 * delta))
+    loss = loss if weight is None else loss * weight
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = target.xlogy(target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(loss, reduction, "kl_div")
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    return _reduce((-target * input).exp().log1p(), reduction, "soft_margin_loss")
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):  # fmt: skip
+    loss = (-target * (input1 - input2) + margin).clamp(min=0)
+    return _reduce(loss, reduction, "margin_ranking_loss")
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):  # fmt: skip
+    margin_part = (margin - input).clamp(min=0)
+    loss = (target == 1).where(input, 0.0) + (target == -1).where(margin_part, 0.0)
+    return _reduce(loss.cast(input.dtype), reduction, "hinge_embedding_loss")
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):  # fmt: skip
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + (target > 1).where(stirling, 0.0)
+    return _reduce(loss, reduction, "poisson_nll_loss")
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    if var.ndim == input.ndim - 1 or var.shape != input.shape and var.shape[-1:] != (1,):
+        var = var.unsqueeze(-1) if var.ndim == input.ndim - 1 else var
+    if (var < 0).any().item():
+        raise ValueError("gaussian_nll_loss: var has negative entries")
+    v = var.clamp(min=eps)
+    loss = 0.5 * (v.log() + (input - target).square() / v)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):  # fmt: skip
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    loss = loss if weight is None else loss * weight
+    loss = loss.mean(-1) if input.ndim else loss
+    return _reduce(loss, reduction, "multilabel_soft_margin_loss")
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):  # fmt: skip
+    eps = 1e-12
+    dot = (input1 * input2).sum(-1)
+    n = ((input1 * input1).sum(-1) + eps) * ((input2 * input2).sum(-1) + eps)
+    cos = dot / n.sqrt()
+    loss = (target == 1).where(1 - cos, 0.0) + (target == -1).where(
+        (cos - margin).clamp(min=0), 0.0
+    )
+    return _reduce(loss, reduction, "cosine_embedding_loss")
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):  # fmt: skip
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_loss: margin must be > 0, got {margin}")
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    loss = (d_pos - d_neg + margin).clamp(min=0)
+    return _reduce(loss, reduction, "triplet_margin_loss")

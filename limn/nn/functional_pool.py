@@ -1,0 +1,268 @@
+"""torch.nn.functional's padding modes and pooling, in torch's full signatures.
+
+``pad`` reflects, replicates or wraps by slicing and concatenating the input; pooling
+reads windows of the padded input as views (``limn/nn/conv.py``'s ``_unfold``) and
+reduces them, with torch's output sizes (``ceil_mode``), dilation, its count of padding in
+a mean (``count_include_pad``, ``divisor_override``) and the flat indices of a maximum
+(``return_indices``). Adaptive pooling picks torch's windows, floor(i L / o) to
+ceil((i + 1) L / o): a mean is a product with the averaging matrix, a maximum a gather of
+each window padded with its own last element.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir.graph import dtypes
+from limn.nn.conv import _unfold
+from limn.tensor import Tensor
+
+
+def _ints(v, n: int, name: str, op: str) -> tuple[int, ...]:
+    t = (v,) * n if isinstance(v, int) else tuple(v)
+    if len(t) == 1 and n > 1:
+        t = t * n
+    if len(t) != n or any(not isinstance(i, int) for i in t):
+        raise ValueError(f"{op}: {name} must be an int or {n} ints, got {v!r}")
+    return t
+
+
+# ---- pad ------------------------------------------------------------------------------
+
+
+def pad(x: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """torch's order: (before, after) of the last dim first, then the one before it, ...;
+    a negative count crops. "reflect", "replicate" and "circular" pad the last 1 to 3 dims
+    of a batched or unbatched input."""
+    pad = tuple(pad)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: needs (before, after) pairs for at most {x.ndim} dims, got {pad}")
+    pairs = [(pad[i], pad[i + 1]) for i in range(len(pad) - 2, -1, -2)]
+    if mode == "constant":
+        return x.pad(pairs, 0.0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise ValueError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    k = len(pairs)
+    if not 1 <= k <= 3 or x.ndim not in (k + 1, k + 2):
+        raise ValueError(
+            f"pad: mode {mode!r} with {len(pad)} pads needs a {k + 1}-d or {k + 2}-d input, "
+            f"got shape {x.shape}"
+        )
+    for i, (b, a) in enumerate(pairs):
+        d = x.ndim - k + i
+        x = _pad_dim(x, d, b, a, mode)
+    return x
+
+
+def _pad_dim(x: Tensor, d: int, b: int, a: int, mode: str) -> Tensor:
+    """Output position j along ``d`` reads input position j - b, brought inside by the
+    mode (mirrored, clamped or wrapped): one gather of the rows it names."""
+    n = x.shape[d]
+    if mode == "reflect" and (b >= n or a >= n) or mode == "circular" and (b > n or a > n):
+        raise ValueError(
+            f"pad: {mode} pads ({b}, {a}) must be smaller than dim {d} of size {n}"
+            + ("" if mode == "reflect" else " (or equal)")
+        )
+    if n + b + a < 0 or n == 0 and b + a > 0:
+        raise ValueError(f"pad: {mode} pads ({b}, {a}) do not fit dim {d} of size {n}")
+    rows = []
+    for j in range(n + b + a):
+        i = j - b
+        if mode == "reflect":
+            i = -i if i < 0 else 2 * (n - 1) - i if i > n - 1 else i
+        elif mode == "replicate":
+            i = min(max(i, 0), n - 1)
+        else:
+            i %= n
+        rows.append(i)
+    return x.index_select(d, Tensor(rows, dtype=dtypes.int64, device=x.device))
+
+
+# ---- pooling --------------------------------------------------------------------------
+
+
+def _windows(x, kernel, stride, padding, dilation, ceil_mode, fill, op):
+    """The windows of (N, C, *L) padded as torch pads them, (N*C, 1, *o, *k), and how the
+    padded input was made (for a mask or an index of the same shape)."""
+    n = len(kernel)
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(
+            f"{op}: kernel {kernel}, stride {stride} and dilation {dilation} must be >= 1 and "
+            f"padding {padding} >= 0"
+        )
+    if any(p > (d * (k - 1) + 1) // 2 for p, k, d in zip(padding, kernel, dilation)):
+        raise ValueError(f"{op}: padding {padding} must be at most half of kernel {kernel}")
+    size = x.shape[-n:]
+    outs = []
+    for L, k, s, p, d in zip(size, kernel, stride, padding, dilation):
+        span = L + 2 * p - d * (k - 1) - 1
+        o = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (o - 1) * s >= L + p:
+            o -= 1
+        if o < 1:
+            raise ValueError(f"{op}: input {tuple(size)} is too small for kernel {kernel}")
+        outs.append(o)
+    pads = [(p, (o - 1) * s + d * (k - 1) + 1 - L - p)
+            for L, k, s, p, d, o in zip(size, kernel, stride, padding, dilation, outs)]  # fmt: skip
+    flat = x.reshape(-1, 1, *size)
+    padded = flat.pad(pads, fill)
+    cols = _unfold(padded.contiguous(), kernel, stride, dilation)
+    return cols, pads, tuple(outs)
+
+
+def _batched(x: Tensor, n: int, op: str) -> None:
+    if x.ndim not in (n + 1, n + 2):
+        raise ValueError(f"{op}: needs a {n + 1}-d or {n + 2}-d input, got shape {x.shape}")
+
+
+def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
+    _batched(x, n, op)
+    kernel = _ints(kernel_size, n, "kernel_size", op)
+    stride = _ints(stride if stride else kernel, n, "stride", op)
+    padding, dilation = _ints(padding, n, "padding", op), _ints(dilation, n, "dilation", op)
+    lowest = -math.inf if x.dtype.is_float else dtypes.min_value(x.dtype)
+    cols, pads, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, lowest, op)
+    k = math.prod(kernel)
+    win = cols.reshape(*cols.shape[: 2 + n], k)
+    values = win.amax(-1).reshape(*x.shape[:-n], *outs)
+    if not return_indices:
+        return values
+    size = x.shape[-n:]
+    pos = Tensor.arange(math.prod(size), device=x.device).reshape(1, 1, *size)
+    pos_cols = _unfold(pos.pad(pads, -1).contiguous(), kernel, stride, dilation)
+    pos_win = pos_cols.reshape(1, 1, *outs, k).expand(*win.shape)
+    best = win.argmax(-1, keepdim=True)
+    idx = pos_win.gather(-1, best).reshape(*x.shape[:-n], *outs)
+    return values, idx
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):  # fmt: skip
+    return _max_pool(x, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     "max_pool1d")  # fmt: skip
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):  # fmt: skip
+    return _max_pool(x, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     "max_pool2d")  # fmt: skip
+
+
+def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor, op):
+    _batched(x, n, op)
+    if x.dtype == dtypes.bool_:
+        raise TypeError(f"{op}: needs a number tensor, got {x.dtype}")
+    if divisor is not None and divisor == 0:
+        raise ValueError(f"{op}: divisor_override must not be zero")
+    kernel = _ints(kernel_size, n, "kernel_size", op)
+    stride = _ints(stride if stride else kernel, n, "stride", op)
+    padding = _ints(padding, n, "padding", op)
+    ones = (1,) * n
+    cols, pads, outs = _windows(x, kernel, stride, padding, ones, ceil_mode, 0.0, op)
+    axes = tuple(range(2 + n, 2 + 2 * n))
+    total = cols.sum(axes)
+    if divisor is not None:
+        out = total.div(divisor, rounding_mode="trunc" if x.dtype.is_int else None)
+    else:
+        size = x.shape[-n:]
+        inside = Tensor.ones(1, 1, *size, dtype=total.dtype, device=x.device)
+        if count_include_pad:  # the pad counts, not the overhang ceil_mode adds
+            inside = inside.pad([(p, p) for p in padding], 1.0)
+            mask_pads = [(0, a - p) for (_, a), p in zip(pads, padding)]
+        else:
+            mask_pads = pads
+        count = _unfold(inside.pad(mask_pads).contiguous(), kernel, stride, ones).sum(axes)
+        out = total.div(count, rounding_mode="trunc" if x.dtype.is_int else None)
+    return out.reshape(*x.shape[:-n], *outs)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
+                     "avg_pool1d")  # fmt: skip
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):  # fmt: skip
+    return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool2d")  # fmt: skip
+
+
+# ---- adaptive pooling -----------------------------------------------------------------
+
+
+def _bounds(L: int, o: int) -> list[tuple[int, int]]:
+    return [(i * L // o, -(-(i + 1) * L // o)) for i in range(o)]
+
+
+def _adaptive(x, n, output_size, op):
+    _batched(x, n, op)
+    size = x.shape[-n:]
+    outs = tuple(s if o is None else o for s, o in zip(size, _sizes(output_size, n, op)))
+    if any(s == 0 for s in size) or any(o < 0 for o in outs):
+        raise ValueError(f"{op}: input {x.shape} and output {outs} must be non-empty")
+    return size, outs
+
+
+def _sizes(output_size, n, op):
+    t = (
+        (output_size,) * n
+        if isinstance(output_size, int) or output_size is None
+        else tuple(output_size)
+    )
+    if len(t) != n:
+        raise ValueError(f"{op}: output_size must be an int or {n} sizes, got {output_size!r}")
+    return t
+
+
+def _adaptive_avg(x, n, output_size, op):
+    size, outs = _adaptive(x, n, output_size, op)
+    if not x.dtype.is_float:
+        raise TypeError(f"{op}: needs a float tensor, got {x.dtype}")
+    for i, (L, o) in enumerate(zip(size, outs)):
+        d = x.ndim - n + i
+        if L % o == 0:  # equal windows: the mean of each
+            k = L // o
+            x = x.unflatten(d, (o, k)).mean(d + 1)
+            continue
+        rows = [[1 / (b - a) if a <= j < b else 0.0 for j in range(L)] for a, b in _bounds(L, o)]
+        avg = Tensor(rows, dtype=x.dtype, device=x.device)  # (o, L)
+        x = (x.movedim(d, -1) @ avg.T).movedim(-1, d)
+    return x
+
+
+def adaptive_avg_pool1d(x, output_size):
+    return _adaptive_avg(x, 1, output_size, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(x, output_size):
+    return _adaptive_avg(x, 2, output_size, "adaptive_avg_pool2d")
+
+
+def _adaptive_max(x, n, output_size, return_indices, op):
+    size, outs = _adaptive(x, n, output_size, op)
+    lead = x.shape[:-n]
+    pos = Tensor.arange(math.prod(size), device=x.device).reshape(*size)
+    for i, (L, o) in enumerate(zip(size, outs)):
+        d = len(lead) + i  # each window's dim goes last, so the spatial dims stay here
+        spans = _bounds(L, o)
+        w = max(b - a for a, b in spans)
+        idx = Tensor([[min(a + t, b - 1) for t in range(w)] for a, b in spans], device=x.device)
+        x = x.index_select(d, idx.reshape(-1)).unflatten(d, (o, w)).movedim(d + 1, -1)
+        pos = pos.index_select(i, idx.reshape(-1)).unflatten(i, (o, w)).movedim(i + 1, -1)
+    win = x.reshape(*lead, *outs, -1)
+    values = win.amax(-1)
+    if not return_indices:
+        return values
+    best = win.argmax(-1, keepdim=True)
+    flat = pos.reshape(*outs, -1).expand(*win.shape)
+    return values, flat.gather(-1, best).squeeze(-1)
+
+
+def adaptive_max_pool1d(x, output_size, return_indices=False):
+    return _adaptive_max(x, 1, output_size, return_indices, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    return _adaptive_max(x, 2, output_size, return_indices, "adaptive_max_pool2d")

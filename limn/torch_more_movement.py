@@ -1,0 +1,353 @@
+"""More of torch's movement and indexing under its names: slices, splits, stacks, diagonals.
+
+A mixin of ``limn.Tensor`` beside ``limn/torch_movement.py``: each method is a view or a
+composition of the movement methods there (``shrink``, ``permute``, ``reshape``, ``cat``,
+``gather``), checked in torch's forms. The ``*_copy`` names are torch's copying twins of
+views: here the view's ``contiguous()``.
+"""
+
+from __future__ import annotations
+
+from ir.graph import compose, dtypes
+from limn.torch_methods import accept_torch_names
+
+
+def _cat(ts, axis):
+    from limn.tensor import cat  # (limn.tensor imports this module)
+
+    return cat(ts, axis)
+
+
+class TorchMoreMovement:
+    def narrow(self, axis: int, start, length: int):
+        axis = compose.normalize_axis(axis, self.ndim, "narrow")
+        n = self.shape[axis]
+        start = int(start)
+        start = start + n if start < 0 else start
+        if not 0 <= start <= n or length < 0 or start + length > n:
+            raise IndexError(
+                f"narrow: start {start} and length {length} do not fit dim {axis} of {self.shape}"
+            )
+        return self.shrink(
+            [(start, start + length) if d == axis else None for d in range(self.ndim)]
+        )
+
+    def select(self, axis: int, index: int):
+        axis = compose.normalize_axis(axis, self.ndim, "select")
+        return self[(slice(None),) * axis + (index,)]
+
+    def movedim(self, source, destination):
+        src = [compose.normalize_axis(a, self.ndim, "movedim") for a in _ints(source)]
+        dst = [compose.normalize_axis(a, self.ndim, "movedim") for a in _ints(destination)]
+        if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ValueError(f"movedim: {source} and {destination} must be distinct dims, as many")
+        rest = iter(d for d in range(self.ndim) if d not in src)
+        placed = dict(zip(dst, src))
+        return self.permute(*[placed[i] if i in placed else next(rest) for i in range(self.ndim)])
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0: int, axis1: int):
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def fliplr(self):
+        if self.ndim < 2:
+            raise ValueError(f"fliplr: needs at least 2 dims, got {self.shape}")
+        return self.flip(1)
+
+    def flipud(self):
+        if self.ndim < 1:
+            raise ValueError("flipud: needs at least 1 dim, got a 0-d tensor")
+        return self.flip(0)
+
+    def rot90(self, k: int = 1, dims=(0, 1)):
+        if len(dims) != 2 or self.ndim < 2:
+            raise ValueError(f"rot90: needs two dims of a tensor of >= 2 dims, got {dims}")
+        a, b = (compose.normalize_axis(d, self.ndim, "rot90") for d in dims)
+        if a == b:
+            raise ValueError(f"rot90: the two dims must differ, got {dims}")
+        k %= 4
+        if k == 1:
+            return self.flip(b).transpose(a, b)
+        if k == 2:
+            return self.flip(a, b)
+        if k == 3:
+            return self.transpose(a, b).flip(b)
+        return self
+
+    def roll(self, shifts, dims=None):
+        """Each element moved ``shifts`` along ``dims``, wrapping (all dims flattened if
+        none are given)."""
+        if dims is None:
+            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+        shifts, dims = _ints(shifts), _ints(dims)
+        if len(shifts) != len(dims):
+            raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+        x = self
+        for s, d in zip(shifts, dims):
+            d = compose.normalize_axis(d, x.ndim, "roll")
+            n = x.shape[d]
+            s = s % n if n else 0
+            if s:
+                x = _cat([x.narrow(d, n - s, s), x.narrow(d, 0, n - s)], d)
+        return x
+
+    def ravel(self):
+        return self.reshape(-1)
+
+    def tile(self, *dims):
+        dims = _ints(dims[0] if len(dims) == 1 and isinstance(dims[0], list | tuple) else dims)
+        dims = (1,) * (self.ndim - len(dims)) + tuple(dims)
+        return self.repeat(*dims)
+
+    def tensor_split(self, indices_or_sections, axis: int = 0):
+        axis = compose.normalize_axis(axis, self.ndim, "tensor_split")
+        n = self.shape[axis]
+        if isinstance(indices_or_sections, int):
+            k = indices_or_sections
+            if k < 1:
+                raise ValueError(f"tensor_split: needs at least 1 section, got {k}")
+            cuts = [i * (n // k) + min(i, n % k) for i in range(1, k)]
+        else:
+            cuts = indices_or_sections
+            if hasattr(cuts, "tolist"):
+                if cuts.ndim > 1 or cuts.dtype.is_float:
+                    raise ValueError("tensor_split: needs a 0-d or 1-d integer tensor of cuts")
+                if cuts.ndim == 0:
+                    return self.tensor_split(int(cuts.item()), axis)
+                cuts = cuts.tolist()
+            cuts = _ints(cuts)
+        bounds = [0, *[min(max(c + n if c < 0 else c, 0), n) for c in cuts], n]
+        return tuple(self.narrow(axis, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
+
+    def _split_at(self, sections, axis: int, name: str, least: int):
+        if self.ndim < least:
+            raise ValueError(f"{name}: needs at least {least} dims, got {self.shape}")
+        if isinstance(sections, int) and (sections == 0 or self.shape[axis] % sections):
+            raise ValueError(f"{name}: dim {axis} of {self.shape} does not split in {sections}")
+        return self.tensor_split(sections, axis)
+
+    def hsplit(self, sections):
+        return self._split_at(sections, 1 if self.ndim > 1 else 0, "hsplit", 1)
+
+    def vsplit(self, sections):
+        return self._split_at(sections, 0, "vsplit", 2)
+
+    def dsplit(self, sections):
+        return self._split_at(sections, 2, "dsplit", 3)
+
+    def split_with_sizes(self, split_sizes, axis: int = 0):
+        return self.split(list(split_sizes), axis)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        """The diagonal of dims ``dim1``, ``dim2`` (removed), as a last dim: a gather of
+        the flattened pair."""
+        a = compose.normalize_axis(dim1, self.ndim, "diagonal")
+        b = compose.normalize_axis(dim2, self.ndim, "diagonal")
+        if a == b:
+            raise ValueError(f"diagonal: dims must differ, got {dim1} and {dim2}")
+        rest = [d for d in range(self.ndim) if d not in (a, b)]
+        x = self.permute(*rest, a, b)
+        n, m = x.shape[-2:]
+        start_i, start_j = (0, offset) if offset >= 0 else (-offset, 0)
+        count = max(0, min(n - start_i, m - start_j))
+        lead = x.shape[:-2]
+        flat = x.reshape(*lead, n * m)
+        if count == 0:
+            return flat.narrow(-1, 0, 0)
+        idx = type(self).arange(count, device=self.device) * (m + 1) + (start_i * m + start_j)
+        idx = idx.reshape(*[1] * len(lead), count).expand(*lead, count)
+        return flat.gather(len(lead), idx)
+
+    def diag(self, diagonal: int = 0):
+        if self.ndim == 1:
+            return self.diag_embed(diagonal)
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        raise ValueError(f"diag: needs a 1-d or 2-d tensor, got shape {self.shape}")
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1):
+        """Each last-dim vector as the ``offset`` diagonal of a square matrix, whose two
+        dims go to ``dim1`` and ``dim2``."""
+        k, lead = self.shape[-1], self.shape[:-1]
+        n = k + abs(offset)
+        if k == 0:
+            out = type(self).zeros(*lead, n, n, dtype=self.dtype, device=self.device)
+        else:
+            i = type(self).arange(n, device=self.device)
+            on = (i.reshape(n, 1) + offset) == i.reshape(1, n)  # j - i == offset
+            pos = (i.reshape(n, 1) if offset >= 0 else i.reshape(1, n)).expand(n, n)
+            pos = pos.minimum(k - 1).expand(*lead, n, n)
+            picked = self.unsqueeze(-2).expand(*lead, n, k).gather(-1, pos)
+            out = on.where(picked, picked.zeros_like())
+        nd = out.ndim
+        d1, d2 = (compose.normalize_axis(d, nd, "diag_embed") for d in (dim1, dim2))
+        if d1 == d2:
+            raise ValueError(f"diag_embed: dims must differ, got {dim1} and {dim2}")
+        rest = iter(range(nd - 2))
+        order = [nd - 2 if d == d1 else nd - 1 if d == d2 else next(rest) for d in range(nd)]
+        return out.permute(*order)
+
+    def diagflat(self, offset: int = 0):
+        return self.reshape(-1).diag_embed(offset)
+
+    def take_along_dim(self, indices, axis=None):
+        if axis is None:
+            return self.reshape(-1).gather(0, indices.reshape(-1))
+        axis = compose.normalize_axis(axis, self.ndim, "take_along_dim")
+        if indices.ndim != self.ndim:
+            raise ValueError(
+                f"take_along_dim: indices {indices.shape} need {self.ndim} dims, as {self.shape}"
+            )
+        one = [1 if d == axis else s for d, s in enumerate(self.shape)]
+        ione = [1 if d == axis else s for d, s in enumerate(indices.shape)]
+        shape = list(compose.broadcast_shapes(tuple(one), tuple(ione), op="take_along_dim"))
+        shape_x, shape_i = list(shape), list(shape)
+        shape_x[axis], shape_i[axis] = self.shape[axis], indices.shape[axis]
+        i = indices.expand(*shape_i)
+        i = (i < 0).where(i + self.shape[axis], i)
+        return self.expand(*shape_x).gather(axis, i)
+
+    def take(self, index):
+        flat = self.reshape(-1)
+        i = index.reshape(-1)
+        i = (i < 0).where(i + flat.shape[0], i)
+        return flat.gather(0, i).reshape(index.shape)
+
+    def unfold(self, axis: int, size: int, step: int):
+        """Every window of ``size`` along ``axis``, ``step`` apart, as a new last dim."""
+        axis = compose.normalize_axis(axis, max(self.ndim, 1), "unfold")
+        x = self.reshape(1) if self.ndim == 0 else self
+        n = x.shape[axis]
+        if size > n or step < 1 or size < 0:
+            raise ValueError(
+                f"unfold: size {size} and step {step} do not fit dim {axis} of {self.shape}"
+            )
+        count = (n - size) // step + 1
+        parts = [x.narrow(axis, k * step, size).unsqueeze(axis) for k in range(count)]
+        out = _cat(parts, axis) if parts else x.narrow(axis, 0, 0)
+        out = out.movedim(axis + 1, -1)
+        return out.reshape(size) if self.ndim == 0 else out
+
+    def sum_to_size(self, *size):
+        size = _ints(size[0] if len(size) == 1 and isinstance(size[0], list | tuple) else size)
+        lead = self.ndim - len(size)
+        if lead < 0 or any(s not in (1, t) for s, t in zip(size, self.shape[lead:])):
+            raise ValueError(f"sum_to_size: {self.shape} does not reduce to {tuple(size)}")
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, s in enumerate(size) if s == 1 and self.shape[lead + i] != 1
+        )
+        return self.sum(axes, keepdim=True).reshape(size) if axes else self
+
+    def masked_select(self, mask):
+        shape = compose.broadcast_shapes(self.shape, mask.shape, op="masked_select")
+        return self.expand(*shape)[mask.expand(*shape)]
+
+    def nonzero(self, as_tuple: bool = False):
+        import numpy as np
+
+        where = np.nonzero(self.numpy()) if self.ndim else np.nonzero(self.numpy().reshape(1))
+        if as_tuple:
+            return tuple(self._lift(w.astype(np.int64)) for w in where)
+        stacked = np.stack(where, -1) if self.ndim else np.zeros((len(where[0]), 0), np.int64)
+        return self._lift(stacked.astype(np.int64))
+
+    def argwhere(self):
+        return self.nonzero()
+
+    def repeat_interleave(self, repeats, axis=None, *, output_size=None):
+        import numpy as np
+
+        x = self.reshape(-1) if axis is None else self
+        axis = 0 if axis is None else compose.normalize_axis(axis, x.ndim, "repeat_interleave")
+        reps = repeats.numpy() if hasattr(repeats, "numpy") else np.asarray(repeats)
+        n = x.shape[axis]
+        reps = np.broadcast_to(reps, (n,)) if reps.ndim == 0 else reps
+        if reps.shape != (n,) or (reps < 0).any():
+            raise ValueError(
+                f"repeat_interleave: repeats {reps.shape} do not fit dim {axis} of {x.shape}"
+            )
+        idx = np.repeat(np.arange(n), reps)
+        return x.index_select(axis, self._lift(idx.astype(np.int64)))
+
+    def index_fill(self, axis: int, index, value):
+        axis = compose.normalize_axis(axis, self.ndim, "index_fill")
+        hit = self._index_mask(axis, index)
+        return hit.where(value, self).cast(self.dtype)
+
+    def _index_mask(self, axis, index):
+        n = self.shape[axis] if self.ndim else 1
+        pos = type(self).arange(n, device=self.device)
+        i = index.reshape(-1)
+        i = (i < 0).where(i + n, i)
+        hit = (pos.reshape(n, 1) == i.reshape(1, -1)).any(1)
+        return hit.reshape(n, *[1] * (self.ndim - axis - 1)) if self.ndim else hit.reshape(())
+
+    def index_add(self, axis: int, index, source, *, alpha=1):
+        if self.ndim == 0:
+            return (
+                self.reshape(1)
+                .index_add(0, index.reshape(-1), source.reshape(-1), alpha=alpha)
+                .reshape(())
+            )
+        axis = compose.normalize_axis(axis, self.ndim, "index_add")
+        src = source if alpha == 1 else source * alpha
+        want = self.shape[:axis] + (index.numel(),) + self.shape[axis + 1 :]
+        if src.shape != want and src.ndim:
+            raise ValueError(f"index_add: source {src.shape} must be {want} for {self.shape}")
+        src = (
+            src.reshape(self.shape[:axis] + (1,) + self.shape[axis + 1 :]) if src.ndim == 0 else src
+        )
+        shape = list(src.shape)
+        idx = index.reshape(*[1] * axis, -1, *[1] * (src.ndim - axis - 1)).expand(*shape)
+        return self.scatter_add(axis, idx, src)
+
+    def index_copy(self, axis: int, index, source):
+        axis = compose.normalize_axis(axis, self.ndim, "index_copy")
+        kept = self.index_fill(axis, index, 0)
+        return kept.index_add(axis, index, source)
+
+    def scatter(self, axis: int, index, src=None, *, value=None, reduce=None):
+        """out[.., index[i], ..] = src[i] along ``axis`` (each target written once)."""
+        if reduce not in (None, "add"):
+            raise ValueError(f"scatter: reduce={reduce!r} is not supported; accepted: 'add'")
+        axis = compose.normalize_axis(axis, self.ndim, "scatter")
+        if index.ndim != self.ndim or not index.dtype.is_int:
+            raise ValueError(
+                f"scatter: index must be an integer tensor with {self.ndim} dims, got "
+                f"{index.dtype}{list(index.shape)}"
+            )
+        if src is None or not hasattr(src, "shape"):
+            src = self.full(index.shape, value if src is None else src, self.dtype, self.device)
+        if src.dtype != self.dtype:
+            raise TypeError(f"scatter: src dtype {src.dtype} must be the target's {self.dtype}")
+        src = src.shrink([(0, s) for s in index.shape])
+        if reduce == "add":
+            return self.scatter_add(axis, index, src)
+        hit = self.zeros_like(dtypes.int64).scatter_add(axis, index, index.ones_like())
+        return (hit > 0).where(self.zeros_like().scatter_add(axis, index, src), self)
+
+
+def _ints(v) -> list[int]:
+    return [int(i) for i in v] if isinstance(v, list | tuple) else [int(v)]
+
+
+def _copying(view: str):
+    def method(self, *args, **kw):
+        return getattr(self, view)(*args, **kw).contiguous()
+
+    method.__name__ = f"{view}_copy"
+    return method
+
+
+for _view in (
+    "expand view permute t transpose squeeze unsqueeze diagonal narrow unfold select"
+).split():
+    setattr(TorchMoreMovement, f"{_view}_copy", _copying(_view))
+TorchMoreMovement.alias_copy = lambda self: self.contiguous()
+TorchMoreMovement.unbind_copy = lambda self, dim=0: [t.contiguous() for t in self.unbind(dim)]
+TorchMoreMovement.unsafe_split = lambda self, size, dim=0: self.split(size, dim)
+TorchMoreMovement.unsafe_chunk = lambda self, n, dim=0: self.chunk(n, dim)
+accept_torch_names(TorchMoreMovement)

@@ -1,0 +1,357 @@
+"""torch's OpInfo database as an oracle for limn's torch names (tests/test_opinfo.py).
+
+``torch.testing._internal.common_methods_invocations.op_db`` lists torch's ops, each with a
+generator of sample inputs and of inputs torch refuses. For every op whose name limn
+answers (``limn_op``), ``check`` runs a sample through torch and through limn, on limn's
+current device, and compares:
+
+- a value: ``torch.testing.assert_close`` at torch's default tolerances for the dtype;
+- an error: where torch raises, limn must raise too (any exception: the messages differ);
+- a random op (one whose torch output changes with the seed): the two distributions, by a
+  two-sample Kolmogorov-Smirnov test over many draws, not the values.
+
+An op whose torch ``op`` is a lambda over other names (``lambda t, eq: torch.einsum(eq,
+t)``) runs that same lambda with ``torch`` bound to ``limn`` (``_rebind``), so the
+argument order it encodes is kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+
+import numpy as np
+import torch
+
+import limn
+from ir.graph import dtypes
+
+TORCH_DTYPES = {
+    torch.float32: dtypes.float32,
+    torch.float64: dtypes.float64,
+    torch.float16: dtypes.float16,
+    torch.bfloat16: dtypes.bfloat16,
+    torch.int64: dtypes.int64,
+    torch.int32: dtypes.int32,
+    torch.int16: dtypes.int16,
+    torch.int8: dtypes.int8,
+    torch.uint8: dtypes.uint8,
+    torch.bool: dtypes.bool_,
+}
+
+# A deliberate difference from torch (docs/torch.md, "Where the OpInfo samples differ"):
+# (op name, variant) -> why. A sample of such an op is not compared.
+DIFFERENT = {
+    ("nn.functional.silu", "complex"): "limn has no complex dtypes",
+    ("norm", "nuc"): "the nuclear norm needs a singular value decomposition",
+    ("nn.functional.batch_norm", "without_cudnn"): "cudnn is torch's; the op is covered",
+    ("bfloat16", ""): "torch rounds bfloat16 to nearest-even from float32; compared in bfloat16",
+}
+
+
+# Where torch refuses a sample that limn computes (its answer is still checked by value
+# elsewhere): (op name, what torch's message says) -> why limn accepts it.
+# (op name, what torch's message says) -> why limn accepts it; "*" is any op.
+LENIENT = {
+    ("*", "must be Tensor, not"): "a Python number is a tensor's operand anywhere in limn",
+    ("__rdiv__", "no attribute 'reciprocal'"): "torch's fails on a Python number's missing "
+    "method; limn divides",
+}
+
+# Ops whose torch result is uninitialized memory: limn's is zeros; shapes and dtypes compare.
+EMPTY = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"}
+
+# Ops answering (values, indices) whose indices torch leaves open among equal values: an
+# index limn picks is checked by what it points at. The dim the op works along, per sample.
+TIES = {
+    "topk": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
+    "sort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+    "argsort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+}
+
+
+# Ops that pass their first samples but not all of torch's (the slow suite marks them
+# expected failures, strictly: fixing one shows). Each is a gap still to close, not a choice.
+FULL_GAPS = {
+    "arange": "torch's end= keyword",
+    "diff": "prepend/append of fewer dims",
+    "linspace": "torch's float32 rounding of the steps, in a few last bits",
+    "linspace.tensor_overload": "torch's float32 rounding of the steps",
+    "logspace": "torch's float32 rounding of the steps",
+    "logspace.tensor_overload": "torch's float32 rounding of the steps",
+    "masked_select": "a 0-d input",
+    "nn.functional.cosine_similarity": "torch's norm clamp of the product, not of each norm",
+    "nn.functional.group_norm": "an empty batch",
+    "nn.functional.pad.circular": "a circular pad wider than the input",
+    "nn.functional.max_pool1d": "an empty batch torch refuses",
+    "nn.functional.batch_norm": "a 0-d or 1-d running stat sample",
+    "narrow": "a tensor start torch refuses",
+    "einsum": "a repeated letter within a term (a diagonal)",
+    "gather": "a uint8 index and an empty index",
+    "scatter": "reduce='multiply'",
+    "multinomial": "torch's refusal of zero draws of an empty distribution",
+    "scatter_add": "a 0-d input",
+    "cat": "a 1-d empty tensor among n-d ones (torch skips it)",
+    "tensordot": "dims given as two lists of unequal order",
+    "nn.functional.embedding": "padding_idx, max_norm",
+    "nn.functional.hinge_embedding_loss": "a target of values other than 1 and -1",
+    "linalg.matrix_power": "negative powers (an inverse)",
+    "linalg.norm": "ord='nuc' and 2 (singular values)",
+    "linalg.norm.subgradients_at_zero": "ord='nuc' and 2 (singular values)",
+    "linalg.matrix_norm": "ord='nuc' and 2 (singular values)",
+}
+
+
+@functools.cache
+def op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def limn_op(name: str):
+    """The limn function answering torch's op ``name`` (``nn.functional.relu`` is
+    ``limn.nn.functional.relu``; ``__radd__`` is the Tensor method), or None."""
+    if name.startswith("__"):
+        return getattr(limn.Tensor, name, None)
+    obj = limn
+    for part in name.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return None
+    if not callable(obj) or isinstance(obj, dtypes.DType):  # limn.float is a dtype
+        obj = getattr(limn.Tensor, name, None) if "." not in name else None
+    return obj
+
+
+def named_ops():
+    """The op_db entries limn has a name for, less the deliberate differences."""
+    return [o for o in op_db() if limn_op(o.name) is not None]
+
+
+def op_id(o) -> str:
+    return f"{o.name}.{o.variant_test_name}" if o.variant_test_name else o.name
+
+
+def _is_lambda(fn) -> bool:
+    return getattr(fn, "__name__", "") == "<lambda>"
+
+
+def _rebind(fn):
+    """torch's lambda ``fn`` with the names it reads from torch read from limn."""
+    glb = dict(fn.__globals__)
+    glb["torch"] = limn
+    glb["wrapper_set_seed"] = lambda op, *a, **kw: op(*a, **kw)
+    return types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def runner(o):
+    """What runs torch's sample through limn: the op by its name, or torch's lambda."""
+    if _is_lambda(o.op):
+        return _rebind(o.op)
+    return limn_op(o.name)
+
+
+def to_limn(x):
+    if isinstance(x, torch.Tensor):
+        return limn.Tensor(x.detach().numpy(), dtype=TORCH_DTYPES[x.dtype])
+    if isinstance(x, torch.dtype):
+        return TORCH_DTYPES[x]
+    if isinstance(x, torch.device):
+        return None if x.type == "cpu" else str(x)
+    if isinstance(x, torch.memory_format):
+        return getattr(limn, str(x).removeprefix("torch."))
+    if isinstance(x, list):
+        return [to_limn(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(to_limn(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_limn(v) for k, v in x.items()}
+    return x
+
+
+def _tensors(out) -> list:
+    if isinstance(out, list | tuple):
+        return [t for o in out for t in _tensors(o)]
+    return [out]
+
+
+def to_torch(out):
+    """limn's result as torch's (its values read now); Python numbers stay as they are."""
+    if isinstance(out, limn.Tensor):
+        a = out.numpy()
+        if out.dtype == dtypes.bfloat16:
+            return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+        return torch.from_numpy(np.array(a, order="C"))
+    if isinstance(out, list | tuple):
+        return (
+            type(out)(to_torch(v) for v in out)
+            if not hasattr(out, "_fields")
+            else tuple(to_torch(v) for v in out)
+        )
+    return out
+
+
+def _torch_out(o, s):
+    torch.manual_seed(0)
+    return o(s.input, *s.args, **s.kwargs)
+
+
+def _limn_out(run, s):
+    limn.set_seed(0)
+    args = to_limn(s.args)
+    out = run(to_limn(s.input), *args, **to_limn(s.kwargs))
+    ts = [t for t in _tensors(out) if isinstance(t, limn.Tensor)]
+    limn.realize(*ts)
+    return out
+
+
+def unseeded(o):
+    """torch's op, less the seeding some of its lambdas do (``wrapper_set_seed``)."""
+    if not _is_lambda(o.op):
+        return o.op
+    glb = dict(o.op.__globals__)
+    glb["wrapper_set_seed"] = lambda op, *a, **kw: op(*a, **kw)
+    fn = o.op
+    return types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def is_random(o, s) -> bool:
+    """Whether torch's output for sample ``s`` depends on the seed."""
+    a, b = (_seeded(unseeded(o), s, seed) for seed in (0, 1))
+    return any(
+        isinstance(x, torch.Tensor) and x.numel() > 0 and not torch.equal(x, y)
+        for x, y in zip(_tensors(a), _tensors(b))
+    )
+
+
+def _seeded(fn, s, seed):
+    torch.manual_seed(seed)
+    out = fn(s.input, *s.args, **s.kwargs)  # a copy: an in-place op returns its input
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in _tensors(out)]
+
+
+def check(o, s) -> str:
+    """Compare op ``o`` on sample ``s``; returns what was checked ("value", "raises",
+    "distribution"), raising AssertionError on a difference."""
+    try:
+        want = _torch_out(o, s)
+    except Exception as e:  # torch refuses this sample: so must limn
+        return check_refused(o, s, e)
+    if o.name in EMPTY:
+        return check_distribution(o, s, draws=False)
+    if is_random(o, s):
+        return check_distribution(o, s)
+    got = _limn_out(runner(o), s)
+    if o.name in TIES and isinstance(want, tuple | list) and len(want) == 2:
+        return check_ties(o, s, want, got)
+    if o.name == "argsort":
+        want, got = _argsort_values(o, s, want, got)
+    compare(want, got, op_id(o), tolerance(o, s.input.dtype if hasattr(s.input, "dtype") else None))
+    return "value"
+
+
+def _argsort_values(o, s, want, got):
+    """argsort's orders as the values they put in place (equal values may swap)."""
+    dim = TIES["argsort"](s)
+    idx = to_torch(got)
+    return s.input.gather(dim, want), limn.Tensor(s.input.gather(dim, idx).numpy())
+
+
+def check_ties(o, s, want, got) -> str:
+    """(values, indices): the values as torch's; limn's indices pick those values."""
+    compare(want[0], got[0], op_id(o))
+    idx = to_torch(got[1])
+    assert idx.dtype == want[1].dtype, f"{op_id(o)}: index dtype {idx.dtype}"
+    picked = s.input.gather(TIES[o.name](s), idx) if s.input.ndim else s.input.expand(idx.shape)
+    torch.testing.assert_close(picked, want[0], equal_nan=True)
+    return "value"
+
+
+def check_refused(o, s, e: Exception) -> str:
+    """Sample ``s`` that torch refused with ``e``: limn refuses it too, or LENIENT says
+    why not."""
+    if any(n in (o.name, "*") and m in str(e) for n, m in LENIENT):
+        return "lenient"
+    return check_raises(o, s.input, s.args, s.kwargs)
+
+
+def check_raises(o, inp, args, kwargs) -> str:
+    try:
+        _limn_out(runner(o), types.SimpleNamespace(input=inp, args=args, kwargs=kwargs))
+    except Exception:
+        return "raises"
+    raise AssertionError(f"{op_id(o)}: torch raises on this sample, limn does not")
+
+
+def tolerance(o, dtype) -> dict:
+    """torch's tolerances for ``o`` in ``dtype``: the defaults, or the largest of the
+    overrides its OpInfo gives any of torch's own tests."""
+    from torch.testing._internal.common_device_type import toleranceOverride
+
+    atol = rtol = 0.0
+    for info in o.decorators:
+        for dec in getattr(info, "decorators", [info]):
+            if isinstance(dec, toleranceOverride) and dtype in dec.d:
+                atol, rtol = max(atol, dec.d[dtype].atol), max(rtol, dec.d[dtype].rtol)
+    return {"atol": atol, "rtol": rtol} if atol or rtol else {}
+
+
+def compare(want, got, name: str, tol=None) -> None:
+    ws, gs = _tensors(want), _tensors(got)
+    assert len(ws) == len(gs), f"{name}: torch returns {len(ws)} values, limn {len(gs)}"
+    for w, g in zip(ws, gs):
+        if not isinstance(w, torch.Tensor):
+            if isinstance(g, limn.Tensor):
+                g = g.item()
+            if isinstance(w, float) and math.isnan(w):
+                assert isinstance(g, float) and math.isnan(g), f"{name}: {g} is not nan"
+            else:
+                assert w == g or abs(w - g) <= 1e-5 + 1.3e-6 * abs(w), f"{name}: {g} != {w}"
+            continue
+        assert isinstance(g, limn.Tensor), f"{name}: limn returns {type(g).__name__}"
+        g = to_torch(g)
+        assert tuple(g.shape) == tuple(w.shape), f"{name}: shape {tuple(g.shape)} != {w.shape}"
+        assert g.dtype == w.dtype, f"{name}: dtype {g.dtype} != torch's {w.dtype}"
+        if tol is None or not w.is_floating_point() or not tol.get("atol"):
+            kw = {}
+        else:  # torch's default, or its override if looser
+            atol, rtol = torch.testing._comparison.default_tolerances(w)[::-1]
+            kw = {"atol": max(tol["atol"], atol), "rtol": max(tol["rtol"], rtol)}
+        msg = lambda m, n=name: f"{n}: {m}"  # noqa: E731
+        torch.testing.assert_close(g, w, equal_nan=True, msg=msg, **kw)
+
+
+DRAWS = 200
+
+
+def check_distribution(o, s, draws: bool = True) -> str:
+    """Many draws of torch's and limn's outputs, pooled, by a two-sample KS test; shapes
+    and dtypes must match as for a value (and only they, without ``draws``)."""
+    from scipy.stats import ks_2samp
+
+    want = _tensors(_torch_out(o, s))
+    got = _tensors(_limn_out(runner(o), s))
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        assert tuple(g.shape) == tuple(w.shape), f"{op_id(o)}: shape {g.shape} != {w.shape}"
+        assert TORCH_DTYPES[w.dtype] == g.dtype, f"{op_id(o)}: dtype {g.dtype} != {w.dtype}"
+    if not draws:
+        return "shape"
+    n = max(1, DRAWS // max(1, sum(w.numel() for w in want)))
+    tw, tg = [], []
+    run, fn = runner(o), unseeded(o)
+    limn.set_seed(1)
+    for _ in range(n):
+        tw += [t.double().flatten() for t in _tensors(fn(s.input, *s.args, **s.kwargs))]
+        out = run(to_limn(s.input), *to_limn(s.args), **to_limn(s.kwargs))
+        tg += [t for t in _tensors(out)]
+    limn.realize(*tg)
+    a = torch.cat(tw).numpy()
+    b = np.concatenate([t.numpy().astype(np.float64).reshape(-1) for t in tg])
+    if a.size and np.ptp(a) > 0 or b.size and np.ptp(b) > 0:
+        p = ks_2samp(a, b).pvalue
+        assert p > 1e-4, f"{op_id(o)}: limn's draws differ from torch's (KS p = {p:.2g})"
+    return "distribution"
