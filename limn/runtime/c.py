@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,12 +52,24 @@ from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.generic import lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
-from limn.runtime import plan_cache
+from limn.runtime import driver, plan_cache
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.device import env_number
+from limn.runtime.driver import (
+    ATTENTION,
+    ATTENTION_GRAD,
+    COPY,
+    HOST,
+    Constant,
+    Custom,
+    Driver,
+    Generic,
+    Kernel,
+    attention_part,
+    layout,
+)
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
-from limn.runtime.profile import out_of_range
 
 
 def physical_cores() -> int:
@@ -146,6 +157,13 @@ class CDevice(CompiledDevice):
         # default passes, unless LIMN_PLAN_CACHE=0
         default = self.passes == c_passes(self.target)
         self.keep_plans = default and os.environ.get("LIMN_PLAN_CACHE") != "0"
+        self.entries: dict[str, int] = {}  # fused attention's C functions, by name
+        # the plan driver (limn/runtime/driver.py): every plan runs as one call of it
+        self._driver = self.toolchain.library(driver.SOURCE)
+        self._driver.limn_driver_threads(self.threads)
+        self.drive = self._driver.limn_drive
+        self.drive.restype = ctypes.c_int64
+        self.drive.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 3]
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -156,32 +174,30 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
+        self._driver.limn_driver_threads(n)
         for lib in self.libraries.values():
             lib.limn_set_threads(n)
 
-    def build(self, graph: KernelGraph) -> Plan:
+    def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
         # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
-        # their first call loads them), not after it, one at a time
-        custom = [sdpa.kernel_source(k) for k in graph.kernels if k.kind == "CUSTOM"]
-        custom = list(dict.fromkeys(got[1] for got in custom if got is not None))
-        libs = self.toolchain.libraries(sources + custom)[: len(sources)]
-        for lib in libs:
-            lib.limn_set_threads(self.threads)
-            self.libraries[lib._handle] = lib
-        # each kernel's recipe: what it calls, naming libraries by their cache keys (so the
-        # plan cache can store it) and their libraries, this plan's and earlier plans'
+        # the plan's first run loads them), not after it, one at a time
+        custom = [sdpa.unit(attention_part(k), k.rows[k.result.srcs[0]].dtype)
+                  for k in graph.kernels if k.kind == "CUSTOM" and attention_part(k)]  # fmt: skip
+        libs = self.toolchain.libraries(sources + list(dict.fromkeys(custom)))[: len(sources)]
         keys = [self.toolchain._key(src) for src in sources]
-        by_key = dict(zip(keys, libs))
+        for key, lib in zip(keys, libs):
+            lib.limn_set_threads(self.threads)
+            self.libraries[lib._handle] = self.by_key.setdefault(key, lib)
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
         for name in missing:
             self.generic_keys[name] = keys[-1]
-        recipe: list[tuple] = []
+        steps: list = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
         for i, k in enumerate(graph.kernels):
@@ -189,44 +205,85 @@ class CDevice(CompiledDevice):
                 spec = graph.buffers[k.output]
                 value = evaluate_kernel(k, [consts[b] for b in k.inputs])
                 consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
-                recipe.append(("host", consts[k.output].reshape(spec.shape)))
+                steps.append(Constant(consts[k.output].reshape(spec.shape)))
             elif k.kind == "CUSTOM":
-                recipe.append(("custom",))
+                steps.append(Custom(*k.result.arg, attention_part(k)))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                key = self.generic_keys[name]
-                by_key.setdefault(key, self.by_key.get(key))
-                recipe.append(("g", key, name, sizes))
+                steps.append(Generic(self.generic_keys[name], name, sizes))
             else:
-                recipe.append(("k", unit_key[i], f"k{i}", i in quick))
-        calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
-        for key, lib in by_key.items():
-            self.by_key.setdefault(key, lib)
-        used = {step[1]: by_key[step[1]] for step in recipe if step[0] in ("k", "g")}
-        plan = Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
-        plan.recipe = recipe
-        return plan
+                steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
+        return self.plan(graph, tuple(steps), slots, kept, sites)
 
-    def call(self, graph: KernelGraph, i: int, step: tuple, libs: dict):
-        """Kernel ``i``'s call from its recipe ``step`` (``build`` says the forms; ``libs``:
-        library key -> the library)."""
-        k = graph.kernels[i]
-        if step[0] == "host":
-            return _host_call(step[1])
-        if step[0] == "custom":
-            return self._custom_call(k)
-        lib = libs[step[1]]
-        name, fn = step[2], getattr(lib, step[2])
-        if step[0] == "g":
-            self.generic_keys.setdefault(name, step[1])  # a later plan calls it there too
-            if name not in self.tiers:  # one build for every plan that calls it
+    def plan(self, graph: KernelGraph, steps: tuple, slots=(), kept=(), sites=()) -> Plan:
+        """The one place a plan is made, built now or loaded from disk: its ``steps`` (one
+        per kernel) laid out as the driver's rows, each row's function found in its
+        library (a KeyError names a library that is not there, an AttributeError a
+        function it lacks)."""
+        held = [b for b, _ in kept]
+        constants = {k.output: s.value for k, s in zip(graph.kernels, steps) if isinstance(s, Constant)}
+        # the values that become Tensors are written into arrays of their own each run
+        bound = {s.buffer for s in graph.sinks if s.source is None} - set(constants)
+        rows, offsets, size = layout(graph, steps, bound, held)
+        fns, tiers = [], []
+        for r, row in enumerate(rows):
+            step = steps[row.kernel] if row.kernel >= 0 else None
+            if row.kind in (ATTENTION, ATTENTION_GRAD):
+                fn = self.attention(row.fn, step.part, graph.kernels[row.kernel])
+            elif row.kind == HOST:
+                fn = self._host(graph, graph.kernels[row.kernel], step)
+            elif row.kind == COPY:
+                fn = None
+            else:
+                fn, tier = self._function(graph, row, step)
+                if tier.spent is not None:
+                    tiers.append((r, tier))
+                fn = tier.address()
+            fns.append(fn)
+        driver = Driver(self.drive, graph, rows, fns, offsets, size, constants, held, tiers)
+        passes = tuple(self.passes)
+        return Plan(graph, steps, tuple(slots), tuple(kept), tuple(sites), passes, driver)
+
+    def _function(self, graph, row, step):
+        """A compiled row's function and its build (``_Tier``)."""
+        lib = self.by_key.get(row.lib) or self.library_by_key(row.lib)
+        if lib is None:
+            raise KeyError(f"c device: no library {row.lib}")
+        fn = getattr(lib, row.fn)
+        i = row.kernel
+        if isinstance(step, Generic):
+            self.generic_keys.setdefault(row.fn, row.lib)  # a later plan calls it there too
+            if row.fn not in self.tiers:  # one build for every plan that calls it
                 nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
                 source = lambda: generic_function(nest(), self.openmp)  # noqa: E731
-                self.tiers[name] = _Tier(self, fn, source)
-            return _c_call(self.tiers[name], k, step[3])
+                self.tiers[row.fn] = _Tier(self, fn, source)
+            return fn, self.tiers[row.fn]
         nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
-        source = lambda: (name, render(nest(), name, self.openmp))  # noqa: E731
-        return _c_call(_Tier(self, fn, source if step[3] else None), k)
+        source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
+        return fn, _Tier(self, fn, source if step.quick else None)
+
+    def attention(self, entry: str, part: str, k) -> int:
+        """The address of fused attention's ``entry`` (``ir/c/sdpa.c``'s ``part``)."""
+        if entry not in self.entries:
+            lib = self.toolchain.library(sdpa.unit(part, k.rows[k.result.srcs[0]].dtype))
+            self.libraries[lib._handle] = lib
+            self.entries[entry] = ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value
+        return self.entries[entry]
+
+    def _host(self, graph: KernelGraph, k, step: Custom):
+        """A CUSTOM kernel registered as a host function: called on the run's arrays."""
+        if step.name not in self.kernels:
+            raise RuntimeError(f"c device: no kernel registered for CUSTOM {step.name!r}")
+        fn = self.kernels[step.name]
+        order = [k.inputs[k.rows[r].arg] for r in k.result.srcs]
+
+        def call(arrays, memo):
+            key = (step.name, k.inputs, repr(step.params))
+            if key not in memo:  # siblings of one multi-output kernel share a single call
+                memo[key] = fn([arrays[b] for b in order], step.params)
+            np.copyto(arrays[k.output], memo[key][step.index])
+
+        return call
 
     def hot(self, quick, name: str, function: tuple[str, set]):
         """The kernel ``name`` built at -O3 from ``function``; ``quick`` if that fails."""
@@ -236,10 +293,8 @@ class CDevice(CompiledDevice):
             return quick
         lib.limn_set_threads(self.threads)
         self.libraries[lib._handle] = lib
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = None, quick.argtypes
         self.stats["hot_kernels"] += 1
-        return fn
+        return getattr(lib, name)
 
     def library_by_key(self, key: str) -> ctypes.CDLL | None:
         """The library of cache key ``key``: one this device holds, or the published one
@@ -257,34 +312,8 @@ class CDevice(CompiledDevice):
         return plan_cache.load(self, key) if self.keep_plans else None
 
     def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
-        if self.keep_plans and plan.recipe is not None:
-            plan_cache.save(self, key, plan, plan.recipe, build_s)
-
-    def _custom_call(self, k):
-        name, out_index, params = k.result.arg
-        if name not in self.kernels:
-            raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
-        fn = self.kernels[name]
-        # a kernel that shares one call with siblings of another name (attention's dq and
-        # dk, dv) says so: (the shared call's name, its function, where its outputs start)
-        group, fn, start = getattr(fn, "joint", (name, fn, 0))
-        # a kernel reads each buffer once; the kernel function wants its sources in order,
-        # repeats included (attention over q, k, v with k and v one tensor)
-        order = [k.rows[r].arg for r in k.result.srcs]
-
-        def call(arrays, memo):
-            key = (group, k.inputs, repr(params))
-            if key not in memo:  # siblings of one multi-output kernel share a single call
-                memo[key] = fn([arrays[i] for i in order], params)
-            made, out = memo[key][start + out_index], arrays[-1]
-            if _adoptable(made, out, arrays, memo[key]):
-                return made  # the kernel's own array becomes the buffer: no copy
-            np.copyto(out, made)
-            return None
-
-        call.source = sdpa.kernel_source(k)  # (the C function, its unit), for the profiler
-        return call
-
+        if self.keep_plans:
+            plan_cache.save(self, key, plan, build_s)
 
 HOT_S = 0.1  # about what cc -O3 takes for one small kernel (docs/runtime.md)
 
@@ -299,80 +328,17 @@ class _Tier:
         self.device, self.fn, self.source = device, fn, source
         self.spent = 0.0 if source else None
 
-    def run(self, *args) -> None:
+    def spend(self, seconds: float) -> None:
+        """Count ``seconds`` more of the quick build's calls; past ``hot_s``, build hot."""
         if self.spent is None:
-            return self.fn(*args)
-        t = time.perf_counter()
-        self.fn(*args)
-        self.spent += time.perf_counter() - t
+            return
+        self.spent += seconds
         if self.spent >= self.device.hot_s:
-            self.spent = None  # once: a thread that calls meanwhile runs the quick build
+            self.spent = None  # once: a thread that runs meanwhile keeps the quick build
             self.fn = self.device.hot(self.fn, *self.source())
 
-
-def _host_call(value: np.ndarray):
-    """A constant kernel: its value, computed when the plan was built, copied out."""
-
-    def call(arrays, memo):
-        np.copyto(arrays[-1], value)
-
-    return call
-
-
-_BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
-_ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
-
-
-def _adoptable(made, out, arrays, results) -> bool:
-    """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
-    fresh C-ordered array of the output's shape and dtype that is none of the kernel's
-    inputs and none of its other results (those are copied instead)."""
-    return (
-        isinstance(made, np.ndarray)
-        and made.shape == out.shape
-        and made.dtype == out.dtype
-        and made.flags.c_contiguous
-        and made.flags.owndata
-        and made.flags.writeable
-        and not any(made is a for a in arrays)
-        and sum(made is r for r in results) == 1
-    )
-
-
-def _c_call(tier: _Tier, kernel, sizes: tuple[int, ...] | None = None):
-    """The call of one compiled kernel, to the build its ``tier`` says; a size-generic one
-    is passed ``sizes`` as well."""
-    fn = tier.fn
-    fn.restype = None
-    if sizes is None:
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        extra = ()
-    else:
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        # a ctypes array owns its memory, and the closure keeps it (an address would not)
-        extra = ((ctypes.c_int64 * max(1, len(sizes)))(*sizes),)
-    pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
-    address, view = ctypes.addressof, _BYTES.from_buffer
-
-    def call(arrays, memo):
-        try:  # a writable C-contiguous array (every buffer the runtime makes)
-            ptrs = pointers(*[address(view(a)) for a in arrays])
-        except (TypeError, ValueError):  # read-only, or a dtype without a buffer format
-            # (bfloat16): numpy's own, slower, route to the address
-            ptrs = pointers(*[a.ctypes.data for a in arrays])
-        err = _ERR()
-        tier.run(ptrs, err, *extra)
-        if err[0]:
-            _raise(err)
-
-    return call
-
-
-def _raise(err) -> None:
-    if err[0] == 2:
-        raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
-    v, axis, size, kind = (int(e) for e in err[1:])
-    raise out_of_range(("gather", "scatter")[kind], v, axis, size)
+    def address(self) -> int:
+        return ctypes.cast(self.fn, ctypes.c_void_p).value
 
 
 __all__ = ["CDevice", "dtypes"]

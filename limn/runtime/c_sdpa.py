@@ -53,9 +53,8 @@ class SdpaKernels:
         return max(1, int(self.device.threads))
 
     def _empty(self, shape, dtype) -> np.ndarray:
-        """A result array from the device's buffer pool: a plan that adopts it as a buffer
-        gives it back there when it dies, and the next step's call gets it again."""
-        return self.device.pool.empty(tuple(shape), np.dtype(dtype))
+        """A result array (the driver calls these kernels itself; this is the host path)."""
+        return np.empty(tuple(shape), np.dtype(dtype))
 
     def sdpa(self, vals, params):
         q, k, v = (np.ascontiguousarray(a) for a in vals[:3])
