@@ -194,7 +194,14 @@ def test_a_plan_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
         "a call into no function": (settings, key, graph, no_function, slots, kept),
         "a constant of another shape": (settings, key, graph, wrong_value, slots, kept),
         "slots for other inputs": (settings, key, graph, steps, slots[:-1], kept),
-        "a kept value of no buffer": (settings, key, graph, steps, slots, ((len(graph.buffers), 0),)),
+        "a kept value of no buffer": (
+            settings,
+            key,
+            graph,
+            steps,
+            slots,
+            ((len(graph.buffers), 0),),
+        ),
     }
     blob = plan_file.read_bytes()
     plan_file.write_bytes(blob[:100] + bytes([blob[100] ^ 4]) + blob[101:])  # a flipped bit

@@ -163,7 +163,12 @@ class CDevice(CompiledDevice):
         self._driver.limn_driver_threads(self.threads)
         self.drive = self._driver.limn_drive
         self.drive.restype = ctypes.c_int64
-        self.drive.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 3]
+        self.drive.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.c_int64,
+            *[ctypes.c_void_p] * 3,
+        ]
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
@@ -221,7 +226,9 @@ class CDevice(CompiledDevice):
         library (a KeyError names a library that is not there, an AttributeError a
         function it lacks)."""
         held = [b for b, _ in kept]
-        constants = {k.output: s.value for k, s in zip(graph.kernels, steps) if isinstance(s, Constant)}
+        constants = {
+            k.output: s.value for k, s in zip(graph.kernels, steps) if isinstance(s, Constant)
+        }
         # the values that become Tensors are written into arrays of their own each run
         bound = {s.buffer for s in graph.sinks if s.source is None} - set(constants)
         rows, offsets, size = layout(graph, steps, bound, held)
@@ -314,6 +321,7 @@ class CDevice(CompiledDevice):
     def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
         if self.keep_plans:
             plan_cache.save(self, key, plan, build_s)
+
 
 HOT_S = 0.1  # about what cc -O3 takes for one small kernel (docs/runtime.md)
 

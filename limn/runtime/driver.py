@@ -49,7 +49,7 @@ static int limn_threads = 1; /* attention's tasks run on this many threads */
 void limn_driver_threads(int n) { limn_threads = n; }
 static int64_t limn_ns(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  timespec_get(&t, TIME_UTC);
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 /* Run rows [from, to) on the buffers b; ns (or NULL) sums each row's time at 1 + its index.
@@ -158,7 +158,7 @@ def attention_part(k) -> str | None:
 
 def _dims(k) -> list[int]:
     """bh, t_q, t_k, d, dv, heads and causal of attention kernel ``k``'s call."""
-    (scale, causal, heads), srcs = k.result.arg[2], k.result.srcs
+    (_, causal, heads), srcs = k.result.arg[2], k.result.srcs
     q, v = k.rows[srcs[0]].shape, k.rows[srcs[2]].shape
     bh, (tq, d), (tk, dv) = math.prod(q[:-2]), q[-2:], v[-2:]
     if heads:  # (B, t, heads * width) rows
@@ -284,7 +284,13 @@ class Driver:
     (one per thread running the plan at the same time)."""
 
     def __init__(self, drive, graph, rows, fns, offsets, size, constants, kept, tiers=()):
-        self.drive, self.graph, self.rows, self.offsets, self.size = drive, graph, rows, offsets, size
+        self.drive, self.graph, self.rows, self.offsets, self.size = (
+            drive,
+            graph,
+            rows,
+            offsets,
+            size,
+        )
         self.constants, self.kept = constants, kept
         self.tiers = list(tiers)  # (row, its _Tier) of quick builds timed to become hot
         self.table = (_Step * max(1, len(rows)))()

@@ -27,7 +27,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ir.graph import dtypes
 from ir.graph.decompose import decompose
 from ir.graph.node import Node
 from ir.graph.ops import Op

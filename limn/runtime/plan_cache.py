@@ -109,7 +109,9 @@ def save(device, key: tuple, plan: Plan, build_s: float = 1.0) -> None:
     settings = _settings(device)
     path = plan_path(device, key, settings)
     try:
-        data = pickle.dumps((settings, key, plan.graph, plan.steps, plan.slots, plan.kept), protocol=5)
+        data = pickle.dumps(
+            (settings, key, plan.graph, plan.steps, plan.slots, plan.kept), protocol=5
+        )
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
     tmp = None
