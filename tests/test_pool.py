@@ -3,11 +3,11 @@ buffer someone still holds, within a bound, and with the same bits as fresh memo
 
 import numpy as np
 import pytest
+from limn.runtime.pool import BufferPool
 
 import limn
 from limn import Tensor, nn, optim
 from limn.runtime.device import get_device, install
-from limn.runtime.pool import BufferPool
 
 
 def _device(**pool):

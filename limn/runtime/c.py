@@ -52,6 +52,7 @@ from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.generic import lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
+from ir.printer import custom_sources, format_loops
 from limn.runtime import driver, plan_cache
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.device import env_number
@@ -118,6 +119,7 @@ def short_spin(version: str) -> None:
 
 class CDevice(CompiledDevice):
     name = "c"
+    stages = ("kernel", "loop", "c")  # what ``limn.ir`` asks this device to print
 
     def __init__(
         self,
@@ -172,6 +174,19 @@ class CDevice(CompiledDevice):
         from limn.runtime import c_sdpa
 
         c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
+
+    def ir(self, roots, stage: str) -> str:
+        """What ``limn.ir`` prints for ``roots`` on this device: the plan it runs for them
+        (built now if it has none), at ``stage``: "kernel", "loop" (with this device's
+        passes) or "c" (the units it compiles, then each CUSTOM kernel's). The plan's
+        inputs that are values the runtime holds print first, marked ``held``."""
+        plan, inputs = self.plan_for(roots)
+        g = plan.graph
+        held = [f"buf{i} = held {n.op.value}" for i, n in enumerate(inputs) if n.srcs]
+        if stage == "c":
+            u = plan_units(g, self.passes, self.openmp, None, self.generic_kernels, self.target)
+            return "\n".join([*u.sources(), *custom_sources(g, sdpa)])
+        return "\n".join([*held, str(g) if stage == "kernel" else format_loops(g, self.passes)])
 
     def renders(self, node) -> bool:
         """The composites ``ir/c/libm.py`` spells at the node's compute dtype."""
@@ -253,13 +268,13 @@ class CDevice(CompiledDevice):
 
     def _function(self, graph, row, step):
         """A compiled row's function and its build (``_Tier``)."""
-        lib = self.by_key.get(row.lib) or self.library_by_key(row.lib)
+        lib = self.library_by_key(step.lib)
         if lib is None:
-            raise KeyError(f"c device: no library {row.lib}")
+            raise KeyError(f"c device: no library {step.lib}")
         fn = getattr(lib, row.fn)
         i = row.kernel
         if isinstance(step, Generic):
-            self.generic_keys.setdefault(row.fn, row.lib)  # a later plan calls it there too
+            self.generic_keys.setdefault(row.fn, step.lib)  # a later plan calls it there too
             if row.fn not in self.tiers:  # one build for every plan that calls it
                 nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
                 source = lambda: generic_function(nest(), self.openmp)  # noqa: E731

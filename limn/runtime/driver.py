@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,21 +30,18 @@ SOURCE = r"""
 #include <time.h>
 typedef struct {
   void *fn;            /* the function a row calls (none for a copy) */
-  int64_t kind;        /* LIMN_KERNEL ... below */
-  int64_t n;           /* the buffers it is given, */
+  int64_t kind, n;     /* LIMN_KERNEL ... below; how many buffers it is given, */
   const int64_t *args; /* by their index in the plan's buffer table (-1: none, NULL) */
   const int64_t *ints; /* a generic kernel's sizes, attention's dimensions, a copy's bytes */
   double scale;        /* attention's */
   int64_t timed;       /* 1: its time is summed in ns[0] (a quick build waiting to be hot) */
 } limn_step;
 enum { LIMN_KERNEL, LIMN_GENERIC, LIMN_COPY, LIMN_ATTENTION, LIMN_ATTENTION_GRAD };
-typedef void (*limn_kernel)(void *const *, int64_t *);
-typedef void (*limn_generic)(void *const *, int64_t *, const int64_t *);
-typedef void (*limn_fwd)(void *, void *, void *, void *, void *, void *, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, double, int, int);
-typedef void (*limn_bwd)(void *, void *, void *, void *, void *, void *, void *, void *, void *,
-                         void *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double,
-                         int, int, int);
+typedef void *P;
+typedef void (*limn_fwd)(P, P, P, P, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         double, int, int);
+typedef void (*limn_bwd)(P, P, P, P, P, P, P, P, P, P, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, double, int, int, int);
 static int limn_threads = 1; /* attention's tasks run on this many threads */
 void limn_driver_threads(int n) { limn_threads = n; }
 static int64_t limn_ns(void) {
@@ -54,16 +51,17 @@ static int64_t limn_ns(void) {
 }
 /* Run rows [from, to) on the buffers b; ns (or NULL) sums each row's time at 1 + its index.
    Stops at the first row that reports an error in err; returns err[0]. */
-int64_t limn_drive(const limn_step *rows, int64_t from, int64_t to, void *const *b,
-                   int64_t *err, int64_t *ns) {
+int64_t limn_drive(const limn_step *rows, int64_t from, int64_t to, P const *b, int64_t *err,
+                   int64_t *ns) {
   for (int64_t i = from; i < to && !err[0]; i++) {
     const limn_step *s = &rows[i];
     const int64_t *d = s->ints;
-    void *a[16 > s->n ? 16 : s->n];
+    P a[16 > s->n ? 16 : s->n];
     for (int64_t j = 0; j < s->n; j++) a[j] = s->args[j] < 0 ? NULL : b[s->args[j]];
     int64_t t = ns ? limn_ns() : 0;
-    if (s->kind == LIMN_KERNEL) ((limn_kernel)s->fn)(a, err);
-    else if (s->kind == LIMN_GENERIC) ((limn_generic)s->fn)(a, err, d);
+    if (s->kind == LIMN_KERNEL) ((void (*)(P const *, int64_t *))s->fn)(a, err);
+    else if (s->kind == LIMN_GENERIC)
+      ((void (*)(P const *, int64_t *, const int64_t *))s->fn)(a, err, d);
     else if (s->kind == LIMN_COPY) memcpy(a[1], a[0], (size_t)d[0]);
     else if (s->kind == LIMN_ATTENTION)
       ((limn_fwd)s->fn)(a[0], a[1], a[2], a[3], a[4], a[5], d[0], d[1], d[2], d[3], d[4], d[5],
@@ -105,11 +103,12 @@ class Kernel:
 @dataclass(frozen=True)
 class Generic:
     """A size-generic kernel (``ir/c/units.generic``), shared by every plan of its
-    structure, called with this kernel's ``sizes``."""
+    structure, called with this kernel's ``sizes``; built by the quick compiler first."""
 
     lib: str
     name: str
     sizes: tuple[int, ...]
+    quick = True
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,34 +135,21 @@ class Row:
     """One call of the driver's table (``SOURCE``'s ``limn_step``)."""
 
     kind: int
-    fn: str  # the C function; "" for a copy
-    lib: str | None  # the library's cache key (None: attention's unit, or a host step)
+    fn: str  # the C function; "" for a copy or a host step
     args: tuple[int, ...]
     ints: tuple[int, ...] = ()
     scale: float = 0.0
     kernel: int = -1  # the kernel it runs (the first, for a call that serves siblings)
-    quick: bool = False
 
 
 def attention_part(k) -> str | None:
     """The unit of ``sdpa.c`` that runs CUSTOM kernel ``k``, where its dtypes are the
     ones that unit reads (its accumulators at ``acc_dtype``); else None."""
-    name = k.result.arg[0]
-    part, q = sdpa.KERNELS.get(name), k.rows[k.result.srcs[0]]
+    part, q = sdpa.KERNELS.get(k.result.arg[0]), k.rows[k.result.srcs[0]]
     if part is None or q.dtype not in sdpa.DTYPES:
         return None
     stats = [k.rows[r].dtype for r in k.result.srcs[4:6]] if part == "bwd" else []
     return part if all(d == acc_dtype(q.dtype) for d in stats) else None
-
-
-def _dims(k) -> list[int]:
-    """bh, t_q, t_k, d, dv, heads and causal of attention kernel ``k``'s call."""
-    (_, causal, heads), srcs = k.result.arg[2], k.result.srcs
-    q, v = k.rows[srcs[0]].shape, k.rows[srcs[2]].shape
-    bh, (tq, d), (tk, dv) = math.prod(q[:-2]), q[-2:], v[-2:]
-    if heads:  # (B, t, heads * width) rows
-        bh, d, dv = q[0] * heads, d // heads, dv // heads
-    return [bh, tq, tk, d, dv, max(heads, 1), int(causal)]
 
 
 def _nbytes(spec) -> int:
@@ -174,68 +160,63 @@ def layout(graph, steps, skip=frozenset(), kept=()) -> tuple[list[Row], dict[int
     """The driver's rows for a plan's ``steps``, each buffer's offset in the arena, and the
     arena's size. Inputs and the buffers in ``skip`` are bound per run, not placed. Sinks,
     ASSIGN sources, ``kept`` buffers and constants live through the whole run; any other
-    intermediate from the kernel that writes it to the last that reads it. An attention
-    output no kernel of the plan takes gets scratch bytes of its own (a buffer past the
-    graph's)."""
+    intermediate from the kernel that writes it to the last that reads it."""
     n, sizes = len(graph.kernels), [_nbytes(s) for s in graph.buffers]
     pinned = {s.buffer for s in graph.sinks} | {s.source for s in graph.sinks} | set(kept)
     lives: dict[int, list[int]] = {}
-    rows, groups = [], {}
+    rows, calls = [], {}
     for i, (k, step) in enumerate(zip(graph.kernels, steps)):
         lives[k.output] = [0, n] if k.output in pinned or isinstance(step, Constant) else [i, i]
         for b in k.inputs:
             life = lives.setdefault(b, [0, n])
             life[1] = max(life[1], i)
         args = (*k.inputs, k.output)
-        if isinstance(step, Kernel):
-            rows.append(Row(KERNEL, step.name, step.lib, args, kernel=i, quick=step.quick))
-        elif isinstance(step, Generic):
-            rows.append(Row(GENERIC, step.name, step.lib, args, step.sizes, kernel=i, quick=True))
+        if isinstance(step, Kernel | Generic):
+            kind, ints = (GENERIC, step.sizes) if isinstance(step, Generic) else (KERNEL, ())
+            rows.append(Row(kind, step.name, args, ints, kernel=i))
         elif isinstance(step, Custom) and step.part is None:
-            rows.append(Row(HOST, "", None, args, kernel=i))
+            rows.append(Row(HOST, "", args, kernel=i))
         elif isinstance(step, Custom):  # one call for every output of it the plan takes
-            group = (step.part, k.inputs, repr(step.params))
-            if group not in groups:
-                groups[group] = {}
-                order = [k.inputs[k.rows[r].arg] for r in k.result.srcs]
-                rows.append((i, k, step, order, groups[group]))
-            groups[group][(step.name, step.index)] = k.output
-    out = []
-    for row in rows:
-        if isinstance(row, Row):
-            out.append(row)
-            continue
-        i, k, step, order, outs = row
-        srcs = order + [-1] * (7 - len(order) if step.part == "bwd" else 4 - len(order))
-        names = OUTPUTS[step.part]
-        taken = {name for name, _ in outs}
-        for j, key in enumerate(names):
-            if key not in outs and key[0] in taken | {"sdpa"}:  # a result no kernel takes
-                outs[key] = len(sizes)
-                sizes.append(_scratch(k, j, step.part))
-                lives[outs[key]] = [i, i]
-        ends = [outs.get(key, -1) for key in names]
-        dims = _dims(k) + ([0 if len(taken) == 2 else 1 if "sdpa_bwd_q" in taken else 2]
-                           if step.part == "bwd" else [])  # fmt: skip
-        kind = ATTENTION if step.part == "fwd" else ATTENTION_GRAD
-        fn = sdpa.entry(step.part, k.rows[k.result.srcs[0]].dtype)
-        out.append(Row(kind, fn, None, (*srcs, *ends), tuple(dims), step.params[0], i))
-    for s in graph.sinks:  # the ASSIGNs, after every value exists
-        if s.source is not None:
-            out.append(Row(COPY, "", None, (s.source, s.buffer), (sizes[s.buffer],)))
+            outs = calls.setdefault((step.part, k.inputs, repr(step.params)), {})
+            if not outs:
+                rows.append((i, k, step, outs))
+            outs[step.name, step.index] = k.output
+    rows = [row if isinstance(row, Row) else _attention(*row, sizes, lives) for row in rows]
+    rows += [
+        Row(COPY, "", (s.source, s.buffer), (sizes[s.buffer],))
+        for s in graph.sinks
+        if s.source is not None
+    ]  # fmt: skip  (the ASSIGNs, after every value exists)
     placed = {b: life for b, life in lives.items() if b >= graph.n_inputs and b not in skip}
-    return (out, *pack(placed, sizes))
+    return (rows, *pack(placed, sizes))
 
 
-def _scratch(k, j: int, part: str) -> int:
-    """Bytes of result ``j`` of attention kernel ``k``'s call (fwd: o, lse; bwd: dq, dk, dv)."""
-    q, _, v = (k.rows[r] for r in k.result.srcs[:3])
-    rows, heads = math.prod(q.shape[:-1]), max(k.result.arg[2][2], 1)
-    width = {"fwd": (v.shape[-1], heads), "bwd": (q.shape[-1],) * 3}[part][j]
-    item = acc_dtype(q.dtype).itemsize if (part, j) == ("fwd", 1) else q.dtype.itemsize
-    if part == "bwd" and j:  # dk, dv: the keys' rows
-        rows, width = math.prod(v.shape[:-1]), (k.rows[k.result.srcs[1]], v)[j - 1].shape[-1]
-    return rows * width * item
+def _attention(i: int, k, step: Custom, outs: dict, sizes: list, lives: dict) -> Row:
+    """The call of fused attention's ``step.part`` at kernel ``i`` (``k``), for it and the
+    siblings in ``outs``; a result no kernel takes gets scratch bytes of its own (a buffer
+    past the graph's), one the call does not make (mode 1's dk, dv) none."""
+    srcs = [k.inputs[k.rows[r].arg] for r in k.result.srcs]
+    srcs += [-1] * ((7 if step.part == "bwd" else 4) - len(srcs))  # no key mask: NULL
+    taken, ends = {name for name, _ in outs}, []
+    q, key, v = (k.rows[r] for r in k.result.srcs[:3])
+    for j, name in enumerate(OUTPUTS[step.part]):
+        if name not in outs and name[0] in taken | {"sdpa"}:
+            outs[name], lives[len(sizes)] = len(sizes), [i, i]
+            rows, heads = math.prod(q.shape[:-1]), max(step.params[2], 1)
+            o, lse = (
+                rows * v.shape[-1] * q.dtype.itemsize,
+                rows * heads * acc_dtype(q.dtype).itemsize,
+            )
+            sizes.append(_nbytes((q, key, v)[j]) if step.part == "bwd" else (o, lse)[j])
+        ends.append(outs.get(name, -1))
+    (_, causal, heads), (tq, d), (tk, dv) = step.params, q.shape[-2:], v.shape[-2:]
+    dims = [math.prod(q.shape[:-2]), tq, tk, d, dv, 1, int(causal)]
+    if heads:  # (B, t, heads * width) rows
+        dims[0], dims[3], dims[4], dims[5] = q.shape[0] * heads, d // heads, dv // heads, heads
+    if step.part == "bwd":  # 0: dq, dk and dv from one call
+        dims.append(0 if len(taken) == 2 else 1 if "sdpa_bwd_q" in taken else 2)
+    kind = ATTENTION if step.part == "fwd" else ATTENTION_GRAD
+    return Row(kind, sdpa.entry(step.part, q.dtype), (*srcs, *ends), tuple(dims), step.params[0], i)
 
 
 def pack(lives: dict[int, list[int]], sizes: list[int]) -> tuple[dict[int, int], int]:
@@ -267,58 +248,45 @@ def address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
-@dataclass
-class _Arena:
-    """One run's memory: the plan's intermediates, its buffer table, error record, times."""
-
-    memory: np.ndarray
-    table: ctypes.Array
-    views: dict  # buffer -> its array in the memory (constants, kept values)
-    err: ctypes.Array = field(default_factory=ctypes.c_int64 * 5)
-    ns: ctypes.Array | None = None
-
-
 class Driver:
-    """Runs one plan: its rows as a ``limn_drive`` table with the function addresses
-    ``fns`` (a host step's: a callable of the run's arrays), arenas made once and reused
-    (one per thread running the plan at the same time)."""
+    """Runs one plan (``Plan.runner``): its rows as a ``limn_drive`` table of the functions
+    at ``fns`` (a host step's: a callable of the run's arrays), on arenas made once and
+    reused (one per thread running the plan at the same time)."""
 
     def __init__(self, drive, graph, rows, fns, offsets, size, constants, kept, tiers=()):
-        self.drive, self.graph, self.rows, self.offsets, self.size = (
-            drive,
-            graph,
-            rows,
-            offsets,
-            size,
-        )
-        self.constants, self.kept = constants, kept
+        self.drive, self.graph, self.rows, self.offsets = drive, graph, rows, offsets
+        self.size, self.constants, self.kept = size, constants, kept
         self.tiers = list(tiers)  # (row, its _Tier) of quick builds timed to become hot
         self.table = (_Step * max(1, len(rows)))()
-        self._keep = []  # the ctypes arrays the table points into
-        self.hosts, self.segments, start = {}, [], 0
+        self.segments, start, self._ints = [], 0, []  # (the ctypes arrays the table reads)
         for r, (row, fn) in enumerate(zip(rows, fns)):
-            if row.kind == HOST:
-                self.hosts[r] = fn
+            if row.kind == HOST:  # C runs the rows before it, then Python this one
                 self.segments.append((start, r, fn))
                 start = r + 1
                 continue
             args, ints = ((ctypes.c_int64 * max(1, len(x)))(*x) for x in (row.args, row.ints))
-            self._keep += [args, ints]
+            self._ints += [args, ints]
+            timed = any(r == t for t, _ in tiers)
             self.table[r] = _Step(fn, row.kind, len(row.args), ctypes.addressof(args),
-                                  ctypes.addressof(ints), row.scale, int(row.quick))  # fmt: skip
+                                  ctypes.addressof(ints), row.scale, timed)  # fmt: skip
         self.segments.append((start, len(rows), None))
-        g = graph
-        values = [s for s in g.sinks if s.source is None]
-        self.copied = [s.buffer for s in values if s.buffer < g.n_inputs or s.buffer in constants]
-        self.bound = [(s.buffer, s.shape, to_numpy(s.dtype)) for s in values
-                      if s.buffer not in self.copied]  # fmt: skip
-        self.bound = list({b[0]: b for b in self.bound}.values())
-        self.free: list[_Arena] = []
-        self.stats = None  # the profiler's KernelStat per kernel, while one is active
+        values = {s.buffer: s for s in graph.sinks if s.source is None}
+        # a value that is an input or a constant is copied out; the others are written
+        # by their kernels into arrays of their own
+        self.copied = [b for b in values if b < graph.n_inputs or b in constants]
+        self.bound = [(b, s.shape, to_numpy(s.dtype)) for b, s in values.items()
+                      if b not in self.copied]  # fmt: skip
+        self.free: list[tuple] = []
+        self.stats = None  # (the profiler, its KernelStat per kernel) while one is active
 
-    def _arena(self) -> _Arena:
-        g = self.graph
-        memory = np.empty(self.size + ALIGN, np.uint8)
+    def source(self, i: int) -> tuple[str, str] | None:
+        """(the call, its unit) of CUSTOM kernel ``i``, for the profiler."""
+        return sdpa.kernel_source(self.graph.kernels[i])
+
+    def _arena(self) -> tuple:
+        """A run's memory: its buffer table, each placed buffer's array, the error record,
+        the rows' times, and the bytes (the constants written in once)."""
+        g, memory = self.graph, np.empty(self.size + ALIGN, np.uint8)
         base = -address(memory) % ALIGN
         table = (ctypes.c_void_p * (len(g.buffers) + len(self.offsets)))()
         views = {}
@@ -330,43 +298,45 @@ class Driver:
                 views[b] = raw.view(to_numpy(spec.dtype)).reshape(spec.shape)
         for b, value in self.constants.items():
             np.copyto(views[b], value)
-        ns = (ctypes.c_int64 * (len(self.rows) + 1))()
-        return _Arena(memory, table, views, ns=ns)
+        return (
+            table,
+            views,
+            (ctypes.c_int64 * 5)(),
+            (ctypes.c_int64 * (len(self.rows) + 1))(),
+            memory,
+        )
 
     def run(self, inputs, keep: bool, prof=None) -> dict[int, np.ndarray]:
         """Run the plan on ``inputs`` (slot order); the arrays of the sinks (and of the kept
         values, with ``keep``) by buffer. The ASSIGNs are written when it returns."""
         arena = self.free.pop() if self.free else self._arena()
+        table, views, err, ns, _ = arena
         try:
-            table, out = arena.table, {}
+            out = {}
             for b, a in enumerate(inputs):
                 table[b] = address(a)
             for b, shape, dtype in self.bound:
                 out[b] = a = np.empty(shape, dtype)
                 table[b] = address(a)
             for b in self.copied:
-                out[b] = (inputs[b] if b < len(inputs) else arena.views[b]).copy()
-            ns = arena.ns if prof is not None or self.tiers else None
+                out[b] = (inputs[b] if b < len(inputs) else views[b]).copy()
+            timing = ns if prof is not None or self.tiers else None
             memo: dict = {}  # a host call that serves sibling kernels, made once
             for start, stop, host in self.segments:
-                if self.drive(self.table, start, stop, table, arena.err, ns):
-                    _raise(arena.err)
+                if self.drive(self.table, start, stop, table, err, timing):
+                    _raise(err)
                 if host is not None:
-                    host(self._arrays(arena, inputs, out), memo)
-            if keep:
-                for b in self.kept:
-                    out[b] = arena.views[b].copy()
-            if ns is not None:
-                self._timed(arena.ns, prof)
+                    n = len(self.graph.buffers)
+                    host(
+                        [*inputs, *(out.get(b, views.get(b)) for b in range(len(inputs), n))], memo
+                    )
+            out.update((b, views[b].copy()) for b in self.kept if keep)
+            if timing is not None:
+                self._timed(ns, prof)
             return out
         finally:
-            arena.err[0] = 0
+            err[0] = 0
             self.free.append(arena)
-
-    def _arrays(self, arena, inputs, out) -> list:
-        """Every buffer as an array, for a host step."""
-        n = len(self.graph.buffers)
-        return [*inputs] + [out.get(b, arena.views.get(b)) for b in range(len(inputs), n)]
 
     def _timed(self, ns, prof) -> None:
         """Give the profiler each row's time, and the quick builds theirs once they have
@@ -374,12 +344,10 @@ class Driver:
         if prof is None and ns[0] < self.tiers[0][1].device.hot_s * 1e9:
             return
         seconds = [ns[1 + r] / 1e9 for r in range(len(self.rows))]
-        if prof is not None:
-            for row, t in zip(self.rows, seconds):
-                if row.kernel >= 0 and row.kind != HOST:
-                    stat = self.stats[1][row.kernel]
-                    stat.seconds += t
-                    stat.calls += 1
+        for row, t in zip(self.rows, seconds) if prof is not None else ():
+            if row.kernel >= 0 and row.kind != HOST:
+                self.stats[1][row.kernel].seconds += t
+                self.stats[1][row.kernel].calls += 1
         for r, tier in self.tiers:
             tier.spend(seconds[r])
             self.table[r].fn = tier.address()
