@@ -152,8 +152,8 @@ def test_a_training_step_compiles_once(c):
 
 def test_the_plan_cache_keeps_the_most_recently_used_plans(monkeypatch):
     """At most ``max_plans`` plans stay (LIMN_PLANS); a hit makes a plan the most recent;
-    a dropped plan met again is built again, with the same bits and nothing compiled, and
-    its libraries still get ``set_threads``."""
+    a dropped plan met again is built again, with the same bits and nothing compiled, from
+    the libraries the device still holds."""
     monkeypatch.setenv("LIMN_PLANS", "2")
     dev = CDevice()
     assert dev.max_plans == 2
@@ -163,7 +163,7 @@ def test_the_plan_cache_keeps_the_most_recently_used_plans(monkeypatch):
         return dev.realize([(Tensor(xs[n]) * 2.0 + 1.0).node])[0].data.copy()
 
     first = run(3)
-    libs = list(dev.libraries.values())
+    libs = list(dev.by_key.values())
     run(4)
     run(3)  # a hit: 3 is now the most recent, 4 the least
     run(5)  # drops 4
@@ -177,8 +177,7 @@ def test_the_plan_cache_keeps_the_most_recently_used_plans(monkeypatch):
     assert dev.toolchain.stats["loads"] == loads
     assert np.array_equal(first.view(np.uint32), again.view(np.uint32))
     assert np.array_equal(first, xs[3] * 2 + 1)
-    assert all(lib in dev.libraries.values() for lib in libs)
-    dev.set_threads(1)  # reaches every library it loaded, dropped plans' included
+    assert all(lib in dev.by_key.values() for lib in libs)
 
 
 def test_a_realized_node_is_recalled_only_while_it_lives_and_only_for_itself():

@@ -66,7 +66,6 @@ from limn.runtime.driver import (
     Driver,
     Generic,
     Kernel,
-    attention_part,
     layout,
 )
 from limn.runtime.jit import CompiledDevice, Plan
@@ -152,15 +151,12 @@ class CDevice(CompiledDevice):
         self.hot_s = env_number("LIMN_HOT_S", HOT_S, "seconds (0: build at -O3 at once)", float)
         self.stats["hot_kernels"] = 0
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
-        # every library loaded, by its dlopen handle (one per file, however often loaded):
-        # set_threads reaches them all, also those of plans the cache has dropped
-        self.libraries: dict[int, ctypes.CDLL] = {}
         # plans kept on disk for the next process (limn/runtime/plan_cache.py): with the
         # default passes, unless LIMN_PLAN_CACHE=0
         default = self.passes == c_passes(self.target)
         self.keep_plans = default and os.environ.get("LIMN_PLAN_CACHE") != "0"
-        self.entries: dict[str, int] = {}  # fused attention's C functions, by name
-        # the plan driver (limn/runtime/driver.py): every plan runs as one call of it
+        # the plan driver (limn/runtime/driver.py): every plan runs as one call of it; it
+        # sets the threads of every kernel (``set_threads``)
         self._driver = self.toolchain.library(driver.SOURCE)
         self._driver.limn_driver_threads(self.threads)
         self.drive = self._driver.limn_drive
@@ -173,7 +169,9 @@ class CDevice(CompiledDevice):
         ]
         from limn.runtime import c_sdpa
 
-        c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
+        # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv (their C functions, which
+        # the driver calls, by ``self.sdpa.fn``)
+        self.sdpa = c_sdpa.register(self)
 
     def ir(self, roots, stage: str) -> str:
         """What ``limn.ir`` prints for ``roots`` on this device: the plan it runs for them
@@ -195,8 +193,6 @@ class CDevice(CompiledDevice):
     def set_threads(self, n: int) -> None:
         self.threads = n
         self._driver.limn_driver_threads(n)
-        for lib in self.libraries.values():
-            lib.limn_set_threads(n)
 
     def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
@@ -204,19 +200,10 @@ class CDevice(CompiledDevice):
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
-        # the plan's first run loads them), not after it, one at a time
-        custom = [sdpa.unit(attention_part(k), k.rows[k.result.srcs[0]].dtype)
-                  for k in graph.kernels if k.kind == "CUSTOM" and attention_part(k)]  # fmt: skip
-        libs = self.toolchain.libraries(sources + list(dict.fromkeys(custom)))[: len(sources)]
         keys = [self.toolchain._key(src) for src in sources]
-        for key, lib in zip(keys, libs):
-            lib.limn_set_threads(self.threads)
-            self.libraries[lib._handle] = self.by_key.setdefault(key, lib)
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
-        for name in missing:
-            self.generic_keys[name] = keys[-1]
+        generic_keys = {**self.generic_keys, **dict.fromkeys(missing, keys[-1] if keys else "")}
         steps: list = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -227,12 +214,18 @@ class CDevice(CompiledDevice):
                 consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
                 steps.append(Constant(consts[k.output].reshape(spec.shape)))
             elif k.kind == "CUSTOM":
-                steps.append(Custom(*k.result.arg, attention_part(k)))
+                part, dtype = sdpa.KERNELS.get(k.result.arg[0]), k.rows[k.result.srcs[0]].dtype
+                steps.append(Custom(*k.result.arg, part, dtype))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                steps.append(Generic(self.generic_keys[name], name, sizes))
+                steps.append(Generic(generic_keys[name], name, sizes))
             else:
                 steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
+        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
+        # the plan's first run loads them), not after it, one at a time
+        custom = {sdpa.unit(s.part, s.dtype) for s in steps if isinstance(s, Custom) and s.part}
+        for key, lib in zip(keys, self.toolchain.libraries(sources + sorted(custom))):
+            self.by_key.setdefault(key, lib)
         return self.plan(graph, tuple(steps), slots, kept, sites)
 
     def plan(self, graph: KernelGraph, steps: tuple, slots=(), kept=(), sites=()) -> Plan:
@@ -251,7 +244,10 @@ class CDevice(CompiledDevice):
         for r, row in enumerate(rows):
             step = steps[row.kernel] if row.kernel >= 0 else None
             if row.kind in (ATTENTION, ATTENTION_GRAD):
-                fn = self.attention(row.fn, step.part, graph.kernels[row.kernel])
+                dtype = (
+                    graph.kernels[row.kernel].rows[graph.kernels[row.kernel].result.srcs[0]].dtype
+                )
+                fn = ctypes.cast(self.sdpa.fn(step.part, dtype), ctypes.c_void_p).value
             elif row.kind == HOST:
                 fn = self._host(graph, graph.kernels[row.kernel], step)
             elif row.kind == COPY:
@@ -268,10 +264,11 @@ class CDevice(CompiledDevice):
 
     def _function(self, graph, row, step):
         """A compiled row's function and its build (``_Tier``)."""
-        lib = self.library_by_key(step.lib)
+        # one this device holds, or the one on disk (a plan loaded from there)
+        lib = self.by_key.get(step.lib) or self.toolchain.load(step.lib)
         if lib is None:
             raise KeyError(f"c device: no library {step.lib}")
-        fn = getattr(lib, row.fn)
+        fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
         i = row.kernel
         if isinstance(step, Generic):
             self.generic_keys.setdefault(row.fn, step.lib)  # a later plan calls it there too
@@ -283,14 +280,6 @@ class CDevice(CompiledDevice):
         nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
         source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
         return fn, _Tier(self, fn, source if step.quick else None)
-
-    def attention(self, entry: str, part: str, k) -> int:
-        """The address of fused attention's ``entry`` (``ir/c/sdpa.c``'s ``part``)."""
-        if entry not in self.entries:
-            lib = self.toolchain.library(sdpa.unit(part, k.rows[k.result.srcs[0]].dtype))
-            self.libraries[lib._handle] = lib
-            self.entries[entry] = ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value
-        return self.entries[entry]
 
     def _host(self, graph: KernelGraph, k, step: Custom):
         """A CUSTOM kernel registered as a host function: called on the run's arrays."""
@@ -313,22 +302,8 @@ class CDevice(CompiledDevice):
             lib = self.toolchain.library(program([function], self.target))
         except CompilerError:
             return quick
-        lib.limn_set_threads(self.threads)
-        self.libraries[lib._handle] = lib
         self.stats["hot_kernels"] += 1
         return getattr(lib, name)
-
-    def library_by_key(self, key: str) -> ctypes.CDLL | None:
-        """The library of cache key ``key``: one this device holds, or the published one
-        (the plan cache asks), or None."""
-        lib = self.by_key.get(key)
-        if lib is None:
-            lib = self.toolchain.load(key)
-            if lib is not None:
-                lib.limn_set_threads(self.threads)
-                self.libraries[lib._handle] = lib
-                self.by_key[key] = lib
-        return lib
 
     def stored_plan(self, key: tuple) -> Plan | None:
         return plan_cache.load(self, key) if self.keep_plans else None

@@ -82,7 +82,7 @@ class SdpaKernels:
         return tuple(a for a in (dq, dk, dv) if a is not None)
 
 
-def register(device) -> None:
+def register(device) -> SdpaKernels:
     """Give ``device`` (a CDevice) the three fused attention kernels. Its plans call their C
     from the driver (``limn/runtime/driver.py``: the two gradient kernels of one step in
     one call); these are the same functions called from Python."""
@@ -90,3 +90,4 @@ def register(device) -> None:
     device.register_kernel("sdpa", ks.sdpa)
     device.register_kernel("sdpa_bwd_q", lambda vals, params: ks.bwd(vals, params, 1))
     device.register_kernel("sdpa_bwd_kv", lambda vals, params: ks.bwd(vals, params, 2))
+    return ks

@@ -296,8 +296,8 @@ class _CudaRun:
         self.graph, self.calls, self.drv, self.kept, self.stats = graph, calls, drv, kept, None
         self.module = module  # what the calls live in, loaded while the plan lives
 
-    def source(self, i: int):
-        return getattr(self.calls[i], "source", None)
+    def source(self, i: int) -> tuple[str, str] | None:
+        return getattr(self.calls[i], "source", None)  # a fused attention launch's
 
     def run(self, inputs: Sequence[np.ndarray], keep: bool, prof=None) -> dict:
         g, drv = self.graph, self.drv

@@ -42,8 +42,16 @@ typedef void (*limn_fwd)(P, P, P, P, P, P, int64_t, int64_t, int64_t, int64_t, i
                          double, int, int);
 typedef void (*limn_bwd)(P, P, P, P, P, P, P, P, P, P, int64_t, int64_t, int64_t, int64_t,
                          int64_t, int64_t, double, int, int, int);
-static int limn_threads = 1; /* attention's tasks run on this many threads */
-void limn_driver_threads(int n) { limn_threads = n; }
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+static int limn_threads = 1; /* attention's tasks and every kernel's team: this many threads */
+void limn_driver_threads(int n) {
+  limn_threads = n;
+#ifdef _OPENMP
+  omp_set_num_threads(n); /* one OpenMP runtime: the kernels of every library */
+#endif
+}
 static int64_t limn_ns(void) {
   struct timespec t;
   timespec_get(&t, TIME_UTC);
@@ -121,13 +129,14 @@ class Constant:
 @dataclass(frozen=True)
 class Custom:
     """A CUSTOM kernel: output ``index`` of the registered ``name`` with ``params``;
-    ``part`` is the unit of ``ir/c/sdpa.c`` ("fwd", "bwd") the driver calls, or None for
-    a host function."""
+    ``part`` is the unit of ``ir/c/sdpa.c`` ("fwd", "bwd") the driver calls, for storage
+    ``dtype``, or None for a host function."""
 
     name: str
     index: int
     params: tuple
     part: str | None = None
+    dtype: object = None
 
 
 @dataclass(frozen=True)
@@ -140,16 +149,6 @@ class Row:
     ints: tuple[int, ...] = ()
     scale: float = 0.0
     kernel: int = -1  # the kernel it runs (the first, for a call that serves siblings)
-
-
-def attention_part(k) -> str | None:
-    """The unit of ``sdpa.c`` that runs CUSTOM kernel ``k``, where its dtypes are the
-    ones that unit reads (its accumulators at ``acc_dtype``); else None."""
-    part, q = sdpa.KERNELS.get(k.result.arg[0]), k.rows[k.result.srcs[0]]
-    if part is None or q.dtype not in sdpa.DTYPES:
-        return None
-    stats = [k.rows[r].dtype for r in k.result.srcs[4:6]] if part == "bwd" else []
-    return part if all(d == acc_dtype(q.dtype) for d in stats) else None
 
 
 def _nbytes(spec) -> int:
@@ -280,8 +279,9 @@ class Driver:
         self.stats = None  # (the profiler, its KernelStat per kernel) while one is active
 
     def source(self, i: int) -> tuple[str, str] | None:
-        """(the call, its unit) of CUSTOM kernel ``i``, for the profiler."""
-        return sdpa.kernel_source(self.graph.kernels[i])
+        """(the call, its unit) of kernel ``i`` where it is fused attention's."""
+        k = self.graph.kernels[i]
+        return sdpa.kernel_source(k) if k.kind == "CUSTOM" else None
 
     def _arena(self) -> tuple:
         """A run's memory: its buffer table, each placed buffer's array, the error record,

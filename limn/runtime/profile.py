@@ -185,7 +185,9 @@ class Profiler:
             key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
             stat = self.kernels.get(key)
             if stat is None:
-                stat = KernelStat(_name(g, k, _runs(plan, i)), k.kind, site, _flop(k), _bytes(g, k))
+                stat = KernelStat(
+                    _name(g, k, plan.runner.source(i)), k.kind, site, _flop(k), _bytes(g, k)
+                )
                 stat.plan, stat.index, stat.passes = plan, i, passes
                 self.kernels[key] = stat
             out.append(stat)
@@ -315,12 +317,6 @@ def from_env() -> None:
 # ---- naming and counting --------------------------------------------------------------
 
 
-def _runs(plan, i: int) -> tuple[str, str] | None:
-    """(the call, its source) of CUSTOM kernel ``i`` where the plan's device says."""
-    source = getattr(plan.runner, "source", None)
-    return source(i) if source is not None and plan.graph.kernels[i].kind == "CUSTOM" else None
-
-
 def _name(g, k, runs=None) -> str:
     if k.kind == "CUSTOM":  # and the function it runs, where the device says
         fn = f" {runs[0].partition('(')[0]}" if runs else ""
@@ -365,6 +361,6 @@ def _nest_text(plan, index: int, passes) -> str:
 
     k = plan.graph.kernels[index]
     if k.kind == "CUSTOM":  # the source the device runs it from, under its call
-        runs = _runs(plan, index)
+        runs = plan.runner.source(index)
         return f"/* {runs[0]} */\n{runs[1]}" if runs else f"CUSTOM {k.result.arg[0]}"
     return str(apply_passes(lower(plan.graph, index), passes))
