@@ -64,9 +64,7 @@ from limn.runtime.driver import (
     Constant,
     Custom,
     Driver,
-    Generic,
     Kernel,
-    layout,
 )
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
@@ -146,8 +144,8 @@ class CDevice(CompiledDevice):
         self.target = self.toolchain.target  # the CPU the passes tune for (ir/c/target.py)
         self.passes = list(passes) if passes is not None else c_passes(self.target)
         self.threads = default_threads()
-        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
-        self.tiers: dict[str, _Tier] = {}  # size-generic kernel -> the build its calls use
+        # size-generic kernel -> the build its calls use (and its library's cache key)
+        self.tiers: dict[str, _Tier] = {}
         self.hot_s = env_number("LIMN_HOT_S", HOT_S, "seconds (0: build at -O3 at once)", float)
         self.stats["hot_kernels"] = 0
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
@@ -161,12 +159,7 @@ class CDevice(CompiledDevice):
         self._driver.limn_driver_threads(self.threads)
         self.drive = self._driver.limn_drive
         self.drive.restype = ctypes.c_int64
-        self.drive.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int64,
-            ctypes.c_int64,
-            *[ctypes.c_void_p] * 3,
-        ]
+        self.drive.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 2, *[ctypes.c_void_p] * 3]
         from limn.runtime import c_sdpa
 
         # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv (their C functions, which
@@ -198,12 +191,11 @@ class CDevice(CompiledDevice):
         u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
-        missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
+        missing = {name: f for name, f in u.generic.items() if name not in self.tiers}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
         keys = [self.toolchain._key(src) for src in sources]
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
-        generic_keys = {**self.generic_keys, **dict.fromkeys(missing, keys[-1] if keys else "")}
         steps: list = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -218,68 +210,51 @@ class CDevice(CompiledDevice):
                 steps.append(Custom(*k.result.arg, part, dtype))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                steps.append(Generic(generic_keys[name], name, sizes))
+                lib = self.tiers[name].lib if name in self.tiers else keys[-1]
+                steps.append(Kernel(lib, name, True, sizes))
             else:
                 steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
         # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
         # the plan's first run loads them), not after it, one at a time
         custom = {sdpa.unit(s.part, s.dtype) for s in steps if isinstance(s, Custom) and s.part}
-        for key, lib in zip(keys, self.toolchain.libraries(sources + sorted(custom))):
-            self.by_key.setdefault(key, lib)
+        self.by_key.update(zip(keys, self.toolchain.libraries(sources + sorted(custom))))
         return self.plan(graph, tuple(steps), slots, kept, sites)
 
     def plan(self, graph: KernelGraph, steps: tuple, slots=(), kept=(), sites=()) -> Plan:
         """The one place a plan is made, built now or loaded from disk: its ``steps`` (one
-        per kernel) laid out as the driver's rows, each row's function found in its
-        library (a KeyError names a library that is not there, an AttributeError a
-        function it lacks)."""
+        per kernel) run by a driver whose rows' functions ``_function`` finds (a KeyError
+        names a library that is not there, an AttributeError a function it lacks)."""
         held = [b for b, _ in kept]
-        constants = {
-            k.output: s.value for k, s in zip(graph.kernels, steps) if isinstance(s, Constant)
-        }
-        # the values that become Tensors are written into arrays of their own each run
-        bound = {s.buffer for s in graph.sinks if s.source is None} - set(constants)
-        rows, offsets, size = layout(graph, steps, bound, held)
-        fns, tiers = [], []
-        for r, row in enumerate(rows):
-            step = steps[row.kernel] if row.kernel >= 0 else None
-            if row.kind in (ATTENTION, ATTENTION_GRAD):
-                dtype = (
-                    graph.kernels[row.kernel].rows[graph.kernels[row.kernel].result.srcs[0]].dtype
-                )
-                fn = ctypes.cast(self.sdpa.fn(step.part, dtype), ctypes.c_void_p).value
-            elif row.kind == HOST:
-                fn = self._host(graph, graph.kernels[row.kernel], step)
-            elif row.kind == COPY:
-                fn = None
-            else:
-                fn, tier = self._function(graph, row, step)
-                if tier.spent is not None:
-                    tiers.append((r, tier))
-                fn = tier.address()
-            fns.append(fn)
-        driver = Driver(self.drive, graph, rows, fns, offsets, size, constants, held, tiers)
+        driver = Driver(
+            self.drive, graph, steps, held, lambda row: self._function(graph, row, steps)
+        )
         passes = tuple(self.passes)
         return Plan(graph, steps, tuple(slots), tuple(kept), tuple(sites), passes, driver)
 
-    def _function(self, graph, row, step):
-        """A compiled row's function and its build (``_Tier``)."""
+    def _function(self, graph: KernelGraph, row, steps) -> tuple:
+        """What driver row ``row`` calls: a C function's address (or a host step's
+        callable), and the ``_Tier`` of a quick build whose time decides its -O3 build."""
+        step, i = steps[row.kernel] if row.kernel >= 0 else None, row.kernel
+        if row.kind in (ATTENTION, ATTENTION_GRAD):
+            return ctypes.cast(self.sdpa.fn(step.part, step.dtype), ctypes.c_void_p).value, None
+        if row.kind in (HOST, COPY):
+            return (self._host(graph, graph.kernels[i], step) if row.kind == HOST else None), None
         # one this device holds, or the one on disk (a plan loaded from there)
         lib = self.by_key.get(step.lib) or self.toolchain.load(step.lib)
         if lib is None:
             raise KeyError(f"c device: no library {step.lib}")
         fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
-        i = row.kernel
-        if isinstance(step, Generic):
-            self.generic_keys.setdefault(row.fn, step.lib)  # a later plan calls it there too
-            if row.fn not in self.tiers:  # one build for every plan that calls it
+        if step.sizes is not None:  # generic: one build for every plan that calls it, there
+            if row.fn not in self.tiers:
                 nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
                 source = lambda: generic_function(nest(), self.openmp)  # noqa: E731
-                self.tiers[row.fn] = _Tier(self, fn, source)
-            return fn, self.tiers[row.fn]
-        nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
-        source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
-        return fn, _Tier(self, fn, source if step.quick else None)
+                self.tiers[row.fn] = _Tier(self, fn, source, step.lib)
+            tier = self.tiers[row.fn]
+        else:
+            nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
+            source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
+            tier = _Tier(self, fn, source if step.quick else None)
+        return tier.address(), tier if tier.spent is not None else None
 
     def _host(self, graph: KernelGraph, k, step: Custom):
         """A CUSTOM kernel registered as a host function: called on the run's arrays."""
@@ -296,15 +271,6 @@ class CDevice(CompiledDevice):
 
         return call
 
-    def hot(self, quick, name: str, function: tuple[str, set]):
-        """The kernel ``name`` built at -O3 from ``function``; ``quick`` if that fails."""
-        try:
-            lib = self.toolchain.library(program([function], self.target))
-        except CompilerError:
-            return quick
-        self.stats["hot_kernels"] += 1
-        return getattr(lib, name)
-
     def stored_plan(self, key: tuple) -> Plan | None:
         return plan_cache.load(self, key) if self.keep_plans else None
 
@@ -320,10 +286,11 @@ class _Tier:
     """A kernel's build. A small one's is the quick build, timed, until its calls have
     spent the device's ``hot_s``, then its text built at -O3 (the module docstring)."""
 
-    def __init__(self, device: CDevice, fn, source=None):
+    def __init__(self, device: CDevice, fn, source=None, lib: str = ""):
         # source() -> (the function's name, its text and helpers), made again when hot
-        # (a plan loaded from disk holds no text); None: a build to keep
-        self.device, self.fn, self.source = device, fn, source
+        # (a plan loaded from disk holds no text); None: a build to keep. lib: the cache
+        # key of the library it was first found in
+        self.device, self.fn, self.source, self.lib = device, fn, source, lib
         self.spent = 0.0 if source else None
 
     def spend(self, seconds: float) -> None:
@@ -331,9 +298,15 @@ class _Tier:
         if self.spent is None:
             return
         self.spent += seconds
-        if self.spent >= self.device.hot_s:
+        if self.spent >= self.device.hot_s:  # built again at -O3 (the quick build if that fails)
             self.spent = None  # once: a thread that runs meanwhile keeps the quick build
-            self.fn = self.device.hot(self.fn, *self.source())
+            name, function = self.source()
+            try:
+                dev = self.device
+                self.fn = getattr(dev.toolchain.library(program([function], dev.target)), name)
+                dev.stats["hot_kernels"] += 1
+            except CompilerError:
+                pass
 
     def address(self) -> int:
         return ctypes.cast(self.fn, ctypes.c_void_p).value

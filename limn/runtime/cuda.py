@@ -37,8 +37,8 @@ from ir.kernel.kernel import KernelGraph
 from limn.runtime.cc import cache_root, private_dir
 from limn.runtime.cuda_sdpa import FusedAttention, acc_dtype
 from limn.runtime.cuda_sdpa import register as register_sdpa
+from limn.runtime.driver import raise_error
 from limn.runtime.jit import CompiledDevice, Plan
-from limn.runtime.profile import out_of_range
 
 # name -> (restype, argtypes), as declared in nvrtc.h and cuda.h
 NVRTC_PROTOTYPES = {
@@ -292,9 +292,8 @@ class _CudaRun:
     """Runs a plan's kernels on the GPU (``Plan.runner``); only what the host reads (the
     sinks, the ASSIGNs' values, the kept values) comes back."""
 
-    def __init__(self, graph: KernelGraph, calls: list, drv, kept: tuple, module):
+    def __init__(self, graph: KernelGraph, calls: list, drv, kept: tuple):
         self.graph, self.calls, self.drv, self.kept, self.stats = graph, calls, drv, kept, None
-        self.module = module  # what the calls live in, loaded while the plan lives
 
     def source(self, i: int) -> tuple[str, str] | None:
         return getattr(self.calls[i], "source", None)  # a fused attention launch's
@@ -303,7 +302,7 @@ class _CudaRun:
         g, drv = self.graph, self.drv
         host: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
         wanted = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
-        wanted |= {b for b, _ in self.kept} if keep else set()
+        wanted |= {b for b, _ in self.kept}
         dev: dict[int, int] = {}
         memo: dict = {"scratch": []}  # one run's shared state: sibling outputs, scratch
         err = drv.alloc(40)
@@ -322,9 +321,8 @@ class _CudaRun:
             drv.sync()
             status = np.zeros(5, np.int64)
             drv.download(status, err)
-            if status[0]:
-                v, axis, size, kind = (int(e) for e in status[1:])
-                raise out_of_range(("gather", "scatter")[kind], v, axis, size)
+            if status[0]:  # a kernel's error record
+                raise_error(status)
             for b in wanted:
                 if b >= g.n_inputs and host[b] is not None:
                     drv.download(host[b], dev[b])
@@ -366,7 +364,7 @@ class CudaDevice(CompiledDevice):
                 continue
             fns = [(self.driver.function(module, ln.func), ln) for ln in ks[i].launches]
             calls.append(_launcher(fns))
-        runner = _CudaRun(graph, calls, self.driver, kept, module)
+        runner = _CudaRun(graph, calls, self.driver, kept)
         return Plan(graph, (), tuple(slots), tuple(kept), tuple(sites), None, runner)
 
     def _custom_call(self, graph: KernelGraph, k):

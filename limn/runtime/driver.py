@@ -10,6 +10,12 @@ arena: two buffers share bytes only where no kernel needs both. The c device run
 one ``limn_drive`` call over that table (``Driver``); ``limn.export_c`` writes the same
 table and the same driver into its file. Host functions (a numpy linalg CUSTOM) cut the
 table in segments: C runs each, Python the host step between.
+
+``limn_drive(rows, from, to, b, err, ns)`` runs rows [from, to) on the buffers ``b`` (the
+buffer table: inputs and outputs bound for the run, intermediates at their arena
+offsets), stops at the first row that reports an error in ``err`` and returns ``err[0]``;
+``ns`` (or NULL) sums each row's time at 1 + its index, and in ``ns[0]`` the time of the
+rows marked ``timed``.
 """
 
 from __future__ import annotations
@@ -57,8 +63,6 @@ static int64_t limn_ns(void) {
   timespec_get(&t, TIME_UTC);
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
-/* Run rows [from, to) on the buffers b; ns (or NULL) sums each row's time at 1 + its index.
-   Stops at the first row that reports an error in err; returns err[0]. */
 int64_t limn_drive(const limn_step *rows, int64_t from, int64_t to, P const *b, int64_t *err,
                    int64_t *ns) {
   for (int64_t i = from; i < to && !err[0]; i++) {
@@ -80,11 +84,8 @@ int64_t limn_drive(const limn_step *rows, int64_t from, int64_t to, P const *b, 
         ((limn_bwd)s->fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], d[0], d[1],
                           d[2], d[3], d[4], d[5], s->scale, (int)d[6], mode, limn_threads);
     }
-    if (ns) {
-      int64_t dt = limn_ns() - t;
-      ns[1 + i] += dt;
-      ns[0] += s->timed ? dt : 0;
-    }
+    int64_t dt = ns ? limn_ns() - t : 0;
+    if (ns) ns[1 + i] += dt, ns[0] += s->timed ? dt : 0;
   }
   return err[0];
 }
@@ -100,23 +101,15 @@ OUTPUTS = {
 
 @dataclass(frozen=True)
 class Kernel:
-    """A kernel compiled for this plan's sizes: ``name`` in the library of cache key ``lib``,
-    from a unit of small kernels built by the quick compiler (``quick``) or at -O3."""
+    """A compiled kernel: ``name`` in the library of cache key ``lib``, from a unit of small
+    kernels built by the quick compiler (``quick``) or at -O3. With ``sizes``, a
+    size-generic kernel (``ir/c/units.generic``; quick), shared by every plan of its
+    structure and called with these sizes; without, one compiled for this plan's."""
 
     lib: str
     name: str
     quick: bool
-
-
-@dataclass(frozen=True)
-class Generic:
-    """A size-generic kernel (``ir/c/units.generic``), shared by every plan of its
-    structure, called with this kernel's ``sizes``; built by the quick compiler first."""
-
-    lib: str
-    name: str
-    sizes: tuple[int, ...]
-    quick = True
+    sizes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,9 +163,11 @@ def layout(graph, steps, skip=frozenset(), kept=()) -> tuple[list[Row], dict[int
             life = lives.setdefault(b, [0, n])
             life[1] = max(life[1], i)
         args = (*k.inputs, k.output)
-        if isinstance(step, Kernel | Generic):
-            kind, ints = (GENERIC, step.sizes) if isinstance(step, Generic) else (KERNEL, ())
-            rows.append(Row(kind, step.name, args, ints, kernel=i))
+        if isinstance(step, Kernel):
+            generic = step.sizes is not None
+            rows.append(
+                Row(GENERIC if generic else KERNEL, step.name, args, step.sizes or (), kernel=i)
+            )
         elif isinstance(step, Custom) and step.part is None:
             rows.append(Row(HOST, "", args, kernel=i))
         elif isinstance(step, Custom):  # one call for every output of it the plan takes
@@ -181,11 +176,8 @@ def layout(graph, steps, skip=frozenset(), kept=()) -> tuple[list[Row], dict[int
                 rows.append((i, k, step, outs))
             outs[step.name, step.index] = k.output
     rows = [row if isinstance(row, Row) else _attention(*row, sizes, lives) for row in rows]
-    rows += [
-        Row(COPY, "", (s.source, s.buffer), (sizes[s.buffer],))
-        for s in graph.sinks
-        if s.source is not None
-    ]  # fmt: skip  (the ASSIGNs, after every value exists)
+    for s in (s for s in graph.sinks if s.source is not None):  # the ASSIGNs, at the end
+        rows.append(Row(COPY, "", (s.source, s.buffer), (sizes[s.buffer],)))
     placed = {b: life for b, life in lives.items() if b >= graph.n_inputs and b not in skip}
     return (rows, *pack(placed, sizes))
 
@@ -193,21 +185,18 @@ def layout(graph, steps, skip=frozenset(), kept=()) -> tuple[list[Row], dict[int
 def _attention(i: int, k, step: Custom, outs: dict, sizes: list, lives: dict) -> Row:
     """The call of fused attention's ``step.part`` at kernel ``i`` (``k``), for it and the
     siblings in ``outs``; a result no kernel takes gets scratch bytes of its own (a buffer
-    past the graph's), one the call does not make (mode 1's dk, dv) none."""
+    past the graph's)."""
     srcs = [k.inputs[k.rows[r].arg] for r in k.result.srcs]
     srcs += [-1] * ((7 if step.part == "bwd" else 4) - len(srcs))  # no key mask: NULL
     taken, ends = {name for name, _ in outs}, []
     q, key, v = (k.rows[r] for r in k.result.srcs[:3])
     for j, name in enumerate(OUTPUTS[step.part]):
-        if name not in outs and name[0] in taken | {"sdpa"}:
+        if name not in outs:
             outs[name], lives[len(sizes)] = len(sizes), [i, i]
-            rows, heads = math.prod(q.shape[:-1]), max(step.params[2], 1)
-            o, lse = (
-                rows * v.shape[-1] * q.dtype.itemsize,
-                rows * heads * acc_dtype(q.dtype).itemsize,
-            )
-            sizes.append(_nbytes((q, key, v)[j]) if step.part == "bwd" else (o, lse)[j])
-        ends.append(outs.get(name, -1))
+            rows, acc = math.prod(q.shape[:-1]), acc_dtype(q.dtype).itemsize
+            fwd = (rows * v.shape[-1] * q.dtype.itemsize, rows * max(step.params[2], 1) * acc)
+            sizes.append(_nbytes((q, key, v)[j]) if step.part == "bwd" else fwd[j])
+        ends.append(outs[name])
     (_, causal, heads), (tq, d), (tk, dv) = step.params, q.shape[-2:], v.shape[-2:]
     dims = [math.prod(q.shape[:-2]), tq, tk, d, dv, 1, int(causal)]
     if heads:  # (B, t, heads * width) rows
@@ -248,33 +237,39 @@ def address(a: np.ndarray) -> int:
 
 
 class Driver:
-    """Runs one plan (``Plan.runner``): its rows as a ``limn_drive`` table of the functions
-    at ``fns`` (a host step's: a callable of the run's arrays), on arenas made once and
-    reused (one per thread running the plan at the same time)."""
+    """Runs one plan (``Plan.runner``): its ``steps`` laid out as a ``limn_drive`` table, the
+    device's ``function(row)`` giving each row's function (a host step's: a callable of the
+    run's arrays) and its quick build's tier, on arenas made once and reused (one per
+    thread running the plan at the same time)."""
 
-    def __init__(self, drive, graph, rows, fns, offsets, size, constants, kept, tiers=()):
-        self.drive, self.graph, self.rows, self.offsets = drive, graph, rows, offsets
-        self.size, self.constants, self.kept = size, constants, kept
-        self.tiers = list(tiers)  # (row, its _Tier) of quick builds timed to become hot
+    def __init__(self, drive, graph, steps, kept, function):
+        self.drive, self.graph, self.kept = drive, graph, kept
+        ks = zip(graph.kernels, steps)
+        self.constants = {k.output: s.value for k, s in ks if isinstance(s, Constant)}
+        values = {s.buffer: s for s in graph.sinks if s.source is None}
+        # a value that is an input or a constant is copied out; the others are written
+        # by their kernels into arrays of their own, made for each run
+        self.copied = [b for b in values if b < graph.n_inputs or b in self.constants]
+        self.bound = [(b, s.shape, to_numpy(s.dtype)) for b, s in values.items()
+                      if b not in self.copied]  # fmt: skip
+        bound = {b for b, *_ in self.bound}
+        self.rows, self.offsets, self.size = layout(graph, steps, bound, kept)
+        rows = self.rows
+        fns = [function(row) for row in rows]
+        # (row, its _Tier) of the quick builds timed to become hot
+        self.tiers = [(r, tier) for r, (_, tier) in enumerate(fns) if tier is not None]
         self.table = (_Step * max(1, len(rows)))()
         self.segments, start, self._ints = [], 0, []  # (the ctypes arrays the table reads)
-        for r, (row, fn) in enumerate(zip(rows, fns)):
+        for r, (row, (fn, tier)) in enumerate(zip(rows, fns)):
             if row.kind == HOST:  # C runs the rows before it, then Python this one
                 self.segments.append((start, r, fn))
                 start = r + 1
                 continue
             args, ints = ((ctypes.c_int64 * max(1, len(x)))(*x) for x in (row.args, row.ints))
             self._ints += [args, ints]
-            timed = any(r == t for t, _ in tiers)
             self.table[r] = _Step(fn, row.kind, len(row.args), ctypes.addressof(args),
-                                  ctypes.addressof(ints), row.scale, timed)  # fmt: skip
+                                  ctypes.addressof(ints), row.scale, tier is not None)  # fmt: skip
         self.segments.append((start, len(rows), None))
-        values = {s.buffer: s for s in graph.sinks if s.source is None}
-        # a value that is an input or a constant is copied out; the others are written
-        # by their kernels into arrays of their own
-        self.copied = [b for b in values if b < graph.n_inputs or b in constants]
-        self.bound = [(b, s.shape, to_numpy(s.dtype)) for b, s in values.items()
-                      if b not in self.copied]  # fmt: skip
         self.free: list[tuple] = []
         self.stats = None  # (the profiler, its KernelStat per kernel) while one is active
 
@@ -298,13 +293,8 @@ class Driver:
                 views[b] = raw.view(to_numpy(spec.dtype)).reshape(spec.shape)
         for b, value in self.constants.items():
             np.copyto(views[b], value)
-        return (
-            table,
-            views,
-            (ctypes.c_int64 * 5)(),
-            (ctypes.c_int64 * (len(self.rows) + 1))(),
-            memory,
-        )
+        ns = (ctypes.c_int64 * (len(self.rows) + 1))()
+        return table, views, (ctypes.c_int64 * 5)(), ns, memory
 
     def run(self, inputs, keep: bool, prof=None) -> dict[int, np.ndarray]:
         """Run the plan on ``inputs`` (slot order); the arrays of the sinks (and of the kept
@@ -312,7 +302,7 @@ class Driver:
         arena = self.free.pop() if self.free else self._arena()
         table, views, err, ns, _ = arena
         try:
-            out = {}
+            out: dict = {}
             for b, a in enumerate(inputs):
                 table[b] = address(a)
             for b, shape, dtype in self.bound:
@@ -324,12 +314,10 @@ class Driver:
             memo: dict = {}  # a host call that serves sibling kernels, made once
             for start, stop, host in self.segments:
                 if self.drive(self.table, start, stop, table, err, timing):
-                    _raise(err)
-                if host is not None:
-                    n = len(self.graph.buffers)
-                    host(
-                        [*inputs, *(out.get(b, views.get(b)) for b in range(len(inputs), n))], memo
-                    )
+                    raise_error(err)
+                if host is not None:  # every buffer as an array
+                    rest = range(len(inputs), len(self.graph.buffers))
+                    host([*inputs, *(out.get(b, views.get(b)) for b in rest)], memo)
             out.update((b, views[b].copy()) for b in self.kept if keep)
             if timing is not None:
                 self._timed(ns, prof)
@@ -355,7 +343,8 @@ class Driver:
         ctypes.memset(ns, 0, ctypes.sizeof(ns))
 
 
-def _raise(err) -> None:
+def raise_error(err) -> None:
+    """The error a kernel reported in its error record ``err``."""
     if err[0] == 2:
         raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
     v, axis, size, kind = (int(e) for e in err[1:])

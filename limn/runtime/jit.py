@@ -203,7 +203,7 @@ class CompiledDevice(Device):
                     where = {id(n): i for i, n in enumerate(inputs)}
                     slots = tuple(where[id(n)] for n in sched.inputs)
                     sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
-                    kept = kept_values(sched, nodes, spelled, KEEP_BYTES)
+                    kept = kept_values(sched, nodes, spelled)
                     plan = self.build(sched.graph, slots, kept, sites)
                 finally:
                     progress.end(line)
@@ -248,9 +248,9 @@ class CompiledDevice(Device):
         return out
 
 
-def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple:
+def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
     """(buffer, key row) for each kernel output a plan's runs leave to be remembered: the
-    value of a node of the user's graph (a row of its key), at most ``most`` bytes, that no
+    value of a node of the user's graph (a row of its key), at most ``KEEP_BYTES``, that no
     sink already returns. Client code reads a result and goes on with graphs that share
     what it read; a remembered value is an input there, so the next plan neither walks nor
     computes that history again."""
@@ -262,7 +262,7 @@ def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple
         if r is None or k.output in sinks or n.op is Op.ASSIGN or spec.dtype is not n.dtype:
             continue
         size = math.prod(spec.shape)
-        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= most:
+        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= KEEP_BYTES:
             kept.append((k.output, r))
     return tuple(kept)
 
@@ -272,7 +272,7 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None,
     the key's ``nodes``, the plan's kept intermediates are remembered for their nodes."""
     g, prof = plan.graph, profile.active()
     if prof is not None and (plan.runner.stats is None or plan.runner.stats[0] is not prof):
-        plan.runner.stats = (prof, prof.plan_keys(plan, plan.sites, plan.passes))
+        plan.runner.stats = (prof, prof.plan_keys(plan))
     arrays = plan.runner.run([b.data for b in in_bufs], bool(nodes), prof)
     for b, r in plan.kept if nodes else ():
         n = nodes[r]

@@ -97,7 +97,6 @@ class KernelStat:
     seconds: float = 0.0
     plan: object = field(default=None, repr=False)  # a plan and index that hold it, for nests
     index: int = 0
-    passes: object = field(default=None, repr=False)  # the device's loop-nest passes
 
     def as_dict(self, nest: bool = False) -> dict:
         per = self.seconds / self.calls if self.calls else 0.0
@@ -106,7 +105,7 @@ class KernelStat:
         d.update(flop=self.flop, bytes=self.bytes, gflops=self.flop / per / 1e9 if per else 0.0)
         d["gbps"] = self.bytes / per / 1e9 if per else 0.0
         if nest:
-            d["nest"] = _nest_text(self.plan, self.index, self.passes)
+            d["nest"] = _nest_text(self.plan, self.index, self.plan.passes)
         return d
 
 
@@ -175,12 +174,12 @@ class Profiler:
     def site(self, node) -> str:
         return self.sites.get(node, "?")
 
-    def plan_keys(self, plan, sites, passes=None) -> list[KernelStat]:
+    def plan_keys(self, plan) -> list[KernelStat]:
         """One KernelStat per kernel of ``plan`` (made once per plan, shared by equal ones)."""
         g = plan.graph
         out = []
         for i, k in enumerate(g.kernels):
-            site = sites[i] if sites else "?"
+            site = plan.sites[i] if plan.sites else "?"
             # one row per distinct body and line: the same layer in six blocks is one kernel
             key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
             stat = self.kernels.get(key)
@@ -188,7 +187,7 @@ class Profiler:
                 stat = KernelStat(
                     _name(g, k, plan.runner.source(i)), k.kind, site, _flop(k), _bytes(g, k)
                 )
-                stat.plan, stat.index, stat.passes = plan, i, passes
+                stat.plan, stat.index = plan, i
                 self.kernels[key] = stat
             out.append(stat)
         return out
