@@ -62,7 +62,8 @@ def ir(x, stage: str = "loop", passes=None) -> str:
     with other ``passes``, ``ir.printer.ir`` as the runtime stands now: a value it holds
     (a result read earlier, or one a device kept on the way) is an input there too."""
     first = x[0] if isinstance(x, list | tuple) and x else x
-    dev = get_device(getattr(first, "device", None))
+    where = getattr(first, "device", None)  # a name, or an Array API Device (its .name)
+    dev = get_device(getattr(where, "name", where))
     if passes is None and stage in getattr(dev, "stages", ()):
         return dev.ir(printer._roots(x), stage)
     return printer.ir(x, stage, passes, held)
