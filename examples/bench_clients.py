@@ -52,6 +52,9 @@ def converter(lib: str):
     return (lambda a: limn_array.asarray(a, device=device)), False
 
 
+MATMUL = "np.asarray(a @ a), a 64x64 f32"
+
+
 def per_op(lib: str) -> dict:
     """Issue 22's per-op figures on ``lib`` (plain numpy too, the yardstick): 7 repeats of
     each, a repeat the mean of a loop in microseconds; the fft sizes once, in seconds."""
@@ -72,7 +75,9 @@ def per_op(lib: str) -> dict:
             runs.append((time.perf_counter() - t) / n * 1e6)
         return runs
 
+    a = to(np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32))
     out = {
+        MATMUL: us(lambda: np.asarray(a @ a), 50),
         "build x + x": us(lambda: x + x),
         "np.asarray(x + x)": us(lambda: np.asarray(x + x)),
         "float(sum(x * x))": us(lambda: float(xp.sum(x * x))),
@@ -107,7 +112,28 @@ def worker(lib: str, out: str, names: list[str]) -> None:
     result = {"times": times}
     if lib != "strict":
         result["per_op"] = per_op(lib)
+    if lib == "numpy":
+        result["torch.mm"] = torch_mm()
     Path(out).write_text(json.dumps(result))
+
+
+def torch_mm() -> list[float]:
+    """torch.mm of a 64x64 float32 matrix, as ``per_op`` times the others (the issue's
+    yardstick: limn's matmul within 2x of it); none where torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    a = torch.randn(64, 64)
+    for _ in range(50):
+        torch.mm(a, a)
+    runs = []
+    for _ in range(7):
+        t = time.perf_counter()
+        for _ in range(1000):
+            torch.mm(a, a)
+        runs.append((time.perf_counter() - t) / 1000 * 1e6)
+    return runs
 
 
 def run(lib: str, names: list[str], cache: str | None) -> dict:
@@ -146,6 +172,12 @@ def report_per_op(results: dict) -> None:
         ratios = [statistics.median(row[s]) / statistics.median(row["numpy"]) for s in sides[1:]]
         print(f"{op:<30}" + "".join(f"{c:>28}" for c in cells)
               + "   " + " ".join(f"{q:.1f}x" for q in ratios))  # fmt: skip
+    torch = [v for r in results["numpy"] for v in r.get("torch.mm", [])]
+    if torch:
+        mm = statistics.median(v for r in results["c warm"] for v in r["per_op"][MATMUL])
+        ratio = mm / statistics.median(torch)
+        print(f"  {'met   ' if ratio <= 2 else 'MISSED'} c warm: 64x64 f32 matmul <= 2x torch.mm"
+              f" ({statistics.median(torch):.3g} us): {mm:.3g} us, {ratio:.1f}x")  # fmt: skip
     for side, limit in (("limn-numpy", 0.05), ("c warm", 0.2)):
         ops = {k: statistics.median(v for r in results[side] for v in r["per_op"][k])
                for k in results[side][0]["per_op"]}  # fmt: skip

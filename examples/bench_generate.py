@@ -172,10 +172,10 @@ def main() -> int:
             f"{median_range(first, '{:.2f}')}, last quarter {median_range(last, '{:.2f}')}"
         )
     ratios = [a / b for a, b in zip(rate["limn"], rate["torch"])]
-    verdict = "met" if statistics.median(ratios) >= 1 else "MISSED"
+    verdict = "met" if statistics.median(ratios) >= 1.2 else "MISSED"
     print(
         f"  limn / torch tok/s per round: {median_range(ratios, '{:.2f}')}x"
-        f"  (target >= 1: {verdict})"
+        f"  (issue 38's target >= 1.2: {verdict})"
     )
     return 0 if all(math.isfinite(r) for r in ratios) else 1
 

@@ -81,8 +81,16 @@ if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into o
 
 
 def ir(x, stage: str = "loop", passes=None) -> str:
-    """``ir.printer.ir`` of ``x`` as the runtime stands now: a value it holds (a result
-    read earlier, or one a device kept on the way) is an input, as in the plan that runs."""
+    """What realizing ``x`` runs, at ``stage``. On a device that prints its plans (the c
+    device: "kernel", "loop" and "c"), the plan that device runs for ``x``, built now if
+    it has none: its passes, its held values, its units. Elsewhere, or
+    with other ``passes``, ``ir.printer.ir`` as the runtime stands now: a value it holds
+    (a result read earlier, or one a device kept on the way) is an input there too."""
+    first = x[0] if isinstance(x, list | tuple) and x else x
+    where = getattr(first, "device", None)  # a name, or an Array API Device (its .name)
+    dev = get_device(getattr(where, "name", where))
+    if passes is None and stage in getattr(dev, "stages", ()):
+        return dev.ir(printer._roots(x), stage)
     return printer.ir(x, stage, passes, held)
 
 

@@ -235,19 +235,19 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     for t in _tensors(result):
         bare[id(t)].requires_grad = t.requires_grad
     outs = {id(bare[id(t)]): source(t.node.arg) for t in _tensors(result)}
-    return (steps, _rebuild(result, bare), outs), result
-
-
-def _replay(rec: tuple, arg_tensors):
-    steps, returned, out_sources = rec
-    outs: list[list] = []
-    written = {  # what the replay's ASSIGNs overwrite (parameters, state)
-        id(src[1])
+    written = {  # what a replay's ASSIGNs overwrite (parameters, state), found once here
+        id(src[1])  # (the steps' sources hold these buffers while the recording lives)
         for plan, sources in steps
         if plan is not None
         for sink in plan.graph.sinks
         if sink.source is not None and (src := sources[sink.buffer])[0] == "fixed"
     }
+    return (steps, _rebuild(result, bare), outs, written), result
+
+
+def _replay(rec: tuple, arg_tensors):
+    steps, returned, out_sources, written = rec
+    outs: list[list] = []
     realize(*readers(written))  # a value built before the step reads the old bytes
 
     def buffer(src):

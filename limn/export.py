@@ -5,8 +5,10 @@ the plan the c device builds for what it returns, and writes three files:
 
 * ``model.c``: every kernel of the plan, the text the c device compiles (``plan_units``,
   what ``ir(x, stage="c")`` prints) in one translation unit, the fused-attention source
-  where the plan calls it, the buffer plan (each intermediate at its own offset of one
-  arena), and the entry points;
+  where the plan calls it, and the plan's driver: the table of calls and the function
+  that runs it (``limn/runtime/driver.py``), the very ones the c device runs the plan
+  with, each intermediate at the offset of the arena the device gives it; then the entry
+  points;
 * ``model.h``: the entry points, and the dtype and shape of every input (one per argument
   of ``fn``, in order, whether it reads it or not) and output;
 * ``model.bin``: the bytes of every other buffer the plan reads (the weights, and the
@@ -35,11 +37,9 @@ from ir.c.passes import c_passes
 from ir.c.render import program
 from ir.c.target import detect
 from ir.c.units import plan_units
-from ir.graph.dtypes import to_numpy
 from ir.graph.ops import Op
-from ir.kernel.kernel import constant_kernels
 from limn.runtime.device import get_device, recall
-from limn.runtime.numpy_ref import evaluate_kernel
+from limn.runtime.driver import ATTENTION_GRAD, HOST, SOURCE, Constant, layout
 from limn.tensor import Tensor
 
 ALIGN = 64
@@ -88,7 +88,7 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
     passes = c_passes(tuned) if target else dev.passes
     u = plan_units(g, passes, dev.openmp, None, dev.generic_kernels, tuned)
     arg_of = {id(t.node.arg): j for j, t in enumerate(inputs_given)}
-    blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the arena
+    blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the .bin bytes
 
     def keep(b: int, data: np.ndarray) -> None:
         places[b] = len(blob)
@@ -101,40 +101,21 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
             inputs[b] = arg_of[id(held)]
         else:
             keep(b, held.data)
-    sizes = [_size(spec) for spec in g.buffers]  # and a scratch buffer per unused output
-    body, consts, on_host, called = [], {}, constant_kernels(g), set()
-    for i, k in enumerate(g.kernels):
-        spec = g.buffers[k.output]
-        if i in on_host:
-            value = evaluate_kernel(k, [consts[b] for b in k.inputs])
-            consts[k.output] = np.asarray(value, to_numpy(spec.dtype)).reshape(spec.shape)
-            keep(k.output, consts[k.output])
-            continue
-        args = ", ".join(f"b[{b}]" for b in (*k.inputs, k.output))
-        if k.kind == "CUSTOM":
-            group = _call_of(k)
-            if group in called:
-                continue
-            called.add(group)
-            siblings = (j for j in g.kernels if j.kind == "CUSTOM" and _call_of(j) == group)
-            outs_of = {j.result.arg[1]: j.output for j in siblings}
-            body.append(_attention(k, outs_of, sizes))
-        elif i in u.calls:
-            name, given = u.calls[i]
-            body.append(
-                f"{{ static const int64_t s[] = {{{', '.join(map(str, given)) or '0'}}};"
-                f" void *a[] = {{{args}}}; {name}(a, err, s); }}"
-            )
-        else:
-            body.append(f"{{ void *a[] = {{{args}}}; k{i}(a, err); }}")
-        body.append("if (err[0]) return (int)err[0];")
-    arena = len(blob)  # the intermediates after the weights, each at its own offset
-    for b, n in enumerate(sizes):
-        if b not in places and b not in inputs:
-            places[b], arena = arena, arena + _aligned(n)
+    for k, step in zip(g.kernels, plan.steps):  # the constants the device computed once
+        if isinstance(step, Constant):
+            keep(k.output, step.value)
+    # the driver's rows and arena, as the device lays them out, after the weights
+    rows, offsets, size = layout(g, plan.steps, set(places) - set(range(g.n_inputs)))
+    for row in rows:
+        if row.kind == HOST or row.kind == ATTENTION_GRAD:
+            name = g.kernels[row.kernel].result.arg[0]
+            raise NotImplementedError(f"export_c: no C call for the CUSTOM kernel {name!r}")
     points = [f"b[{b}] = (void *)in[{j}];" for b, j in inputs.items()]
     points += [f"b[{b}] = arena + {o};" for b, o in sorted(places.items())]
+    points += [f"b[{b}] = arena + {len(blob) + o};" for b, o in sorted(offsets.items())]
     copies = [f"memcpy(out[{j}], b[{s.buffer}], {_size(s)});" for j, s in enumerate(g.sinks)]
+    n_bufs = len(g.buffers) + sum(b >= len(g.buffers) for b in offsets)
+    arena = _aligned(len(blob) + max(size, 1))
     info = {
         "inputs": [(t.dtype, tuple(t.shape)) for t in inputs_given],
         "outputs": [(s.dtype, s.shape) for s in g.sinks],
@@ -148,7 +129,9 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
         PRELUDE + f'#include "{header.name}"',
         program(u.functions, tuned),
         sdpa.unit("fwd", used.pop()) if used else "",
-        _entry(stem, len(sizes), len(blob), _aligned(max(arena, 1)), points, body, copies),
+        SOURCE,
+        f"static const limn_step {stem}_rows[] = {{\n  {_rows(rows)}\n}};",
+        _entry(stem, n_bufs, len(rows), len(blob), arena, points, copies),
     ]
     path.write_text("\n".join(parts))
     header.write_text(_header(stem, path.name, info))
@@ -156,36 +139,19 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
     return {"c": path, "h": header, "weights": path.with_suffix(".bin"), **info}
 
 
-def _call_of(k) -> tuple:
-    """A CUSTOM kernel's call (its name, inputs, params): one for all its outputs."""
-    return k.result.arg[0], k.inputs, repr(k.result.arg[2])
+def _rows(rows) -> str:
+    """The driver's table as C: each row's function, buffers and integers."""
+    out = []
+    for r in rows:
+        fn = f"(void *){r.fn}" if r.fn else "NULL"
+        args, ints = (", ".join(map(str, x)) or "0" for x in (r.args, r.ints))
+        out.append(f"{{{fn}, {r.kind}, {len(r.args)}, (const int64_t[]){{{args}}}, "
+                   f"(const int64_t[]){{{ints}}}, {r.scale!r}, 0}}")  # fmt: skip
+    return ",\n  ".join(out) or "{NULL, 0, 0, NULL, NULL, 0.0, 0}"
 
 
-def _attention(k, outs: dict[int, int], sizes: list[int]) -> str:
-    """The C call of a fused-attention forward (``ir/c/sdpa.c``): the answer and the
-    logsumexp go to their kernels' buffers, or to a scratch buffer added to ``sizes``."""
-    name, _, (scale, causal, heads) = k.result.arg
-    if name != "sdpa":
-        raise NotImplementedError(f"export_c: no C call for the CUSTOM kernel {name!r}")
-    srcs = [f"b[{k.inputs[k.rows[r].arg]}]" for r in k.result.srcs]
-    q, _, v = (k.rows[r] for r in k.result.srcs[:3])
-    rows = math.prod(q.shape[:-1])
-    acc = 8 if q.dtype.itemsize == 8 else 4
-    for j, n in ((0, rows * v.shape[-1] * q.dtype.itemsize), (1, rows * max(1, heads) * acc)):
-        if j not in outs:
-            outs[j] = len(sizes)
-            sizes.append(n)
-    (tq, d), (tk, dv), bh = q.shape[-2:], v.shape[-2:], math.prod(q.shape[:-2])
-    if heads:  # (B, t, heads * width) rows
-        bh, d, dv = q.shape[0] * heads, d // heads, dv // heads
-    mask = srcs[3] if len(srcs) > 3 else "NULL"
-    dims = [bh, tq, tk, d, dv, max(heads, 1)]
-    args = [*srcs[:3], mask, f"b[{outs[0]}]", f"b[{outs[1]}]", *map(str, dims)]
-    return f"{sdpa.entry('fwd', q.dtype)}({', '.join(args)}, {scale!r}, {int(causal)}, threads);"
-
-
-def _entry(stem, n_bufs, weights, arena, points, body, copies) -> str:
-    lines = "\n  ".join([*points, *body, *copies])
+def _entry(stem, n_bufs, n_rows, weights, arena, points, copies) -> str:
+    points, copies = "\n  ".join(points), "\n  ".join(copies)
     return f"""
 /* the weights and constants (the first {weights} bytes, read from the .bin file), then
    each intermediate buffer at its own offset */
@@ -213,12 +179,12 @@ int {stem}_run(const void *const in[], void *const out[]) {{
   if (!arena) return -1;
   void *b[{n_bufs}];
   int64_t err[5] = {{0}};
-  int threads = 1;
 #ifdef _OPENMP
-  threads = omp_get_max_threads();
+  limn_driver_threads(omp_get_max_threads());
 #endif
-  (void)threads;
-  {lines}
+  {points}
+  if (limn_drive({stem}_rows, 0, {n_rows}, b, err, NULL)) return (int)err[0];
+  {copies}
   return 0;
 }}
 """

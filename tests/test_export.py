@@ -13,6 +13,7 @@ from ir.c.target import ISAS, detect
 from limn import Tensor, nn
 from limn.export import export_c
 from limn.generate import empty_cache, step_function
+from limn.runtime import driver
 
 CC = shutil.which("cc")
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")
@@ -91,7 +92,8 @@ def test_an_exported_gpt_step_computes_the_c_devices_bits(tmp_path):
     for g, w in zip(got, want):
         assert g.tobytes() == w.tobytes()
     text = (tmp_path / "model.c").read_text()
-    assert "limn_sdpa_fwd_float32(" in text and "_Float16" not in text  # one dtype's kernels
+    assert "(void *)limn_sdpa_fwd_float32," in text and "_Float16" not in text  # one dtype's
+    assert driver.SOURCE in text  # the driver the c device runs its plans with
 
 
 def test_an_exported_mlp_built_without_openmp_or_optimization_is_bit_exact(tmp_path):

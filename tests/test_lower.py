@@ -77,8 +77,12 @@ def test_matmul_prints_one_fused_nest_with_the_stride_one_dim_innermost():
 
 
 def test_the_printer_is_reachable_from_limn_on_the_command_line():
+    """On the numpy device (the c device prints the plan it runs, with its own passes)."""
     code = "from limn import Tensor, ir; print(ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    env = {**os.environ, "LIMN_DEVICE": "numpy"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == MATMUL_TEXT + "\n"
 

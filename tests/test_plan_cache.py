@@ -1,5 +1,5 @@
 """The c device's plans on disk: a device that meets a structure an earlier one built loads
-its recipe and libraries instead of scheduling, lowering and rendering it again."""
+its steps and libraries instead of scheduling, lowering and rendering it again."""
 
 import os
 import subprocess
@@ -55,7 +55,11 @@ def test_a_second_device_loads_the_plan_and_builds_nothing(cache):
     first = _device(cache)
     want = _run(first)
     (plan,) = first.plans.values()
-    assert {step[0] for step in plan.recipe} == {"host", "g", "k"}
+    kinds = {
+        type(s).__name__ + ("" if getattr(s, "sizes", None) is None else " generic")
+        for s in plan.steps
+    }
+    assert kinds == {"Constant", "Kernel generic", "Kernel"}
     assert first.stats["plans_loaded"] == 0 and list((cache / "plans").glob("*.plan"))
     again = _device(cache)
     compiles = again.toolchain.stats["compiles"]
@@ -85,7 +89,7 @@ def test_a_new_process_loads_the_plan(cache):
     assert (n0, n1) == ("0", "1") and h0 == h1
 
 
-def test_a_recipe_whose_library_is_gone_or_whose_file_is_damaged_is_built_again(cache):
+def test_a_plan_whose_library_is_gone_or_whose_file_is_damaged_is_built_again(cache):
     first = _device(cache)
     want = _run(first)
     (plan_file,) = (cache / "plans").glob("*.plan")
@@ -140,9 +144,9 @@ def test_a_plan_quicker_to_build_than_storing_it_is_not_stored(cache):
     (stored,) = (cache / "plans").glob("*.plan")
     stored.unlink()
     key, plan = next(iter(dev.plans.items()))
-    plan_cache.save(dev, key, plan, plan.recipe, build_s=plan_cache.MIN_BUILD_S / 2)
+    plan_cache.save(dev, key, plan, build_s=plan_cache.MIN_BUILD_S / 2)
     assert not list((cache / "plans").glob("*.plan"))
-    plan_cache.save(dev, key, plan, plan.recipe, build_s=plan_cache.MIN_BUILD_S)
+    plan_cache.save(dev, key, plan, build_s=plan_cache.MIN_BUILD_S)
     assert len(list((cache / "plans").glob("*.plan"))) == 1
 
 
@@ -156,7 +160,7 @@ def test_a_plan_store_that_cannot_be_written_is_skipped_and_the_plan_still_runs(
     (plan,) = dev.plans.values()
     shutil.rmtree(cache / "plans")
     (cache / "plans").write_text("not a directory")  # nor can one be made there
-    plan_cache.save(dev, ("another key",), plan, plan.recipe)  # no error
+    plan_cache.save(dev, ("another key",), plan)  # no error
     _same(_run(_device(cache)), want)  # a new device: no store, builds, same bytes
 
 
@@ -169,38 +173,38 @@ def _rewrite(path: Path, stored) -> None:
     path.write_bytes(hashlib.sha256(data).digest() + data)
 
 
-def test_a_recipe_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
+def test_a_plan_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
+    import dataclasses
     import pickle
+
+    from limn.runtime.driver import Constant, Custom
 
     first = _device(cache)
     want = _run(first)
     (plan_file,) = (cache / "plans").glob("*.plan")
-    settings, key, graph, slots, kept, recipe = pickle.loads(plan_file.read_bytes()[32:])
-    host = next(i for i, step in enumerate(recipe) if step[0] == "host")
-    wrong_value = [*recipe]
-    wrong_value[host] = ("host", recipe[host][1][:1])  # would broadcast into the output
+    settings, key, graph, steps, slots, kept = pickle.loads(plan_file.read_bytes()[32:])
+    host = next(i for i, step in enumerate(steps) if isinstance(step, Constant))
+    wrong_value = [*steps]
+    wrong_value[host] = Constant(steps[host].value[:1])  # would broadcast into the output
+    no_function = [
+        s if isinstance(s, Constant | Custom) else dataclasses.replace(s, name="no_such_kernel")
+        for s in steps
+    ]
     wrong = {
         "not a pickle": b"\x80\x05 not a pickle",
         "another tuple": (settings, key),
-        "another object": (settings, key, "graph", slots, kept, recipe),
-        "a kernel's call missing": (settings, key, graph, slots, kept, recipe[:-1]),
-        "a call into no function": (
-            settings,
-            key,
-            graph,
-            slots,
-            kept,
-            [(s[0], s[1], "no_such_kernel", *s[3:]) if s[0] in "kg" else s for s in recipe],
-        ),
-        "a constant of another shape": (settings, key, graph, slots, kept, wrong_value),
-        "slots for other inputs": (settings, key, graph, slots[:-1], kept, recipe),
+        "another object": (settings, key, "graph", steps, slots, kept),
+        "a kernel's step missing": (settings, key, graph, steps[:-1], slots, kept),
+        "a call into no function": (settings, key, graph, no_function, slots, kept),
+        "a constant of another shape": (settings, key, graph, wrong_value, slots, kept),
+        "slots for other inputs": (settings, key, graph, steps, slots[:-1], kept),
         "a kept value of no buffer": (
             settings,
             key,
             graph,
+            steps,
             slots,
             ((len(graph.buffers), 0),),
-            recipe,
         ),
     }
     blob = plan_file.read_bytes()

@@ -38,15 +38,15 @@ def c_device(monkeypatch, tmp_path):
     install("c", old)
 
 
-def test_a_slow_compile_prints_one_live_line_with_kernels_and_elapsed(monkeypatch, c_device):
+def test_a_slow_compile_prints_one_live_line_with_units_and_elapsed(monkeypatch, c_device):
     out = Terminal()
     monkeypatch.setattr(sys, "stderr", out)
     monkeypatch.setattr(progress, "AFTER", 0.0)
     _fresh_compile().realize()
     text = out.getvalue()
     assert re.fullmatch(
-        r"(\r\x1b\[Klimn: compiling \d+/\d+ kernels, [\d.]+ s)*"
-        r"\r\x1b\[Klimn: compiled \d+ kernels in [\d.]+ s\n",
+        r"(\r\x1b\[Klimn: compiling \d+/\d+ units, [\d.]+ s)*"
+        r"\r\x1b\[Klimn: compiled \d+ units in [\d.]+ s\n",
         text,
     ), text
 
@@ -78,9 +78,7 @@ def test_a_plan_built_again_for_a_new_shape_says_which_shape_changed(monkeypatch
         for n in (5, 6):
             (Tensor.arange(n, device="c").float() * 2.0).exp().realize()
         (Tensor.arange(6, device="c").float() + 1.0).realize()
-    lines = re.findall(
-        r"limn: (?:compiled \d+ kernels|built a plan) in [\d.]+ s.*\n", out.getvalue()
-    )
+    lines = re.findall(r"limn: (?:compiled \d+ units|built a plan) in [\d.]+ s.*\n", out.getvalue())
     assert len(lines) == 3 and ": a new shape" not in lines[0] + lines[2], lines
     assert lines[1].endswith(" s: a new shape, [5] -> [6], of a structure built before\n")
     assert prof.resized == ["a new shape, [5] -> [6], of a structure built before"]

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,12 +52,22 @@ from ir.kernel.kernel import KernelGraph, constant_kernels
 from ir.loop.generic import lower_generic
 from ir.loop.lower import lower
 from ir.loop.passes import Pass, apply_passes
-from limn.runtime import plan_cache
+from ir.printer import custom_sources, format_loops
+from limn.runtime import driver, plan_cache
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.device import env_number
+from limn.runtime.driver import (
+    ATTENTION,
+    ATTENTION_GRAD,
+    COPY,
+    HOST,
+    Constant,
+    Custom,
+    Driver,
+    Kernel,
+)
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
-from limn.runtime.profile import out_of_range
 
 
 def physical_cores() -> int:
@@ -107,6 +116,7 @@ def short_spin(version: str) -> None:
 
 class CDevice(CompiledDevice):
     name = "c"
+    stages = ("kernel", "loop", "c")  # what ``limn.ir`` asks this device to print
 
     def __init__(
         self,
@@ -134,21 +144,40 @@ class CDevice(CompiledDevice):
         self.target = self.toolchain.target  # the CPU the passes tune for (ir/c/target.py)
         self.passes = list(passes) if passes is not None else c_passes(self.target)
         self.threads = default_threads()
-        self.generic_keys: dict[str, str] = {}  # size-generic kernel -> its library's cache key
-        self.tiers: dict[str, _Tier] = {}  # size-generic kernel -> the build its calls use
+        # size-generic kernel -> the build its calls use (and its library's cache key)
+        self.tiers: dict[str, _Tier] = {}
         self.hot_s = env_number("LIMN_HOT_S", HOT_S, "seconds (0: build at -O3 at once)", float)
         self.stats["hot_kernels"] = 0
         self.by_key: dict[str, ctypes.CDLL] = {}  # cache key -> a library this device holds
-        # every library loaded, by its dlopen handle (one per file, however often loaded):
-        # set_threads reaches them all, also those of plans the cache has dropped
-        self.libraries: dict[int, ctypes.CDLL] = {}
         # plans kept on disk for the next process (limn/runtime/plan_cache.py): with the
         # default passes, unless LIMN_PLAN_CACHE=0
         default = self.passes == c_passes(self.target)
         self.keep_plans = default and os.environ.get("LIMN_PLAN_CACHE") != "0"
+        # the plan driver (limn/runtime/driver.py): every plan runs as one call of it; it
+        # sets the threads of every kernel (``set_threads``)
+        self._driver = self.toolchain.library(driver.SOURCE)
+        self._driver.limn_driver_threads(self.threads)
+        self.drive = self._driver.limn_drive
+        self.drive.restype = ctypes.c_int64
+        self.drive.argtypes = [ctypes.c_void_p, *[ctypes.c_int64] * 2, *[ctypes.c_void_p] * 3]
         from limn.runtime import c_sdpa
 
-        c_sdpa.register(self)  # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv
+        # fused attention: the CUSTOM kernels sdpa, sdpa_bwd_q, _kv (their C functions, which
+        # the driver calls, by ``self.sdpa.fn``)
+        self.sdpa = c_sdpa.register(self)
+
+    def ir(self, roots, stage: str) -> str:
+        """What ``limn.ir`` prints for ``roots`` on this device: the plan it runs for them
+        (built now if it has none), at ``stage``: "kernel", "loop" (with this device's
+        passes) or "c" (the units it compiles, then each CUSTOM kernel's). The plan's
+        inputs that are values the runtime holds print first, marked ``held``."""
+        plan, inputs = self.plan_for(roots)
+        g = plan.graph
+        held = [f"buf{i} = held {n.op.value}" for i, n in enumerate(inputs) if n.srcs]
+        if stage == "c":
+            u = plan_units(g, self.passes, self.openmp, None, self.generic_kernels, self.target)
+            return "\n".join([*u.sources(), *custom_sources(g, sdpa)])
+        return "\n".join([*held, str(g) if stage == "kernel" else format_loops(g, self.passes)])
 
     def renders(self, node) -> bool:
         """The composites ``ir/c/libm.py`` spells at the node's compute dtype."""
@@ -156,32 +185,18 @@ class CDevice(CompiledDevice):
 
     def set_threads(self, n: int) -> None:
         self.threads = n
-        for lib in self.libraries.values():
-            lib.limn_set_threads(n)
+        self._driver.limn_driver_threads(n)
 
-    def build(self, graph: KernelGraph) -> Plan:
+    def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
-        missing = {name: f for name, f in u.generic.items() if name not in self.generic_keys}
+        missing = {name: f for name, f in u.generic.items() if name not in self.tiers}
         sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
-        # their first call loads them), not after it, one at a time
-        custom = [sdpa.kernel_source(k) for k in graph.kernels if k.kind == "CUSTOM"]
-        custom = list(dict.fromkeys(got[1] for got in custom if got is not None))
-        libs = self.toolchain.libraries(sources + custom)[: len(sources)]
-        for lib in libs:
-            lib.limn_set_threads(self.threads)
-            self.libraries[lib._handle] = lib
-        # each kernel's recipe: what it calls, naming libraries by their cache keys (so the
-        # plan cache can store it) and their libraries, this plan's and earlier plans'
         keys = [self.toolchain._key(src) for src in sources]
-        by_key = dict(zip(keys, libs))
         unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
         quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
-        for name in missing:
-            self.generic_keys[name] = keys[-1]
-        recipe: list[tuple] = []
+        steps: list = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
         for i, k in enumerate(graph.kernels):
@@ -189,101 +204,79 @@ class CDevice(CompiledDevice):
                 spec = graph.buffers[k.output]
                 value = evaluate_kernel(k, [consts[b] for b in k.inputs])
                 consts[k.output] = np.asarray(value, dtypes.to_numpy(spec.dtype))
-                recipe.append(("host", consts[k.output].reshape(spec.shape)))
+                steps.append(Constant(consts[k.output].reshape(spec.shape)))
             elif k.kind == "CUSTOM":
-                recipe.append(("custom",))
+                part, dtype = sdpa.KERNELS.get(k.result.arg[0]), k.rows[k.result.srcs[0]].dtype
+                steps.append(Custom(*k.result.arg, part, dtype))
             elif i in u.calls:
                 name, sizes = u.calls[i]
-                key = self.generic_keys[name]
-                by_key.setdefault(key, self.by_key.get(key))
-                recipe.append(("g", key, name, sizes))
+                lib = self.tiers[name].lib if name in self.tiers else keys[-1]
+                steps.append(Kernel(lib, name, True, sizes))
             else:
-                recipe.append(("k", unit_key[i], f"k{i}", i in quick))
-        calls = [self.call(graph, i, step, by_key) for i, step in enumerate(recipe)]
-        for key, lib in by_key.items():
-            self.by_key.setdefault(key, lib)
-        used = {step[1]: by_key[step[1]] for step in recipe if step[0] in ("k", "g")}
-        plan = Plan(graph, calls, libs=[*libs, *(lib for lib in used.values() if lib not in libs)])
-        plan.recipe = recipe
-        return plan
+                steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
+        # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
+        # the plan's first run loads them), not after it, one at a time
+        custom = {sdpa.unit(s.part, s.dtype) for s in steps if isinstance(s, Custom) and s.part}
+        self.by_key.update(zip(keys, self.toolchain.libraries(sources + sorted(custom))))
+        return self.plan(graph, tuple(steps), slots, kept, sites)
 
-    def call(self, graph: KernelGraph, i: int, step: tuple, libs: dict):
-        """Kernel ``i``'s call from its recipe ``step`` (``build`` says the forms; ``libs``:
-        library key -> the library)."""
-        k = graph.kernels[i]
-        if step[0] == "host":
-            return _host_call(step[1])
-        if step[0] == "custom":
-            return self._custom_call(k)
-        lib = libs[step[1]]
-        name, fn = step[2], getattr(lib, step[2])
-        if step[0] == "g":
-            self.generic_keys.setdefault(name, step[1])  # a later plan calls it there too
-            if name not in self.tiers:  # one build for every plan that calls it
+    def plan(self, graph: KernelGraph, steps: tuple, slots=(), kept=(), sites=()) -> Plan:
+        """The one place a plan is made, built now or loaded from disk: its ``steps`` (one
+        per kernel) run by a driver whose rows' functions ``_function`` finds (a KeyError
+        names a library that is not there, an AttributeError a function it lacks)."""
+        held = [b for b, _ in kept]
+        driver = Driver(
+            self.drive, graph, steps, held, lambda row: self._function(graph, row, steps)
+        )
+        passes = tuple(self.passes)
+        return Plan(graph, steps, tuple(slots), tuple(kept), tuple(sites), passes, driver)
+
+    def _function(self, graph: KernelGraph, row, steps) -> tuple:
+        """What driver row ``row`` calls: a C function's address (or a host step's
+        callable), and the ``_Tier`` of a quick build whose time decides its -O3 build."""
+        step, i = steps[row.kernel] if row.kernel >= 0 else None, row.kernel
+        if row.kind in (ATTENTION, ATTENTION_GRAD):
+            return ctypes.cast(self.sdpa.fn(step.part, step.dtype), ctypes.c_void_p).value, None
+        if row.kind in (HOST, COPY):
+            return (self._host(graph, graph.kernels[i], step) if row.kind == HOST else None), None
+        # one this device holds, or the one on disk (a plan loaded from there)
+        lib = self.by_key.get(step.lib) or self.toolchain.load(step.lib)
+        if lib is None:
+            raise KeyError(f"c device: no library {step.lib}")
+        fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
+        if step.sizes is not None:  # generic: one build for every plan that calls it, there
+            if row.fn not in self.tiers:
                 nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
                 source = lambda: generic_function(nest(), self.openmp)  # noqa: E731
-                self.tiers[name] = _Tier(self, fn, source)
-            return _c_call(self.tiers[name], k, step[3])
-        nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
-        source = lambda: (name, render(nest(), name, self.openmp))  # noqa: E731
-        return _c_call(_Tier(self, fn, source if step[3] else None), k)
+                self.tiers[row.fn] = _Tier(self, fn, source, step.lib)
+            tier = self.tiers[row.fn]
+        else:
+            nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
+            source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
+            tier = _Tier(self, fn, source if step.quick else None)
+        return tier.address(), tier if tier.spent is not None else None
 
-    def hot(self, quick, name: str, function: tuple[str, set]):
-        """The kernel ``name`` built at -O3 from ``function``; ``quick`` if that fails."""
-        try:
-            lib = self.toolchain.library(program([function], self.target))
-        except CompilerError:
-            return quick
-        lib.limn_set_threads(self.threads)
-        self.libraries[lib._handle] = lib
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = None, quick.argtypes
-        self.stats["hot_kernels"] += 1
-        return fn
+    def _host(self, graph: KernelGraph, k, step: Custom):
+        """A CUSTOM kernel registered as a host function: called on the run's arrays."""
+        if step.name not in self.kernels:
+            raise RuntimeError(f"c device: no kernel registered for CUSTOM {step.name!r}")
+        fn = self.kernels[step.name]
+        order = [k.inputs[k.rows[r].arg] for r in k.result.srcs]
 
-    def library_by_key(self, key: str) -> ctypes.CDLL | None:
-        """The library of cache key ``key``: one this device holds, or the published one
-        (the plan cache asks), or None."""
-        lib = self.by_key.get(key)
-        if lib is None:
-            lib = self.toolchain.load(key)
-            if lib is not None:
-                lib.limn_set_threads(self.threads)
-                self.libraries[lib._handle] = lib
-                self.by_key[key] = lib
-        return lib
+        def call(arrays, memo):
+            key = (step.name, k.inputs, repr(step.params))
+            if key not in memo:  # siblings of one multi-output kernel share a single call
+                memo[key] = fn([arrays[b] for b in order], step.params)
+            np.copyto(arrays[k.output], memo[key][step.index])
+
+        return call
 
     def stored_plan(self, key: tuple) -> Plan | None:
         return plan_cache.load(self, key) if self.keep_plans else None
 
     def store_plan(self, key: tuple, plan: Plan, build_s: float) -> None:
-        if self.keep_plans and plan.recipe is not None:
-            plan_cache.save(self, key, plan, plan.recipe, build_s)
-
-    def _custom_call(self, k):
-        name, out_index, params = k.result.arg
-        if name not in self.kernels:
-            raise RuntimeError(f"c device: no kernel registered for CUSTOM {name!r}")
-        fn = self.kernels[name]
-        # a kernel that shares one call with siblings of another name (attention's dq and
-        # dk, dv) says so: (the shared call's name, its function, where its outputs start)
-        group, fn, start = getattr(fn, "joint", (name, fn, 0))
-        # a kernel reads each buffer once; the kernel function wants its sources in order,
-        # repeats included (attention over q, k, v with k and v one tensor)
-        order = [k.rows[r].arg for r in k.result.srcs]
-
-        def call(arrays, memo):
-            key = (group, k.inputs, repr(params))
-            if key not in memo:  # siblings of one multi-output kernel share a single call
-                memo[key] = fn([arrays[i] for i in order], params)
-            made, out = memo[key][start + out_index], arrays[-1]
-            if _adoptable(made, out, arrays, memo[key]):
-                return made  # the kernel's own array becomes the buffer: no copy
-            np.copyto(out, made)
-            return None
-
-        call.source = sdpa.kernel_source(k)  # (the C function, its unit), for the profiler
-        return call
+        if self.keep_plans:
+            plan_cache.save(self, key, plan, build_s)
 
 
 HOT_S = 0.1  # about what cc -O3 takes for one small kernel (docs/runtime.md)
@@ -293,86 +286,30 @@ class _Tier:
     """A kernel's build. A small one's is the quick build, timed, until its calls have
     spent the device's ``hot_s``, then its text built at -O3 (the module docstring)."""
 
-    def __init__(self, device: CDevice, fn, source=None):
+    def __init__(self, device: CDevice, fn, source=None, lib: str = ""):
         # source() -> (the function's name, its text and helpers), made again when hot
-        # (a plan loaded from disk holds no text); None: a build to keep
-        self.device, self.fn, self.source = device, fn, source
+        # (a plan loaded from disk holds no text); None: a build to keep. lib: the cache
+        # key of the library it was first found in
+        self.device, self.fn, self.source, self.lib = device, fn, source, lib
         self.spent = 0.0 if source else None
 
-    def run(self, *args) -> None:
+    def spend(self, seconds: float) -> None:
+        """Count ``seconds`` more of the quick build's calls; past ``hot_s``, build hot."""
         if self.spent is None:
-            return self.fn(*args)
-        t = time.perf_counter()
-        self.fn(*args)
-        self.spent += time.perf_counter() - t
-        if self.spent >= self.device.hot_s:
-            self.spent = None  # once: a thread that calls meanwhile runs the quick build
-            self.fn = self.device.hot(self.fn, *self.source())
+            return
+        self.spent += seconds
+        if self.spent >= self.device.hot_s:  # built again at -O3 (the quick build if that fails)
+            self.spent = None  # once: a thread that runs meanwhile keeps the quick build
+            name, function = self.source()
+            try:
+                dev = self.device
+                self.fn = getattr(dev.toolchain.library(program([function], dev.target)), name)
+                dev.stats["hot_kernels"] += 1
+            except CompilerError:
+                pass
 
-
-def _host_call(value: np.ndarray):
-    """A constant kernel: its value, computed when the plan was built, copied out."""
-
-    def call(arrays, memo):
-        np.copyto(arrays[-1], value)
-
-    return call
-
-
-_BYTES = ctypes.c_char * 0  # a view of an array's bytes, to read its address cheaply
-_ERR = ctypes.c_int64 * 5  # a kernel's error record: kind, then what it reports
-
-
-def _adoptable(made, out, arrays, results) -> bool:
-    """Whether a CUSTOM kernel's result ``made`` can stand as its output buffer itself: a
-    fresh C-ordered array of the output's shape and dtype that is none of the kernel's
-    inputs and none of its other results (those are copied instead)."""
-    return (
-        isinstance(made, np.ndarray)
-        and made.shape == out.shape
-        and made.dtype == out.dtype
-        and made.flags.c_contiguous
-        and made.flags.owndata
-        and made.flags.writeable
-        and not any(made is a for a in arrays)
-        and sum(made is r for r in results) == 1
-    )
-
-
-def _c_call(tier: _Tier, kernel, sizes: tuple[int, ...] | None = None):
-    """The call of one compiled kernel, to the build its ``tier`` says; a size-generic one
-    is passed ``sizes`` as well."""
-    fn = tier.fn
-    fn.restype = None
-    if sizes is None:
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        extra = ()
-    else:
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        # a ctypes array owns its memory, and the closure keeps it (an address would not)
-        extra = ((ctypes.c_int64 * max(1, len(sizes)))(*sizes),)
-    pointers = ctypes.c_void_p * (len(kernel.inputs) + 1)
-    address, view = ctypes.addressof, _BYTES.from_buffer
-
-    def call(arrays, memo):
-        try:  # a writable C-contiguous array (every buffer the runtime makes)
-            ptrs = pointers(*[address(view(a)) for a in arrays])
-        except (TypeError, ValueError):  # read-only, or a dtype without a buffer format
-            # (bfloat16): numpy's own, slower, route to the address
-            ptrs = pointers(*[a.ctypes.data for a in arrays])
-        err = _ERR()
-        tier.run(ptrs, err, *extra)
-        if err[0]:
-            _raise(err)
-
-    return call
-
-
-def _raise(err) -> None:
-    if err[0] == 2:
-        raise MemoryError(f"c device: a kernel could not allocate {int(err[3])} bytes")
-    v, axis, size, kind = (int(e) for e in err[1:])
-    raise out_of_range(("gather", "scatter")[kind], v, axis, size)
+    def address(self) -> int:
+        return ctypes.cast(self.fn, ctypes.c_void_p).value
 
 
 __all__ = ["CDevice", "dtypes"]

@@ -2,10 +2,9 @@
 called through ctypes.
 
 ``sdpa`` runs the forward; ``sdpa_bwd_q`` and ``sdpa_bwd_kv`` run the backward in mode 1
-(dq, a task per query tile) and mode 2 (dk and dv, a task per key tile). A plan that holds
-both gradient kernels makes one call for the two (``sdpa_bwd``): mode 3, a task per head,
-which computes the probabilities once for all three gradients, where there are at least
-two heads per thread; elsewhere modes 1 and 2, which spread one head over the threads.
+(dq, a task per query tile) and mode 2 (dk and dv, a task per key tile); mode 3 (a task
+per head, the probabilities computed once for all three gradients) is the one the plan
+driver picks for a step that holds both where there are at least two heads per thread.
 Every mode gives the same bits.
 """
 
@@ -53,9 +52,8 @@ class SdpaKernels:
         return max(1, int(self.device.threads))
 
     def _empty(self, shape, dtype) -> np.ndarray:
-        """A result array from the device's buffer pool: a plan that adopts it as a buffer
-        gives it back there when it dies, and the next step's call gets it again."""
-        return self.device.pool.empty(tuple(shape), np.dtype(dtype))
+        """A result array (the driver calls these kernels itself; this is the host path)."""
+        return np.empty(tuple(shape), np.dtype(dtype))
 
     def sdpa(self, vals, params):
         q, k, v = (np.ascontiguousarray(a) for a in vals[:3])
@@ -83,38 +81,13 @@ class SdpaKernels:
         self.fn("bwd", q.dtype)(*ptrs, *dims, ctypes.c_int(mode), ctypes.c_int(threads))
         return tuple(a for a in (dq, dk, dv) if a is not None)
 
-    def sdpa_bwd(self, vals, params, joint: bool | None = None):
-        """dq, dk, dv of one step, by mode 3 where ``joint`` (the default where there are
-        at least two heads per thread), else by modes 1 and 2."""
-        heads = params[2]
-        q = vals[0]
-        bh = q.shape[0] * heads if heads else math.prod(q.shape[:-2])
-        if joint is None:
-            joint = bh >= 2 * self._threads()
-        if joint:
-            return self.bwd(vals, params, 3)
-        return self.bwd(vals, params, 1) + self.bwd(vals, params, 2)
 
-
-class _Joint:
-    """A kernel whose outputs come from a call shared with a sibling kernel: ``joint`` is
-    (the shared call's name, its function, where this kernel's outputs start among its
-    results). The c device makes the shared call once per run for the siblings that read
-    the same sources with the same params."""
-
-    def __init__(self, alone, name: str, fn, start: int):
-        self.alone, self.joint = alone, (name, fn, start)
-
-    def __call__(self, vals, params):
-        return self.alone(vals, params)
-
-
-def register(device) -> None:
-    """Give ``device`` (a CDevice) the three fused attention kernels; the two gradient
-    kernels share one call (``SdpaKernels.sdpa_bwd``) when a plan holds both."""
+def register(device) -> SdpaKernels:
+    """Give ``device`` (a CDevice) the three fused attention kernels. Its plans call their C
+    from the driver (``limn/runtime/driver.py``: the two gradient kernels of one step in
+    one call); these are the same functions called from Python."""
     ks = SdpaKernels(device)
     device.register_kernel("sdpa", ks.sdpa)
-    alone = {1: lambda vals, params: ks.bwd(vals, params, 1)}
-    alone[2] = lambda vals, params: ks.bwd(vals, params, 2)
-    device.register_kernel("sdpa_bwd_q", _Joint(alone[1], "sdpa_bwd", ks.sdpa_bwd, 0))
-    device.register_kernel("sdpa_bwd_kv", _Joint(alone[2], "sdpa_bwd", ks.sdpa_bwd, 1))
+    device.register_kernel("sdpa_bwd_q", lambda vals, params: ks.bwd(vals, params, 1))
+    device.register_kernel("sdpa_bwd_kv", lambda vals, params: ks.bwd(vals, params, 2))
+    return ks

@@ -154,8 +154,7 @@ class Toolchain:
         sweep_stale_work_dirs(self.cache_dir)
         work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=self.cache_dir))
         running = []
-        counts = [max(1, src.count("(void *const *args")) for src, _ in jobs]  # kernels
-        line = progress.start(sum(counts))  # a live line if this takes a while
+        line = progress.start(len(jobs))  # a live line, in units, if this takes a while
         try:
             for source, so in jobs:
                 cc, _, flags, prelude = self.compiler_for(source)
@@ -169,9 +168,9 @@ class Toolchain:
                 self.stats["tcc_compiles"] += cc == self.tcc
                 running.append((proc, cmd, so))
             libs = []
-            for (proc, cmd, so), n in zip(running, counts):
+            for proc, cmd, so in running:
                 _, err = proc.communicate()
-                line.done += n
+                line.done += 1
                 if proc.returncode != 0:
                     raise CompilerError(
                         f"cc: compiling a kernel failed ({' '.join(cmd[:-3])}):\n{err[-4000:]}"

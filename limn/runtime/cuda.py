@@ -37,8 +37,8 @@ from ir.kernel.kernel import KernelGraph
 from limn.runtime.cc import cache_root, private_dir
 from limn.runtime.cuda_sdpa import FusedAttention, acc_dtype
 from limn.runtime.cuda_sdpa import register as register_sdpa
+from limn.runtime.driver import raise_error
 from limn.runtime.jit import CompiledDevice, Plan
-from limn.runtime.profile import out_of_range
 
 # name -> (restype, argtypes), as declared in nvrtc.h and cuda.h
 NVRTC_PROTOTYPES = {
@@ -288,13 +288,21 @@ def ptx_cache(source: str, arch: int, nvrtc: Nvrtc) -> bytes:
     return ptx
 
 
-class CudaPlan(Plan):
-    """A plan whose kernels run on the GPU; only what the host reads comes back."""
+class _CudaRun:
+    """Runs a plan's kernels on the GPU (``Plan.runner``); only what the host reads (the
+    sinks, the ASSIGNs' values, the kept values) comes back."""
 
-    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
-        g, drv = self.graph, self.libs[0]
+    def __init__(self, graph: KernelGraph, calls: list, drv, kept: tuple):
+        self.graph, self.calls, self.drv, self.kept, self.stats = graph, calls, drv, kept, None
+
+    def source(self, i: int) -> tuple[str, str] | None:
+        return getattr(self.calls[i], "source", None)  # a fused attention launch's
+
+    def run(self, inputs: Sequence[np.ndarray], keep: bool, prof=None) -> dict:
+        g, drv = self.graph, self.drv
         host: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
         wanted = {s.buffer for s in g.sinks} | {s.source for s in g.sinks if s.source is not None}
+        wanted |= {b for b, _ in self.kept}
         dev: dict[int, int] = {}
         memo: dict = {"scratch": []}  # one run's shared state: sibling outputs, scratch
         err = drv.alloc(40)
@@ -313,13 +321,16 @@ class CudaPlan(Plan):
             drv.sync()
             status = np.zeros(5, np.int64)
             drv.download(status, err)
-            if status[0]:
-                v, axis, size, kind = (int(e) for e in status[1:])
-                raise out_of_range(("gather", "scatter")[kind], v, axis, size)
+            if status[0]:  # a kernel's error record
+                raise_error(status)
             for b in wanted:
                 if b >= g.n_inputs and host[b] is not None:
                     drv.download(host[b], dev[b])
-            return host
+            out = {b: host[b] if b >= g.n_inputs else host[b].copy() for b in wanted}
+            for s in g.sinks:  # the ASSIGNs, after every value exists
+                if s.source is not None:
+                    np.copyto(inputs[s.buffer], host[s.source].reshape(inputs[s.buffer].shape))
+            return out
         finally:
             for p in [*dev.values(), *memo["scratch"]]:
                 drv.free(p)
@@ -340,7 +351,7 @@ class CudaDevice(CompiledDevice):
     def ptx(self, source: str) -> bytes:
         return ptx_cache(source, self.arch, self.nvrtc)
 
-    def build(self, graph: KernelGraph) -> Plan:
+    def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         ks = kernels(graph)
         module = None
         if ks:
@@ -353,7 +364,8 @@ class CudaDevice(CompiledDevice):
                 continue
             fns = [(self.driver.function(module, ln.func), ln) for ln in ks[i].launches]
             calls.append(_launcher(fns))
-        return CudaPlan(graph, calls, libs=[self.driver, module])
+        runner = _CudaRun(graph, calls, self.driver, kept)
+        return Plan(graph, (), tuple(slots), tuple(kept), tuple(sites), None, runner)
 
     def _custom_call(self, graph: KernelGraph, k):
         """A CUSTOM kernel registered on cuda as a host function: its operands go through

@@ -24,12 +24,9 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from ir.graph import dtypes
 from ir.graph.decompose import decompose
 from ir.graph.node import Node
 from ir.graph.ops import Op
@@ -46,7 +43,6 @@ from limn.runtime.device import (
     recall,
     remember,
 )
-from limn.runtime.pool import BufferPool
 
 
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
@@ -109,113 +105,24 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[N
 VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Plan:
-    """A compiled kernel graph: one callable per kernel, and when each buffer dies."""
+    """A compiled kernel graph, made by its device's ``build`` in one piece and never
+    changed after: what each kernel runs (``steps``, the device's own kind:
+    ``limn/runtime/driver.py``'s on the c device), and what runs them (``runner``)."""
 
     graph: KernelGraph
-    # calls[i](arrays, memo) runs kernel i (memo: one run's shared state); it writes its
-    # result into arrays[-1], or returns an array of the output's shape and dtype that it
-    # made itself (a CUSTOM kernel's own result), which then is that buffer
-    calls: list[Callable]
-    last_use: dict[int, int] = field(default_factory=dict)  # buffer -> last kernel reading it
-    libs: list = field(default_factory=list)  # what the calls live in (compiled libraries)
-    sites: tuple = ()  # the user's line behind each kernel, if profiled when built
-    passes: list | None = None  # the loop-nest passes it was built with (for the profiler)
-    _stats: tuple = field(default=(), repr=False)  # (profiler, its KernelStat per kernel)
+    steps: tuple
     slots: tuple = ()  # slot i is filled by the i-th input ``walk`` finds
-    recipe: list | None = None  # what each kernel calls, as a device can store it
-    pool: BufferPool | None = None  # where large intermediates come from and go back to
     # (buffer, key row) of the small intermediates each run leaves to the runtime to
     # remember for the node of that row (``kept_values``)
     kept: tuple = ()
-
-    _steps: tuple = field(default=(), repr=False)  # run's per-kernel facts, made once
-    _spent: tuple = field(default=(), repr=False)  # ASSIGN sources, pooled after the commit
-
-    def _prepare(self) -> tuple:
-        """Per kernel: (its index, call, output buffer, shape, numpy dtype, whether its
-        output comes from the pool, input buffers, the intermediates that die after it, and
-        which of those go back to the pool): what every run would otherwise look up."""
-        g = self.graph
-        values = {s.buffer for s in g.sinks if s.source is None}  # what becomes a Tensor
-        sources = {s.source for s in g.sinks if s.source is not None}  # what ASSIGNs copy
-        keep = {s.buffer for s in g.sinks} | sources | {b for b, _ in self.kept}
-        steps = []
-        for i, k in enumerate(g.kernels):
-            spec = g.buffers[k.output]
-            dead = tuple(
-                b
-                for b in dict.fromkeys(k.inputs)
-                if b >= g.n_inputs and self.last_use.get(b) == i and b not in keep
-            )
-            np_dtype = dtypes.to_numpy(spec.dtype)
-            back = tuple(self._poolable(b) for b in dead)
-            ins, pooled = k.inputs, self._poolable(k.output)
-            steps.append(
-                (i, self.calls[i], k.output, spec.shape, np_dtype, pooled, ins, dead, back)
-            )
-        self._spent = tuple(
-            b for b in sorted(sources - values) if b >= g.n_inputs and self._poolable(b)
-        )
-        self._steps = tuple(steps)
-        return self._steps
-
-    def _poolable(self, b: int) -> bool:
-        if self.pool is None:
-            return False
-        spec = self.graph.buffers[b]
-        return math.prod(spec.shape) * spec.dtype.itemsize >= self.pool.smallest
-
-    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray | None]:
-        """Run every kernel on ``inputs`` (slot order); return the arrays the sinks read."""
-        g = self.graph
-        bufs: list[np.ndarray | None] = list(inputs) + [None] * (len(g.buffers) - g.n_inputs)
-        memo: dict = {}
-        prof = profile.active()
-        if prof is not None and (not self._stats or self._stats[0] is not prof):
-            self._stats = (prof, prof.plan_keys(self, self.sites, self.passes))
-        pool = self.pool
-        for i, call, out, shape, np_dtype, pooled, ins, dead, back in (
-            self._steps or self._prepare()
-        ):
-            bufs[out] = pool.empty(shape, np_dtype) if pooled else np.empty(shape, np_dtype)
-            args = [bufs[b] for b in ins]
-            args.append(bufs[out])
-            if prof is None:
-                made = call(args, memo)
-            else:
-                t = time.perf_counter()
-                made = call(args, memo)
-                stat = self._stats[1][i]
-                stat.seconds += time.perf_counter() - t
-                stat.calls += 1
-            if made is not None:  # the call made its result itself: it becomes the buffer
-                if pooled:
-                    pool.give(bufs[out])  # and the one made for it was never written
-                bufs[out] = made
-            for b, to_pool in zip(dead, back):
-                if to_pool:  # an intermediate dies with its last reader: no one else has it
-                    pool.give(bufs[b])
-                bufs[b] = None
-        return bufs
-
-    def release(self, arrays: list[np.ndarray | None]) -> None:
-        """After ``execute`` has committed the ASSIGNs: their sources (no Tensor holds
-        them) go back to the pool."""
-        for b in self._spent:
-            pool, a = self.pool, arrays[b]
-            arrays[b] = None
-            if a is not None:
-                pool.give(a)
-
-
-def lifetimes(graph: KernelGraph) -> dict[int, int]:
-    last: dict[int, int] = {}
-    for i, k in enumerate(graph.kernels):
-        for b in k.inputs:
-            last[b] = i
-    return last
+    sites: tuple = ()  # the user's line behind each kernel, if profiled when built
+    passes: tuple | None = None  # the loop-nest passes it was built with
+    # runner.run(inputs, keep, profiler) runs the plan on the inputs in slot order and
+    # returns the sinks' arrays (with ``keep``, the kept values' too) by buffer, with every
+    # ASSIGN written; runner.stats: (profiler, its KernelStat per kernel), while profiled
+    runner: object = field(default=None, repr=False)
 
 
 MAX_PLANS = 4096  # plans a compiled device keeps (LIMN_PLANS), the least recently used go
@@ -239,10 +146,9 @@ class CompiledDevice(Device):
         self._build_lock = threading.Lock()
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
-        self.pool = BufferPool()  # the plans' large intermediates, kept between runs
         self.shapes: dict[tuple, tuple] = {}  # a key without its shapes -> the last shapes
 
-    def build(self, graph: KernelGraph) -> Plan:
+    def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         raise NotImplementedError
 
     def stored_plan(self, key: tuple) -> Plan | None:
@@ -293,22 +199,16 @@ class CompiledDevice(Device):
                 line.why = line.why or (f": {why}" if why else "")
                 try:
                     sched = schedule(decompose(roots, self.renders, held, spelled), held)
-                    plan = self.build(sched.graph)
+                    # a decomposition may meet its inputs in another order: the plan's slots
+                    where = {id(n): i for i, n in enumerate(inputs)}
+                    slots = tuple(where[id(n)] for n in sched.inputs)
+                    sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
+                    kept = kept_values(sched, nodes, spelled)
+                    plan = self.build(sched.graph, slots, kept, sites)
                 finally:
                     progress.end(line)
-                # a decomposition may meet its inputs in another order: the plan's slot order
-                where = {id(n): i for i, n in enumerate(inputs)}
-                slots = tuple(where[id(n)] for n in sched.inputs)
-                plan.slots = slots
-                plan.last_use = lifetimes(sched.graph)
-                plan.sites = tuple(prof.site(n) for n in sched.outputs) if prof is not None else ()
-                # a value the pool would take goes back to it: only smaller ones are kept
-                most = min(KEEP_BYTES, self.pool.smallest - 1) if self.pool.limit else KEEP_BYTES
-                plan.kept = kept_values(sched, nodes, spelled, most)
                 if prof is None:
                     self.store_plan(key, plan, time.perf_counter() - t0)
-            plan.pool = self.pool if self.pool.limit > 0 else None
-            plan.passes = getattr(self, "passes", None)
             self.plans[key] = plan
             while len(self.plans) > self.max_plans:
                 self.plans.popitem(last=False)
@@ -348,9 +248,9 @@ class CompiledDevice(Device):
         return out
 
 
-def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple:
+def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
     """(buffer, key row) for each kernel output a plan's runs leave to be remembered: the
-    value of a node of the user's graph (a row of its key), at most ``most`` bytes, that no
+    value of a node of the user's graph (a row of its key), at most ``KEEP_BYTES``, that no
     sink already returns. Client code reads a result and goes on with graphs that share
     what it read; a remembered value is an input there, so the next plan neither walks nor
     computes that history again."""
@@ -362,39 +262,31 @@ def kept_values(sched, nodes: Sequence[Node], spelled: dict, most: int) -> tuple
         if r is None or k.output in sinks or n.op is Op.ASSIGN or spec.dtype is not n.dtype:
             continue
         size = math.prod(spec.shape)
-        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= most:
+        if size == math.prod(nodes[r].shape) and size * spec.dtype.itemsize <= KEEP_BYTES:
             kept.append((k.output, r))
     return tuple(kept)
 
 
 def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None, nodes=()):
-    """Run ``plan`` on ``in_bufs``; make each sink a Buffer, then commit the ASSIGNs. With
+    """Run ``plan`` on ``in_bufs`` (it writes the ASSIGNs); make each sink a Buffer. With
     the key's ``nodes``, the plan's kept intermediates are remembered for their nodes."""
-    g = plan.graph
-    arrays = plan.run([b.data for b in in_bufs])
+    g, prof = plan.graph, profile.active()
+    if prof is not None and (plan.runner.stats is None or plan.runner.stats[0] is not prof):
+        plan.runner.stats = (prof, prof.plan_keys(plan))
+    arrays = plan.runner.run([b.data for b in in_bufs], bool(nodes), prof)
     for b, r in plan.kept if nodes else ():
-        a, n = arrays[b], nodes[r]
-        if a is not None:  # (a device may leave an intermediate where it computed it)
-            remember(n, Buffer(n.dtype, n.shape, a.reshape(n.shape)), kept=True)
+        n = nodes[r]
+        remember(n, Buffer(n.dtype, n.shape, arrays[b].reshape(n.shape)), kept=True)
     out: list[Buffer] = []
     for i, s in enumerate(g.sinks):
         if s.source is not None:
             out.append(in_bufs[s.buffer])
             continue
         a = arrays[s.buffer]
-        if s.buffer < g.n_inputs:  # a root that is (a reshape of) an input: give it its own bytes
-            a = a.copy()
         buf = Buffer(s.dtype, s.shape, a if a.shape == s.shape else a.reshape(s.shape))
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
-    written = False
-    for s in g.sinks:  # the transaction: every value exists before any target changes
-        if s.source is not None:
-            target = in_bufs[s.buffer]
-            np.copyto(target.data, arrays[s.source].reshape(target.shape))
-            written = True
-    if written:
+    if any(s.source is not None for s in g.sinks):
         forget_kept()
-    plan.release(arrays)
     return out

@@ -17,6 +17,7 @@ from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
 from limn.runtime.device import KEEP_BYTES, Buffer, Device, forget_kept, recall, remember
+from limn.runtime.jit import walk
 from limn.runtime.profile import index_error, out_of_range
 
 
@@ -140,11 +141,17 @@ class NumpyDevice(Device):
             self.register_kernel(name, fn)
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        values, order, last = _walk(roots)
+        # the compiled devices' walk: the nodes to compute in order, sources first, behind
+        # the ones that hold bytes (BUFFERs, and nodes the runtime has realized)
+        _, inputs, bufs, order = walk(roots)
+        values = {id(n): b.data for n, b in zip(inputs, bufs)}
+        last = {id(s): i for i, n in enumerate(order) for s in n.srcs}  # each value's last reader
         keep = {id(r) for r in roots}
         custom_memo: dict[tuple, tuple] = {}
         with np.errstate(all="ignore"):
             for i, node in enumerate(order):
+                if id(node) in values:
+                    continue
                 vals = [values[id(s)] for s in node.srcs]
                 if node.op is CUSTOM:  # siblings (same kernel, sources, params): one call
                     name, at, params = node.arg
@@ -158,7 +165,10 @@ class NumpyDevice(Device):
                     small = v.nbytes <= KEEP_BYTES and v.flags.owndata and id(node) not in keep
                     if small and node.op not in _CHEAP:
                         remember(node, Buffer(node.dtype, node.shape, v), kept=True)
-                for src in node.srcs:  # a value goes after its last reader (see _walk)
+                # a value goes after its last reader, so the next node's result can reuse
+                # its memory instead of faulting in fresh pages (what bounds a chain of
+                # big nodes)
+                for src in node.srcs:
                     if last[id(src)] == i and id(src) not in keep:
                         values.pop(id(src), None)
         # the transaction: every value exists before any assign writes its target
@@ -183,46 +193,3 @@ class NumpyDevice(Device):
         if written:
             forget_kept()
         return out
-
-
-def _walk(roots: list[Node]) -> tuple[dict, list[Node], dict]:
-    """The graph under ``roots`` as the reference runs it: the values of the nodes that hold
-    bytes (BUFFERs, and nodes the runtime has realized; not looked behind), the nodes to
-    compute in order, sources first, and for each value the position of its last reader.
-
-    Each value is dropped after its last reader, so the next node's result can reuse its
-    memory instead of faulting in fresh pages (what bounds a chain of big nodes).
-    """
-    values: dict[int, np.ndarray | None] = {}  # None: to be computed, at its place in order
-    order: list[Node] = []
-    last: dict[int, int] = {}
-    stack = [r for r in reversed(roots) if not _held(r, values)]
-    while stack:
-        node = stack[-1]
-        if id(node) in values:
-            stack.pop()
-            continue
-        waits = False
-        for s in node.srcs:
-            if id(s) not in values and not _held(s, values):
-                stack.append(s)
-                waits = True
-        if waits:  # met again once its sources are placed
-            continue
-        for s in node.srcs:
-            last[id(s)] = len(order)
-        values[id(node)] = None
-        order.append(node)
-        stack.pop()
-    return values, order, last
-
-
-def _held(node: Node, values: dict) -> bool:
-    """Whether ``node`` holds bytes (then its value goes in ``values``)."""
-    if node.op is BUFFER:
-        values[id(node)] = node.arg.data
-    elif node.op is ASSIGN or (known := recall(node)) is None:
-        return False
-    else:
-        values[id(node)] = known.data
-    return True

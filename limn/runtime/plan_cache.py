@@ -14,12 +14,12 @@ The file name is a digest of everything that decides the plan: the key, the devi
 settings, the toolchain's identity, numpy's version and the source of ``ir/``, ``limn/``
 and ``limn_array/`` (a changed line of the compiler is a new entry, never a stale plan);
 the file holds the key and those settings too, and a load compares them, as the
-in-memory plan cache compares keys. A recipe is written under a temporary name and
+in-memory plan cache compares keys. A plan is written under a temporary name and
 renamed, with the sha256 of its bytes in front, checked before it is unpickled; like the
 libraries beside it, it lives in the user's private cache directory (a pickle, like a
-shared library, is code: only this user can write there). A recipe whose libraries are not
+shared library, is code: only this user can write there). A plan whose libraries are not
 all on disk (one was removed, or failed its digest), or that verifies but does not hold a
-recipe of this key's shape (the wrong pickle, a kernel's call missing, a constant of
+plan of this key's shape (the wrong pickle, a kernel's call missing, a constant of
 another shape), is not used: the plan is built again. Plans built under the profiler or
 with other passes than the device's default are neither stored nor loaded
 (``LIMN_PLAN_CACHE=0``: never).
@@ -38,7 +38,8 @@ import numpy as np
 
 from ir.graph.dtypes import to_numpy
 from ir.kernel.kernel import KernelGraph
-from limn.runtime.jit import Plan, lifetimes
+from limn.runtime.driver import Constant
+from limn.runtime.jit import Plan
 
 _SOURCE_DIGEST: str | None = None
 
@@ -93,22 +94,24 @@ def plan_path(device, key: tuple, settings: tuple) -> Path:
 _last: tuple = (None, None, None)  # the last key plan_path named, its settings and path
 _made: set[Path] = set()  # plan directories made by this process
 
-# A plan quicker to build than this is not stored: writing a recipe costs about a
+# A plan quicker to build than this is not stored: writing one costs about a
 # millisecond and loading one a third of that, and a program that makes many small
 # structures once each (a property-based test suite) would spend more on the store than
 # a later run saves.
 MIN_BUILD_S = 0.003
 
 
-def save(device, key: tuple, plan: Plan, recipe: list, build_s: float = 1.0) -> None:
-    """Write ``plan``'s recipe (``recipe[i]`` says what kernel ``i`` calls) for ``key``, if
-    it took ``MIN_BUILD_S`` or more to build."""
+def save(device, key: tuple, plan: Plan, build_s: float = 1.0) -> None:
+    """Write ``plan`` (its graph, steps, slots and kept values) for ``key``, if it took
+    ``MIN_BUILD_S`` or more to build."""
     if build_s < MIN_BUILD_S:
         return
     settings = _settings(device)
     path = plan_path(device, key, settings)
     try:
-        data = pickle.dumps((settings, key, plan.graph, plan.slots, plan.kept, recipe), protocol=5)
+        data = pickle.dumps(
+            (settings, key, plan.graph, plan.steps, plan.slots, plan.kept), protocol=5
+        )
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
     tmp = None
@@ -142,33 +145,23 @@ def load(device, key: tuple) -> Plan | None:
     enabled = gc.isenabled()
     gc.disable()
     try:  # a file that verifies but holds something else is built again, like a torn one
-        stored_settings, stored_key, graph, slots, kept, recipe = pickle.loads(data)
+        stored_settings, stored_key, graph, steps, slots, kept = pickle.loads(data)
         if stored_settings != settings or stored_key != key:
             return None
-        if not isinstance(graph, KernelGraph) or len(recipe) != len(graph.kernels):
+        if not isinstance(graph, KernelGraph) or len(steps) != len(graph.kernels):
             return None
         specs = [graph.buffers[k.output] for k in graph.kernels]
         if any(b >= len(graph.buffers) or r >= len(key[0]) for b, r in kept):
             return None  # a kept intermediate no buffer or node of this plan has
         if len(slots) != graph.n_inputs or any(
-            step[0] == "host" and (step[1].shape, step[1].dtype) != (b.shape, to_numpy(b.dtype))
-            for step, b in zip(recipe, specs)
+            isinstance(step, Constant)
+            and (step.value.shape, step.value.dtype) != (b.shape, to_numpy(b.dtype))
+            for step, b in zip(steps, specs)
         ):
             return None
-        libs = {}
-        for step in recipe:
-            if step[0] in ("k", "g") and step[1] not in libs:
-                lib = device.library_by_key(step[1])
-                if lib is None:
-                    return None
-                libs[step[1]] = lib
-        calls = [device.call(graph, i, step, libs) for i, step in enumerate(recipe)]
+        return device.plan(graph, steps, slots, kept)
     except Exception:
         return None
     finally:
         if enabled:
             gc.enable()
-    plan = Plan(graph, calls, libs=list(libs.values()))
-    plan.slots, plan.kept = slots, kept
-    plan.last_use = lifetimes(graph)
-    return plan

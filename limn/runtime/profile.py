@@ -16,12 +16,9 @@ row counts one flop per cell it computes, and the bytes are the kernel's input a
 buffers read or written once, so GFLOP/s and GB/s are lower bounds a reader can compare
 against the machine's peaks.
 
-The table ends with each buffer pool the plans drew from (``limn/runtime/pool.py``):
-what it holds, and how many large intermediates it served again or had to make while
-profiling.
-
-Timing a kernel adds two clock reads per launch; everything else (naming, the source
-lines) is computed once per plan, or when the table is printed.
+Timing a kernel adds two clock reads per launch, which the c device's driver makes
+(``limn/runtime/driver.py``); everything else (naming, the source lines) is computed once
+per plan, or when the table is printed.
 """
 
 from __future__ import annotations
@@ -100,7 +97,6 @@ class KernelStat:
     seconds: float = 0.0
     plan: object = field(default=None, repr=False)  # a plan and index that hold it, for nests
     index: int = 0
-    passes: object = field(default=None, repr=False)  # the device's loop-nest passes
 
     def as_dict(self, nest: bool = False) -> dict:
         per = self.seconds / self.calls if self.calls else 0.0
@@ -109,7 +105,7 @@ class KernelStat:
         d.update(flop=self.flop, bytes=self.bytes, gflops=self.flop / per / 1e9 if per else 0.0)
         d["gbps"] = self.bytes / per / 1e9 if per else 0.0
         if nest:
-            d["nest"] = _nest_text(self.plan, self.index, self.passes)
+            d["nest"] = _nest_text(self.plan, self.index, self.plan.passes)
         return d
 
 
@@ -123,7 +119,6 @@ class Profiler:
         self.blamed: list[tuple] = []  # the forward op's (line, module) while its gradient is built
         self.scope: list[tuple] = []  # (module, its path) of each nn.Module call running
         self._names: dict[tuple, str] = {}  # (id(parent), id(child)) -> the child's name
-        self.pools: dict[int, tuple] = {}  # id -> (a plan's buffer pool, its stats then)
         self.resized: list[str] = []  # each plan built again for a new shape (jit.resized)
         self.started = time.perf_counter()
         self.stopped: float | None = None
@@ -179,21 +174,20 @@ class Profiler:
     def site(self, node) -> str:
         return self.sites.get(node, "?")
 
-    def plan_keys(self, plan, sites, passes=None) -> list[KernelStat]:
+    def plan_keys(self, plan) -> list[KernelStat]:
         """One KernelStat per kernel of ``plan`` (made once per plan, shared by equal ones)."""
         g = plan.graph
-        pool = getattr(plan, "pool", None)
-        if pool is not None and id(pool) not in self.pools:
-            self.pools[id(pool)] = (pool, pool.stats())
         out = []
         for i, k in enumerate(g.kernels):
-            site = sites[i] if sites else "?"
+            site = plan.sites[i] if plan.sites else "?"
             # one row per distinct body and line: the same layer in six blocks is one kernel
             key = (k.kind, k.rows, tuple(g.buffers[b] for b in (*k.inputs, k.output)), site)
             stat = self.kernels.get(key)
             if stat is None:
-                stat = KernelStat(_name(g, k, plan.calls[i]), k.kind, site, _flop(k), _bytes(g, k))
-                stat.plan, stat.index, stat.passes = plan, i, passes
+                stat = KernelStat(
+                    _name(g, k, plan.runner.source(i)), k.kind, site, _flop(k), _bytes(g, k)
+                )
+                stat.plan, stat.index = plan, i
                 self.kernels[key] = stat
             out.append(stat)
         return out
@@ -247,20 +241,9 @@ class Profiler:
             lines.append(
                 f"{rest * 1e3:>9.2f} {100 * rest / busy:>5.1f}  ... {len(rows) - top} more"
             )
-        lines += [self._pool_line(*entry) for entry in self.pools.values()]
         if self.resized:
             lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
         return "\n".join(lines)
-
-    @staticmethod
-    def _pool_line(pool, then: dict) -> str:
-        now = pool.stats()
-        hits, misses = now["hits"] - then["hits"], now["misses"] - then["misses"]
-        return (
-            f"buffer pool: {now['held'] / 2**20:.1f} MiB held in {now['arrays']} arrays "
-            f"(limit {now['limit'] / 2**20:.0f} MiB); {hits} large buffers served again, "
-            f"{misses} made, {now['dropped'] - then['dropped']} dropped while profiling"
-        )
 
     # ---- the context manager -----------------------------------------------------------
 
@@ -333,9 +316,8 @@ def from_env() -> None:
 # ---- naming and counting --------------------------------------------------------------
 
 
-def _name(g, k, call=None) -> str:
+def _name(g, k, runs=None) -> str:
     if k.kind == "CUSTOM":  # and the function it runs, where the device says
-        runs = getattr(call, "source", None)
         fn = f" {runs[0].partition('(')[0]}" if runs else ""
         return f"CUSTOM {k.result.arg[0]}{fn} -> {list(g.buffers[k.output].shape)}"
     out = list(g.buffers[k.output].shape)
@@ -378,6 +360,6 @@ def _nest_text(plan, index: int, passes) -> str:
 
     k = plan.graph.kernels[index]
     if k.kind == "CUSTOM":  # the source the device runs it from, under its call
-        runs = getattr(plan.calls[index], "source", None)
+        runs = plan.runner.source(index)
         return f"/* {runs[0]} */\n{runs[1]}" if runs else f"CUSTOM {k.result.arg[0]}"
     return str(apply_passes(lower(plan.graph, index), passes))

@@ -1,9 +1,9 @@
 """One live line on stderr while a compile runs, so a long first step is not silent.
 
 A plan build (``jit.py``) and every C compile (``cc.py``) run between ``start`` and
-``end``; the outermost one owns the line and inner ones add their kernels to its count. After
-``AFTER`` seconds the line appears (``limn: compiling 120/340 kernels, 3.4 s``) and a
-timer redraws it; when the work ends it stays as ``limn: compiled 340 kernels in 17.6 s``.
+``end``; the outermost one owns the line and inner ones add their units to its count. After
+``AFTER`` seconds the line appears (``limn: compiling 12/34 units, 3.4 s``) and a
+timer redraws it; when the work ends it stays as ``limn: compiled 34 units in 17.6 s``.
 A plan built again for a structure met before at other shapes says so, and which shape
 changed (``jit.CompiledDevice.resized``): a loop whose sizes vary compiles per size.
 Work quicker than ``AFTER`` prints nothing, and nothing is printed when stderr is not a
@@ -38,10 +38,10 @@ class Line:
         if took < AFTER or not sys.stderr.isatty():
             return
         if final:
-            what = f"compiled {self.total} kernels" if self.total else "built a plan"
+            what = f"compiled {self.total} units" if self.total else "built a plan"
             text = f"{what} in {took:.1f} s{self.why}\n"
         else:
-            count = f" {self.done}/{self.total} kernels" if self.total else ""
+            count = f" {self.done}/{self.total} units" if self.total else ""
             text = f"compiling{count}, {took:.1f} s{self.why}"
         with self.lock:
             if final or not self.stop.is_set():
@@ -49,13 +49,13 @@ class Line:
                 sys.stderr.flush()
 
 
-def start(kernels: int = 0) -> Line:
-    """The live line for work about to run (``kernels`` more to compile): this thread's
+def start(units: int = 0) -> Line:
+    """The live line for work about to run (``units`` more to compile): this thread's
     open one, which then counts them too, or a new one."""
     line = getattr(_here, "line", None) or Line()
     _here.line = line
     line.depth += 1
-    line.total += kernels
+    line.total += units
     return line
 
 
