@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ir.graph.ops import TABLE, Op
@@ -81,6 +82,7 @@ class Ctx:
     rule: object  # an Op, ("VIEW", kind), or the rule itself for a CUSTOM node's tensor
     parents: tuple  # the Tensors this one was computed from
     saved: object = None  # whatever the rule needs beyond the parents
+    versions: tuple | None = None  # the parents' version counters when recorded (None: all 0)
 
     def name(self) -> str:
         rule = self.rule
@@ -89,6 +91,56 @@ class Ctx:
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+def versions(parents) -> tuple | None:
+    """The parents' versions (torch's version counters), None when none was written."""
+    for p in parents:
+        if p._vc is not None:
+            return tuple(0 if q._vc is None else q._vc[0] for q in parents)
+    return None
+
+
+# The rules that read no value (of a parent, or of the op's result): a write to one of
+# those since the op was recorded does not change the gradient, and torch saves none.
+_READS_NOTHING = {Op.ADD, Op.NEG, Op.SUM, Op.CAST, Op.CONTIGUOUS, Op.SCATTER, Op.GATHER}
+# The rules that read the op's result (torch saves it, and refuses it written)
+_READS_RESULT = {Op.EXP, Op.SQRT, Op.RECIP, Op.TAN, Op.TANH, Op.EXP2, Op.EXPM1, Op.MAX}
+
+
+def _needed(ctx) -> list[int]:
+    """The parents whose values the rule reads for the gradients wanted (as torch saves
+    them: a product saves each factor for the other's gradient)."""
+    key, ps = ctx.rule, ctx.parents
+    if key in _READS_NOTHING or isinstance(key, tuple):  # movements read shapes only
+        return []
+    if key is Op.MUL:
+        return [i for i in (0, 1) if ps[1 - i].requires_grad]
+    if key is Op.WHERE:
+        return [0]
+    return list(range(len(ps)))
+
+
+def _check_versions(t) -> None:
+    """torch's check: a value the rule reads was written in place after the op read it."""
+    ctx = t._ctx
+    found = []
+    if ctx.versions is not None:
+        found = [
+            (ctx.parents[i], ctx.versions[i])
+            for i in _needed(ctx)
+            if ctx.parents[i]._version != ctx.versions[i]
+        ]
+    if t._version != 0 and (ctx.rule in _READS_RESULT or callable(ctx.rule)):
+        found.append((t, 0))
+    if found:
+        x, v = found[0]
+        raise RuntimeError(
+            "backward: one of the variables needed for gradient computation has been "
+            f"modified by an inplace operation: [{x.dtype}{list(x.shape)}] is at version "
+            f"{x._version}; expected version {v} instead (a value an op saved for its "
+            "gradient was written after; write a clone, or write before the op)"
+        )
 
 
 def rule_of(key):
@@ -131,8 +183,22 @@ FREED = Ctx("freed", ())
 
 def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
     """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily; the graph is
-    freed unless ``retain_graph`` (by default ``create_graph``, as in torch)."""
+    freed unless ``retain_graph`` (by default ``create_graph``, as in torch). The root is
+    noted (``pending_roots``) so the next realize computes it with the gradients."""
     _propagate([root], [grad], create_graph, retain_graph)
+    _mode.roots = [*getattr(_mode, "roots", ())[-3:], weakref.ref(root)]
+
+
+def pending_roots() -> list:
+    """The roots of this thread's backward calls since the last realize that are alive
+    and not computed yet: the realize that computes their gradients (``opt.step()``)
+    computes them too, so a loss read after the step costs no second forward and the
+    forward's reads of the parameters are in the step's batch (their bytes can be reused)."""
+    refs = getattr(_mode, "roots", ())
+    if not refs:
+        return []
+    _mode.roots = []
+    return [t for r in refs if (t := r()) is not None and t.node.op is not Op.BUFFER]
 
 
 def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict | None = None):
@@ -161,6 +227,7 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                     "values were freed by the first backward); specify retain_graph=True on "
                     "the first backward to walk it again"
                 )
+            _check_versions(t)
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")

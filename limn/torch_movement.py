@@ -117,7 +117,8 @@ class TorchMovement:
 
     def flip(self, *axes) -> Self:
         axes = _shape_arg(axes)
-        return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+        out = self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+        return out._unalias() if out is not self else out  # torch's flip is a copy
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:

@@ -1,0 +1,169 @@
+"""Writes are values: a Tensor's storage, its versions, and when a write may reuse memory.
+
+torch's in-place ops change bytes that other tensors share. A limn Tensor is lazy, so
+changing bytes that a value not yet computed still reads would change that value too.
+Here no write changes bytes that anything can still read:
+
+* A Tensor's value lives in a ``Storage``, shared by the tensors that alias it as torch's
+  do (its views, ``detach()``, ``.data``). A write replaces the storage's node with a new
+  one computed from the old (``x.add_(1)``: the storage's node becomes ``old + 1``); what
+  was built before keeps the node it read, so it keeps the old value, by construction.
+* A view holds the storage and the movements it was taken by (``moves``). Its node is
+  those movements replayed on the storage's current node, derived again after each write
+  (``Storage.gen`` says when); a write through a view is the base's next value with the
+  view's elements replaced (``ir/graph/write.place``), which every alias then reads.
+  torch's functionalization does the same: views replayed from their base after a
+  mutation.
+* Reusing the old bytes is the planner's choice (``donatable``): when a storage's write
+  is realized and its previous buffer can no longer be read by anything but the values
+  computed in this batch, the batch writes the new value into it (an ASSIGN), as JAX
+  does with donated buffers; otherwise the new value gets bytes of its own.
+* Each tensor has torch's version counter (``vc``, shared by views and ``detach()``, not
+  by ``.data``): autograd records the versions it saw and ``backward`` refuses, as torch
+  does, a value written since.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ir.graph.node import Node
+from ir.graph.ops import Op
+from ir.graph.view import View
+from limn.runtime.device import recall
+
+# A write chain longer than this is realized when it grows: a loop that writes a tensor
+# every step and reads it only through other values would otherwise grow one graph.
+MAX_PENDING = 8
+
+
+class Storage:
+    """The current value (``node``) of a base tensor and every alias of it.
+
+    ``gen`` counts writes (a view's cached node is current while it saw the same gen);
+    ``donor`` is the buffer node the pending writes started from, whose bytes the next
+    realize may reuse; ``pending`` the length of that chain of writes; ``shared`` marks a
+    buffer a numpy array shares (``from_numpy``): its writes happen in it, at once.
+    """
+
+    __slots__ = ("node", "gen", "donor", "pending", "shared")
+
+    def __init__(self, node: Node, shared: bool = False):
+        self.node, self.gen, self.donor, self.pending, self.shared = node, 0, None, 0, shared
+
+    def write(self, node: Node) -> None:
+        """The storage's next value is ``node``."""
+        if self.node.op is Op.BUFFER:
+            self.donor, self.pending = self.node, 0
+        self.node = node
+        self.gen += 1
+        self.pending += 1
+
+
+def _move(v: View, kind: str, arg) -> View | None:
+    return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
+
+
+def view_node(node: Node, moves) -> Node:
+    """The node a view taken by ``moves`` (``(kind, arg)`` pairs) of ``node`` is: the
+    movements composed into one VIEW of the node's source, as ``Primitives._view``
+    builds them (a movement no View can express reads a copy)."""
+    for kind, arg in moves:
+        base, v = (node.srcs[0], node.arg) if node.op is Op.VIEW else (node, None)
+        w = _move(v if v is not None else View.contiguous(base.shape), kind, arg)
+        if w is None:
+            base = Node(Op.CONTIGUOUS, node.dtype, node.shape, (node,))
+            w = _move(View.contiguous(node.shape), kind, arg)
+        if w.is_contiguous and w.shape == base.shape:
+            node = base
+        else:
+            node = Node(Op.VIEW, node.dtype, w.shape, (base,), w)
+    return node
+
+
+def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> set[int]:
+    """The ids of the ``donors`` (buffer nodes) whose bytes a batch computing ``roots`` may
+    overwrite: nothing outside the batch reads the donor, nor any node of the batch through
+    which a root reaches it, and no array shares its bytes. ``holders`` counts, by id, the
+    references the caller's storages hold (its ``node`` and ``donor``), which are not
+    readers.
+
+    References are counted, as numpy counts them to reuse a temporary: a node's count
+    beyond its edges from this batch and its holders is a reader this batch cannot see (a
+    lazy value built before the write, another tensor holding it), and then the old bytes
+    stay as they are."""
+    order, edges = _walk(roots)
+    # a node with a reader outside the batch: what it reads keeps its bytes (counted
+    # besides: the argument, ``order``, and ``n``)
+    tainted = [
+        n for n in order if sys.getrefcount(n) - 3 > edges.get(id(n), 0) + holders.get(id(n), 0)
+    ]
+    seen = _below(tainted)
+    del order, tainted
+    ok = set()
+    for d in donors:
+        if id(d) not in seen and _free(d, edges, holders):
+            ok.add(id(d))
+    return ok
+
+
+def _walk(roots) -> tuple[list[Node], dict[int, int]]:
+    """The batch's nodes (its inputs, which it reads and does not expand, included) and how
+    many edges of the batch reach each."""
+    edges: dict[int, int] = {}
+    seen: set[int] = set()
+    order: list[Node] = []
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        if n.op is Op.BUFFER or recall(n) is not None:  # an input: its sources are not read
+            continue
+        for s in n.srcs:
+            edges[id(s)] = edges.get(id(s), 0) + 1
+            stack.append(s)
+    return order, edges
+
+
+def _below(tops) -> set[int]:
+    """The ids of the nodes the batch reads under ``tops``."""
+    seen: set[int] = set()
+    stack = list(tops)
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen.add(id(n))
+            if n.op is not Op.BUFFER and recall(n) is None:
+                stack += n.srcs
+    return seen
+
+
+def _free(d: Node, edges: dict, holders: dict) -> bool:
+    """Whether only the batch and its holders reference the donor ``d``, whose buffer is
+    its own (``owns``), and only the buffer its array (no numpy array shares it)."""
+    # counted besides: the argument, the parameter, the caller's ``d``
+    if sys.getrefcount(d) - 3 > edges.get(id(d), 0) + holders.get(id(d), 0):
+        return False
+    return d.__dict__.get("own", False) and sys.getrefcount(d.arg.data) == 2
+
+
+def sole(roots: list[Node]) -> list[bool]:
+    """For each root about to be realized, whether its holder (a tensor or storage) and
+    ``roots`` are all that reference it and no realize computed it before: then the
+    buffer it gets is known by no other node (``owning``)."""
+    out = []
+    for n in roots:  # counted besides: the argument, ``roots``, ``n``, the holder
+        out.append(sys.getrefcount(n) <= 4 and recall(n) is None)
+    return out
+
+
+def owning(node: Node, own: bool) -> Node:
+    """``node`` (a BUFFER), marked as the only node its buffer's value is known by (a new
+    array, or a value computed for one storage whose node nothing else held): only then
+    may a write reuse its bytes. A buffer a node shares with another (two tensors that
+    held one value, each given a node over its buffer) is never overwritten."""
+    node.__dict__["own"] = own
+    return node
