@@ -63,7 +63,7 @@ import numpy as np
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn import tensor
+from limn import tensor, versions
 from limn.autograd import Ctx
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
@@ -205,13 +205,13 @@ class capture:
 def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     """Call ``fn`` recording its plans; (its plans with where each input comes from, what
     it returned, where each returned Tensor's buffer comes from), and what it returned."""
-    dev.recorder, tensor._recording = [], []
+    dev.recorder, versions.recording = [], []
     try:
         result = fn(*args, **kwargs)
         realize(*_tensors(result))
     finally:
         recorded, dev.recorder = dev.recorder, None
-        wrote, tensor._recording = tensor._recording, None
+        wrote, versions.recording = versions.recording, None
     arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
     made: dict[int, tuple[int, int]] = {}
 
@@ -255,7 +255,7 @@ def _still_held(rec: tuple) -> bool:
     """Whether the buffers the recorded step writes in place (parameters, state) still
     hold their tensors' values; if so, a value built since that reads one (its buffer
     node is referenced by more than after the recording) is given a copy of its bytes
-    (``tensor._hand_over``), so it keeps the old value as with an ordinary call, and the
+    (``versions.hand_over``), so it keeps the old value as with an ordinary call, and the
     replay may overwrite them. A tensor given another value since makes the call record
     again."""
     stores, nodes, counts = rec[3:]
@@ -263,7 +263,7 @@ def _still_held(rec: tuple) -> bool:
         return False
     now = _counts(nodes)
     for i in [i for i, (a, b) in enumerate(zip(now, counts)) if a > b]:
-        tensor._hand_over(stores[i], nodes[i], nodes[i].arg.data.copy())
+        versions.hand_over(stores[i], nodes[i], nodes[i].arg.data.copy())
         nodes[i] = stores[i].node
     counts[:] = _counts(nodes)
     return True

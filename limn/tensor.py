@@ -29,7 +29,7 @@ from ir.graph.ops import Op
 from limn import autograd, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
-from limn.runtime.device import Buffer, device_names, get_device, observers
+from limn.runtime.device import Buffer, device_names, get_device
 from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_movement import TorchMovement
 
@@ -479,7 +479,7 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
         st.write(node)
         self._vc[0] += 1
         if st.shared or st.pending > versions.MAX_PENDING:
-            _realize_on(self.device, [(st, None)])
+            versions.realize_on(self.device, [(st, None)])
         return self
 
 
@@ -537,20 +537,6 @@ def realize(*tensors: Tensor) -> None:
     _realize(*tensors)
 
 
-# A capture that records a step sets this to a list: each write realized meanwhile is done
-# in place (a replay writes the same buffer again) and its buffer node is noted here.
-_recording: list | None = None
-
-
-def _hand_over(st: versions.Storage, old: Node, snapshot: np.ndarray) -> None:
-    """``old``, a buffer node whose bytes were just overwritten in place for ``st``, was
-    read by values outside the write: they get ``snapshot`` (its bytes before) in a buffer
-    of their own, and ``st`` a new node over the written buffer."""
-    buf = old.arg
-    old.__dict__["arg"] = Buffer(buf.dtype, buf.shape, snapshot)
-    st.node = versions.owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), False)
-
-
 def _realize(*tensors: Tensor) -> None:
     """Each device's tensors in one batch. A storage whose pending writes started from a
     buffer nothing else reads (``versions.donatable``) has the new value written into
@@ -565,55 +551,4 @@ def _realize(*tensors: Tensor) -> None:
         elif t.node.op is not Op.BUFFER:
             by_device.setdefault(t.device, []).append((None, t))
     for name, items in by_device.items():
-        _realize_on(name, items)
-
-
-def _realize_on(name: str, items: list) -> None:
-    seen, roots, donors, holders = set(), [], [], {}
-    for st, t in items:
-        if st is None:
-            roots.append(t.node)  # (held by t as well)
-        elif id(st) not in seen:
-            seen.add(id(st))
-            roots.append(st.node)  # (held by st as well)
-            if st.donor is not None:
-                donors.append(st.donor)
-                holders[id(st.donor)] = holders.get(id(st.donor), 0) + 2  # st.donor, donors
-    for i in map(id, roots):  # the list, and the tensor or storage that holds it
-        holders[i] = holders.get(i, 0) + 2
-    own = versions.sole(roots)
-    free = versions.donatable(roots, donors, holders) if donors else ()
-    del donors, roots
-    jobs, written, copies = [], [], []
-    for st, t in items:
-        if st is None:
-            jobs.append((None, t, t.node))
-        elif id(st) in seen:
-            seen.discard(id(st))
-            d = st.donor
-            if d is not None and (id(d) in free or st.shared or _recording is not None):
-                # a shared array, or a buffer a recorded step writes (its replays write it
-                # again), is written in place whoever reads it; those readers get a copy
-                # of its bytes before, once the batch (which reads first) has run
-                if id(d) not in free:
-                    copies.append((st, d, d.arg.data.copy()))
-                jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
-                written.append(st)
-            else:
-                jobs.append((st, None, st.node))
-    del items, free
-    for see in observers:
-        see(name, [j[2] for j in jobs])
-    bufs = get_device(name).realize([j[2] for j in jobs])
-    for (st, t, root), buf, mine in zip(jobs, bufs, own):
-        if root.op is Op.ASSIGN:
-            mine = root.srcs[0].__dict__.get("own", False)
-        node = versions.owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), mine)
-        if st is None:
-            t._node = node
-        else:
-            st.node, st.donor, st.pending = node, None, 0
-    for st, d, snapshot in copies:
-        _hand_over(st, d, snapshot)
-    if _recording is not None:
-        _recording.extend((st, st.node) for st in written)
+        versions.realize_on(name, items)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.graph.view import View
-from limn.runtime.device import recall
+from limn.runtime.device import Buffer, get_device, observers, recall
 
 # A write chain longer than this is realized when it grows: a loop that writes a tensor
 # every step and reads it only through other values would otherwise grow one graph.
@@ -167,3 +169,70 @@ def owning(node: Node, own: bool) -> Node:
     held one value, each given a node over its buffer) is never overwritten."""
     node.__dict__["own"] = own
     return node
+
+
+# A capture that records a step sets this to a list: each write realized meanwhile is done
+# in place (a replay writes the same buffer again) and its buffer node is noted here.
+recording: list | None = None
+
+
+def hand_over(st: Storage, old: Node, snapshot: np.ndarray) -> None:
+    """``old``, a buffer node whose bytes were just overwritten in place for ``st``, was
+    read by values outside the write: they get ``snapshot`` (its bytes before) in a buffer
+    of their own, and ``st`` a new node over the written buffer."""
+    buf = old.arg
+    old.__dict__["arg"] = Buffer(buf.dtype, buf.shape, snapshot)
+    st.node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), False)
+
+
+def realize_on(name: str, items: list) -> None:
+    """Realize on device ``name`` the ``items``, each (storage, None) for a storage's
+    value or (None, tensor) for a tensor with none, in one batch (``tensor._realize``)."""
+    seen, roots, donors, holders = set(), [], [], {}
+    for st, t in items:
+        if st is None:
+            roots.append(t.node)  # (held by t as well)
+        elif id(st) not in seen:
+            seen.add(id(st))
+            roots.append(st.node)  # (held by st as well)
+            if st.donor is not None:
+                donors.append(st.donor)
+                holders[id(st.donor)] = holders.get(id(st.donor), 0) + 2  # st.donor, donors
+    for i in map(id, roots):  # the list, and the tensor or storage that holds it
+        holders[i] = holders.get(i, 0) + 2
+    own = sole(roots)
+    free = donatable(roots, donors, holders) if donors else ()
+    del donors, roots
+    jobs, written, copies = [], [], []
+    for st, t in items:
+        if st is None:
+            jobs.append((None, t, t.node))
+        elif id(st) in seen:
+            seen.discard(id(st))
+            d = st.donor
+            if d is not None and (id(d) in free or st.shared or recording is not None):
+                # a shared array, or a buffer a recorded step writes (its replays write it
+                # again), is written in place whoever reads it; those readers get a copy
+                # of its bytes before, once the batch (which reads first) has run
+                if id(d) not in free:
+                    copies.append((st, d, d.arg.data.copy()))
+                jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
+                written.append(st)
+            else:
+                jobs.append((st, None, st.node))
+    del items, free
+    for see in observers:
+        see(name, [j[2] for j in jobs])
+    bufs = get_device(name).realize([j[2] for j in jobs])
+    for (st, t, root), buf, mine in zip(jobs, bufs, own):
+        if root.op is Op.ASSIGN:
+            mine = root.srcs[0].__dict__.get("own", False)
+        node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), mine)
+        if st is None:
+            t._node = node
+        else:
+            st.node, st.donor, st.pending = node, None, 0
+    for st, d, snapshot in copies:
+        hand_over(st, d, snapshot)
+    if recording is not None:
+        recording.extend((st, st.node) for st in written)
