@@ -124,13 +124,12 @@ def _needed(ctx) -> list[int]:
 def _check_versions(t) -> None:
     """torch's check: a value the rule reads was written in place after the op read it."""
     ctx = t._ctx
-    found = []
-    if ctx.versions is not None:
-        found = [
-            (ctx.parents[i], ctx.versions[i])
-            for i in _needed(ctx)
-            if ctx.parents[i]._version != ctx.versions[i]
-        ]
+    vs = ctx.versions
+    found = [
+        (ctx.parents[i], 0 if vs is None else vs[i])
+        for i in _needed(ctx)
+        if ctx.parents[i]._version != (0 if vs is None else vs[i])
+    ]
     if t._version != 0 and (ctx.rule in _READS_RESULT or callable(ctx.rule)):
         found.append((t, 0))
     if found:
