@@ -41,7 +41,6 @@ from limn.runtime.device import (
     Buffer,
     Device,
     env_number,
-    forget_kept,
     held,
     recall,
     remember,
@@ -388,13 +387,9 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None,
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
-    written = False
     for s in g.sinks:  # the transaction: every value exists before any target changes
         if s.source is not None:
             target = in_bufs[s.buffer]
             np.copyto(target.data, arrays[s.source].reshape(target.shape))
-            written = True
-    if written:
-        forget_kept()
     plan.release(arrays)
     return out
