@@ -218,6 +218,10 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 found[id(t)] = g
             if t._ctx is None:
                 if wanted is None:
+                    if not create_graph and (g._st is not None or g._base is not None):
+                        # a gradient ends at a movement of an internal value: the leaf
+                        # gets the value alone, not an alias holding that value's graph
+                        g = type(g)._make(g.node, g.device)
                     t.grad = g if t.grad is None else t.grad + g
                 continue
             if t._ctx is FREED:

@@ -83,8 +83,8 @@ def view_node(node: Node, moves) -> Node:
     return node
 
 
-def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> set[int]:
-    """The ids of the ``donors`` (buffer nodes) whose bytes a batch computing ``roots`` may
+def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> tuple:
+    """(the ids of the ``donors`` (buffer nodes) whose bytes a batch computing ``roots`` may
     overwrite: nothing outside the batch reads the donor, nor any node of the batch through
     which a root reaches it, and no array shares its bytes. ``holders`` counts, by id, the
     references the caller's storages hold (its ``node`` and ``donor``), which are not
@@ -93,7 +93,8 @@ def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) ->
     References are counted, as numpy counts them to reuse a temporary: a node's count
     beyond its edges from this batch and its holders is a reader this batch cannot see (a
     lazy value built before the write, another tensor holding it), and then the old bytes
-    stay as they are."""
+    stay as they are. Also answered: the ids of the batch's nodes read from outside it
+    (a root among them gets a buffer other nodes may know it by: ``owning``)."""
     order, edges = _walk(roots)
     # a node with a reader outside the batch: what it reads keeps its bytes (counted
     # besides: the argument, ``order``, and ``n``)
@@ -101,12 +102,13 @@ def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) ->
         n for n in order if sys.getrefcount(n) - 3 > edges.get(id(n), 0) + holders.get(id(n), 0)
     ]
     seen = _below(tainted)
+    shared = {id(n) for n in tainted}
     del order, tainted
     ok = set()
     for d in donors:
         if id(d) not in seen and _free(d, edges, holders):
             ok.add(id(d))
-    return ok
+    return ok, shared
 
 
 def _walk(roots) -> tuple[list[Node], dict[int, int]]:
@@ -200,8 +202,11 @@ def realize_on(name: str, items: list) -> None:
                 holders[id(st.donor)] = holders.get(id(st.donor), 0) + 2  # st.donor, donors
     for i in map(id, roots):  # the list, and the tensor or storage that holds it
         holders[i] = holders.get(i, 0) + 2
-    own = sole(roots)
-    free = donatable(roots, donors, holders) if donors else ()
+    if donors or any(st is not None for st, _ in items):
+        free, shared = donatable(roots, donors, holders)
+        own = [id(r) not in shared and recall(r) is None for r in roots]
+    else:
+        free, own = (), sole(roots)
     del donors, roots
     jobs, written, copies = [], [], []
     for st, t in items:

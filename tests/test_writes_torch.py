@@ -209,3 +209,25 @@ def test_a_leaf_that_requires_grad_refuses_an_in_place_write_as_torch(device):
         run(torch, torch.tensor)
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         run(limn, limn.tensor)
+
+
+def test_an_optimizer_step_writes_parameters_and_state_into_their_own_buffers(device):
+    """Nothing reads the old values after a step, so the planner reuses their bytes."""
+    import weakref
+
+    from limn import optim
+
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    x = limn.tensor(np.ones((3, 6), np.float32))
+    seen = None
+    for _ in range(3):
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step(loss)
+        opt.zero_grad()
+        tensors = [*model.parameters(), *(t for s in opt.state.values() for t in s.values())]
+        bufs = [weakref.ref(t.node.arg) for t in tensors]
+        if seen is not None:
+            assert all(a() is b() for a, b in zip(bufs, seen))
+        seen = bufs
