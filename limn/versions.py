@@ -45,13 +45,16 @@ class Storage:
     ``gen`` counts writes (a view's cached node is current while it saw the same gen);
     ``donor`` is the buffer node the pending writes started from, whose bytes the next
     realize may reuse; ``pending`` the length of that chain of writes; ``shared`` marks a
-    buffer a numpy array shares (``from_numpy``): its writes happen in it, at once.
+    buffer a numpy array shares (``from_numpy``): its writes happen in it, at once;
+    ``pinned`` one whose writes land in its bytes when realized (a gradient bucket's slot,
+    ``limn/distributed.py``), whoever reads them (they get a copy).
     """
 
-    __slots__ = ("node", "gen", "donor", "pending", "shared")
+    __slots__ = ("node", "gen", "donor", "pending", "shared", "pinned")
 
     def __init__(self, node: Node, shared: bool = False):
         self.node, self.gen, self.donor, self.pending, self.shared = node, 0, None, 0, shared
+        self.pinned = shared  # its bytes are memory others see: a write lands in them
 
     def write(self, node: Node) -> None:
         """The storage's next value is ``node``."""
@@ -215,7 +218,7 @@ def realize_on(name: str, items: list) -> None:
         elif id(st) in seen:
             seen.discard(id(st))
             d = st.donor
-            if d is not None and (id(d) in free or st.shared or recording is not None):
+            if d is not None and (id(d) in free or st.pinned or recording is not None):
                 # a shared array, or a buffer a recorded step writes (its replays write it
                 # again), is written in place whoever reads it; those readers get a copy
                 # of its bytes before, once the batch (which reads first) has run
