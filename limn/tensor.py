@@ -478,6 +478,8 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
             node = write.place(base, self._moves, Tensor._make(node, self.device)).node
         st.write(node)
         self._vc[0] += 1
+        if versions.watch is not None:
+            versions.watch.append(op)
         if st.shared or st.pending > versions.MAX_PENDING:
             versions.realize_on(self.device, [(st, None)])
         return self

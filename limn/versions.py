@@ -34,6 +34,10 @@ from ir.graph.ops import Op
 from ir.graph.view import View
 from limn.runtime.device import Buffer, get_device, observers, recall
 
+# Set to a list by a caller that must know whether code it runs writes a tensor (an export
+# of a function, which must be pure): each write appends its op's name.
+watch: list | None = None
+
 # A write chain longer than this is realized when it grows: a loop that writes a tensor
 # every step and reads it only through other values would otherwise grow one graph.
 MAX_PENDING = 8
