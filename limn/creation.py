@@ -186,7 +186,8 @@ class Creation:
         d = as_dtype(array.dtype)
         node = Node(Op.BUFFER, d, array.shape, (), Buffer(d, array.shape, array))
         t = cls._make(node, device_name(None, "from_numpy"))
-        t._storage().shared = True
+        st = t._storage()
+        st.shared = st.pinned = True
         return t
 
     def one_hot(self, num_classes: int = -1, dtype=dtypes.int64):

@@ -548,7 +548,7 @@ def _realize(*tensors: Tensor) -> None:
     for t in (*tensors, *autograd.pending_roots()):
         st = t._st
         if st is not None and not t._moves:
-            if st.node.op is not Op.BUFFER:
+            if st.node.op is not Op.BUFFER or st.donor is not None:
                 by_device.setdefault(t.device, []).append((st, None))
         elif t.node.op is not Op.BUFFER:
             by_device.setdefault(t.device, []).append((None, t))

@@ -58,7 +58,7 @@ class Storage:
 
     def __init__(self, node: Node, shared: bool = False):
         self.node, self.gen, self.donor, self.pending, self.shared = node, 0, None, 0, shared
-        self.pinned = shared  # its bytes are memory others see: a write lands in them
+        self.pinned = shared  # its bytes are memory others see: writes land in them
 
     def write(self, node: Node) -> None:
         """The storage's next value is ``node``."""
@@ -211,9 +211,9 @@ def realize_on(name: str, items: list) -> None:
         holders[i] = holders.get(i, 0) + 2
     if donors or any(st is not None for st, _ in items):
         free, shared = donatable(roots, donors, holders)
-        own = [id(r) not in shared and recall(r) is None for r in roots]
+        own = {id(r): id(r) not in shared and recall(r) is None for r in roots}
     else:
-        free, own = (), sole(roots)
+        free, own = (), dict(zip(map(id, roots), sole(roots)))
     del donors, roots
     jobs, written, copies = [], [], []
     for st, t in items:
@@ -229,17 +229,18 @@ def realize_on(name: str, items: list) -> None:
                 if id(d) not in free:
                     copies.append((st, d, d.arg.data.copy()))
                 jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
+                own[id(jobs[-1][2])] = d.__dict__.get("own", False)
                 written.append(st)
+            elif st.node.op is Op.BUFFER:  # a whole other buffer written: it is the value
+                st.donor, st.pending = None, 0
             else:
                 jobs.append((st, None, st.node))
     del items, free
     for see in observers:
         see(name, [j[2] for j in jobs])
     bufs = get_device(name).realize([j[2] for j in jobs])
-    for (st, t, root), buf, mine in zip(jobs, bufs, own):
-        if root.op is Op.ASSIGN:
-            mine = root.srcs[0].__dict__.get("own", False)
-        node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), mine)
+    for (st, t, root), buf in zip(jobs, bufs):
+        node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), own.get(id(root), False))
         if st is None:
             t._node = node
         else:
