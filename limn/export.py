@@ -38,9 +38,9 @@ from ir.c.units import plan_units
 from ir.graph.dtypes import to_numpy
 from ir.graph.ops import Op
 from ir.kernel.kernel import constant_kernels
+from limn import versions
 from limn.runtime.device import get_device, recall
 from limn.runtime.numpy_ref import evaluate_kernel
-from limn import versions
 from limn.tensor import Tensor
 
 ALIGN = 64

@@ -106,6 +106,18 @@ class Tensor(Primitives, TorchMethods, TorchMovement, Creation):
             self._node, self._seen = versions.view_node(st.node, self._moves), st.gen
         return self._node
 
+    @node.setter
+    def node(self, node: Node) -> None:
+        """Rebind this tensor (and every alias of its storage) to ``node`` as its value: a
+        move to another device (``Module.to``), not a write (no version, no donation)."""
+        if self._moves:
+            raise ValueError("node: a view's value is its base's; set the base's")
+        st = self._st
+        if st is None:
+            self._node = node
+        else:
+            st.node, st.gen, st.donor, st.pending = node, st.gen + 1, None, 0
+
     @property
     def _version(self) -> int:
         """torch's version counter: how many writes this tensor (or an alias sharing its
