@@ -158,8 +158,8 @@ def interpret(side: _Lib, program, seed: int):
                 if r is not None:
                     ts.append(r)
                     spread.append(kind == "expand" or spread[a % len(spread)])
-            elif kind == "masked_fill_" and spread[a % len(spread)]:
-                pass  # torch writes it (deprecated); limn refuses (docs/torch.md)
+            elif kind in ("masked_fill_", "fill_", "zero_") and spread[a % len(spread)]:
+                pass  # torch writes one value through an expand; limn refuses (docs/torch.md)
             elif kind in WRITES:
                 other = o if o.shape == t.shape else t.clone()
                 _write(lib, t, kind, other, v)
@@ -240,3 +240,18 @@ def test_random_programs_of_writes_and_views_read_what_torch_reads_long(device, 
 
 
 # ---- shrunk failures ----------------------------------------------------------------------
+
+
+def test_a_pad_of_a_view_is_a_copy_and_a_flip_of_an_alias_is_a_copy(device):
+    """Found while fuzzing: torch's F.pad and flip() copy; a write to one leaves the base."""
+    check(("sgd", [("rows", 0, 0, 2.0), ("clone", 2, 0, 2.0), ("add_", 2, 0, 2.0)]), 3, device)
+
+
+def test_zero_through_an_expand_is_refused_not_miswritten(device):
+    """Found while fuzzing: torch writes one value through an expand (``zero_``, ``fill_``,
+    ``masked_fill_``); limn refuses any write through a view that reads an element twice,
+    rather than writing it wrong (a listed deviation)."""
+    x = limn.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="more than once"):
+        x[0].unsqueeze(0).expand(2, 3).zero_()
+    np.testing.assert_array_equal(x.numpy(), np.ones((2, 3)))
