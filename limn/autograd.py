@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ir.graph.ops import TABLE, Op
@@ -81,6 +82,7 @@ class Ctx:
     rule: object  # an Op, ("VIEW", kind), or the rule itself for a CUSTOM node's tensor
     parents: tuple  # the Tensors this one was computed from
     saved: object = None  # whatever the rule needs beyond the parents
+    versions: tuple | None = None  # the parents' version counters when recorded (None: all 0)
 
     def name(self) -> str:
         label = getattr(self, "label", None)  # a composite's own name (``Tensor.sum``'s)
@@ -92,6 +94,55 @@ class Ctx:
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+def versions(parents) -> tuple | None:
+    """The parents' versions (torch's version counters), None when none was written."""
+    for p in parents:
+        if p._vc is not None:
+            return tuple(0 if q._vc is None else q._vc[0] for q in parents)
+    return None
+
+
+# The rules that read no value (of a parent, or of the op's result): a write to one of
+# those since the op was recorded does not change the gradient, and torch saves none.
+_READS_NOTHING = {Op.ADD, Op.NEG, Op.SUM, Op.CAST, Op.CONTIGUOUS, Op.SCATTER, Op.GATHER}
+# The rules that read the op's result (torch saves it, and refuses it written)
+_READS_RESULT = {Op.EXP, Op.SQRT, Op.RECIP, Op.TAN, Op.TANH, Op.EXP2, Op.EXPM1, Op.MAX}
+
+
+def _needed(ctx) -> list[int]:
+    """The parents whose values the rule reads for the gradients wanted (as torch saves
+    them: a product saves each factor for the other's gradient)."""
+    key, ps = ctx.rule, ctx.parents
+    if key in _READS_NOTHING or isinstance(key, tuple):  # movements read shapes only
+        return []
+    if key is Op.MUL:
+        return [i for i in (0, 1) if ps[1 - i].requires_grad]
+    if key is Op.WHERE:
+        return [0]
+    return list(range(len(ps)))
+
+
+def _check_versions(t) -> None:
+    """torch's check: a value the rule reads was written in place after the op read it."""
+    ctx = t._ctx
+    vs = ctx.versions
+    found = [
+        (ctx.parents[i], 0 if vs is None else vs[i])
+        for i in _needed(ctx)
+        if ctx.parents[i]._version != (0 if vs is None else vs[i])
+    ]
+    if t._version != 0 and (ctx.rule in _READS_RESULT or callable(ctx.rule)):
+        found.append((t, 0))
+    if found:
+        x, v = found[0]
+        raise RuntimeError(
+            "backward: one of the variables needed for gradient computation has been "
+            f"modified by an inplace operation: [{x.dtype}{list(x.shape)}] is at version "
+            f"{x._version}; expected version {v} instead (a value an op saved for its "
+            "gradient was written after; write a clone, or write before the op)"
+        )
 
 
 def rule_of(key):
@@ -134,8 +185,22 @@ FREED = Ctx("freed", ())
 
 def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
     """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily; the graph is
-    freed unless ``retain_graph`` (by default ``create_graph``, as in torch)."""
+    freed unless ``retain_graph`` (by default ``create_graph``, as in torch). The root is
+    noted (``pending_roots``) so the next realize computes it with the gradients."""
     _propagate([root], [grad], create_graph, retain_graph)
+    _mode.roots = [*getattr(_mode, "roots", ())[-3:], weakref.ref(root)]
+
+
+def pending_roots() -> list:
+    """The roots of this thread's backward calls since the last realize that are alive
+    and not computed yet: the realize that computes their gradients (``opt.step()``)
+    computes them too, so a loss read after the step costs no second forward and the
+    forward's reads of the parameters are in the step's batch (their bytes can be reused)."""
+    refs = getattr(_mode, "roots", ())
+    if not refs:
+        return []
+    _mode.roots = []
+    return [t for r in refs if (t := r()) is not None and t.node.op is not Op.BUFFER]
 
 
 def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict | None = None):
@@ -156,6 +221,10 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 found[id(t)] = g
             if t._ctx is None:
                 if wanted is None:
+                    if not create_graph and (g._st is not None or g._base is not None):
+                        # a gradient ends at a movement of an internal value: the leaf
+                        # gets the value alone, not an alias holding that value's graph
+                        g = type(g)._make(g.node, g.device)
                     t.grad = g if t.grad is None else t.grad + g
                 continue
             if t._ctx is FREED:
@@ -164,6 +233,7 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                     "values were freed by the first backward); specify retain_graph=True on "
                     "the first backward to walk it again"
                 )
+            _check_versions(t)
             rule = rule_of(t._ctx.rule)
             if rule is None:
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")

@@ -53,6 +53,7 @@ every time.
 from __future__ import annotations
 
 import enum
+import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -62,11 +63,11 @@ import numpy as np
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn import tensor
+from limn import tensor, versions
 from limn.autograd import Ctx
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
-from limn.tensor import Tensor, readers, realize
+from limn.tensor import Tensor, realize
 
 RECORDINGS = 8  # recordings a capture keeps, the oldest go first
 MAX_ITEMS = 1000  # a container or object with more is seen by identity and length alone
@@ -184,7 +185,7 @@ class capture:
         realize(*arg_tensors)
         given = (id(dev), _seen(((args, kwargs), True)))
         rec = self.recordings.get((*given, _seen((_reached(self.fn), False))))
-        if rec is not None:
+        if rec is not None and _still_held(rec):
             return _replay(rec, arg_tensors)
         rng = tensor._rng[0], tensor._rng[0].bit_generator.state
         rec, result = _record(dev, self.fn, arg_tensors, args, kwargs)
@@ -204,12 +205,13 @@ class capture:
 def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     """Call ``fn`` recording its plans; (its plans with where each input comes from, what
     it returned, where each returned Tensor's buffer comes from), and what it returned."""
-    dev.recorder = []
+    dev.recorder, versions.recording = [], []
     try:
         result = fn(*args, **kwargs)
         realize(*_tensors(result))
     finally:
         recorded, dev.recorder = dev.recorder, None
+        wrote, versions.recording = versions.recording, None
     arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
     made: dict[int, tuple[int, int]] = {}
 
@@ -235,20 +237,47 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     for t in _tensors(result):
         bare[id(t)].requires_grad = t.requires_grad
     outs = {id(bare[id(t)]): source(t.node.arg) for t in _tensors(result)}
-    written = {  # what a replay's ASSIGNs overwrite (parameters, state), found once here
-        id(src[1])  # (the steps' sources hold these buffers while the recording lives)
-        for plan, sources in steps
-        if plan is not None
-        for sink in plan.graph.sinks
-        if sink.source is not None and (src := sources[sink.buffer])[0] == "fixed"
+    fixed = {
+        id(s[1])
+        for plan, srcs in steps
+        if plan is not None and not callable(srcs)
+        for s in srcs
+        if s[0] == "fixed"
     }
-    return (steps, _rebuild(result, bare), outs, written), result
+    stores = [st for st, n in wrote if id(n.arg) in fixed]
+    nodes = [n for st, n in wrote if id(n.arg) in fixed]
+    del wrote
+    return (steps, _rebuild(result, bare), outs, stores, nodes, _counts(nodes)), result
+
+
+def _counts(nodes: list) -> list[int]:
+    out = []
+    for n in nodes:
+        out.append(sys.getrefcount(n))
+    return out
+
+
+def _still_held(rec: tuple) -> bool:
+    """Whether the buffers the recorded step writes in place (parameters, state) still
+    hold their tensors' values; if so, a value built since that reads one (its buffer
+    node is referenced by more than after the recording) is given a copy of its bytes
+    (``versions.hand_over``), so it keeps the old value as with an ordinary call, and the
+    replay may overwrite them. A tensor given another value since makes the call record
+    again."""
+    stores, nodes, counts = rec[3:]
+    if any(st.node is not n for st, n in zip(stores, nodes)):
+        return False
+    now = _counts(nodes)
+    for i in [i for i, (a, b) in enumerate(zip(now, counts)) if a > b]:
+        versions.hand_over(stores[i], nodes[i], nodes[i].arg.data.copy())
+        nodes[i] = stores[i].node
+    counts[:] = _counts(nodes)
+    return True
 
 
 def _replay(rec: tuple, arg_tensors):
-    steps, returned, out_sources, written = rec
+    steps, returned, out_sources = rec[:3]
     outs: list[list] = []
-    realize(*readers(written))  # a value built before the step reads the old bytes
 
     def buffer(src):
         if src[0] == "arg":

@@ -223,7 +223,10 @@ class Creation:
     @classmethod
     def from_numpy(cls, array: np.ndarray):
         """torch's ``from_numpy``: the Tensor's buffer is ``array`` itself, so a write
-        through either shows in the other; a lazy value reads it when it is computed."""
+        through either shows in the other at once: a write through the Tensor (or a view
+        of it) is computed when made, into the array (a value built before it keeps the
+        old bytes, in a copy). A lazy value built from the Tensor reads the array when it
+        is computed, so a write into the array before then is seen by it."""
         if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
             raise ValueError(
                 "from_numpy: shares only a C-contiguous numpy array; pass "
@@ -231,7 +234,10 @@ class Creation:
             )
         d = as_dtype(array.dtype)
         node = Node(Op.BUFFER, d, array.shape, (), Buffer(d, array.shape, array))
-        return cls._make(node, device_name(None, "from_numpy"))
+        t = cls._make(node, device_name(None, "from_numpy"))
+        st = t._storage()
+        st.shared = st.pinned = True
+        return t
 
     def one_hot(self, num_classes: int = -1, dtype=dtypes.int64):
         """torch's: int64, and ``num_classes=-1`` reads the largest index (+1) from the data."""

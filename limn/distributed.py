@@ -374,7 +374,9 @@ def _slot(flat: np.ndarray, start: int, shape: tuple, d: dtypes.DType, device: s
     """A Tensor whose buffer is ``flat[start : start + prod(shape)]`` itself."""
     view = flat[start : start + math.prod(shape)].reshape(shape)
     node = Node(Op.BUFFER, d, tuple(shape), (), Buffer(d, shape, view))
-    return Tensor._make(node, device)
+    t = Tensor._make(node, device)
+    t._storage().pinned = True  # a write lands in the bucket (``limn/versions.py``)
+    return t
 
 
 class DataParallel:

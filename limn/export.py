@@ -38,6 +38,7 @@ from ir.c.render import program
 from ir.c.target import detect
 from ir.c.units import plan_units
 from ir.graph.ops import Op
+from limn import versions
 from limn.runtime.device import get_device, recall
 from limn.runtime.driver import ATTENTION_GRAD, HOST, SOURCE, Constant, layout
 from limn.tensor import Tensor
@@ -75,7 +76,15 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
     # one input per argument position, each its own buffer: an argument fn does not read
     # keeps its slot, and one Tensor passed twice is two inputs, as the header counts them
     inputs_given = [Tensor(t.numpy().copy(), t.dtype, device=t.device) for t in example_args]
-    result = fn(*inputs_given)
+    versions.watch = []
+    try:
+        result = fn(*inputs_given)
+    finally:
+        wrote, versions.watch = versions.watch, None
+    if wrote:
+        raise ValueError(
+            f"export_c: fn assigns into a tensor ({wrote[0]}); export a function that returns"
+        )
     outs = [result] if isinstance(result, Tensor) else list(result)
     plan, nodes = dev.plan_for([t.node for t in outs])
     g = plan.graph

@@ -18,8 +18,6 @@ device where a C compiler works, else the numpy reference (``limn.runtime.device
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 
 import numpy as np
 
@@ -28,10 +26,10 @@ from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
-from limn import autograd
+from limn import autograd, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
-from limn.runtime.device import Buffer, device_names, get_device, observers, result_of
+from limn.runtime.device import Buffer, device_names, get_device
 from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_more_math import TorchMoreMath
 from limn.torch_more_movement import TorchMoreMovement
@@ -43,7 +41,12 @@ __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     buf = Buffer(dtype, data.shape, np.asarray(data, dtypes.to_numpy(dtype), order="C"))
-    return Node(Op.BUFFER, dtype, buf.shape, (), buf)
+    return versions.owning(Node(Op.BUFFER, dtype, buf.shape, (), buf), True)
+
+
+# a movement torch copies for (a pad; and ``flip()``, whose negative-step indexing kin
+# is a view, as in numpy): its result is no alias of the source
+_COPIES = ("pad",)
 
 
 def _cast_to(d: DType):
@@ -66,10 +69,18 @@ class _Size(int):
 
 class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMovement, Creation):
     __array_priority__ = 100  # numpy defers to our operators
-    # A view (the result of a movement op that stayed one View) remembers the tensor it was
-    # moved from and how, so an assign into it can write through to that base's buffer.
+    # A movement's result that stayed one View remembers the tensor it was moved from and
+    # how: the lineage limn_array's views write through (``limn_array/_array.py``).
     _base: Tensor | None = None
     _move: tuple = ()
+    # torch's aliasing (``limn/versions.py``): the storage this tensor shares with its
+    # views, ``detach()`` and ``.data``, the movements from the storage's value to this
+    # tensor's, the storage gen its cached ``_node`` was derived at, and its version
+    # counter (a one-item list, shared as torch shares it).
+    _st: versions.Storage | None = None
+    _moves: tuple = ()
+    _seen: int = 0
+    _vc: list | None = None
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
         if isinstance(data, Tensor):
@@ -77,11 +88,71 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         d = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
         with np.errstate(all="ignore"):
             arr = _as_array(data).astype(dtypes.to_numpy(d))
-        self.node = _buffer_node(arr, d)
+        self._node = _buffer_node(arr, d)
+        self._st = None
         self.device = device_name(device, "Tensor")
         self.grad: Tensor | None = None
         self._ctx: autograd.Ctx | None = None
         self.requires_grad_(requires_grad)  # (refuses a dtype that takes no gradient)
+
+    @property
+    def node(self) -> Node:
+        """This tensor's current value: its own node, or its storage's (a view's: the
+        storage's current value moved as the view was taken, derived once per write)."""
+        st = self._st
+        if st is None:
+            return self._node
+        if not self._moves:
+            return st.node
+        if self._seen != st.gen:
+            self._node, self._seen = versions.view_node(st.node, self._moves), st.gen
+        return self._node
+
+    @node.setter
+    def node(self, node: Node) -> None:
+        """Rebind this tensor (and every alias of its storage) to ``node`` as its value: a
+        move to another device (``Module.to``), not a write (no version, no donation)."""
+        if self._moves:
+            raise ValueError("node: a view's value is its base's; set the base's")
+        st = self._st
+        if st is None:
+            self._node = node
+        else:
+            st.node, st.gen, st.donor, st.pending = node, st.gen + 1, None, 0
+
+    @property
+    def _version(self) -> int:
+        """torch's version counter: how many writes this tensor (or an alias sharing its
+        counter) has had."""
+        return 0 if self._vc is None else self._vc[0]
+
+    def _storage(self) -> versions.Storage:
+        st = self._st
+        if st is None:
+            st = self._st = versions.Storage(self._node)
+            self._node = None  # (the storage holds the value: no second reference)
+            if self._vc is None:
+                self._vc = [0]
+        return st
+
+    def _alias(self, t: Tensor, moves: tuple, counter: bool = True) -> Tensor:
+        """Make ``t`` an alias of this tensor's storage, taken by ``moves`` from this
+        tensor; it shares the version counter unless ``counter`` is False (``.data``)."""
+        st = self._storage()
+        t._st, t._moves, t._vc = st, self._moves + moves, self._vc if counter else [0]
+        if t._moves:
+            t._seen = st.gen
+            if t._node is None or moves == ():
+                t._node = self.node
+        else:
+            t._node = None
+        return t
+
+    def _unalias(self) -> Tensor:
+        """This tensor made a value of its own (a movement torch copies for)."""
+        node = self.node
+        self._st, self._moves, self._vc, self._node = None, (), None, node
+        return self
 
     def where(self, a, b) -> Tensor:
         """self is the condition: a where true, b elsewhere."""
@@ -94,15 +165,19 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
     @staticmethod
     def _make(node: Node, device: str, rule=None, parents=(), saved=None) -> Tensor:
         t = Tensor.__new__(Tensor)
-        t.node, t.device, t.grad, t._ctx, t.requires_grad = node, device, None, None, False
-        _made.append(weakref.ref(t))  # a write commits with it if it still reads the old bytes
-        if len(_made) > _prune_at[0]:
-            _lazy()
+        t._node, t._st, t.device, t.grad, t._ctx, t.requires_grad = (
+            node,
+            None,
+            device,
+            None,
+            None,
+            False,
+        )
         if rule is not None and parents and autograd.grad_enabled():
             for p in parents:  # a loop, not any(): this runs for every op a program calls
                 if p.requires_grad:
                     t.requires_grad = True
-                    t._ctx = autograd.Ctx(rule, tuple(parents), saved)
+                    t._ctx = autograd.Ctx(rule, tuple(parents), saved, autograd.versions(parents))
                     break
         return t
 
@@ -111,10 +186,12 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
 
     def _view(self, kind: str, arg) -> Tensor:
         t = super()._view(kind, arg)
-        n = t.node
+        n = t._node
         src = n.srcs[0] if n.op == Op.VIEW else n
         if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
             t._base, t._move = self, (kind, arg)
+            if kind not in _COPIES:
+                self._alias(t, ((kind, arg),))
         return t
 
     def _moved(self, moves) -> Tensor:
@@ -127,7 +204,7 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
     def _wrap_moved(self, node: Node, moves) -> Tensor:
         t = self._wrap(node)
         t._base, t._move = self, ("moves", moves)  # a view of self, as each move's would be
-        return t
+        return self._alias(t, tuple(moves))
 
     def _view_root(self) -> tuple[Tensor, tuple]:
         """The tensor this one is a view of (itself if none) and the moves from it to us."""
@@ -189,12 +266,24 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         return self
 
     def numpy(self) -> np.ndarray:
+        """The value as a numpy array. A ``from_numpy`` tensor gives its array itself, as
+        torch does; any other gives a read-only array of its value now, which later writes
+        to the tensor never change (they are new versions, ``limn/versions.py``): torch's
+        array would share the tensor's memory, but a lazy value has none to share."""
         self.realize()
-        return self.node.arg.data.copy()
+        data = self.node.arg.data
+        st = self._st
+        if st is not None and st.shared and not self._moves:
+            return data
+        out = data.view()
+        out.flags.writeable = False
+        return out
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def item(self):
         if self.size != 1:
@@ -329,7 +418,29 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         autograd.backward(self, gradient.p_cast(self.dtype), create_graph, retain_graph)
 
     def detach(self) -> Tensor:
-        return Tensor._make(self.node, self.device)
+        """torch's: the same value, outside autograd, sharing this tensor's storage and
+        version counter (a write through either is seen by both)."""
+        return self._alias(Tensor._make(None, self.device), ())
+
+    @property
+    def data(self) -> Tensor:
+        """torch's ``.data``: an alias outside autograd, as ``detach()``, but with a
+        version counter of its own (a write through it never fails a ``backward``)."""
+        return self._alias(Tensor._make(None, self.device), (), counter=False)
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        """``x.data = t``: x's value is t's from now on (x shares t's storage), its
+        autograd record and version counter its own."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"data: assign a Tensor, got {type(other).__name__}")
+        if self.requires_grad and not other.dtype.is_float:
+            raise RuntimeError(
+                f"data: a tensor that requires grad must hold a float dtype, got {other.dtype}"
+            )
+        vc = self._vc
+        other._alias(self, ())
+        self._vc, self.device = vc if vc is not None else [0], other.device
 
     def requires_grad_(self, flag: bool = True) -> Tensor:
         if flag and not self.dtype.is_float:
@@ -339,58 +450,56 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
 
     # ---- assignment -----------------------------------------------------------------
 
-    def assign(self, value) -> Tensor:
-        """A pending write of ``value`` into this tensor's buffer; returns the target.
+    def assign(self, value, op: str = "assign") -> Tensor:
+        """Write ``value`` into this tensor (torch's ``copy_``, without the cast); returns
+        this tensor.
 
-        The target's value is the written one from now on: math built on it reads
-        ``value``, and the write commits when the target is realized, in a batch with
-        others (``limn.realize(*opt.updates())``), or before this thread's next realize of
-        anything else, so no read, through the target or any view of its buffer, sees the
-        old bytes. Into a view (``z[1].assign(v)``) the write goes through to the base:
-        the target is the base, its value the base with the view's elements replaced
-        (``ir/graph/write.place``), and the base is what is returned. Not differentiable: a value
-        that requires grad, or a view of a tensor that does, is refused while grad mode is on.
+        A write is a new version (``limn/versions.py``): from now on this tensor, and every
+        alias of its storage (views, ``detach()``, ``.data``), reads the written value;
+        values built before keep the one they read. Into a view (``z[1].assign(v)``) the
+        write is the base's next value with the view's elements replaced
+        (``ir/graph/write.place``). Not differentiable: a value that requires grad, or a
+        target (or its base) that does, is refused while grad mode is on.
         """
         if not isinstance(value, Tensor):
             value = self._const(dtypes.python_type(self.dtype)(value), self.dtype)
         if value.dtype != self.dtype:
-            raise TypeError(f"assign: value dtype {value.dtype} != target dtype {self.dtype}")
+            raise TypeError(f"{op}: value dtype {value.dtype} != target dtype {self.dtype}")
         if value.shape != self.shape:
             fits = value.ndim <= self.ndim and all(
                 v in (1, t) for v, t in zip(value.shape[::-1], self.shape[::-1])
             )
             if not fits:
                 raise ValueError(
-                    f"assign: value shape {value.shape} does not fit target shape "
+                    f"{op}: value shape {value.shape} does not fit target shape "
                     f"{self.shape}; accepted: the target's shape or one that broadcasts to it"
                 )
             value = value.expand(*self.shape)
-        if autograd.grad_enabled() and value.requires_grad:
-            raise RuntimeError(
-                "assign: not differentiable, and the value requires grad; assign under "
-                "limn.no_grad() or assign value.detach()"
-            )
-        root, moves = self._view_root()
-        target = self
-        if root is not self:
-            if autograd.grad_enabled() and root.requires_grad:
+        if autograd.grad_enabled() and (self.requires_grad or value.requires_grad):
+            if op != "assign" and self.requires_grad and self.is_leaf:
                 raise RuntimeError(
-                    "assign: the target is a view of a tensor that requires grad, and "
-                    "assign is not differentiable; write under limn.no_grad()"
+                    f"{op}: a leaf Variable that requires grad is being used in an in-place "
+                    "operation; write under limn.no_grad() (as an optimizer does)"
                 )
-            write.check_writable(root.shape, moves, "assign")
-            if root.node.op != Op.BUFFER:
-                _realize(root)
-            value = write.place(root, moves, value)
-            # from now on this view reads the base's buffer, so it sees the write once
-            # committed (a realized view would otherwise keep its own copy)
-            self.node = write.apply_moves(root, moves).node
-            target = root
-        elif self.node.op != Op.BUFFER:
-            _realize(self)  # an earlier write to it, or a lazy value: bytes to write into
-        target.node = Node(Op.ASSIGN, target.dtype, target.shape, (target.node, value.node))
-        _pending_writes().append(target)
-        return target
+            if value.requires_grad or op != "assign" or self._moves:
+                raise RuntimeError(
+                    f"{op}: an in-place write is not differentiable in limn, and the target "
+                    "(or the tensor it is a view of) or the value requires grad; write under "
+                    "limn.no_grad() or write value.detach()"
+                )
+        st = self._storage()
+        node = value.node
+        if self._moves:
+            write.check_writable(st.node.shape, self._moves, op)
+            base = Tensor._make(st.node, self.device)
+            node = write.place(base, self._moves, Tensor._make(node, self.device)).node
+        st.write(node)
+        self._vc[0] += 1
+        if versions.watch is not None:
+            versions.watch.append(op)
+        if st.shared or st.pending > versions.MAX_PENDING:
+            versions.realize_on(self.device, [(st, None)])
+        return self
 
 
 # ---- free functions -----------------------------------------------------------------
@@ -442,108 +551,23 @@ def stack(tensors, axis: int = 0) -> Tensor:
     return cat([t.unsqueeze(axis) for t in ts], axis)
 
 
-_writes = threading.local()  # each thread's assigned targets whose write is not committed
-
-
-def _pending_writes() -> list[Tensor]:
-    if not hasattr(_writes, "targets"):
-        _writes.targets = []
-    return _writes.targets
-
-
 def realize(*tensors: Tensor) -> None:
-    """Compute these tensors in one batch; ASSIGNs among them commit after every value.
-
-    This thread's other pending writes commit first, in a batch of their own, so what is
-    computed here reads every buffer as written (``Tensor.assign``)."""
-    writes = _pending_writes()
-    if writes:
-        asked = {id(t) for t in tensors}
-        first = {id(w): w for w in writes if id(w) not in asked and w.node.op == Op.ASSIGN}
-        writes.clear()
-        if first:
-            _realize(*first.values())
+    """Compute these tensors in one batch (each device's in one plan)."""
     _realize(*tensors)
 
 
-# Every Tensor an op made, weakly: its value may still be a graph over buffers that a later
-# write overwrites (``readers``). Pruned of dead and realized ones each time it doubles,
-# so an op pays one weak reference.
-_made: list[weakref.ref] = []
-_made_lock = threading.Lock()  # two threads pruning at once would drop each other's entries
-_prune_at = [1024]
-_HELD = (Op.BUFFER, Op.ASSIGN)  # a Tensor's value once it holds bytes, or is being written
-
-
-def _lazy_node(ref: weakref.ref) -> Node | None:
-    """The graph the referenced Tensor's value still is: None once it died, holds bytes
-    or a pending write, or is a view (which reads its base, one of these or a buffer
-    whose writes it sees, as in torch). The Tensor itself is let go at once: a strong
-    reference held while another thread searches would keep that thread's temporaries
-    alive, and computed, at its own writes."""
-    t = ref()
-    if t is None or t._base is not None or t.node.op in _HELD:
-        return None
-    return t.node
-
-
-def _lazy() -> list[weakref.ref]:
-    """``_made`` pruned to the Tensors whose value is still a graph."""
-    with _made_lock:
-        n = len(_made)
-        live = [r for r in _made[:n] if (t := r()) is not None and t.node.op not in _HELD]
-        _made[:n] = live  # (entries appended meanwhile stay, past n)
-        _prune_at[0] = 2 * len(live) + 1024
-    return live
-
-
-def _reads(node: Node, targets: set[int], clean: set[int]) -> bool:
-    """Whether computing ``node`` reads one of the buffers ``targets`` (ids), as a device
-    computes it (a realized result is read, not what is behind it). The search stops at
-    the first such read, which is near the top for a gradient or a loss; ``clean`` gathers
-    the nodes a search found to read none, so other searches skip them."""
-    seen, stack = set(), [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or id(n) in clean:
-            continue
-        seen.add(id(n))
-        held = n.arg if n.op is Op.BUFFER else result_of(n)
-        if held is None:
-            stack += n.srcs
-        elif id(held) in targets:
-            return True
-    clean |= seen
-    return False
-
-
-def readers(targets: set[int]) -> list[Tensor]:
-    """The live lazy Tensors that read one of the buffers ``targets`` (ids): computed in
-    the batch that writes them, they read the old bytes as they would have eagerly, and
-    share the batch's work (a loss read after ``opt.step()`` costs no second forward)."""
-    clean: set[int] = set()
-    found = []
-    for ref in _lazy():
-        node = _lazy_node(ref)
-        if node is not None and _reads(node, targets, clean):
-            found.append(ref())
-    return [t for t in found if t is not None]
-
-
 def _realize(*tensors: Tensor) -> None:
-    writes = [t for t in tensors if t.node.op is Op.ASSIGN]
-    if writes:
-        asked = {id(t) for t in tensors}
-        targets = {id(w.node.srcs[0].arg) for w in writes}
-        # first: a reader on another device than the write is realized in a batch before it
-        tensors = tuple(t for t in readers(targets) if id(t) not in asked) + tensors
-    by_device: dict[str, list[Tensor]] = {}
-    for t in tensors:
-        if t.node.op != Op.BUFFER:
-            by_device.setdefault(t.device, []).append(t)
-    for name, ts in by_device.items():
-        for see in observers:
-            see(name, [t.node for t in ts])
-        bufs = get_device(name).realize([t.node for t in ts])
-        for t, buf in zip(ts, bufs):
-            t.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+    """Each device's tensors in one batch. A storage whose pending writes started from a
+    buffer nothing else reads (``versions.donatable``) has the new value written into
+    that buffer; one shared with a numpy array, or written while a capture records, is
+    written in place whatever reads it (those readers get a copy of the old bytes)."""
+    by_device: dict[str, list] = {}
+    for t in (*tensors, *autograd.pending_roots()):
+        st = t._st
+        if st is not None and not t._moves:
+            if st.node.op is not Op.BUFFER or st.donor is not None:
+                by_device.setdefault(t.device, []).append((st, None))
+        elif t.node.op is not Op.BUFFER:
+            by_device.setdefault(t.device, []).append((None, t))
+    for name, items in by_device.items():
+        versions.realize_on(name, items)

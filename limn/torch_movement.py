@@ -123,7 +123,8 @@ class TorchMovement:
         axes = _shape_arg(axes if dims is None else (dims,))
         if self.ndim == 0 and all(a in (0, -1) for a in axes):
             return self
-        return self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+        out = self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
+        return out._unalias() if out is not self else out  # torch's flip is a copy
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:

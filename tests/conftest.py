@@ -16,7 +16,6 @@ import pytest
 from hypothesis import settings
 
 import limn
-from limn.tensor import _pending_writes
 
 settings.register_profile("limn", derandomize=True)
 settings.load_profile("limn")
@@ -29,6 +28,3 @@ def _default_device():
     limn.set_seed(0)
     yield
     limn.set_device(name)
-    # a write a test made and never read is not the next test's (it would commit at the
-    # next test's first realize, on whatever device it named)
-    _pending_writes().clear()

@@ -9,6 +9,7 @@ graph building never compute.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -599,20 +600,26 @@ def test_clone_is_a_snapshot_that_a_later_write_does_not_change():
     _close(prev.numpy(), tprev.numpy())
 
 
-def test_a_write_computes_only_the_old_readers_still_held():
+def test_a_write_computes_only_itself_and_reuses_its_buffer_only_when_no_one_reads_it():
     from limn.runtime.device import observers
 
     x = Tensor(_arr((3,), 33))
-    kept, dropped = x * 2, x * 3
-    del dropped  # a temporary that died: never computed
+    old = x.node.arg
+    kept = x * 2  # a reader of the old value: the write leaves its bytes alone
     batches = []
-    observers.append(lambda name, roots: batches.append(len(roots)))
+    observers.append(lambda name, roots: batches.append([r.op for r in roots]))
     try:
         x.add_(1).realize()
     finally:
         observers.pop()
-    assert batches == [2]  # the write and the one reader still held, in one batch
-    assert kept.node.op == Op.BUFFER
+    assert batches == [[Op.ADD]]  # the write alone: no search computed the reader
+    assert kept.node.op != Op.BUFFER and x.node.arg is not old
+    _close(kept.numpy(), _arr((3,), 33) * 2)
+    del kept  # now nothing reads x's bytes: the next write lands in them (an ASSIGN)
+    mine = weakref.ref(x.node.arg)
+    x.mul_(2).realize()
+    assert x.node.arg is mine()
+    _close(x.numpy(), (_arr((3,), 33) + 1) * 2)
 
 
 def test_numpy_data_changed_after_it_is_handed_over_changes_no_tensor():

@@ -195,8 +195,11 @@ class Optimizer:
         return out
 
     def step(self, *extra: Tensor) -> None:
-        """Commit one update of every parameter (and compute ``extra``) in one realize."""
-        realize(*self.updates(), *extra)
+        """Commit one update of every parameter (and compute ``extra``) in one realize.
+        The gradients are computed in it too: held lazy, they would read the parameters'
+        old values after the step, and those bytes could not be reused."""
+        grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+        realize(*self.updates(), *extra, *grads)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every gradient, or with ``set_to_none=False`` make each a zero Tensor."""

@@ -99,9 +99,8 @@ class _Ref(weakref.ref):
 # most of what it read, and without this each read computes that history again
 # (scikit-learn's lbfgs fit evaluated each node 2.4 times on the numpy device; the c device
 # walked and ran 4x the nodes of a GaussianMixture fit). Larger values go after their last
-# reader, which is what bounds a chain of big ones. A kept value is a cache, not a result:
-# every kept value is forgotten when an ASSIGN writes a buffer (``forget_kept``), so a lazy
-# value still reads the bytes as written, as it would have without the cache.
+# reader, which is what bounds a chain of big ones. A kept value stays right: an ASSIGN
+# writes only bytes that no live node reads (``limn/versions.py`` hands a reader a copy).
 KEEP_BYTES = 1 << 20
 _kept: dict[int, tuple[weakref.ref, Buffer]] = {}
 
@@ -123,24 +122,11 @@ def recall(node: Node) -> Buffer | None:
     return entry[1]
 
 
-def result_of(node: Node) -> Buffer | None:
-    """The buffer holding ``node``'s value as a realized result, not a kept one (a write
-    forgets kept values, so a graph behind one is computed again from the new bytes)."""
-    entry = _realized.get(id(node))
-    return entry[1] if entry is not None and entry[0]() is node else None
-
-
 def held(node: Node) -> bool:
     """Whether the runtime holds ``node``'s value (realized, or kept on the way): a plan
     reads it, not computes it. Devices, ``limn.ir`` and the viewer ask this one question,
     so what prints is what runs. An ASSIGN is never held: each realize writes again."""
     return node.op is not Op.ASSIGN and recall(node) is not None
-
-
-def forget_kept() -> None:
-    """An ASSIGN wrote a buffer: the kept values computed from it are no longer its."""
-    with _realized_lock:
-        _kept.clear()
 
 
 class Device:

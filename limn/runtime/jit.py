@@ -38,7 +38,6 @@ from limn.runtime.device import (
     Buffer,
     Device,
     env_number,
-    forget_kept,
     held,
     recall,
     remember,
@@ -287,6 +286,4 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None,
         if roots is not None:
             remember(roots[i], buf)
         out.append(buf)
-    if any(s.source is not None for s in g.sinks):
-        forget_kept()
     return out

@@ -16,7 +16,7 @@ from ir.graph.dtypes import DType, acc_dtype, to_numpy
 from ir.graph.node import Node
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.graph.view import View
-from limn.runtime.device import KEEP_BYTES, Buffer, Device, forget_kept, recall, remember
+from limn.runtime.device import KEEP_BYTES, Buffer, Device, recall, remember
 from limn.runtime.jit import walk
 from limn.runtime.profile import index_error, out_of_range
 
@@ -183,13 +183,9 @@ class NumpyDevice(Device):
                 # an array computed here that owns its bytes becomes the buffer as it is
                 own = root.op is not CUSTOM and v.flags.owndata and v.flags.writeable
                 buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
-            remember(root, buf)  # a result, even where it was a kept value (a write forgets those)
+            remember(root, buf)  # a result, even where it was a kept value
             out.append(buf)
-        written = False
         for root in roots:
             if root.op is ASSIGN:
                 np.copyto(root.srcs[0].arg.data, values[id(root)])
-                written = True
-        if written:
-            forget_kept()
         return out

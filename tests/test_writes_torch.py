@@ -1,0 +1,233 @@
+"""Issue 37's examples: each gives torch's answer or torch's error, on both host devices.
+
+Each case runs the same program in torch and in limn (``run(lib)``) and compares what it
+reads; a case where torch raises checks that limn raises too, with torch's words.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import limn
+from limn import nn
+from limn.runtime import get_device
+
+
+def _devices():
+    names = ["numpy"]
+    try:
+        get_device("c")
+        names.append("c")
+    except RuntimeError:
+        pass
+    return names
+
+
+@pytest.fixture(params=_devices())
+def device(request):
+    prev = limn.current_device()
+    limn.set_device(request.param)
+    yield request.param
+    limn.set_device(prev)
+
+
+def _np(x):
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.numpy())
+
+
+def same(run):
+    """``run(lib, tensor)`` in torch and limn: every value it returns is equal."""
+    want = run(torch, torch.tensor)
+    got = run(limn, limn.tensor)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(_np(g), _np(w), rtol=1e-6, atol=1e-6)
+
+
+def test_chained_writes_through_a_view_reach_the_base(device):
+    def run(lib, tensor):
+        a = tensor(np.arange(6, dtype=np.float32))
+        v = a[2:5]
+        v.mul_(3)
+        v.add_(2)
+        return a, v
+
+    same(run)
+
+
+def test_detach_after_a_write_reads_it_once(device):
+    def run(lib, tensor):
+        a = tensor(np.zeros(3, np.float32))
+        a.add_(1)
+        d = a.detach()
+        d.add_(5)  # detach shares the storage: a sees it
+        return d, a
+
+    same(run)
+
+
+def test_a_write_reading_another_tensor_reads_its_value_then(device):
+    def run(lib, tensor):
+        a, b = tensor(np.ones(3, np.float32)), tensor(np.full(3, 2.0, np.float32))
+        a.add_(b)
+        b.add_(1)
+        first = a.clone()
+        t = a.clone()
+        a.copy_(b)
+        b.copy_(t)  # the swap
+        return first, a, b
+
+    same(run)
+
+
+def test_augmented_assignment_is_in_place_and_an_sgd_loop_matches_torch(device):
+    rng = np.random.default_rng(0)
+    w0, xs = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 6, 4))
+
+    def run(lib, tensor):
+        w = tensor(w0.copy(), requires_grad=True)
+        alias = w.detach()
+        for x in xs:  # the loss never read: the writes still happen in order
+            loss = ((tensor(x.astype(np.float32)) @ w).tanh() ** 2).sum()
+            loss.backward()
+            with lib.no_grad():
+                w -= 0.05 * w.grad
+                w.grad = None
+        return w, alias
+
+    same(run)
+
+
+def test_from_numpy_shares_both_ways_at_once(device):
+    arr = np.zeros(4, np.float32)
+    t = limn.from_numpy(arr)
+    before = t * 2
+    t.add_(1)
+    np.testing.assert_array_equal(arr, [1, 1, 1, 1])  # no read of t needed
+    t[1:3] = 5.0
+    np.testing.assert_array_equal(arr, [1, 5, 5, 1])
+    arr[0] = 7
+    np.testing.assert_array_equal(t.numpy(), [7, 5, 5, 1])
+    assert t.numpy() is arr
+    np.testing.assert_array_equal(before.numpy(), [0, 0, 0, 0])  # built before the writes
+
+
+def test_numpy_of_a_lazy_tensor_is_a_read_only_value_that_never_changes(device):
+    t = limn.tensor(np.arange(3, dtype=np.float32))
+    a = t.numpy()
+    assert not a.flags.writeable
+    t.add_(1)
+    t.realize()
+    np.testing.assert_array_equal(a, [0, 1, 2])  # documented in docs/torch.md
+    np.testing.assert_array_equal(t.numpy(), [1, 2, 3])
+
+
+@pytest.mark.parametrize("f", ["square", "sin", "log"])
+def test_a_value_saved_for_backward_then_written_raises_torchs_error(device, f):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+        loss = (w * w).sum() if f == "square" else getattr(w, f)().sum()
+        with lib.no_grad():
+            w.mul_(10)
+        loss.backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(torch, torch.tensor)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(limn, limn.tensor)
+
+
+def test_a_write_torch_saves_nothing_for_does_not_raise(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+        x = tensor(np.array([4.0, 5.0, 6.0], np.float32))
+        loss = (w * x + w).sum()  # a product saves x for w's gradient, not w
+        with lib.no_grad():
+            w.mul_(10)
+        loss.backward()
+        return (w.grad,)
+
+    same(run)
+
+
+def test_data_reads_and_assigns_as_torchs(device):
+    m = nn.Linear(3, 2)
+    t = limn.tensor(np.ones((2, 3), np.float32))
+    m.weight.data = t
+    np.testing.assert_array_equal(m.weight.numpy(), np.ones((2, 3)))
+    t.add_(1)  # x.data = t shares t's storage, as in torch
+    np.testing.assert_array_equal(m.weight.numpy(), np.full((2, 3), 2.0))
+    assert m.weight.requires_grad
+
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+        loss = (w * w).sum()
+        w.data.mul_(3)  # .data has its own version counter: no error at backward
+        loss.backward()
+        return w, w.grad
+
+    same(run)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib, tensor: tensor(np.arange(3)).div_(2),
+        lambda lib, tensor: tensor(np.arange(3)).mul_(1.5),
+        lambda lib, tensor: tensor(np.arange(3)).add_(tensor(np.ones(3, np.float32))),
+        lambda lib, tensor: tensor(np.array([True, False])).add_(1),
+    ],
+    ids=["int64.div_", "int.mul_(float)", "int.add_(float tensor)", "bool.add_(int)"],
+)
+def test_an_in_place_result_that_cannot_be_cast_raises_torchs_error(device, make):
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        make(torch, torch.tensor)
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        make(limn, limn.tensor)
+
+
+def test_writes_on_two_devices_each_read_the_other_as_it_was(device):
+    other = "numpy" if device == "c" else ("c" if "c" in _devices() else "numpy")
+    a = limn.tensor(np.ones(3, np.float32))
+    b = a.to(other)
+    a.add_(1)
+    b.mul_(10)
+    c = a + b.to(device)  # a's new value, b's new value
+    a.add_(100)
+    np.testing.assert_array_equal(c.numpy(), [12, 12, 12])
+    np.testing.assert_array_equal(b.numpy(), [10, 10, 10])
+    np.testing.assert_array_equal(a.numpy(), [102, 102, 102])
+
+
+def test_a_leaf_that_requires_grad_refuses_an_in_place_write_as_torch(device):
+    def run(lib, tensor):
+        w = tensor(np.ones(3, np.float32), requires_grad=True)
+        w.add_(1)
+
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        run(torch, torch.tensor)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        run(limn, limn.tensor)
+
+
+def test_an_optimizer_step_writes_parameters_and_state_into_their_own_buffers(device):
+    """Nothing reads the old values after a step, so the planner reuses their bytes."""
+    import weakref
+
+    from limn import optim
+
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 2))
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    x = limn.tensor(np.ones((3, 6), np.float32))
+    seen = None
+    for _ in range(3):
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step(loss)
+        opt.zero_grad()
+        tensors = [*model.parameters(), *(t for s in opt.state.values() for t in s.values())]
+        bufs = [weakref.ref(t.node.arg) for t in tensors]
+        if seen is not None:
+            assert all(a() is b() for a, b in zip(bufs, seen))
+        seen = bufs
