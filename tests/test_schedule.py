@@ -217,3 +217,18 @@ def test_a_reshaped_root_aliases_another_roots_buffer():
     graph = schedule([y.reshape(12).node, y.node]).graph
     assert [k.kind for k in graph.kernels] == ["MAP"]
     assert graph.sinks[0].buffer == graph.sinks[1].buffer
+
+
+def test_a_reduce_over_many_stacked_pieces_reads_the_stack_stored():
+    from ir.kernel.schedule import MAX_READS
+    from limn import stack
+
+    few = [Tensor.randn((3,)) for _ in range(MAX_READS - 2)]
+    many = [Tensor.randn((3,)) for _ in range(MAX_READS + 4)]
+    assert kinds(stack(few).sum()) == ["SUM"]
+    sched = schedule([stack(many).sum().node])
+    g = sched.graph
+    assert [k.kind for k in g.kernels] == ["MAP", "SUM"]
+    assert len(g.kernels[1].inputs) == 1
+    ref = np.stack([t.numpy() for t in many]).sum()
+    assert np.allclose(run_graph(g, [n.arg.data for n in sched.inputs])[0], ref)

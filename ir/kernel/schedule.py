@@ -30,8 +30,10 @@ add) that a VIEW reuses for MIN_FANOUT cells or more is stored once, and the bro
 reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
-GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
-source's address.
+reduce whose fused body reads MAX_READS buffers or more (a thousand statistics stacked
+and averaged) reads it stored: the body is a concatenation, and each pass over a reduce
+would otherwise copy it per lane. A GATHER fuses like an elementwise op; its index
+becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not
@@ -71,6 +73,7 @@ class Schedule:
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
 READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
+MAX_READS = 16  # buffers a reduce's fused body may read before the body is stored
 
 
 def _broadcasts(v) -> bool:
@@ -79,55 +82,47 @@ def _broadcasts(v) -> bool:
     return fanout >= MIN_FANOUT
 
 
-def _costly(node: Node, cut: set[int], is_input) -> bool:
-    """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
+def _region(node: Node, cut: set[int], is_input):
+    """``(n, leaf)`` for each node ``node``'s fused computation meets: leaves are the inputs
+    and stored values it reads, the others it evaluates."""
     seen: set[int] = set()
-    stack, cost = [node], 0
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
-            continue
-        seen.add(id(n))
-        if n.op not in (Op.VIEW, Op.CONST, Op.CAST):
-            cost += TABLE[n.op].cost
-            if cost >= RECOMPUTE_BUDGET:
-                return True
-        stack.extend(n.srcs)
-    return False
-
-
-def _wide(node: Node, cut: set[int], is_input) -> bool:
-    """Whether ``node``'s fused computation reads READ_BUDGET buffers of its own size or more."""
-    size = math.prod(node.shape)
-    seen: set[int] = set()
-    stack, reads = [node], 0
+    stack = [node]
     while stack:
         n = stack.pop()
         if id(n) in seen:
             continue
         seen.add(id(n))
-        if is_input(n) or (n is not node and id(n) in cut):
-            reads += math.prod(n.shape) >= size
-            if reads >= READ_BUDGET:
-                return True
-            continue
-        stack.extend(n.srcs)
+        leaf = is_input(n) or (n is not node and id(n) in cut)
+        yield n, leaf
+        if not leaf:
+            stack.extend(n.srcs)
+
+
+def _costly(node: Node, cut: set[int], is_input) -> bool:
+    """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
+    cost = 0
+    for n, leaf in _region(node, cut, is_input):
+        cost += 0 if leaf or n.op in (Op.VIEW, Op.CONST, Op.CAST) else TABLE[n.op].cost
+        if cost >= RECOMPUTE_BUDGET:
+            return True
+    return False
+
+
+def _reads(node: Node, cut: set[int], is_input, least: int, budget: int) -> bool:
+    """Whether ``node``'s fused computation reads ``budget`` buffers of ``least`` elements
+    or more."""
+    reads = 0
+    for n, leaf in _region(node, cut, is_input):
+        reads += leaf and math.prod(n.shape) >= least
+        if reads >= budget:
+            return True
     return False
 
 
 def _padded(node: Node, cut: set[int], is_input) -> bool:
     """Whether ``node``'s fused computation reads through a pad (a masked VIEW)."""
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
-            continue
-        seen.add(id(n))
-        if n.op == Op.VIEW and n.arg.mask is not None:
-            return True
-        stack.extend(n.srcs)
-    return False
+    region = _region(node, cut, is_input)
+    return any(not leaf and n.op == Op.VIEW and n.arg.mask is not None for n, leaf in region)
 
 
 def _is_reshape_of(node: Node) -> bool:
@@ -165,6 +160,8 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             continue
         if n.op in CUT_OPS:
             keep(n)
+        if n.op in REDUCE and _reads(n.srcs[0], cut, is_input, 0, MAX_READS):
+            keep(n.srcs[0])  # a concatenation of many pieces: the reduce reads one buffer
         if n.op in (Op.CUSTOM, Op.ARGSORT):
             for s in n.srcs:
                 keep(s)
@@ -192,7 +189,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             and users.get(id(n), 0) > 1
             and id(n) not in cut
             and not is_input(n)
-            and _wide(n, cut, is_input)
+            and _reads(n, cut, is_input, math.prod(n.shape), READ_BUDGET)
         ):
             keep(n)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
