@@ -133,17 +133,8 @@ def _fold(y: np.ndarray, lanes: int) -> np.ndarray:
     numpy adds in order along any axis but the fastest in memory (``np.sum``'s notes:
     pairwise only along the fast axis), so cache-sized tiles of (cells, lane groups) are
     turned, groups moved whole, to put the cells fastest, and reduced down their rows,
-    row 0 carrying the totals so far. A few groups per cell add column by column: that is
-    faster than np.sum."""
+    row 0 carrying the totals so far."""
     cells, n = y.shape
-    if n <= 32 * lanes and cells >= 1024:  # a few groups: add them column by column
-        out, step = np.zeros((cells, lanes), y.dtype), max(1, FOLD_BYTES // (n * y.itemsize))
-        for c in range(0, cells, step):
-            for j in range(0, n, lanes):
-                np.add(out[c : c + step], y[c : c + step, j : j + lanes], out=out[c : c + step])
-        return out
-    if cells * lanes == 1:
-        return np.add.accumulate(y, axis=1)[:, -1:] + 0
     unit = np.dtype((np.void, lanes * y.itemsize))
     v, out = np.ascontiguousarray(y).view(unit), np.zeros((cells, lanes), y.dtype)
     step = min(cells, max(2, FOLD_BYTES // (n * y.itemsize), 1024 // unit.itemsize))
