@@ -32,7 +32,9 @@ broadcast (the gradient of ``split``, three padded pieces summed, feeding a matm
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
 reduce whose fused body reads MAX_READS buffers or more (a thousand statistics stacked
 and averaged) reads it stored: the body is a concatenation, and each pass over a reduce
-would otherwise copy it per lane. A GATHER fuses like an elementwise op; its index
+would otherwise copy it per lane; a small value (SMALL elements) reading that many is
+stored too, so a concatenation of a thousand scalars is kernels of MAX_READS pieces each,
+planned in time linear in the pieces. A GATHER fuses like an elementwise op; its index
 becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
@@ -74,6 +76,7 @@ RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before w
 READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
 MAX_READS = 16  # buffers a reduce's fused body may read before the body is stored
+SMALL = 1 << 16  # elements of a value that is stored when it reads MAX_READS buffers
 
 
 def _broadcasts(v) -> bool:
@@ -178,6 +181,16 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
                 _costly(src, cut, is_input) or _padded(src, cut, is_input)
             ):
                 keep(src)
+    reads: dict[int, set[int]] = {}  # a small value's leaves, while fewer than MAX_READS
+    for n in order:  # a long concatenation of small pieces: stored every MAX_READS pieces
+        if is_input(n):
+            continue
+        leaves = set()
+        for src in n.srcs:
+            leaves |= {id(src)} if is_input(src) or id(src) in cut else reads.get(id(src), ())
+        if len(leaves) >= MAX_READS and n.op in ELEMENTWISE and math.prod(n.shape) <= SMALL:
+            keep(n)
+        reads[id(n)] = leaves if len(leaves) < MAX_READS else set(list(leaves)[:MAX_READS])
     users: dict[int, int] = {}
     for n in order:
         if not is_input(n):
