@@ -219,7 +219,7 @@ def test_a_reshaped_root_aliases_another_roots_buffer():
     assert graph.sinks[0].buffer == graph.sinks[1].buffer
 
 
-def test_a_reduce_over_many_stacked_pieces_reads_the_stack_stored():
+def test_many_stacked_small_pieces_are_stored_every_max_reads_pieces():
     from ir.kernel.schedule import MAX_READS
     from limn import stack
 
@@ -231,7 +231,7 @@ def test_a_reduce_over_many_stacked_pieces_reads_the_stack_stored():
     maps = len(g.kernels) - 1
     assert [k.kind for k in g.kernels] == ["MAP"] * maps + ["SUM"]
     assert 5 <= maps <= 5 * MAX_READS // (MAX_READS - 1) + 1
-    assert len(g.kernels[-1].inputs) == 1
+    assert len(g.kernels[-1].inputs) < MAX_READS
     assert all(len(k.inputs) <= MAX_READS for k in g.kernels)  # a chain, not one wide kernel
     ref = np.stack([t.numpy() for t in many]).sum()
     assert np.allclose(run_graph(g, [n.arg.data for n in sched.inputs])[0], ref)

@@ -30,11 +30,10 @@ add) that a VIEW reuses for MIN_FANOUT cells or more is stored once, and the bro
 reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
-reduce whose fused body reads MAX_READS buffers or more (a thousand statistics stacked
-and averaged) reads it stored: the body is a concatenation, and each pass over a reduce
-would otherwise copy it per lane; a small value (SMALL elements) reading that many is
-stored too, so a concatenation of a thousand scalars is kernels of MAX_READS pieces each,
-planned in time linear in the pieces. A GATHER fuses like an elementwise op; its index
+small value (SMALL elements) whose fused body reads MAX_READS buffers or more is stored
+(a thousand statistics stacked and averaged): a concatenation of a thousand scalars is
+kernels of MAX_READS pieces each, planned in time linear in the pieces, and a reduce over
+it has a short body to copy per lane. A GATHER fuses like an elementwise op; its index
 becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
@@ -75,7 +74,7 @@ class Schedule:
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
 READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
-MAX_READS = 16  # buffers a reduce's fused body may read before the body is stored
+MAX_READS = 16  # buffers a small value's fused body may read before it is stored
 SMALL = 1 << 16  # elements of a value that is stored when it reads MAX_READS buffers
 
 
@@ -107,17 +106,6 @@ def _costly(node: Node, cut: set[int], is_input) -> bool:
     for n, leaf in _region(node, cut, is_input):
         cost += 0 if leaf or n.op in (Op.VIEW, Op.CONST, Op.CAST) else TABLE[n.op].cost
         if cost >= RECOMPUTE_BUDGET:
-            return True
-    return False
-
-
-def _reads(node: Node, cut: set[int], is_input, least: int, budget: int) -> bool:
-    """Whether ``node``'s fused computation reads ``budget`` buffers of ``least`` elements
-    or more."""
-    reads = 0
-    for n, leaf in _region(node, cut, is_input):
-        reads += leaf and math.prod(n.shape) >= least
-        if reads >= budget:
             return True
     return False
 
@@ -163,8 +151,6 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             continue
         if n.op in CUT_OPS:
             keep(n)
-        if n.op in REDUCE and _reads(n.srcs[0], cut, is_input, 0, MAX_READS):
-            keep(n.srcs[0])  # a concatenation of many pieces: the reduce reads one buffer
         if n.op in (Op.CUSTOM, Op.ARGSORT):
             for s in n.srcs:
                 keep(s)
@@ -181,30 +167,25 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
                 _costly(src, cut, is_input) or _padded(src, cut, is_input)
             ):
                 keep(src)
-    reads: dict[int, set[int]] = {}  # a small value's leaves, while fewer than MAX_READS
-    for n in order:  # a long concatenation of small pieces: stored every MAX_READS pieces
-        if is_input(n):
-            continue
-        leaves = set()
-        for src in n.srcs:
-            leaves |= {id(src)} if is_input(src) or id(src) in cut else reads.get(id(src), ())
-        if len(leaves) >= MAX_READS and n.op in ELEMENTWISE and math.prod(n.shape) <= SMALL:
-            keep(n)
-        reads[id(n)] = leaves if len(leaves) < MAX_READS else set(list(leaves)[:MAX_READS])
     users: dict[int, int] = {}
     for n in order:
         if not is_input(n):
             for s in set(map(id, n.srcs)):
                 users[s] = users.get(s, 0) + 1
+    reads: dict[int, dict[int, int]] = {}  # the leaves a value reads: id -> size, the largest
     for n in order:  # in order, so a stored value shortens the reads of those after it
-        if (
-            n.op in ELEMENTWISE
-            and users.get(id(n), 0) > 1
-            and id(n) not in cut
-            and not is_input(n)
-            and _reads(n, cut, is_input, math.prod(n.shape), READ_BUDGET)
-        ):
+        if is_input(n):
+            continue
+        leaves: dict[int, int] = {}
+        for s in n.srcs:
+            leaf = is_input(s) or id(s) in cut
+            leaves.update({id(s): math.prod(s.shape)} if leaf else reads.get(id(s), {}))
+        size = math.prod(n.shape)
+        wide = users.get(id(n), 0) > 1 and sum(e >= size for e in leaves.values()) >= READ_BUDGET
+        if n.op in ELEMENTWISE and (wide or len(leaves) >= MAX_READS and size <= SMALL):
             keep(n)
+        top = sorted(leaves.items(), key=lambda kv: -kv[1])[:MAX_READS]
+        reads[id(n)] = leaves if len(leaves) <= MAX_READS else dict(top)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
         if not _is_reshape_of(r):
             keep(r)
