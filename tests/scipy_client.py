@@ -16,6 +16,8 @@ os.environ["SCIPY_ARRAY_API"] = "1"
 
 import numpy as np  # noqa: E402
 from scipy import integrate, signal  # noqa: E402
+from scipy._lib import array_api_extra as xpx  # noqa: E402
+from scipy.cluster.vq import _krandinit  # noqa: E402
 
 import limn  # noqa: E402
 import limn_array as xp  # noqa: E402
@@ -33,6 +35,24 @@ CASES = {
     ),
     "cumulative_simpson": (lambda m: integrate.cumulative_simpson(m(Y), dx=0.5, axis=-1), 1e-12),
 }
+
+
+def krandinit(m):
+    """SciPy's ``TestKMeans::test_krandinit``: a million draws shaped by the data's covariance
+    (a Cholesky factor, or an SVD where the data is wide), then their covariance: sums of a
+    million products, the reduce that timed out on the numpy device."""
+    from scipy.cluster.tests.test_vq import TESTDATA_2D
+
+    ns = np if m is np.asarray else xp
+    data = m(TESTDATA_2D)
+    covs = []
+    for d in [ns.reshape(data, (200, 2)), ns.reshape(data, (20, 20))[:10, :]]:
+        init = _krandinit(d, 10**6, np.random.default_rng(1234), ns)
+        covs.append(np.asarray(xpx.cov(init.T, xp=ns)).ravel())
+    return np.concatenate(covs)
+
+
+CASES["krandinit"] = (krandinit, 1e-9)
 
 
 def main(device: str, names: list[str]) -> None:

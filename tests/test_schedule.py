@@ -223,3 +223,21 @@ def test_a_reshaped_root_aliases_another_roots_buffer():
     graph = schedule([y.reshape(12).node, y.node]).graph
     assert [k.kind for k in graph.kernels] == ["MAP"]
     assert graph.sinks[0].buffer == graph.sinks[1].buffer
+
+
+def test_many_stacked_small_pieces_are_stored_every_max_reads_pieces():
+    from ir.kernel.schedule import MAX_READS
+    from limn import stack
+
+    few = [Tensor.randn((3,)) for _ in range(MAX_READS - 2)]
+    many = [Tensor.randn((3,)) for _ in range(5 * MAX_READS)]
+    assert kinds(stack(few).sum()) == ["SUM"]
+    sched = schedule([stack(many).sum().node])
+    g = sched.graph
+    maps = len(g.kernels) - 1
+    assert [k.kind for k in g.kernels] == ["MAP"] * maps + ["SUM"]
+    assert 5 <= maps <= 5 * MAX_READS // (MAX_READS - 1) + 1
+    assert len(g.kernels[-1].inputs) < MAX_READS
+    assert all(len(k.inputs) <= MAX_READS for k in g.kernels)  # a chain, not one wide kernel
+    ref = np.stack([t.numpy() for t in many]).sum()
+    assert np.allclose(run_graph(g, [n.arg.data for n in sched.inputs])[0], ref)

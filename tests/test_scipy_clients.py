@@ -55,6 +55,8 @@ PARAMS = [
     pytest.param("numpy", FAST + CONVOLUTIONS, id="numpy"),
     pytest.param("c", FAST, id="c-integrate", marks=C),
     pytest.param("c", CONVOLUTIONS, id="c-convolve", marks=[C, pytest.mark.slow]),
+    # SciPy's TestKMeans::test_krandinit: a million draws and their covariance (tens of s)
+    pytest.param("numpy", ["krandinit"], id="numpy-krandinit", marks=pytest.mark.slow),
 ]
 
 

@@ -123,6 +123,50 @@ def _grow(y: np.ndarray, shape: tuple, at: int = 0) -> np.ndarray:
     return out
 
 
+FOLD_BYTES = 1 << 19  # the input one step of a fold reads: it stays in cache
+
+
+def _fold(y: np.ndarray, lanes: int) -> np.ndarray:
+    """(cells, n) to (cells, lanes), n a multiple of ``lanes``: element ``j`` goes to lane
+    ``j % lanes``, each lane folding its elements in order from +0.0.
+
+    numpy adds in order along any axis but the fastest in memory (``np.sum``'s notes:
+    pairwise only along the fast axis), so cache-sized tiles of (cells, lane groups) are
+    turned, groups moved whole, to put the cells fastest, and reduced down their rows,
+    row 0 carrying the totals so far."""
+    cells, n = y.shape
+    unit = np.dtype((np.void, lanes * y.itemsize))
+    v, out = np.ascontiguousarray(y).view(unit), np.zeros((cells, lanes), y.dtype)
+    step = min(cells, max(2, FOLD_BYTES // (n * y.itemsize), 1024 // unit.itemsize))
+    rows = max(1, FOLD_BYTES // (step * unit.itemsize))
+    buf = np.empty((rows + 1, step), unit)  # row 0 carries the totals so far
+    for c in range(0, cells, step):
+        tot, cols = out[c : c + step].reshape(-1), min(step, cells - c)
+        for r in range(0, v.shape[1], rows):
+            part = v[c : c + step, r : r + rows].T
+            buf[0, :cols], buf[1 : len(part) + 1, :cols] = tot.view(unit), part
+            turned = buf[: len(part) + 1, :cols].view(y.dtype)
+            if turned.shape[1] > 1:  # else numpy would reduce down its fast axis, pairwise
+                np.add.reduce(turned, axis=0, out=tot)
+            else:
+                tot[:] = np.add.accumulate(turned, axis=0)[-1]
+    return out + 0
+
+
+def _in_memory_order(x: np.ndarray, axes: tuple[int, ...]) -> bool:
+    """Whether numpy's own reduce over ``axes`` adds in order: a kept axis is the fastest in
+    memory, and numpy walks the reduced axes in row-major order (positive, falling strides)."""
+    big = [d for d, e in enumerate(x.shape) if e > 1]
+    red = [x.strides[d] for d in big if d in axes]
+    fast = min(big, key=lambda d: abs(x.strides[d]), default=None)
+    return (
+        fast is not None
+        and fast not in axes
+        and min(x.strides[d] for d in big) > 0
+        and all(a > b for a, b in zip(red, red[1:]))
+    )
+
+
 def ordered_sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """SUM over ``axes`` (kept as size 1) in the order every device folds, so a number never
     depends on the device, the layout or the thread count.
@@ -139,17 +183,23 @@ def ordered_sum(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     kept = [d for d in range(x.ndim) if d not in axes]
     red = [x.shape[d] for d in axes if x.shape[d] != 1]
     cells, n, lanes = math.prod(x.shape[d] for d in kept), math.prod(red), LANE_BYTES // x.itemsize
-    y = np.transpose(x, kept + list(axes)).reshape(cells, n)
     shape = [1 if d in axes else e for d, e in enumerate(x.shape)]
-    if not y.size or n < 2 * lanes or max(d for d, e in enumerate(x.shape) if e > 1) not in axes:
-        return np.add.accumulate(_grow(y, (cells, n + 1), at=1), axis=1)[:, -1].reshape(shape)
-    blocked = cells == 1 and n >= 4 * SUM_BLOCK
-    if blocked:  # block b: rows b*k .. b*k + k - 1 of the outermost axis
+    if not x.size:
+        return np.zeros(shape, x.dtype)
+    last = max((d for d, e in enumerate(x.shape) if e > 1), default=0)
+    if (n < 2 * lanes or last not in axes) and _in_memory_order(x, axes):
+        return np.add.reduce(x, axis=axes, keepdims=True) + 0
+    y = np.transpose(x, kept + list(axes)).reshape(cells, n)
+    if n < 2 * lanes or last not in axes:
+        return _fold(y, 1).reshape(shape)
+    width = red[-1] if len(red) > 1 else n  # what lane j % L counts j along
+    if cells == 1 and n >= 4 * SUM_BLOCK:  # blocks of k rows of the outermost axis
         k = max(1, SUM_BLOCK // (n // red[0])) if len(red) > 1 else SUM_BLOCK
-        rows = -(-red[0] // k) * k
+        width, rows = width if len(red) > 1 else k, -(-red[0] // k) * k
         y = _grow(y.reshape(red[0], -1), (rows, n // red[0])).reshape(rows // k, -1)
-    width = red[-1] if len(red) > 1 else y.shape[1]  # what lane j % L counts j along
     y = y.reshape(len(y), -1, width)
-    y = _grow(y, (*y.shape[:2], width + -width % lanes))
-    parts = np.add.accumulate(y.reshape(len(y), -1, lanes), axis=1)[:, -1] + 0
-    return (pairwise(pairwise(parts)) if blocked else pairwise(parts)).reshape(shape)
+    y = _grow(y, (*y.shape[:2], width + -width % lanes)) if width % lanes else y
+    parts = _fold(y.reshape(len(y), -1), lanes)
+    return (
+        pairwise(pairwise(parts)) if cells == 1 and n >= 4 * SUM_BLOCK else pairwise(parts)
+    ).reshape(shape)

@@ -30,8 +30,11 @@ add) that a VIEW reuses for MIN_FANOUT cells or more is stored once, and the bro
 reads the buffer. So is a value read through a pad under such a
 broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
 masks would be re-evaluated per cell and keep the contraction off the tiled path. A
-GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
-source's address.
+small value (SMALL elements) whose fused body reads MAX_READS buffers or more is stored
+(a thousand statistics stacked and averaged): a concatenation of a thousand scalars is
+kernels of MAX_READS pieces each, planned in time linear in the pieces, and a reduce over
+it has a short body to copy per lane. A GATHER fuses like an elementwise op; its index
+becomes a data-dependent term of the source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not
@@ -71,6 +74,8 @@ class Schedule:
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
 READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
+MAX_READS = 16  # buffers a small value's fused body may read before it is stored
+SMALL = 1 << 16  # elements of a value that is stored when it reads MAX_READS buffers
 
 
 def _broadcasts(v) -> bool:
@@ -79,55 +84,36 @@ def _broadcasts(v) -> bool:
     return fanout >= MIN_FANOUT
 
 
-def _costly(node: Node, cut: set[int], is_input) -> bool:
-    """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
+def _region(node: Node, cut: set[int], is_input):
+    """``(n, leaf)`` for each node ``node``'s fused computation meets: leaves are the inputs
+    and stored values it reads, the others it evaluates."""
     seen: set[int] = set()
-    stack, cost = [node], 0
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
-            continue
-        seen.add(id(n))
-        if n.op not in (Op.VIEW, Op.CONST, Op.CAST):
-            cost += TABLE[n.op].cost
-            if cost >= RECOMPUTE_BUDGET:
-                return True
-        stack.extend(n.srcs)
-    return False
-
-
-def _wide(node: Node, cut: set[int], is_input) -> bool:
-    """Whether ``node``'s fused computation reads READ_BUDGET buffers of its own size or more."""
-    size = math.prod(node.shape)
-    seen: set[int] = set()
-    stack, reads = [node], 0
+    stack = [node]
     while stack:
         n = stack.pop()
         if id(n) in seen:
             continue
         seen.add(id(n))
-        if is_input(n) or (n is not node and id(n) in cut):
-            reads += math.prod(n.shape) >= size
-            if reads >= READ_BUDGET:
-                return True
-            continue
-        stack.extend(n.srcs)
+        leaf = is_input(n) or (n is not node and id(n) in cut)
+        yield n, leaf
+        if not leaf:
+            stack.extend(n.srcs)
+
+
+def _costly(node: Node, cut: set[int], is_input) -> bool:
+    """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
+    cost = 0
+    for n, leaf in _region(node, cut, is_input):
+        cost += 0 if leaf or n.op in (Op.VIEW, Op.CONST, Op.CAST) else TABLE[n.op].cost
+        if cost >= RECOMPUTE_BUDGET:
+            return True
     return False
 
 
 def _padded(node: Node, cut: set[int], is_input) -> bool:
     """Whether ``node``'s fused computation reads through a pad (a masked VIEW)."""
-    seen: set[int] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or is_input(n) or (n is not node and id(n) in cut):
-            continue
-        seen.add(id(n))
-        if n.op == Op.VIEW and n.arg.mask is not None:
-            return True
-        stack.extend(n.srcs)
-    return False
+    region = _region(node, cut, is_input)
+    return any(not leaf and n.op == Op.VIEW and n.arg.mask is not None for n, leaf in region)
 
 
 def _is_reshape_of(node: Node) -> bool:
@@ -186,15 +172,20 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         if not is_input(n):
             for s in set(map(id, n.srcs)):
                 users[s] = users.get(s, 0) + 1
+    reads: dict[int, dict[int, int]] = {}  # the leaves a value reads: id -> size, the largest
     for n in order:  # in order, so a stored value shortens the reads of those after it
-        if (
-            n.op in ELEMENTWISE
-            and users.get(id(n), 0) > 1
-            and id(n) not in cut
-            and not is_input(n)
-            and _wide(n, cut, is_input)
-        ):
+        if is_input(n):
+            continue
+        leaves: dict[int, int] = {}
+        for s in n.srcs:
+            leaf = is_input(s) or id(s) in cut
+            leaves.update({id(s): math.prod(s.shape)} if leaf else reads.get(id(s), {}))
+        size = math.prod(n.shape)
+        wide = users.get(id(n), 0) > 1 and sum(e >= size for e in leaves.values()) >= READ_BUDGET
+        if n.op in ELEMENTWISE and (wide or len(leaves) >= MAX_READS and size <= SMALL):
             keep(n)
+        top = sorted(leaves.items(), key=lambda kv: -kv[1])[:MAX_READS]
+        reads[id(n)] = leaves if len(leaves) <= MAX_READS else dict(top)
     for r in roots:  # reshapes last, so they see every buffer the other roots made
         if not _is_reshape_of(r):
             keep(r)

@@ -1,0 +1,88 @@
+"""The numpy device's ordered sum against its definition, written out one add at a time.
+
+``ir/graph/semantics.ordered_sum`` takes numpy's fast paths (a reduce down a slow axis,
+cache-sized turns of lane groups, column-wise folds); each must give the bits of the plain
+definition: lanes of ``LANE_BYTES``, each folded in row-major order from +0.0, blocks of
+about ``SUM_BLOCK`` for a long whole-array sum, all combined by ``pairwise``.
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from ir.graph.semantics import LANE_BYTES, SUM_BLOCK, ordered_sum, pairwise
+
+
+def _lanes(values, lanes, width):
+    """One cell: element j of each row of ``width`` to lane j % lanes, folded in order."""
+    tot = [values.dtype.type(0)] * lanes
+    for i, v in enumerate(values):
+        tot[(i % width) % lanes] += v
+    return np.array(tot, values.dtype)
+
+
+def definition(x, axes):
+    kept = [d for d in range(x.ndim) if d not in axes]
+    red = [x.shape[d] for d in axes if x.shape[d] != 1]
+    n, lanes = math.prod(red), LANE_BYTES // x.itemsize
+    shape = [1 if d in axes else e for d, e in enumerate(x.shape)]
+    if not x.size:
+        return np.zeros(shape, x.dtype)
+    y = np.transpose(x, kept + list(axes)).reshape(-1, n)
+    last = max((d for d, e in enumerate(x.shape) if e > 1), default=0)
+    out = []
+    for cell in y:
+        if n < 2 * lanes or last not in axes:
+            tot = x.dtype.type(0)
+            for v in cell:
+                tot += v
+            out.append(tot)
+        elif len(y) == 1 and n >= 4 * SUM_BLOCK:
+            k = max(1, SUM_BLOCK // (n // red[0])) if len(red) > 1 else SUM_BLOCK
+            block = k * (n // red[0])
+            width = red[-1] if len(red) > 1 else block
+            parts = [_lanes(cell[b : b + block], lanes, width) for b in range(0, n, block)]
+            out.append(pairwise(pairwise(np.array(parts))))
+        else:
+            out.append(pairwise(_lanes(cell, lanes, red[-1] if len(red) > 1 else n)[None])[0])
+    return np.array(out, x.dtype).reshape(shape)
+
+
+SHAPES = [(7,), (17,), (33,), (1024,), (1100,), (3000,), (3, 5), (4, 40), (40, 4), (33, 100),
+          (2, 3, 4), (5, 1, 70), (1, 1, 2000), (300, 7, 9), (1100, 3), (2, 1500), (3, 70, 6),
+          (1030, 2), (7, 1, 1), (0, 5), (1, 1)]  # fmt: skip
+
+
+def _same(a, b):
+    return (
+        a.shape == b.shape
+        and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_every_fast_path_gives_the_definitions_bits(shape, dtype):
+    rng = np.random.default_rng(len(shape) * 1000 + sum(shape))
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, shape)
+    x[rng.random(shape) < 0.1] = -0.0
+    if dtype is np.complex128:
+        x = x + 1j * rng.standard_normal(shape)
+    x = x.astype(dtype)
+    for axes in [a for r in range(1, x.ndim + 1) for a in itertools.combinations(range(x.ndim), r)]:
+        for view, ax in [(x, axes), (x.T, tuple(sorted(x.ndim - 1 - a for a in axes)))]:
+            assert _same(ordered_sum(view, ax), definition(view, ax)), (shape, ax, dtype)
+
+
+def test_a_sum_of_negative_zeros_is_positive_zero_as_a_register_starts():
+    for shape, axes in [((40,), (0,)), ((3, 2000), (0,)), ((2000, 3), (1,)), ((5000,), (0,))]:
+        assert not np.signbit(ordered_sum(np.full(shape, -0.0), axes)).any()
+
+
+def test_sliced_and_flipped_views_fold_in_logical_order():
+    x = np.random.default_rng(3).standard_normal((1200, 40)) * 1e6
+    for view in [x[::-1], x[:, ::-1], x[::2, 3:], x[:, 1:]]:
+        for axes in [(0,), (1,), (0, 1)]:
+            assert _same(ordered_sum(view, axes), definition(view, axes))
