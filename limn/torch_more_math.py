@@ -414,9 +414,11 @@ class TorchMoreMath:
 
 
 def _cat(ts, axis):
-    from limn.tensor import cat  # (limn.tensor imports this module)
-
-    return cat(ts, axis)
+    """``limn.tensor.cat`` of parts already checked for shape (that module imports this one)."""
+    d = ts[0].dtype
+    for t in ts[1:]:
+        d = dtypes.promote(d, t.dtype)
+    return compose.cat([t.p_cast(d) for t in ts], compose.normalize_axis(axis, ts[0].ndim, "cat"))
 
 
 def _inner(a, b):

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 from ir.graph import compose, dtypes
 from limn.torch_methods import accept_torch_names
-
-
-def _cat(ts, axis):
-    from limn.tensor import cat  # (limn.tensor imports this module)
-
-    return cat(ts, axis)
+from limn.torch_more_math import _cat
 
 
 class TorchMoreMovement:

@@ -81,10 +81,9 @@ _realized_lock = threading.Lock()
 def _forget(ref: _Ref) -> None:
     # no lock: a callback may run inside a locked region of this thread (a collection
     # that frees a node), and one dict read and one removal are each atomic
-    for table in (_realized, _kept):
-        entry = table.get(ref.key)
-        if entry is not None and entry[0] is ref:
-            table.pop(ref.key, None)
+    entry = _realized.get(ref.key)
+    if entry is not None and entry[0] is ref:
+        _realized.pop(ref.key, None)
 
 
 class _Ref(weakref.ref):
@@ -100,23 +99,22 @@ class _Ref(weakref.ref):
 # (scikit-learn's lbfgs fit evaluated each node 2.4 times on the numpy device; the c device
 # walked and ran 4x the nodes of a GaussianMixture fit). Larger values go after their last
 # reader, which is what bounds a chain of big ones. A kept value stays right: an ASSIGN
-# writes only bytes that no live node reads (``limn/versions.py`` hands a reader a copy).
+# writes only bytes that no live node reads (``limn/versions.py`` hands a reader a copy),
+# so a kept value is never forgotten early: it is held as a result is, in one table.
 KEEP_BYTES = 1 << 20
-_kept: dict[int, tuple[weakref.ref, Buffer]] = {}
 
 
-def remember(node: Node, buf: Buffer, kept: bool = False) -> None:
-    """``buf`` holds ``node``'s value: its result (the default), or a value a device
-    ``kept`` on the way (forgotten at the next write of a buffer)."""
+def remember(node: Node, buf: Buffer) -> None:
+    """``buf`` holds ``node``'s value: its result, or a value a device kept on the way."""
     ref = _Ref(node, _forget)
     ref.key = key = id(node)
     with _realized_lock:
-        (_kept if kept else _realized)[key] = (ref, buf)
+        _realized[key] = (ref, buf)
 
 
 def recall(node: Node) -> Buffer | None:
     # one atomic read each: no lock (writers take it)
-    entry = _realized.get(id(node)) or _kept.get(id(node))
+    entry = _realized.get(id(node))
     if entry is None or entry[0]() is not node:
         return None
     return entry[1]

@@ -275,7 +275,7 @@ def execute(plan: Plan, in_bufs: Sequence[Buffer], roots: Sequence[Node] | None,
     arrays = plan.runner.run([b.data for b in in_bufs], bool(nodes), prof)
     for b, r in plan.kept if nodes else ():
         n = nodes[r]
-        remember(n, Buffer(n.dtype, n.shape, arrays[b].reshape(n.shape)), kept=True)
+        remember(n, Buffer(n.dtype, n.shape, arrays[b].reshape(n.shape)))
     out: list[Buffer] = []
     for i, s in enumerate(g.sinks):
         if s.source is not None:

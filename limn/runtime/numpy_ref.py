@@ -161,10 +161,9 @@ class NumpyDevice(Device):
                     values[id(node)] = custom_memo[key][at]
                 else:
                     v = values[id(node)] = evaluate(node, vals, self.kernels)
-                    # (a root is remembered as a result below, past the next write)
                     small = v.nbytes <= KEEP_BYTES and v.flags.owndata and id(node) not in keep
                     if small and node.op not in _CHEAP:
-                        remember(node, Buffer(node.dtype, node.shape, v), kept=True)
+                        remember(node, Buffer(node.dtype, node.shape, v))
                 # a value goes after its last reader, so the next node's result can reuse
                 # its memory instead of faulting in fresh pages (what bounds a chain of
                 # big nodes)
@@ -178,12 +177,11 @@ class NumpyDevice(Device):
             if root.op is ASSIGN:
                 out.append(root.srcs[0].arg)
                 continue
-            buf = recall(root)
-            if buf is None:
+            if (buf := recall(root)) is None:  # (a kept value is held as a result is)
                 # an array computed here that owns its bytes becomes the buffer as it is
                 own = root.op is not CUSTOM and v.flags.owndata and v.flags.writeable
                 buf = Buffer(root.dtype, root.shape, v if own else np.array(v))
-            remember(root, buf)  # a result, even where it was a kept value
+                remember(root, buf)
             out.append(buf)
         for root in roots:
             if root.op is ASSIGN:
