@@ -249,7 +249,7 @@ def test_generate_samples_a_model_that_returns_logits_and_loss():
         logits, _ = model(idx[:, -4:])
         idx = limn.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert out.tolist() == idx.tolist()
-    with pytest.raises(ValueError, match="prompts of different lengths"):
+    with pytest.raises(ValueError, match="prompts of a batch must have one length"):
         limn.generate(model, [[1, 2], [3]], 2)
 
 

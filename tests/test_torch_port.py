@@ -933,6 +933,9 @@ def nanogpt_program(torch, init, ids):
 
 
 def test_nanogpts_train_loop_follows_torch_and_limn_generate_samples_its_model():
+    # importing torch's own test harness (the OpInfo tests) freezes torch.backends' flags
+    # for its suite; train.py sets cudnn.allow_tf32, as it may in a process of its own
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
     ids = np.random.default_rng(23).integers(0, 13, 40)
     ours, theirs = _both(nanogpt_program, ids)
     _close(ours[:2], theirs[:2], tol=5e-4)
