@@ -21,6 +21,7 @@ rows marked ``timed``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from dataclasses import dataclass
 
@@ -213,9 +214,9 @@ def pack(lives: dict[int, list[int]], sizes: list[int]) -> tuple[dict[int, int],
     placed, where = [], {}
     for b in sorted(lives, key=lambda b: (lives[b][0], -sizes[b])):
         (start, end), size = lives[b], -(-max(sizes[b], 1) // ALIGN) * ALIGN
-        near = [(o, s) for st, en, o, s in placed if st <= end and start <= en]
-        fits = (o for o in sorted({0, *(o + s for o, s in near)}))
-        where[b] = next(o for o in fits if all(o + size <= c or o >= c + s for c, s in near))
+        near = sorted((o, s) for st, en, o, s in placed if st <= end and start <= en)
+        # one sweep up the live buffers by offset: the first gap of ``size`` bytes
+        where[b] = functools.reduce(lambda t, n: t if n[0] >= t + size else max(t, sum(n)), near, 0)
         placed.append((start, end, where[b], size))
     return where, max((o + s for *_, o, s in placed), default=0)
 
