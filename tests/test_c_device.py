@@ -230,6 +230,29 @@ def test_the_plan_key_numbers_inputs_in_toposort_order_and_shares_aliases(c):
     assert [r[3] for r in plan_key([shared])[0][0] if r[0] == "in"] == [0, 1, 2]
 
 
+def test_a_slice_at_every_offset_runs_the_plan_the_first_built(c):
+    data = Tensor(np.arange(7 * 6 * 4, dtype=np.float32).reshape(7, 6, 4)).realize()
+    rows = data.numpy()
+    before = c.stats["plans"]
+    for i in range(7):  # batches, rows, column blocks and broadcast rows, as a step takes them
+        x, y, col, row = data[i, :-1], data[i, 1:], data[i, :, 1:3], data[i, 2].expand(3, 4)
+        got = ((x * 2 - y).sum(0) + col.sum() + row.sum(0)).numpy()
+        a = rows[i]
+        want = (a[:-1] * 2 - a[1:]).sum(0) + a[:, 1:3].sum() + 3 * a[2]
+        np.testing.assert_array_equal(got, want)
+    assert c.stats["plans"] - before == 1
+
+
+def test_a_window_read_in_a_batch_that_writes_its_buffer_reads_the_old_bytes(c):
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    s = x[1].sum()  # a window of x's buffer, read lazily
+    x.mul_(10)  # written in place when realized with s
+    limn.realize(x, s)
+    assert s.item() == 4 + 5 + 6 + 7
+    np.testing.assert_array_equal(x.numpy(), np.arange(12).reshape(3, 4) * 10)
+    assert x[2].numpy().tolist() == [80, 90, 100, 110]
+
+
 def test_disk_cache_survives_a_second_process(tmp_path):
     code = (
         "import limn; from limn import Tensor; limn.set_device('c');"

@@ -45,10 +45,13 @@ def decompose(
 
     Nodes that need no change are returned as they are (a graph without composites comes
     back identical), so the pass costs one walk where there is nothing to do. ``done``, if
-    given, is filled with id(node) -> the node it became, for every node of the graph.
+    given, is filled with id(node) -> the node it became, for every node of the graph; the
+    nodes it names already become what it says.
     """
     done = {} if done is None else done
     for n in toposort(roots, stop):
+        if id(n) in done:  # given: the caller's stand-in for it
+            continue
         if stop is not None and stop(n) or not n.srcs:
             done[id(n)] = n
             continue

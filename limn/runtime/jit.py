@@ -25,7 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ir.graph.decompose import decompose
 from ir.graph.node import Node
@@ -47,20 +47,24 @@ from limn.runtime.device import (
 def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
     """The structure key of the graph under ``roots`` and its inputs in slot order
     (``walk``, without the buffers)."""
-    key, inputs, _, _ = walk(roots)
+    key, inputs, *_ = walk(roots)
     return key, inputs
 
 
-def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[Node]]:
+def walk(
+    roots: Sequence[Node], windows: bool = False
+) -> tuple[tuple, list[Node], list[Buffer], list[Node], dict[int, Node]]:
     """The structure key of the graph under ``roots``, its inputs in slot order, their
-    buffers, and the node behind each row of the key.
+    buffers, the node behind each row of the key, and the views it swapped for windows.
 
     Inputs are the nodes that already hold bytes; they are numbered in the order the
     schedule numbers them (depth first, sources in order: ``toposort``'s order), and two
-    inputs that are the same Buffer share a number in the key, since aliasing changes what
+    inputs over the same Buffer share a number in the key, since aliasing changes what
     a plan may do. One walk, asking each node once whether it holds bytes (and keeping
     the Buffer that says so): a cached plan is found by this key on every realize, so it
-    is the per-call cost of a plan hit.
+    is the per-call cost of a plan hit. With ``windows``, a view of part of an input reads
+    a window of it instead (``window``; id(view) -> its stand-in), so its offset is bound
+    with the buffer, not written in the key.
     """
     inputs: list[Node] = []
     bufs: list[Buffer] = []
@@ -68,13 +72,14 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[N
     nodes: list[Node] = []  # the node behind each row
     index: dict[int, int] = {}  # id(node) -> its row
     buffer_ids: dict[int, int] = {}
+    swapped: dict[int, Node] = {}
     for root in roots:
         stack = [(root, False)]
         while stack:
             n, expanded = stack.pop()
             if id(n) in index:
                 continue
-            if expanded:
+            if expanded is True:
                 index[id(n)] = len(rows)
                 op, arg = n.op, n.arg
                 if op is VIEW:  # its fields, which hash and compare in C, not the View
@@ -84,8 +89,16 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[N
                 rows.append((op, n.dtype, n.shape, tuple([index[id(s)] for s in n.srcs]), arg))
                 nodes.append(n)
                 continue
+            if expanded:  # a view swapped for ``expanded``, whose row is now written
+                index[id(n)] = index[id(expanded)]
+                continue
             op = n.op
             buf = n.arg if op is BUFFER else None if op is ASSIGN else recall(n)
+            if buf is None and op is VIEW and windows and (w := window(n)) is not None:
+                base, swapped[id(n)] = w  # the window, aliased as the buffer it is part of
+                buffer_ids[id(w[1].srcs[0].arg)] = buffer_ids.setdefault(id(base), len(buffer_ids))
+                stack += [(n, w[1]), (w[1], False)]
+                continue
             if buf is None:  # computed here: its sources first, then it
                 stack.append((n, True))
                 for s in reversed(n.srcs):
@@ -98,10 +111,29 @@ def walk(roots: Sequence[Node]) -> tuple[tuple, list[Node], list[Buffer], list[N
             bufs.append(buf)
             rows.append(("in", n.dtype, n.shape, alias))
             nodes.append(n)
-    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs, nodes
+    key = (tuple(rows), tuple([index[id(r)] for r in roots]))
+    return key, inputs, bufs, nodes, swapped
 
 
 VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
+
+
+def window(n: Node) -> tuple[Buffer, Node] | None:
+    """(the input, a view of a window of it) where ``n`` views part of an input's bytes
+    (a batch sliced from a long tensor, a row taken by an index, a column block): the
+    window from ``n``'s offset to the last element it reads is given as a buffer of its
+    own, and ``n`` becomes the same view at offset 0 of that buffer. The plan then serves
+    the slice at every offset, reading the same bytes that a compiled offset would."""
+    v, src = n.arg, n.srcs[0]
+    base = src.arg if src.op is BUFFER else recall(src)
+    if base is None or v.mask is not None or min(v.strides, default=0) < 0 or not v.size:
+        return None
+    span = 1 + sum((d - 1) * s for d, s in zip(v.shape, v.strides))
+    if v.offset == 0 and span == base.data.size:
+        return None  # the whole buffer, reordered or broadcast: no offset to bind
+    run = base.data.reshape(-1)[v.offset : v.offset + span]
+    buf = Node(BUFFER, n.dtype, (span,), (), Buffer(n.dtype, (span,), run))
+    return base, Node(VIEW, n.dtype, v.shape, (buf,), replace(v, offset=0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,11 +199,11 @@ class CompiledDevice(Device):
     def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
         """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
         the plan's slot order."""
-        key, inputs, _, nodes = walk(roots)
-        plan = self._plan(key, roots, inputs, nodes)
+        key, inputs, _, nodes, swapped = walk(roots, self.host)
+        plan = self._plan(key, roots, inputs, nodes, swapped)
         return plan, [inputs[i] for i in plan.slots]
 
-    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes=()) -> Plan:
+    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes=(), swapped=None):
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
@@ -190,7 +222,8 @@ class CompiledDevice(Device):
             plan = self.stored_plan(key) if prof is None else None
             self.stats["plans_loaded"] += plan is not None
             if plan is None:
-                spelled: dict[int, Node] = {}  # id(node) -> the node decomposition made of it
+                # id(node) -> the node decomposition made of it (a window's view: its stand-in)
+                spelled: dict[int, Node] = dict(swapped or {})
                 why = self.resized(key)
                 if prof is not None and why:
                     prof.resized.append(why)
@@ -233,8 +266,10 @@ class CompiledDevice(Device):
         return f"a new shape, {list(old)} -> {list(new)}, of a structure built before"
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
-        key, inputs, bufs, nodes = walk(roots)
-        plan = self._plan(key, roots, inputs, nodes)
+        # while limn.capture records, a slice of an argument stays a view of it: a replay
+        # binds the arguments' buffers, not windows of the recorded call's
+        key, inputs, bufs, nodes, swapped = walk(roots, self.host and self.recorder is None)
+        plan = self._plan(key, roots, inputs, nodes, swapped)
         in_bufs = [bufs[i] for i in plan.slots]
         # while limn.capture records, every input of a step must be an argument, a result
         # of an earlier step or fixed: no intermediate is remembered to stand between

@@ -143,7 +143,7 @@ class NumpyDevice(Device):
     def realize(self, roots: list[Node]) -> list[Buffer]:
         # the compiled devices' walk: the nodes to compute in order, sources first, behind
         # the ones that hold bytes (BUFFERs, and nodes the runtime has realized)
-        _, inputs, bufs, order = walk(roots)
+        _, inputs, bufs, order, _ = walk(roots)
         values = {id(n): b.data for n, b in zip(inputs, bufs)}
         last = {id(s): i for i, n in enumerate(order) for s in n.srcs}  # each value's last reader
         keep = {id(r) for r in roots}
