@@ -236,9 +236,11 @@ def test_a_slice_at_every_offset_runs_the_plan_the_first_built(c):
     before = c.stats["plans"]
     for i in range(7):  # batches, rows, column blocks and broadcast rows, as a step takes them
         x, y, col, row = data[i, :-1], data[i, 1:], data[i, :, 1:3], data[i, 2].expand(3, 4)
-        got = ((x * 2 - y).sum(0) + col.sum() + row.sum(0)).numpy()
+        picked = limn.stack([data[j % 7, 1] for j in (i, 3 * i + 1, 5 * i + 2)])  # rows, stacked
+        got = ((x * 2 - y).sum(0) + col.sum() + row.sum(0) + picked.sum(0)).numpy()
         a = rows[i]
         want = (a[:-1] * 2 - a[1:]).sum(0) + a[:, 1:3].sum() + 3 * a[2]
+        want += sum(rows[j % 7, 1] for j in (i, 3 * i + 1, 5 * i + 2))
         np.testing.assert_array_equal(got, want)
     assert c.stats["plans"] - before == 1
 

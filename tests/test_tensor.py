@@ -770,3 +770,36 @@ def test_an_index_past_one_dim_of_several_is_refused_even_where_the_flat_positio
     for key in (([0], [7]), ([1], [-5]), ([3], [0])):
         with pytest.raises(IndexError, match="index"):
             x[key].numpy()
+
+
+@pytest.mark.parametrize("pick", ["rows", "blocks", "scalars"])
+def test_stacked_views_of_one_tensor_match_torch_values_and_gradients(pick):
+    xn = _arr((10, 3, 2))
+    x, t = Tensor(xn, requires_grad=True), torch.tensor(xn, requires_grad=True)
+    idx = [3, 1, 3, 7, 0, 9]
+    take = {
+        "rows": lambda a, i: a[i],
+        "blocks": lambda a, i: a[i, 1:],
+        "scalars": lambda a, i: a[i, 2, 1],
+    }[pick]
+    got, want = limn.stack([take(x, i) for i in idx]), torch.stack([take(t, i) for i in idx])
+    (got * got).sum().backward()
+    (want * want).sum().backward()
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+    with limn.no_grad():
+        x.add_(1)  # a copy: the stack keeps the values it was made of
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+def test_batches_of_rows_stacked_from_one_tensor_plan_once():
+    c = limn.get_device("c")
+    x = Tensor(_arr((50, 4))).to("c")
+    rng = np.random.default_rng(0)
+    plans = None
+    for step in range(6):
+        idx = rng.integers(0, 50, 16)
+        got = limn.stack([x[int(i)] for i in idx]).sum(1).numpy()
+        np.testing.assert_array_equal(got, x.numpy()[idx].sum(1))
+        plans = c.stats["plans"] if step == 0 else plans
+    assert c.stats["plans"] == plans

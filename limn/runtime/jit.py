@@ -120,20 +120,24 @@ VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, O
 
 def window(n: Node) -> tuple[Buffer, Node] | None:
     """(the input, a view of a window of it) where ``n`` views part of an input's bytes
-    (a batch sliced from a long tensor, a row taken by an index, a column block): the
-    window from ``n``'s offset to the last element it reads is given as a buffer of its
-    own, and ``n`` becomes the same view at offset 0 of that buffer. The plan then serves
-    the slice at every offset, reading the same bytes that a compiled offset would."""
+    (a batch sliced from a long tensor, a row taken by an index and stacked, a column
+    block): the window from the first element ``n`` reads to the last is given as a buffer
+    of its own, and ``n`` becomes the same view of that buffer. The plan then serves the
+    slice at every offset, reading the same bytes that a compiled offset would."""
     v, src = n.arg, n.srcs[0]
     base = src.arg if src.op is BUFFER else recall(src)
-    if base is None or v.mask is not None or min(v.strides, default=0) < 0 or not v.size:
+    if base is None or min(v.strides, default=0) < 0 or not v.size:
         return None
-    span = 1 + sum((d - 1) * s for d, s in zip(v.shape, v.strides))
-    if v.offset == 0 and span == base.data.size:
+    box = v.mask or tuple((0, d) for d in v.shape)  # what it reads: unmasked elements only
+    if any(hi <= lo for lo, hi in box):
+        return None
+    start = v.offset + sum(lo * s for (lo, _), s in zip(box, v.strides))
+    span = 1 + sum((hi - lo - 1) * s for (lo, hi), s in zip(box, v.strides))
+    if start < 0 or start + span > base.data.size or start == 0 and span == base.data.size:
         return None  # the whole buffer, reordered or broadcast: no offset to bind
-    run = base.data.reshape(-1)[v.offset : v.offset + span]
+    run = base.data.reshape(-1)[start : start + span]
     buf = Node(BUFFER, n.dtype, (span,), (), Buffer(n.dtype, (span,), run))
-    return base, Node(VIEW, n.dtype, v.shape, (buf,), replace(v, offset=0))
+    return base, Node(VIEW, n.dtype, v.shape, (buf,), replace(v, offset=v.offset - start))
 
 
 @dataclass(frozen=True, eq=False)
