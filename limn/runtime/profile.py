@@ -243,6 +243,11 @@ class Profiler:
             )
         if self.resized:
             lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
+        from limn.runtime.driver import IDLE  # (the driver reads this module's errors)
+
+        lines.append(
+            f"idle arenas: {IDLE.bytes / 2**20:.1f} MiB of LIMN_MEMORY's {IDLE.budget / 2**20:.0f}"
+        )
         return "\n".join(lines)
 
     # ---- the context manager -----------------------------------------------------------
