@@ -151,19 +151,15 @@ def test_ir_prints_the_plan_the_device_runs_with_its_passes_and_held_values():
         install("c", old)
 
 
-def test_idle_arenas_of_every_plan_stay_under_limn_memory(monkeypatch):
-    from limn.runtime import driver
-
+def test_the_arenas_of_every_plan_stay_under_limn_memory():
     dev = _device()
-    idle = driver.Idle(budget=1 << 30)
-    monkeypatch.setattr(driver, "IDLE", idle)
     x, w1, w2 = _weights(0)
     for n in range(1, 8):  # seven shapes, each a plan with a (128 - n, 128) hidden layer
         got = _mlp(dev, x[n:], w1, w2)
-        want = np.maximum(x[n:] @ w1, 0) @ w2
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
-        idle.budget = 3 * idle.bytes + 1000 if n == 1 else idle.budget  # three plans' arenas
-    assert 0 < idle.bytes <= idle.budget and len(idle.order) == 3
-    held = sum(len(p.runner.free) for p in dev.plans.values())
-    assert held == len(idle.order)  # a freed arena is gone from its plan's list too
-    np.testing.assert_array_equal(_mlp(dev, x, w1, w2), _mlp(dev, x, w1, w2))  # made anew
+        np.testing.assert_allclose(got, np.maximum(x[n:] @ w1, 0) @ w2, rtol=1e-4, atol=1e-3)
+        held = [p for p in dev.plans.values() if p.runner.free]
+        dev.memory = 3 * held[0].runner.free[0][-1].nbytes if n == 1 else dev.memory
+    assert 0 < dev.held <= dev.memory
+    # three kept when the last plan was built, and the arena that plan made to run
+    assert [bool(p.runner.free) for p in dev.plans.values()] == [False] * 3 + [True] * 4
+    np.testing.assert_array_equal(_mlp(dev, x[1:], w1, w2), _mlp(dev, x[1:], w1, w2))  # anew

@@ -23,17 +23,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from ir.c import sdpa
 from ir.graph.dtypes import acc_dtype, to_numpy
-from limn.runtime.device import env_number
 from limn.runtime.profile import out_of_range
-
-LOCK = threading.Lock()  # the idle arenas, taken and given back by threads running plans
 
 SOURCE = r"""
 #include <stdint.h>
@@ -241,35 +237,6 @@ def address(a: np.ndarray) -> int:
         return a.ctypes.data
 
 
-class Idle:
-    """The idle arenas of every plan, under one budget (``LIMN_MEMORY`` bytes, 2 GiB by
-    default): a run takes its plan's idle arena (or makes one) and gives it back here, and
-    past the budget, or past ``MAX_IDLE`` arenas, those idle longest are freed. So many
-    plans (a shape per context length, a program's many structures) never mean many
-    arenas held at once, and a plan the cache dropped leaves its arena here only until
-    newer ones push it out."""
-
-    def __init__(self, budget: int):
-        self.budget, self.bytes = budget, 0
-        self.order: dict[int, tuple[list, tuple]] = {}  # id(arena) -> its plan's list, it
-
-    def put(self, free: list, arena: tuple) -> None:
-        free.append(arena)
-        self.order[id(arena)] = (free, arena)
-        self.bytes += arena[-1].nbytes
-        while len(self.order) > 1 and (self.bytes > self.budget or len(self.order) > MAX_IDLE):
-            owner, oldest = self.order[next(iter(self.order))]
-            owner[:] = [a for a in owner if a is not oldest]
-            self.take(oldest)
-
-    def take(self, arena: tuple) -> None:
-        self.bytes -= self.order.pop(id(arena))[1][-1].nbytes
-
-
-MAX_IDLE = 8192
-IDLE = Idle(env_number("LIMN_MEMORY", 2 << 30, "the bytes plans' idle arenas may hold"))
-
-
 class Driver:
     """Runs one plan (``Plan.runner``): its ``steps`` laid out as a ``limn_drive`` table, the
     device's ``function(row)`` giving each row's function (a host step's: a callable of the
@@ -333,10 +300,7 @@ class Driver:
     def run(self, inputs, keep: bool, prof=None) -> dict[int, np.ndarray]:
         """Run the plan on ``inputs`` (slot order); the arrays of the sinks (and of the kept
         values, with ``keep``) by buffer. The ASSIGNs are written when it returns."""
-        with LOCK:
-            arena = self.free.pop() if self.free else None
-            IDLE.take(arena) if arena is not None else None
-        arena = arena or self._arena()
+        arena = self.free.pop() if self.free else self._arena()
         table, views, err, ns, _ = arena
         try:
             out: dict = {}
@@ -361,8 +325,7 @@ class Driver:
             return out
         finally:
             err[0] = 0
-            with LOCK:
-                IDLE.put(self.free, arena)
+            self.free.append(arena)
 
     def _timed(self, ns, prof) -> None:
         """Give the profiler each row's time, and the quick builds theirs once they have

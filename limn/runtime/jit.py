@@ -176,9 +176,11 @@ class CompiledDevice(Device):
         # it compiled stays in the device's and the disk's caches.
         self.plans: OrderedDict[tuple, Plan] = OrderedDict()
         self.max_plans = env_number("LIMN_PLANS", MAX_PLANS, "how many plans to keep (0: none)")
+        self.memory = env_number("LIMN_MEMORY", 2 << 30, "the bytes plans' arenas may hold")
         # builds one plan at a time: threads that miss the cache together compile a new
         # structure once, and hits never wait (a dict read is atomic)
         self._build_lock = threading.Lock()
+        self.held = 0  # bytes in the plans' arenas when the last plan was built (``trim``)
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.shapes: dict[tuple, tuple] = {}  # a key without its shapes -> the last shapes
@@ -248,10 +250,23 @@ class CompiledDevice(Device):
             self.plans[key] = plan
             while len(self.plans) > self.max_plans:
                 self.plans.popitem(last=False)
+            self.held = self.trim()
             self.stats["plans"] += 1
             self.stats["kernels"] += len(plan.graph.kernels)
             self.stats["build_s"] += time.perf_counter() - t0
         return plan
+
+    def trim(self) -> int:
+        """Free the arenas of the plans used least recently past ``LIMN_MEMORY`` bytes held
+        by all (a plan that runs again makes its arena anew): many plans, a shape each,
+        never mean many arenas. The bytes held after."""
+        held = 0
+        for plan in reversed(self.plans.values()):
+            free = getattr(plan.runner, "free", [])
+            size = sum(a[-1].nbytes for a in free)
+            free[:] = free if held + size <= self.memory else []
+            held += len(free) and size
+        return held
 
     def resized(self, key: tuple) -> str:
         """Why a plan is built again: a structure met before at other shapes (a sequence

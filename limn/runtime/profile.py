@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from ir.graph import node as _graph
 from ir.graph.ops import ELEMENTWISE, REDUCE, Op
+from limn.runtime import device
 
 _PACKAGES = ("ir", "limn", "limn_array")  # frames in these modules are not the user's
 
@@ -243,11 +244,10 @@ class Profiler:
             )
         if self.resized:
             lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
-        from limn.runtime.driver import IDLE  # (the driver reads this module's errors)
-
-        lines.append(
-            f"idle arenas: {IDLE.bytes / 2**20:.1f} MiB of LIMN_MEMORY's {IDLE.budget / 2**20:.0f}"
-        )
+        for name, dev in device._devices.items():  # what the plans' arenas hold (jit.trim)
+            if hasattr(dev, "held"):
+                lines.append(f"{name}: {len(dev.plans)} plans, arenas {dev.held / 2**20:.1f} MiB "
+                             f"of LIMN_MEMORY {dev.memory / 2**20:.0f} MiB")  # fmt: skip
         return "\n".join(lines)
 
     # ---- the context manager -----------------------------------------------------------
