@@ -59,6 +59,58 @@ PRELUDE = """#if defined(__clang__)
 """
 
 
+# The vector FMA of whatever ISA the compiler building the file is told of (the device's
+# units spell only their target's): defined first, it is the one every unit uses.
+FMA_ANY = """#ifndef LIMN_FMA_BYTES
+#if defined(__GNUC__) && !defined(__clang__) /* builtins: immintrin.h is ~0.5 s of cc a unit */
+#if defined(__AVX512F__)
+#define LIMN_FMA_BYTES 64
+#define limn_fma_f32_op(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, 0xffff, 4)
+#define limn_fma_f64_op(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
+#elif defined(__FMA__) && defined(__AVX__)
+#define LIMN_FMA_BYTES 32
+#define limn_fma_f32_op __builtin_ia32_vfmaddps256
+#define limn_fma_f64_op __builtin_ia32_vfmaddpd256
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LIMN_FMA_BYTES 16
+#define limn_fma_f32_op __builtin_aarch64_fmav4sf
+#define limn_fma_f64_op __builtin_aarch64_fmav2df
+#else
+#define LIMN_FMA_BYTES 0
+#endif
+#if LIMN_FMA_BYTES
+typedef float limn_fma_f32 __attribute__((vector_size(LIMN_FMA_BYTES)));
+typedef double limn_fma_f64 __attribute__((vector_size(LIMN_FMA_BYTES)));
+#endif
+#else
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#if defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+#if defined(__AVX512F__)
+#define LIMN_FMA_BYTES 64
+typedef __m512 limn_fma_f32; typedef __m512d limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define limn_fma_f64_op(a, b, c) _mm512_fmadd_pd(a, b, c)
+#elif defined(__FMA__) && defined(__AVX__)
+#define LIMN_FMA_BYTES 32
+typedef __m256 limn_fma_f32; typedef __m256d limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define limn_fma_f64_op(a, b, c) _mm256_fmadd_pd(a, b, c)
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#define LIMN_FMA_BYTES 16
+typedef float32x4_t limn_fma_f32; typedef float64x2_t limn_fma_f64;
+#define limn_fma_f32_op(a, b, c) vfmaq_f32(c, a, b)
+#define limn_fma_f64_op(a, b, c) vfmaq_f64(c, a, b)
+#else
+#define LIMN_FMA_BYTES 0
+#endif
+#endif
+#endif"""
+
+
 def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
@@ -136,8 +188,9 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
     parts = [
         f"/* {path.name}: a limn plan (limn.export_c); {header.name} says how to call it */",
         PRELUDE + f'#include "{header.name}"',
+        FMA_ANY,
         program(u.functions, tuned),
-        sdpa.unit("fwd", used.pop()) if used else "",
+        sdpa.unit("fwd", used.pop(), tuned) if used else "",
         SOURCE,
         f"static const limn_step {stem}_rows[] = {{\n  {_rows(rows)}\n}};",
         _entry(stem, n_bufs, len(rows), len(blob), arena, points, copies),

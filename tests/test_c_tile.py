@@ -15,7 +15,7 @@ import pytest
 import limn
 from ir.c import block, tile
 from ir.c.passes import c_passes
-from ir.c.render import FMA_ISA, vector_helpers
+from ir.c.render import fma_isa, vector_helpers
 from ir.c.target import ISAS, detect
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
@@ -344,7 +344,7 @@ def test_gcc_builds_the_vector_fma_from_its_builtins_without_the_intrinsics_head
     cc = shutil.which(name)
     if cc is None or host not in (None, platform.machine()):
         pytest.skip(f"needs {name} on {host or 'any host'}")
-    src = "#include <string.h>\n#include <math.h>\n" + FMA_ISA + "\n"
+    src = "#include <string.h>\n#include <math.h>\n" + fma_isa(detect(isa)) + "\n"
     src += vector_helpers("limn_f32x16") + "\n" + vector_helpers("limn_f64x8") + "\n"
     src += "void f(float *x) { limn_f32x16_store(x, limn_f32x16_fma(limn_f32x16_load(x),"
     src += " limn_f32x16_load(x + 16), limn_f32x16_load(x + 32))); }\n"
@@ -356,6 +356,26 @@ def test_gcc_builds_the_vector_fma_from_its_builtins_without_the_intrinsics_head
     assert "immintrin.h" not in pre and "arm_neon.h" not in pre
     asm = run([cc, "-S", "-o", "-", *flags], input=src, capture_output=True, text=True, check=True)
     assert instruction in asm.stdout and "fmaf" not in asm.stdout and "\tfma\n" not in asm.stdout
+
+
+def test_each_targets_units_spell_only_that_targets_fma():
+    from ir.c.render import FMAS
+    from ir.c.units import plan_units
+    from ir.kernel.schedule import schedule
+
+    x = Tensor(np.ones((64, 64), np.float32))
+    graph = schedule([(x @ x).node]).graph
+    for isa in ("avx512", "avx2", "neon", "generic"):
+        for gcc in (True, False):
+            target = replace(detect(isa), gcc=gcc)
+            text = "\n".join(
+                src for _, src in plan_units(graph, c_passes(target), target=target).units
+            )
+            words = lambda row: (*row[1:3], *row[4:])  # noqa: E731 (the header is shared)
+            spelled = {i for i, row in FMAS.items() for word in words(row) if word in text}
+            assert spelled == ({isa} if isa in FMAS else set()), (isa, gcc, spelled)
+            assert "#if defined(__AVX512F__)" not in text and "#elif" not in text
+            assert f"/* {isa}: " in text  # the unit says which FMA it runs, or none
 
 
 # ---- the schedule as a pass writer meets it ------------------------------------------

@@ -17,7 +17,7 @@ the width give 0 or the sign fill, a float converts to bfloat16 by round-to-near
 polynomial; float32 in the prelude, float64 in ``ir/c/libm.py``) rather than libm calls,
 so a hot loop that uses them still vectorizes; their error is in the precision table.
 
-Vector helpers (``VECTORS``, ``vector_helpers(name)``; ``FMA_ISA`` before them): for a
+Vector helpers (``VECTORS``, ``vector_helpers(name)``; ``fma_isa(target)`` before them): for a
 type ``limn_f32x<n>`` or ``limn_f64x<n>`` of 16, 32 or 64 bytes, a compiler vector
 (``+``, ``*``, ``[]`` work), and ``_load(p)``, ``_store(p, v)`` (unaligned), ``_splat(s)``
 and ``_fma(c, a, b)``, a*b + c rounded once per lane: the target's fused instruction in as
@@ -152,10 +152,10 @@ def renders(op: Op, d: DType) -> bool:
     return d in (dtypes.float32, dtypes.float64) and f"{op.value.lower()}_{ctype(d)}" in MATH
 
 
-def _sort_and_vector_helpers(used) -> str:
+def _sort_and_vector_helpers(used, target: Target) -> str:
     """The row sorts and vector types a program uses (``sort``, ``VECTORS``)."""
     kinds = {"argsort": sort.definition, "vec": vector_helpers}
-    vec = [FMA_ISA] if any(u[0] == "vec" for u in used) else []
+    vec = [fma_isa(target)] if any(u[0] == "vec" for u in used) else []
     return "\n".join(vec + [kinds[k](t) for k, t in sorted(u for u in used if u[0] in kinds)])
 
 
@@ -513,57 +513,45 @@ transcendentals use them too). ``limn_<t>x<n>`` (t ``f32`` or ``f64``, any n who
 are a multiple of 16) is a compiler vector (GCC/Clang ``vector_size``: +, *, [] work on
 it), and ``_load``, ``_store`` (unaligned), ``_splat`` and ``_fma(c, a, b)`` = a*b + c
 rounded once are its functions. The FMA runs as the widest fused instruction the compiler
-has (``FMA_ISA``: AVX-512, AVX2's FMA3, NEON), in as many physical vectors as the type
+has (``fma_isa``: AVX-512, AVX2's FMA3, NEON), in as many physical vectors as the type
 holds, or lane by lane through ``fmaf``/``fma`` where it has none: the same bits anywhere."""
 
-FMA_ISA = """#ifndef LIMN_FMA_BYTES
-#if defined(__GNUC__) && !defined(__clang__) /* builtins: immintrin.h is ~0.5 s of cc a unit */
-#if defined(__AVX512F__)
-#define LIMN_FMA_BYTES 64
-#define limn_fma_f32_op(a, b, c) __builtin_ia32_vfmaddps512_mask(a, b, c, 0xffff, 4)
-#define limn_fma_f64_op(a, b, c) __builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)
-#elif defined(__FMA__) && defined(__AVX__)
-#define LIMN_FMA_BYTES 32
-#define limn_fma_f32_op __builtin_ia32_vfmaddps256
-#define limn_fma_f64_op __builtin_ia32_vfmaddpd256
-#elif defined(__ARM_NEON) && defined(__aarch64__)
-#define LIMN_FMA_BYTES 16
-#define limn_fma_f32_op __builtin_aarch64_fmav4sf
-#define limn_fma_f64_op __builtin_aarch64_fmav2df
-#else
-#define LIMN_FMA_BYTES 0
-#endif
-#if LIMN_FMA_BYTES
-typedef float limn_fma_f32 __attribute__((vector_size(LIMN_FMA_BYTES)));
-typedef double limn_fma_f64 __attribute__((vector_size(LIMN_FMA_BYTES)));
-#endif
-#else
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-#if defined(__ARM_NEON) && defined(__aarch64__)
-#include <arm_neon.h>
-#endif
-#if defined(__AVX512F__)
-#define LIMN_FMA_BYTES 64
-typedef __m512 limn_fma_f32; typedef __m512d limn_fma_f64;
-#define limn_fma_f32_op(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define limn_fma_f64_op(a, b, c) _mm512_fmadd_pd(a, b, c)
-#elif defined(__FMA__) && defined(__AVX__)
-#define LIMN_FMA_BYTES 32
-typedef __m256 limn_fma_f32; typedef __m256d limn_fma_f64;
-#define limn_fma_f32_op(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define limn_fma_f64_op(a, b, c) _mm256_fmadd_pd(a, b, c)
-#elif defined(__ARM_NEON) && defined(__aarch64__)
-#define LIMN_FMA_BYTES 16
-typedef float32x4_t limn_fma_f32; typedef float64x2_t limn_fma_f64;
-#define limn_fma_f32_op(a, b, c) vfmaq_f32(c, a, b)
-#define limn_fma_f64_op(a, b, c) vfmaq_f64(c, a, b)
-#else
-#define LIMN_FMA_BYTES 0
-#endif
-#endif
+# the widest FMA each ISA has, as gcc's builtins (immintrin.h is ~0.5 s of cc a unit) and as
+# other compilers' intrinsics: (bytes, float32's and float64's builtin, the header, the
+# intrinsic types, float32's and float64's intrinsic); elsewhere fmaf runs lane by lane
+FMAS = {
+    "avx512": (64, "__builtin_ia32_vfmaddps512_mask(a, b, c, 0xffff, 4)",
+               "__builtin_ia32_vfmaddpd512_mask(a, b, c, 0xff, 4)", "immintrin.h", "__m512",
+               "__m512d", "_mm512_fmadd_ps(a, b, c)", "_mm512_fmadd_pd(a, b, c)"),
+    "avx2": (32, "__builtin_ia32_vfmaddps256(a, b, c)", "__builtin_ia32_vfmaddpd256(a, b, c)",
+             "immintrin.h", "__m256", "__m256d", "_mm256_fmadd_ps(a, b, c)",
+             "_mm256_fmadd_pd(a, b, c)"),
+    "neon": (16, "__builtin_aarch64_fmav4sf(a, b, c)", "__builtin_aarch64_fmav2df(a, b, c)",
+             "arm_neon.h", "float32x4_t", "float64x2_t", "vfmaq_f32(c, a, b)",
+             "vfmaq_f64(c, a, b)"),
+}  # fmt: skip
+FMA = """#ifndef LIMN_FMA_BYTES /* {isa}: {how} */
+#define LIMN_FMA_BYTES {b}
+{types}
+#define limn_fma_f32_op(a, b, c) {f32}
+#define limn_fma_f64_op(a, b, c) {f64}
 #endif"""
+GCC_TYPES = """typedef float limn_fma_f32 __attribute__((vector_size({b})));
+typedef double limn_fma_f64 __attribute__((vector_size({b})));"""
+
+
+def fma_isa(target: Target) -> str:
+    """The FMA that ``VECTORS``' ``_fma`` runs in physical vectors: ``target``'s, spelled
+    for its compiler, or none (then ``fmaf`` lane by lane: the same bits)."""
+    if target.isa not in FMAS:
+        return FMA.format(isa=target.isa, how="no vector FMA", b=0, types="", f32="", f64="")
+    b, f32, f64, header, t32, t64, i32, i64 = FMAS[target.isa]
+    if target.gcc:
+        return FMA.format(
+            isa=target.isa, how="gcc", b=b, types=GCC_TYPES.format(b=b), f32=f32, f64=f64
+        )
+    types = f"#include <{header}>\ntypedef {t32} limn_fma_f32; typedef {t64} limn_fma_f64;"
+    return FMA.format(isa=target.isa, how="intrinsics", b=b, types=types, f32=i32, f64=i64)
 
 
 def _vector_type(d: DType, lanes: int) -> str:
@@ -591,7 +579,8 @@ def program(functions: list[tuple[str, set]], target: Target | None = None) -> s
         "  (void)n;\n}\n"
     )
     maths = definitions(u[1] for u in used if u[0] == "math")
-    parts = [str(target or detect()), PRELUDE, _sort_and_vector_helpers(used), helpers(used)]
+    target = target or detect()
+    parts = [str(target), PRELUDE, _sort_and_vector_helpers(used, target), helpers(used)]
     parts += [maths, setter]
     parts += [f for f, _ in functions]
     return "\n".join(parts) + "\n"

@@ -48,7 +48,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ir.c.render import FMA_ISA, PRELUDE, vector_helpers
+from ir.c.render import PRELUDE, fma_isa, vector_helpers
+from ir.c.target import Target, detect
 from ir.graph import dtypes
 
 SOURCE = Path(__file__).with_name("sdpa.c").read_text()
@@ -77,7 +78,7 @@ def check(dtype) -> dtypes.DType:
     return d
 
 
-def unit(part: str, dtype) -> str:
+def unit(part: str, dtype, target: Target | None = None) -> str:
     """The translation unit of ``part`` ("fwd" or "bwd") for storage ``dtype``."""
     name, ctype, wide, load, store = DTYPES[check(dtype)]
     vec = "limn_f64x8" if wide else "limn_f32x16"  # FOLD_BYTES of the compute type
@@ -85,7 +86,7 @@ def unit(part: str, dtype) -> str:
         f"#define SDPA_T {ctype}\n#define SDPA_NAME {name}\n#define SDPA_WIDE {wide}\n"
         f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n#define SDPA_VFMA {vec}_fma\n"
         f"#ifndef LIMN_NEG /* once: an exported program holds the prelude already */\n"
-        f"{PRELUDE}#endif\n{FMA_ISA}\n{vector_helpers(vec)}\n"
+        f"{PRELUDE}#endif\n{fma_isa(target or detect())}\n{vector_helpers(vec)}\n"
     )
     return (
         defs

@@ -53,6 +53,7 @@ class Target:
     cores: int
     flags: tuple[str, ...]  # what cc is given for this target
     macros: str = ""  # a digest of the compiler's predefined macros under ``flags``
+    gcc: bool = True  # the compiler is gcc (its builtins spell the vector FMA)
 
     def lanes(self, itemsize: int) -> int:
         """The lanes of one vector register of ``itemsize``-byte elements."""
@@ -127,4 +128,5 @@ def detect(name: str | None = None, cc: str | None = None) -> Target:
     caches = [_cache_bytes(n, d) for n, d in ((1, 32 << 10), (2, 1 << 20), (3, 8 << 20))]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     digest = hashlib.sha256((text or "").encode()).hexdigest()[:16]
-    return Target(isa, vector_bytes, registers, chains, *caches, cores or 1, flags, digest)
+    gcc = "__GNUC__" in (text or "") and "__clang__" not in (text or "")
+    return Target(isa, vector_bytes, registers, chains, *caches, cores or 1, flags, digest, gcc)
