@@ -325,9 +325,9 @@ class Recorder:
         self.graphs: dict[tuple, tuple[dict, KernelGraph]] = {}
 
     def observe(self, device: str, roots: list[Node]) -> None:
-        from limn.runtime.jit import plan_key
+        from limn.runtime.jit import walk
 
-        key = (device, plan_key(roots)[0])
+        key = (device, walk(roots)[0])
         if key in self.graphs:
             self.graphs[key][0]["count"] += 1
             return

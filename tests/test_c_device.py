@@ -207,7 +207,9 @@ def test_a_realized_node_is_recalled_only_while_it_lives_and_only_for_itself():
 def test_the_plan_key_numbers_inputs_in_toposort_order_and_shares_aliases(c):
     from ir.graph.node import Node, toposort
     from ir.graph.ops import Op
-    from limn.runtime.jit import plan_key
+    from limn.runtime.jit import walk
+
+    plan_key = lambda roots: walk(roots)[:2]  # noqa: E731
 
     a = Tensor(np.ones((3, 4), np.float32))
     b = Tensor(np.ones((4, 3), np.float32))

@@ -3,7 +3,7 @@
 A Node is (op, dtype, shape, srcs, arg). Nodes compare by identity: two nodes built
 separately are two values even when they look alike, which keeps hashing O(1) on deep
 graphs. The by-value fingerprint the runtime caches plans under is
-``limn.runtime.jit.plan_key``: what counts as an input is the runtime's to know.
+``limn.runtime.jit.walk``: what counts as an input is the runtime's to know.
 """
 
 from __future__ import annotations

@@ -44,13 +44,6 @@ from limn.runtime.device import (
 )
 
 
-def plan_key(roots: Sequence[Node]) -> tuple[tuple, list[Node]]:
-    """The structure key of the graph under ``roots`` and its inputs in slot order
-    (``walk``, without the buffers)."""
-    key, inputs, *_ = walk(roots)
-    return key, inputs
-
-
 def walk(
     roots: Sequence[Node], windows: bool = False
 ) -> tuple[tuple, list[Node], list[Buffer], list[Node], dict[int, Node]]:
@@ -120,24 +113,22 @@ VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, O
 
 def window(n: Node) -> tuple[Buffer, Node] | None:
     """(the input, a view of a window of it) where ``n`` views part of an input's bytes
-    (a batch sliced from a long tensor, a row taken by an index and stacked, a column
-    block): the window from the first element ``n`` reads to the last is given as a buffer
-    of its own, and ``n`` becomes the same view of that buffer. The plan then serves the
-    slice at every offset, reading the same bytes that a compiled offset would."""
+    (a batch sliced from a long tensor, a row taken by an index, a column block, each
+    maybe padded or broadcast): the window from the first element ``n`` reads to the last
+    is given as a buffer of its own, and ``n`` becomes the same view of that buffer. The
+    plan then serves the slice at every offset, reading the bytes a compiled offset would."""
     v, src = n.arg, n.srcs[0]
     base = src.arg if src.op is BUFFER else recall(src)
-    if base is None or min(v.strides, default=0) < 0 or not v.size:
-        return None
     box = v.mask or tuple((0, d) for d in v.shape)  # what it reads: unmasked elements only
-    if any(hi <= lo for lo, hi in box):
+    if base is None or min(v.strides, default=0) < 0 or any(hi <= lo for lo, hi in box):
         return None
     start = v.offset + sum(lo * s for (lo, _), s in zip(box, v.strides))
     span = 1 + sum((hi - lo - 1) * s for (lo, hi), s in zip(box, v.strides))
-    if start < 0 or start + span > base.data.size or start == 0 and span == base.data.size:
-        return None  # the whole buffer, reordered or broadcast: no offset to bind
-    run = base.data.reshape(-1)[start : start + span]
-    buf = Node(BUFFER, n.dtype, (span,), (), Buffer(n.dtype, (span,), run))
-    return base, Node(VIEW, n.dtype, v.shape, (buf,), replace(v, offset=v.offset - start))
+    if start < 0 or start + span > base.data.size or (start, span) == (0, base.data.size):
+        return None  # (the whole buffer, reordered or broadcast: no offset to bind)
+    run = Buffer(n.dtype, (span,), base.data.reshape(-1)[start : start + span])
+    buf, moved = Node(BUFFER, n.dtype, (span,), (), run), replace(v, offset=v.offset - start)
+    return base, Node(VIEW, n.dtype, v.shape, (buf,), moved)
 
 
 @dataclass(frozen=True, eq=False)

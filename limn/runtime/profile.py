@@ -244,10 +244,9 @@ class Profiler:
             )
         if self.resized:
             lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
-        for name, dev in device._devices.items():  # what the plans' arenas hold (jit.trim)
-            if hasattr(dev, "held"):
-                lines.append(f"{name}: {len(dev.plans)} plans, arenas {dev.held / 2**20:.1f} MiB "
-                             f"of LIMN_MEMORY {dev.memory / 2**20:.0f} MiB")  # fmt: skip
+        held = [(k, d) for k, d in device._devices.items() if hasattr(d, "held")]  # (jit.trim)
+        lines += [f"{k}: {len(d.plans)} plans, arenas {d.held >> 20} of {d.memory >> 20} MiB "
+                  "(LIMN_MEMORY)" for k, d in held]  # fmt: skip
         return "\n".join(lines)
 
     # ---- the context manager -----------------------------------------------------------
