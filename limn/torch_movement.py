@@ -214,6 +214,11 @@ class TorchMovement:
         return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, key) -> Self:
+        shape = self.shape
+        if type(key) is int and shape and -shape[0] <= key < shape[0]:  # x[i]: the commonest
+            key %= shape[0]
+            bounds = ((key, key + 1), *((0, n) for n in shape[1:]))
+            return self._moved((("shrink", bounds), ("reshape", shape[1:])))
         return _index(self, key)
 
     def __setitem__(self, key, value) -> None:
@@ -359,8 +364,11 @@ def _index(x: TorchMovement, key) -> TorchMovement:
                 "an integer or bool tensor (or list, or numpy array)"
             )
         dim += 1
-    y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
-    y = y.p_reshape(tuple(out_shape))
+    if flips or any(k != 1 for k in steps):
+        y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
+        y = y.p_reshape(tuple(out_shape))
+    else:  # ints and plain slices (a batch, a row): one view, not one per move
+        y = x._moved((("shrink", tuple(bounds)), ("reshape", tuple(out_shape))))
     if not picks:
         return y
     dims = [out_dim[where[at] + j] for at, found in picks for j in range(len(found))]
