@@ -10,7 +10,7 @@ or a list of them. ``stage`` picks the floor:
   passes (``passes=c_passes()``), a small kernel prints as the size-generic nest that
   device runs (``ir/loop/generic.py``: its sizes are names, given at run time);
 * ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
-  the device itself calls (``ir.c.units.units``), with the c device's passes unless
+  the device itself calls (``ir.c.units.plan_units``), with the c device's passes unless
   ``passes`` are given, then each CUSTOM kernel's unit (``ir.c.sdpa.kernel_source``);
 * ``"cuda"``: the CUDA C program the cuda device hands NVRTC (``ir.cuda.render.source``),
   with the cuda device's passes unless ``passes`` are given, then each CUSTOM kernel's
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 
 from ir.c import sdpa as c_sdpa
 from ir.c.render import renders
-from ir.c.units import generic, units
+from ir.c.units import generic, plan_units
 from ir.cuda import sdpa as cuda_sdpa
 from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
@@ -112,9 +112,7 @@ def ir(
     if stage == "cuda":
         return "\n".join([cuda_source(graph, passes), *custom_sources(graph, cuda_sdpa)])
     if stage == "c":
-        return "\n".join(
-            [*(src for _, src in units(graph, passes)), *custom_sources(graph, c_sdpa)]
-        )
+        return "\n".join([*plan_units(graph, passes).sources(), *custom_sources(graph, c_sdpa)])
     return "\n".join([*held, format_loops(graph, passes)])
 
 

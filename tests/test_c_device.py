@@ -23,7 +23,7 @@ import limn
 import limn_array as xp
 from ir.c.passes import c_passes
 from ir.c.target import ISAS, detect
-from ir.c.units import units
+from ir.c.units import plan_units
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.interp import run
@@ -396,7 +396,7 @@ def test_ir_stage_c_prints_exactly_the_source_the_device_compiles(monkeypatch):
 def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
     """A kernel of a few iterations costs its compile, not its run: its unit is marked and
     cc builds it at -O0; the large kernel beside it stays at -O3. Both compute the same."""
-    from ir.c.units import QUICK, SMALL_WORK, units
+    from ir.c.units import QUICK, SMALL_WORK
     from ir.kernel.schedule import schedule
 
     rng = np.random.default_rng(3)
@@ -404,10 +404,10 @@ def test_small_kernels_compile_in_a_unit_of_their_own_at_O0(c):
     tiny = big[:100].copy()
     f = lambda t: ((t * 3.0).exp() + 1.0).sqrt()  # noqa: E731
     outs = [f(Tensor(big, device="c")), f(Tensor(tiny, device="c"))]
-    parts = units(schedule([o.node for o in outs]).graph)
-    assert [src.startswith(QUICK) for _, src in parts] == [False, True]
-    quick = c.toolchain.flags_for(parts[1][1])
-    assert "-O0" in quick and "-O3" not in quick and "-O3" in c.toolchain.flags_for(parts[0][1])
+    parts = plan_units(schedule([o.node for o in outs]).graph).sources()
+    assert [src.startswith(QUICK) for src in parts] == [False, True]
+    quick = c.toolchain.flags_for(parts[1])
+    assert "-O0" in quick and "-O3" not in quick and "-O3" in c.toolchain.flags_for(parts[0])
     got_big, got_tiny = (b.data for b in c.realize([o.node for o in outs]))
     assert got_tiny.tobytes() == got_big[:100].tobytes()
 
@@ -429,7 +429,8 @@ def test_kernels_of_integers_from_constants_are_computed_when_the_plan_is_built(
     host = constant_kernels(graph)
     # the (2, ..., 2) sum, its reshape to 1000 (the first root) and the mask
     assert len(host) == 3 and all(graph.kernels[i].kind == "MAP" for i in host)
-    compiled = [i for kernels, _ in units(graph) for i in kernels]
+    u = plan_units(graph)
+    compiled = [i for kernels, _ in u.units for i in kernels] + sorted(u.calls)
     assert sorted([*host, *compiled]) == list(range(len(graph.kernels)))
     assert graph.kernels[-1].result.dtype == dtypes.float32 and len(graph.kernels) - 1 in compiled
     got = [b.data for b in c.realize(roots)]
@@ -464,13 +465,13 @@ def test_gather_out_of_range_raises_on_the_c_device(c):
 
 
 def test_complex_is_refused_by_name(c):
-    from ir.c.units import units
+    from ir.c.units import plan_units
     from ir.graph import dtypes
     from ir.kernel.kernel import BufferSpec, KernelGraph
 
     graph = KernelGraph((BufferSpec(dtypes.complex64, (2,)),), 1, (), ())
     with pytest.raises(TypeError, match="complex64 is not supported"):
-        units(graph)
+        plan_units(graph)
 
 
 def test_capture_replay_equals_the_uncaptured_loop():

@@ -203,20 +203,6 @@ def generic_name(nest: LoopNest, openmp: bool = True) -> str:
     return "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def units(
-    graph: KernelGraph,
-    passes=None,
-    openmp: bool = True,
-    cores: int | None = None,
-    generic_kernels: bool = True,
-) -> list[tuple[list[int], str]]:
-    """``plan_units`` as (kernel indices, translation unit) pairs, in cc's order; the
-    generic kernels' unit (named by ``g_`` functions, not ``k<i>``) comes last."""
-    u = plan_units(graph, passes, openmp, cores, generic_kernels)
-    gen = [(sorted(u.calls), generic_unit(u.generic))] if u.generic else []
-    return u.units + gen
-
-
 def kernel_key(graph: KernelGraph, k) -> tuple:
     """What a kernel's nest is made from: its rows and the specs of the buffers it touches.
 
