@@ -171,7 +171,7 @@ class CompiledDevice(Device):
         # builds one plan at a time: threads that miss the cache together compile a new
         # structure once, and hits never wait (a dict read is atomic)
         self._build_lock = threading.Lock()
-        self.held = 0  # bytes in the plans' arenas when the last plan was built (``trim``)
+        self.held = 0  # bytes of the kept plans' arenas
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.shapes: dict[tuple, tuple] = {}  # a key without its shapes -> the last shapes
@@ -238,26 +238,18 @@ class CompiledDevice(Device):
                     progress.end(line)
                 if prof is None:
                     self.store_plan(key, plan, time.perf_counter() - t0)
+            # the least recently used go past LIMN_PLANS plans, or past LIMN_MEMORY bytes of
+            # arenas (each plan's is made at its first run and kept for the next)
             self.plans[key] = plan
-            while len(self.plans) > self.max_plans:
-                self.plans.popitem(last=False)
-            self.held = self.trim()
+            self.held += getattr(plan.runner, "size", 0)
+            while (
+                len(self.plans) > self.max_plans or self.held > self.memory and len(self.plans) > 1
+            ):
+                self.held -= getattr(self.plans.popitem(last=False)[1].runner, "size", 0)
             self.stats["plans"] += 1
             self.stats["kernels"] += len(plan.graph.kernels)
             self.stats["build_s"] += time.perf_counter() - t0
         return plan
-
-    def trim(self) -> int:
-        """Free the arenas of the plans used least recently past ``LIMN_MEMORY`` bytes held
-        by all (a plan that runs again makes its arena anew): many plans, a shape each,
-        never mean many arenas. The bytes held after."""
-        held = 0
-        for plan in reversed(self.plans.values()):
-            free = getattr(plan.runner, "free", [])
-            size = sum(a[-1].nbytes for a in free)
-            free[:] = free if held + size <= self.memory else []
-            held += len(free) and size
-        return held
 
     def resized(self, key: tuple) -> str:
         """Why a plan is built again: a structure met before at other shapes (a sequence
