@@ -216,8 +216,7 @@ class CDevice(CompiledDevice):
                 steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
         # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
         # the plan's first run loads them), not after it, one at a time
-        custom = {(s.part, s.dtype) for s in steps if isinstance(s, Custom) and s.part}
-        custom = {sdpa.unit(part, dtype, self.target) for part, dtype in custom}
+        custom = {sdpa.unit(s.part, s.dtype, self.target) for s in steps if getattr(s, "part", 0)}
         self.by_key.update(zip(keys, self.toolchain.libraries(sources + sorted(custom))))
         return self.plan(graph, tuple(steps), slots, kept, sites)
 

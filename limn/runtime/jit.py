@@ -104,8 +104,7 @@ def walk(
             bufs.append(buf)
             rows.append(("in", n.dtype, n.shape, alias))
             nodes.append(n)
-    key = (tuple(rows), tuple([index[id(r)] for r in roots]))
-    return key, inputs, bufs, nodes, swapped
+    return (tuple(rows), tuple([index[id(r)] for r in roots])), inputs, bufs, nodes, swapped
 
 
 VIEW, CONST, CUSTOM, BUFFER, ASSIGN = Op.VIEW, Op.CONST, Op.CUSTOM, Op.BUFFER, Op.ASSIGN
@@ -255,9 +254,8 @@ class CompiledDevice(Device):
         """Why a plan is built again: a structure met before at other shapes (a sequence
         that grows by a token, the last short batch) names the first shape that changed;
         a new structure says nothing."""
-        rows = key[0]
-        structure = tuple(row[:2] + row[3:4] for row in rows)  # op, dtype, sources
-        shapes = tuple(row[2] for row in rows)
+        structure = tuple(row[:2] + row[3:4] for row in key[0])  # op, dtype, sources
+        shapes = tuple(row[2] for row in key[0])
         seen = self.shapes.pop(structure, None)
         self.shapes[structure] = shapes
         if len(self.shapes) > self.max_plans:

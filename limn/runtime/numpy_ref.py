@@ -25,19 +25,15 @@ def apply_view(src: np.ndarray, v: View) -> np.ndarray:
     """Read ``v`` out of the row-major bytes of ``src``; masked cells are zero. Without a
     mask, a view of ``src``'s bytes (no node writes its operands)."""
     flat = np.ascontiguousarray(src).reshape(-1)
-    if v.mask is None and v.size:
-        item = flat.itemsize
-        return np.ndarray(v.shape, flat.dtype, flat, v.offset * item, [s * item for s in v.strides])
-    out = np.zeros(v.shape, flat.dtype)
-    if v.size == 0 or v.is_empty_mask:
-        return out
     box = v.mask if v.mask is not None else tuple((0, s) for s in v.shape)
+    if any(hi <= lo for lo, hi in box):  # (or no elements at all)
+        return np.zeros(v.shape, flat.dtype)
     start = v.offset + sum(lo * st for (lo, _), st in zip(box, v.strides))
-    inner_shape = tuple(hi - lo for lo, hi in box)
-    item = flat.itemsize
-    region = np.lib.stride_tricks.as_strided(
-        flat[start:], inner_shape, tuple(st * item for st in v.strides), writeable=False
-    )
+    item, inner = flat.itemsize, tuple(hi - lo for lo, hi in box)
+    region = np.ndarray(inner, flat.dtype, flat, start * item, [st * item for st in v.strides])
+    if v.mask is None:
+        return region
+    out = np.zeros(v.shape, flat.dtype)
     out[tuple(slice(lo, hi) for lo, hi in box)] = region
     return out
 
