@@ -161,3 +161,22 @@ def test_the_arenas_of_every_plan_stay_under_limn_memory():
         assert dev.held <= dev.memory
     assert len(dev.plans) == 3 and dev.held == sum(p.runner.size for p in dev.plans.values())
     np.testing.assert_array_equal(_mlp(dev, x[1:], w1, w2), _mlp(dev, x[1:], w1, w2))  # anew
+
+
+def test_packed_buffers_whose_lives_meet_never_share_a_byte():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        lives = {}
+        for b in range(n):
+            start = int(rng.integers(0, 10))
+            lives[b] = [0, 10] if rng.random() < 0.2 else [start, int(rng.integers(start, 11))]
+        sizes = [int(s) for s in rng.integers(0, 300, n)]
+        where, total = pack(lives, sizes)
+        span = {b: (where[b], where[b] + max(sizes[b], 1)) for b in lives}
+        assert all(o % 64 == 0 and e <= total for o, e in span.values())
+        for a in lives:
+            for b in range(a):
+                if lives[a][0] <= lives[b][1] and lives[b][0] <= lives[a][1]:
+                    assert span[a][1] <= span[b][0] or span[b][1] <= span[a][0], (lives, sizes)
+        assert total <= sum(-(-max(s, 1) // 64) * 64 for s in sizes)

@@ -83,6 +83,7 @@ class _Generic(_Lowering):
     def __init__(self, kernel: Kernel):
         super().__init__(kernel)
         self.sizes: list[int] = []
+        self.roles: dict[str, int] = {}  # how many sizes of each role are named
         self.extent: dict[str, str] = {}  # loop variable -> the size that is its stop
         self.scope: list[str] = []  # the loop variables open where the lowering is
 
@@ -90,9 +91,10 @@ class _Generic(_Lowering):
         """A fresh name for a number that comes from a shape, saying what it is (``role``:
         ``n`` an extent, ``st`` a stride, ``off`` an offset, ``lo``/``hi`` a pad's bounds,
         ``c`` a constant's bits), numbered within its role; its value is remembered."""
-        name = f"{role}{sum(n.rstrip('0123456789') == role for n in self.names)}"
+        name = f"{role}{self.roles.get(role, 0)}"
+        self.roles[role] = self.roles.get(role, 0) + 1
         self.sizes.append(int(value))
-        self.names += (name,)
+        self.names.append(name)
         return name
 
     def open(self, names: list[str], extents: list[int]) -> tuple[Index, ...]:

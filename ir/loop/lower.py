@@ -107,7 +107,7 @@ class _Lowering:
         self.widened_from: dict[str, tuple[DType, str]] = {}  # exact float widenings
         self.ranges: dict[str, tuple[int, int]] = {}  # inclusive bounds of each index name
         self.row: int | None = len(kernel.rows) - 1  # the row being lowered, tagged on each ins
-        self.names: tuple[str, ...] = ()  # a size-generic nest's run-time sizes
+        self.names: list[str] = []  # a size-generic nest's run-time sizes
 
     # a kernel kind -> the method that lowers it
     KINDS = {"MAP": "map_kernel", "SUM": "reduce_kernel", "MAX": "reduce_kernel",
@@ -121,7 +121,9 @@ class _Lowering:
             raise ValueError(f"lower: unknown kernel kind {k.kind!r}")
         getattr(self, self.KINDS[k.kind])()
         inputs, out = tuple(graph.buffers[b] for b in k.inputs), graph.buffers[k.output]
-        return LoopNest(f"k{i}", k.kind, k.loop_shape, inputs, out, tuple(self.body), self.names)
+        return LoopNest(
+            f"k{i}", k.kind, k.loop_shape, inputs, out, tuple(self.body), tuple(self.names)
+        )
 
     # ---- emission ----------------------------------------------------------------
 

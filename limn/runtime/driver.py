@@ -20,8 +20,8 @@ rows marked ``timed``.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
-import functools
 import math
 from dataclasses import dataclass
 
@@ -210,15 +210,26 @@ def _attention(i: int, k, step: Custom, outs: dict, sizes: list, lives: dict) ->
 
 def pack(lives: dict[int, list[int]], sizes: list[int]) -> tuple[dict[int, int], int]:
     """An offset for each buffer (``lives``: its first and last kernel), at the lowest
-    place no buffer alive at the same time holds; and the bytes it all takes."""
-    placed, where = [], {}
-    for b in sorted(lives, key=lambda b: (lives[b][0], -sizes[b])):
-        (start, end), size = lives[b], -(-max(sizes[b], 1) // ALIGN) * ALIGN
-        near = sorted((o, s) for st, en, o, s in placed if st <= end and start <= en)
-        # one sweep up the live buffers by offset: the first gap of ``size`` bytes
-        where[b] = functools.reduce(lambda t, n: t if n[0] >= t + size else max(t, sum(n)), near, 0)
-        placed.append((start, end, where[b], size))
-    return where, max((o + s for *_, o, s in placed), default=0)
+    place no buffer alive at the same time holds; and the bytes it all takes. The buffers
+    alive through the whole run lie one after another at the bottom; the others go in the
+    order they are born, each into the first gap among those still alive (kept by offset),
+    so the work grows with the buffers times how many live at once, not their square."""
+    top = max((end for _, end in lives.values()), default=0)
+    size = {b: -(-max(sizes[b], 1) // ALIGN) * ALIGN for b in lives}
+    where, floor = {}, 0
+    for b in (b for b in sorted(lives) if lives[b] == [0, top]):
+        where[b], floor = floor, floor + size[b]
+    used, alive = floor, []  # alive: (offset, bytes, last kernel) of the others, by offset
+    for b in sorted(set(lives) - set(where), key=lambda b: (lives[b][0], -sizes[b])):
+        alive = [a for a in alive if a[2] >= lives[b][0]]  # (the rest died before b is born)
+        at = floor
+        for offset, n, _ in alive:  # one sweep up the living: the first gap of its size
+            if offset >= at + size[b]:
+                break
+            at = max(at, offset + n)
+        bisect.insort(alive, (at, size[b], lives[b][1]))
+        where[b], used = at, max(used, at + size[b])
+    return where, used
 
 
 class _Step(ctypes.Structure):
