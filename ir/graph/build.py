@@ -14,7 +14,18 @@ import math
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
-from ir.graph.ops import BITWISE, COMPOSITE, FLOAT_ONLY, INT_ONLY, SCAN_COMBINES, TABLE, Op
+from ir.graph.ops import (
+    BINARY,
+    BITWISE,
+    COMPOSITE,
+    FLOAT_ONLY,
+    INT_ONLY,
+    PRIMITIVE,
+    SCAN_COMBINES,
+    TABLE,
+    UNARY,
+    Op,
+)
 from ir.graph.view import View
 
 _INT_OR_BITS = INT_ONLY | BITWISE
@@ -43,21 +54,6 @@ class Primitives:
             raise TypeError(f"{op.value.lower()}: needs a float tensor, got {self.dtype}")
         return self._wrap(Node(op, self.dtype, self.shape, (self.node,)), op, (self,))
 
-    def p_neg(self):
-        return self._unary(Op.NEG)
-
-    def p_exp(self):
-        return self._unary(Op.EXP)
-
-    def p_log(self):
-        return self._unary(Op.LOG)
-
-    def p_sqrt(self):
-        return self._unary(Op.SQRT)
-
-    def p_recip(self):
-        return self._unary(Op.RECIP)
-
     def p_cast(self, dtype: DType):
         if dtype == self.dtype:
             return self
@@ -85,36 +81,6 @@ class Primitives:
             raise TypeError(f"{op.value}: needs integer operands, got {d}")
         node = Node(op, dtypes.bool_ if op is Op.CMPLT else d, a.shape, (a, b))
         return self._wrap(node, op, (self, other))
-
-    def p_add(self, other):
-        return self._binary(Op.ADD, other)
-
-    def p_mul(self, other):
-        return self._binary(Op.MUL, other)
-
-    def p_cmplt(self, other):
-        return self._binary(Op.CMPLT, other)
-
-    def p_idiv(self, other):
-        return self._binary(Op.IDIV, other)
-
-    def p_mod(self, other):
-        return self._binary(Op.MOD, other)
-
-    def p_and(self, other):
-        return self._binary(Op.AND, other)
-
-    def p_or(self, other):
-        return self._binary(Op.OR, other)
-
-    def p_xor(self, other):
-        return self._binary(Op.XOR, other)
-
-    def p_shl(self, other):
-        return self._binary(Op.SHL, other)
-
-    def p_shr(self, other):
-        return self._binary(Op.SHR, other)
 
     def p_bitcast(self, dtype: DType):
         if dtype.itemsize != self.dtype.itemsize:
@@ -287,6 +253,19 @@ class Primitives:
         shape = self.shape if shape is None else tuple(shape)
         value = dtypes.python_type(d)(value) if not (d.is_int and _is_inf_or_nan(value)) else 0
         return self._wrap(Node(Op.CONST, d, shape, (), value))
+
+
+def _elementwise(op: Op):
+    """``p_<op>`` of an elementwise primitive that takes only its operands."""
+    if op in BINARY:
+        return lambda self, other: self._binary(op, other)
+    return lambda self: self._unary(op)
+
+
+# each elementwise primitive of the op table is the method named for it (p_add, p_neg, ...);
+# CAST and BITCAST, which take a dtype as well, are written out above
+for _op in (UNARY | BINARY) & PRIMITIVE - {Op.CAST, Op.BITCAST}:
+    setattr(Primitives, f"p_{_op.value.lower()}", _elementwise(_op))
 
 
 def _move(v: View, kind: str, arg) -> View | None:
