@@ -578,7 +578,8 @@ def _rows(ts: list[Tensor]) -> Tensor | None:
             )
             * stride
         )
-    return base.reshape(-1)[Tensor(at, device=base.device)]
+    flat = Tensor(at.reshape(-1), device=base.device)  # (every index in range: no check)
+    return base.reshape(-1).gather(0, flat).reshape(at.shape)
 
 
 def realize(*tensors: Tensor) -> None:
