@@ -531,6 +531,17 @@ def test_a_long_float32_sum_is_accurate_and_the_same_on_every_thread_count(c):
     assert len(bits) == 1
 
 
+def test_a_sum_too_small_to_pay_for_a_team_runs_on_the_calling_thread_with_the_same_bits(c, serial):
+    from ir.c.block import MIN_PARALLEL_WORK
+
+    for n, team in ((2400, False), (MIN_PARALLEL_WORK * 2, True)):  # blocked sums, both
+        x = np.random.default_rng(n).standard_normal(n)
+        y = (Tensor(x) * Tensor(x)).sum()
+        assert ("omp parallel" in limn.ir(y, stage="c")) == team
+        want = serial.realize([(Tensor(x) * Tensor(x)).sum().node])[0].data
+        assert y.numpy().tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("n", [1 << 20, 1 << 22, 1 << 24])
 def test_a_long_sum_is_as_accurate_as_numpys_pairwise_with_the_same_bits_everywhere(c, serial, n):
     """Lanes that each folded a block of 1024 values in sequence gave 0.1's mean of 2**20

@@ -226,7 +226,8 @@ def _lane_group(acc: DefAcc, blocks: list[Loop], top: bool, fresh):
             bv = Index.var(bn := fresh("b"))
             at = {r.var: bv * k + Index.var(r.var)}
             body = substitute(tuple(rows([b], 0, bv * lanes, (0, k))), at)
-            loops.append(Loop(bn, last, first, parallel=1, body=body))
+            team = int(n >= block.MIN_PARALLEL_WORK)  # (a small sum: the calling thread)
+            loops.append(Loop(bn, last, first, parallel=team, body=body))
         loops += rows([b], 0, last * lanes, (last * k, r.stop))
     op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))
     return [replace(acc, shape=shape), *loops, PairwiseFold(acc.out, op, shape)]

@@ -159,7 +159,7 @@ def _sort_and_vector_helpers(used, target: Target) -> str:
     return "\n".join(vec + [kinds[k](t) for k, t in sorted(u for u in used if u[0] in kinds)])
 
 
-STACK_CELLS = 64  # the most cells of an array accumulator kept on the stack (one set of lanes)
+STACK_CELLS = 1024  # the most cells of an array accumulator kept on the stack (8 KiB of doubles)
 
 
 def render(nest: LoopNest, name: str, openmp: bool = True) -> tuple[str, set]:
