@@ -199,6 +199,7 @@ def _lane_group(acc: DefAcc, blocks: list[Loop], top: bool, fresh):
         blocks = [rebuild(*_merge_inner(reds, body))]
         levels = _levels(blocks, acc.out)
     blocked = top and n >= 4 * BLOCK
+    team = int(n >= block.MIN_PARALLEL_WORK)  # a sum too small for a team: the calling thread
     shape = (-(-n // size), lanes) if blocked else (lanes,)
     lv, var, k = fresh("l"), levels[-1][0], size // w0 if len(levels) > 1 else size
 
@@ -226,7 +227,6 @@ def _lane_group(acc: DefAcc, blocks: list[Loop], top: bool, fresh):
             bv = Index.var(bn := fresh("b"))
             at = {r.var: bv * k + Index.var(r.var)}
             body = substitute(tuple(rows([b], 0, bv * lanes, (0, k))), at)
-            team = int(n >= block.MIN_PARALLEL_WORK)  # (a small sum: the calling thread)
             loops.append(Loop(bn, last, first, parallel=team, body=body))
         loops += rows([b], 0, last * lanes, (last * k, r.stop))
     op = next(x.op for x in instructions(blocks) if isinstance(x, Accum))

@@ -244,9 +244,8 @@ class Profiler:
             )
         if self.resized:
             lines.append(f"{len(self.resized)} plans built again, {self.resized[-1]} (the last)")
-        held = [(k, d) for k, d in device._devices.items() if hasattr(d, "held")]  # (LIMN_MEMORY)
         lines += [f"{k}: {len(d.plans)} plans, arenas {d.held >> 20} of {d.memory >> 20} MiB"
-                  for k, d in held]  # fmt: skip
+                  for k, d in device._devices.items() if hasattr(d, "held")]  # fmt: skip
         return "\n".join(lines)
 
     # ---- the context manager -----------------------------------------------------------
