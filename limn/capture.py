@@ -108,14 +108,17 @@ def _plain(x) -> tuple:
     return type(x), bits
 
 
-def _walk(x, out: list, seen: set, arg: bool = False) -> None:
+def _walk(x, out: list, seen: set, arg: bool = False, found: list | None = None) -> None:
     """Append to ``out`` what of ``x`` a recording depends on (the module docstring):
-    plain values, a Tensor argument's dtype and shape, any other Tensor's buffer."""
+    plain values, a Tensor argument's dtype and shape, any other Tensor's buffer; and to
+    ``found``, if given, each Tensor met."""
     if isinstance(x, _PLAIN):
         out.append(_plain(x))
     elif isinstance(x, Tensor):
         n = x.node
         out.append((n.dtype, n.shape) if arg else id(n.arg) if n.op == Op.BUFFER else id(n))
+        if found is not None:
+            found.append(x)
     elif isinstance(x, _OPAQUE) or id(x) in seen:
         out.append(id(x))
     else:
@@ -129,11 +132,11 @@ def _walk(x, out: list, seen: set, arg: bool = False) -> None:
             arg = arg and items is x  # an object's Tensors are its own, not arguments
             on_device = getattr(x, "device_settings", ())  # the kernels read these, not Python
             for k, v in ((k, v) for k, v in items.items() if k not in on_device):
-                _walk(k, out, seen)
-                _walk(v, out, seen, arg)
+                _walk(k, out, seen, False, found)
+                _walk(v, out, seen, arg, found)
         else:
             for v in items:
-                _walk(v, out, seen, arg)
+                _walk(v, out, seen, arg, found)
 
 
 def _reached(fn) -> list:
@@ -160,10 +163,10 @@ def _content(cell):
         return None
 
 
-def _seen(*roots) -> tuple:
+def _seen(*roots, found: list | None = None) -> tuple:
     out, seen = [], set()
     for x, arg in roots:
-        _walk(x, out, seen, arg)
+        _walk(x, out, seen, arg, found)
     return tuple(out)
 
 
@@ -208,7 +211,11 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     dev.recorder, versions.recording = [], []
     try:
         result = fn(*args, **kwargs)
-        realize(*_tensors(result))
+        # a write the call leaves pending (a BatchNorm's running statistics, read by no
+        # result) is realized in the recording too, so every replay writes it again
+        met: list[Tensor] = []
+        _seen(((args, kwargs), False), (_reached(fn), False), found=met)
+        realize(*_tensors(result), *(t for t in met if t._st is not None and t._st.pending))
     finally:
         recorded, dev.recorder = dev.recorder, None
         wrote, versions.recording = versions.recording, None

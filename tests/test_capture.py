@@ -119,6 +119,33 @@ def test_a_model_switched_between_train_and_eval_replays_each_mode(device):
         assert f.records == 2  # one recording per mode, both kept
 
 
+def test_a_batchnorm_switched_between_train_and_eval_keeps_torchs_running_statistics(device):
+    """The running statistics a train call writes are read by no result: the recording
+    realizes them too, so each replay updates them (before, the eval after a replayed
+    train read statistics one update behind)."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.bn = nn.Linear(4, 4), nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            y = self.bn(self.lin(x))
+            return y * 2 if self.training else y - 1
+
+    def run(captured):
+        limn.set_seed(0)
+        net = Net()
+        f = limn.capture(lambda x: net(x)) if captured else net
+        outs = []
+        for mode in ("train", "eval", "train", "eval", "train"):
+            getattr(net, mode)()
+            outs.append(_bits(f(_data(8, 4, seed=len(outs)))))
+        return outs, _bits(net.bn.running_mean), _bits(net.bn.running_var)
+
+    assert run(True) == run(False)
+
+
 def _training(device, captured, change):
     """Four AdamW steps, ``change(opt, model, step)`` between them; the final weights."""
     limn.set_seed(0)
