@@ -587,8 +587,10 @@ def test_lanes_and_blocks_are_printed_in_the_nest():
     from ir.c.passes import c_passes
 
     text = limn.ir(Tensor.randn((1 << 16,)).sum(), passes=c_passes())
-    assert "DEFACC  acc0[256, 16]" in text and "lanes" in text and "parallel=1" in text
-    assert "FOLD    acc0 = ADD pairwise over [256, 16]" in text
+    assert "DEFACC  acc0[256, 16]" in text and "lanes" in text and "parallel" not in text
+    assert "FOLD    acc0 = ADD pairwise over [256, 16]" in text  # (too small for a team)
+    text = limn.ir(Tensor.randn((1 << 19,)).sum(), passes=c_passes())
+    assert "DEFACC  acc0[2048, 16]" in text and "b0 < 2048  parallel=1" in text
 
 
 def test_pad_split_changes_no_bit_and_cuts_the_loop(monkeypatch):

@@ -154,13 +154,14 @@ def plan_units(
     for i, k in enumerate(graph.kernels):
         if k.kind == "CUSTOM" or i in on_host:
             continue
-        if generic_kernels and generic(graph, k, passes):
-            nest, sizes = lower_generic(graph, i)
-            name, text = generic_function(nest, openmp)
-            gen[name] = text
-            calls[i] = (name, sizes)
-            continue
         j = first.setdefault(kernel_key(graph, k), i)
+        if generic_kernels and generic(graph, k, passes):
+            if j == i:  # each structure lowered once: the others are the same call
+                nest, sizes = lower_generic(graph, i)
+                name, text = generic_function(nest, openmp)
+                gen[name], calls[i] = text, (name, sizes)
+            calls[i] = calls[j]
+            continue
         copies.setdefault(j, []).append(i)
     small, large = [], []
     for i, same in copies.items():

@@ -199,7 +199,10 @@ class CompiledDevice(Device):
         plan = self._plan(key, roots, inputs, nodes, swapped)
         return plan, [inputs[i] for i in plan.slots]
 
-    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes=(), swapped=None):
+    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes, spelled: dict):
+        """The plan for ``key`` (built on a miss from ``roots``); ``spelled`` is the walk's
+        id(view) -> its window's view, filled by decomposition with id(node) -> the node it
+        made of it."""
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
@@ -218,8 +221,6 @@ class CompiledDevice(Device):
             plan = self.stored_plan(key) if prof is None else None
             self.stats["plans_loaded"] += plan is not None
             if plan is None:
-                # id(node) -> the node decomposition made of it (a window's view: its stand-in)
-                spelled: dict[int, Node] = dict(swapped or {})
                 why = self.resized(key)
                 if prof is not None and why:
                     prof.resized.append(why)
