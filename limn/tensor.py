@@ -33,7 +33,7 @@ from limn.runtime.device import Buffer, device_names, get_device
 from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_more_math import TorchMoreMath
 from limn.torch_more_movement import TorchMoreMovement
-from limn.torch_movement import TorchMovement
+from limn.torch_movement import TorchMovement, stacked_rows
 
 # _rng: limn.capture reads the generator here
 __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
@@ -548,38 +548,8 @@ def stack(tensors, axis: int = 0) -> Tensor:
     if any(t.shape != ts[0].shape for t in ts):
         raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in ts]}")
     axis = compose.normalize_axis(axis, ts[0].ndim + 1, "stack")
-    rows = _rows(ts) if axis == 0 and len(ts) >= 4 else None
+    rows = stacked_rows(ts) if axis == 0 and len(ts) >= 4 else None
     return rows if rows is not None else cat([t.unsqueeze(axis) for t in ts], axis)
-
-
-def _rows(ts: list[Tensor]) -> Tensor | None:
-    """The stack of views of one tensor taken in one pattern at other offsets (the rows a
-    Dataset over a tensor hands the default collate, ``X[i]`` in a loop) as one gather of
-    their elements, or None. Concatenated, a thousand rows would be a thousand pieces to
-    build, walk and plan; gathered, they are one index array bound per call, and the
-    plan serves every batch."""
-    base, first = ts[0]._view_root()[0], ts[0].node
-    if first.op is not Op.VIEW or first.arg.mask is not None or first.srcs[0] is not base.node:
-        return None
-    src, v = first.srcs[0], first.arg
-    offsets = []
-    for t in ts:
-        n = t.node
-        a = n.arg
-        if n.srcs[0] is not src or a.strides != v.strides or a.shape != v.shape or a.mask:
-            return None
-        offsets.append(a.offset)
-    at = np.asarray(offsets, np.int64).reshape((-1,) + (1,) * len(v.shape))
-    for d, (size, stride) in enumerate(zip(v.shape, v.strides)):
-        at = (
-            at
-            + np.arange(size, dtype=np.int64).reshape(
-                (1,) * (d + 1) + (-1,) + (1,) * (len(v.shape) - d - 1)
-            )
-            * stride
-        )
-    flat = Tensor(at.reshape(-1), device=base.device)  # (every index in range: no check)
-    return base.reshape(-1).gather(0, flat).reshape(at.shape)
 
 
 def realize(*tensors: Tensor) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
+from ir.graph.ops import Op
 from limn.runtime import profile
 from limn.torch_methods import accept_torch_names, scalar_dims
 
@@ -296,6 +297,30 @@ def _take(x, dims: list[int], idxs: list) -> TorchMovement:
     at = dims[0] if dims == list(range(dims[0], dims[0] + len(dims))) else 0
     order = list(range(len(shape), len(shape) + at)) + list(range(len(shape)))
     return out.permute(*order, *range(len(shape) + at, out.ndim))
+
+
+def stacked_rows(ts: list) -> TorchMovement | None:
+    """The stack of views of one tensor taken in one pattern at other offsets (the rows a
+    Dataset over a tensor hands the default collate, ``X[i]`` in a loop) as one gather of
+    their elements, or None for any other stack. Concatenated, a thousand rows would be a
+    thousand pieces to build, walk and plan; gathered, they are one index array bound per
+    call, and one plan serves every batch."""
+    base, first = ts[0]._view_root()[0], ts[0].node
+    if first.op is not Op.VIEW or first.arg.mask is not None or first.srcs[0] is not base.node:
+        return None
+    v, offsets = first.arg, []
+    for t in ts:
+        n = t.node
+        if n.op is not Op.VIEW or n.srcs[0] is not first.srcs[0] or n.arg.mask is not None:
+            return None
+        if n.arg.shape != v.shape or n.arg.strides != v.strides:
+            return None
+        offsets.append(n.arg.offset)
+    cells = np.indices(v.shape, dtype=np.int64)  # each element's place in its row
+    inner = sum((s * c for s, c in zip(v.strides, cells)), np.zeros(v.shape, np.int64))
+    at = np.asarray(offsets, np.int64).reshape((-1,) + (1,) * len(v.shape)) + inner
+    flat = base._lift(at.reshape(-1))  # (every index in range: no check)
+    return base.reshape(-1).gather(0, flat).reshape(at.shape)
 
 
 def _index(x: TorchMovement, key) -> TorchMovement:

@@ -234,7 +234,7 @@ def test_the_plan_key_numbers_inputs_in_toposort_order_and_shares_aliases(c):
 
 def test_a_slice_at_every_offset_runs_the_plan_the_first_built(c):
     data = Tensor(np.arange(7 * 6 * 4, dtype=np.float32).reshape(7, 6, 4)).realize()
-    rows = data.numpy()
+    rows, before = data.numpy(), 0
     for i in range(7):  # batches, rows, column blocks and broadcast rows, as a step takes them
         x, y, col, row = data[i, :-1], data[i, 1:], data[i, :, 1:3], data[i, 2].expand(3, 4)
         picked = limn.stack([data[j % 7, 1] for j in (i, 3 * i + 1, 5 * i + 2)])  # rows, stacked
