@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from dataclasses import dataclass, field
 
 from ir.c.passes import c_passes, default_passes
@@ -172,7 +171,7 @@ def plan_units(
         (small if work(nest) <= SMALL_WORK else large).append((same, (text, used)))
     out = []
     for funcs, mark in ((large, ""), (small, QUICK)):
-        for part in split_for_cores(funcs, cores or os.cpu_count() or 1) if funcs else []:
+        for part in split_for_cores(funcs, cores or target.cores) if funcs else []:
             kernels = sorted(i for same, _ in part for i in same)
             out.append((kernels, mark + program([f for _, f in part], target)))
     funcs = [f for _, f in large + small] + [gen[name] for name in sorted(gen)]
