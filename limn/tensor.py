@@ -26,7 +26,7 @@ from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
-from limn import autograd, versions
+from limn import autograd, torch_inplace, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device
@@ -81,6 +81,9 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
     _moves: tuple = ()
     _seen: int = 0
     _vc: list | None = None
+    # an in-place op recorded under autograd (``limn/torch_inplace.py``): the snapshots of
+    # this tensor it replaced, by the version each was at
+    _past: dict | None = None
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
         if isinstance(data, Tensor):
@@ -328,6 +331,9 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
             except TypeError as e:
                 raise TypeError(f"{op}: {e}; cast one operand to a dtype that holds both") from None
             a, b = self.p_cast(d), other.p_cast(d)
+            for src, cast in ((self, a), (other, b)):
+                if cast is not src:  # torch saves the operand itself: its writes count
+                    cast._cast_of = (src, src._version)
         elif isinstance(other, bool | int | float):
             d = promote_scalar(self.dtype, other)
             a = self.p_cast(d)
@@ -500,6 +506,9 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         if st.shared or st.pending > versions.MAX_PENDING:
             versions.realize_on(self.device, [(st, None)])
         return self
+
+
+torch_inplace.install(Tensor)
 
 
 # ---- free functions -----------------------------------------------------------------

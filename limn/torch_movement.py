@@ -19,6 +19,7 @@ import numpy as np
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
 from limn.runtime import profile
+from limn.torch_inplace import index_put, write_result
 from limn.torch_methods import accept_torch_names, scalar_dims
 
 
@@ -217,28 +218,38 @@ class TorchMovement:
         return _index(self, key)
 
     def __setitem__(self, key, value) -> None:
-        """``x[key] = value``: a write through the view ``x[key]``; a boolean mask over the
-        leading dims writes where it is True (``Tensor.assign`` commits it)."""
+        """``x[key] = value``, torch's: basic indexing writes through the view ``x[key]``;
+        integer tensors and masks write the elements they pick (``index_put``), ``value``
+        broadcast to the picked shape; a mask with a value that broadcasts to the unpicked
+        dims alone is a select, with no count of True to compute."""
         if isinstance(value, TorchMovement):
             value = value.cast(self.dtype)
-        m = np.asarray(key) if isinstance(key, list | np.ndarray) else key
-        if isinstance(m, TorchMovement | np.ndarray) and m.dtype in (dtypes.bool_, np.bool_):
+        elif isinstance(value, list | tuple | np.ndarray):
+            value = self._lift(np.asarray(value)).cast(self.dtype)
+        keys = key if isinstance(key, tuple) else (key,)
+        if not any(_is_advanced(k) for k in keys):
+            target = self[key]
+            if not isinstance(value, TorchMovement):
+                value = target._const(dtypes.python_type(self.dtype)(value), self.dtype)
+            write_result(target, "setitem", lambda _: value, (value,), cast=False)
+            return
+        m = np.asarray(keys[0]) if isinstance(keys[0], list | np.ndarray) else keys[0]
+        if len(keys) == 1 and m.dtype in (dtypes.bool_, np.bool_):
             m = self._lift(m) if isinstance(m, np.ndarray) else m
             if tuple(m.shape) != self.shape[: m.ndim]:
                 raise IndexError(
                     f"index: a mask of shape {m.shape} does not match the leading dims of "
                     f"{self.shape}"
                 )
-            m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim)).expand(*self.shape)
-            self.assign(m.where(value, self))
-            return
-        for k in key if isinstance(key, tuple) else (key,):
-            if isinstance(k, list | np.ndarray) or isinstance(k, TorchMovement) and k.ndim:
-                raise IndexError(
-                    "index assignment: integer-tensor indices cannot be written through; "
-                    "accepted: ints, slices, ..., None, or one bool mask over the leading dims"
-                )
-        self[key].assign(value)
+            if getattr(value, "ndim", 0) <= self.ndim - m.ndim:
+                m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim))
+                write_result(self, "setitem", lambda s: m.where(value, s), (value,), cast=False)
+                return
+        write_result(self, "index_put_", lambda s: index_put(s, keys, value), (value,))
+
+
+def _is_advanced(k) -> bool:
+    return isinstance(k, list | np.ndarray) or isinstance(k, TorchMovement) and k.ndim > 0
 
 
 for _name in ("squeeze", "index_select"):

@@ -231,3 +231,197 @@ def test_an_optimizer_step_writes_parameters_and_state_into_their_own_buffers(de
         if seen is not None:
             assert all(a() is b() for a, b in zip(bufs, seen))
         seen = bufs
+
+
+# ---- issue 46: every in-place spelling ------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["**=", "//=", "%=", "&=", "|=", "^=", "<<=", ">>="])
+def test_every_augmented_assignment_writes_through_views_and_aliases(device, op):
+    def run(lib, tensor):
+        x = tensor(np.array([[5, 7, 9], [2, 3, 4]], np.int64))
+        alias, row = x.detach(), x[1]
+        scope = {"row": row, "y": x.clone(), "tensor": tensor, "np": np}
+        exec(f"row {op} tensor(np.array([2, 1, 3], np.int64))", scope)  # on a view: the base
+        y = scope["y"]
+        exec(f"y {op} 2", scope)
+        return x, alias, row, y
+
+    same(run)
+
+
+def test_matmul_augmented_assignment_rebinds_as_torchs(device):
+    def run(lib, tensor):
+        a = tensor(np.ones((2, 2), np.float32))
+        b = a
+        a @= tensor(np.eye(2, dtype=np.float32) * 2)
+        return a, b
+
+    same(run)
+
+
+_METHODS = {
+    "index_add_": lambda lib, t, x: x.index_add_(0, t([0, 2]), t(np.ones((2, 3), np.float32))),
+    "index_fill_": lambda lib, t, x: x.index_fill_(1, t([0, 2]), -1.0),
+    "index_copy_": lambda lib, t, x: x.index_copy_(0, t([2]), t(np.full((1, 3), 9, np.float32))),
+    "index_put_": lambda lib, t, x: x.index_put_((t([0, 0, 2]), t([1, 1, 0])), t(2.0), True),
+    "scatter_": lambda lib, t, x: x.scatter_(1, t([[2], [0], [1]]), t([[7.0], [8.0], [9.0]])),
+    "scatter_add_": lambda lib, t, x: x.scatter_add_(0, t([[1, 2, 0]]), t([[1.0, 2.0, 3.0]])),
+    "masked_scatter_": lambda lib, t, x: x.masked_scatter_(x > 3, t(np.arange(9.0)).float()),
+    "addcmul_": lambda lib, t, x: x.addcmul_(x, x, value=0.5),
+    "addcdiv_": lambda lib, t, x: x.addcdiv_(x, x + 1, value=2),
+    "clip_": lambda lib, t, x: x.clip_(1, 5),
+    "floor_": lambda lib, t, x: x.mul_(0.7).floor_(),
+    "square_": lambda lib, t, x: x.square_(),
+    "sign_": lambda lib, t, x: x.sub_(4).sign_(),
+    "fill_diagonal_": lambda lib, t, x: x.fill_diagonal_(-5.0),
+    "clamp_min_": lambda lib, t, x: x.clamp_min_(3),
+    "exp2_": lambda lib, t, x: x.exp2_(),
+    "lt_": lambda lib, t, x: x.lt_(4),
+    "t_": lambda lib, t, x: x.t_(),
+    "unsqueeze_": lambda lib, t, x: x.unsqueeze_(0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(_METHODS))
+def test_torchs_in_place_methods_write_in_place_and_through_aliases(device, name):
+    def run(lib, tensor):
+        x = tensor(np.arange(9, dtype=np.float32).reshape(3, 3))
+        alias = x.detach()
+        out = _METHODS[name](lib, tensor, x)
+        assert out is x
+        return x, alias
+
+    same(run)
+
+
+def test_in_place_methods_through_a_view_reach_the_base(device):
+    def run(lib, tensor):
+        x = tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+        x[1].clip_(5, 6)
+        x[:, 2].square_()
+        x[2, 1:].index_fill_(0, tensor([0, 2]), 0.5)
+        return (x,)
+
+    same(run)
+
+
+def test_detach_in_place_leaves_the_graph(device):
+    w = limn.tensor(np.ones(2, np.float32), requires_grad=True)
+    y = w * 2
+    assert y.detach_() is y and not y.requires_grad and y.grad_fn is None
+
+
+def _functional(name):
+    return lambda nn, F: lambda x: getattr(F, name)(x, inplace=True)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn, F: nn.ReLU(inplace=True),
+        lambda nn, F: nn.LeakyReLU(0.1, True),
+        lambda nn, F: nn.SiLU(inplace=True),
+        lambda nn, F: nn.Dropout(0.0, inplace=True),
+        *map(
+            _functional, "hardtanh elu relu6 selu celu mish hardswish hardsigmoid relu silu".split()
+        ),
+        lambda nn, F: lambda x: F.threshold(x, 0.5, 9.0, inplace=True),
+        lambda nn, F: lambda x: F.dropout(x, 0.0, True, inplace=True),
+    ],
+)
+def test_every_inplace_flag_writes_into_its_input(device, make):
+    def run(lib, tensor):
+        x = tensor(np.array([-3.0, -0.5, 0.25, 2.0, 7.0], np.float32))
+        alias = x[1:]
+        out = make(lib.nn, lib.nn.functional)(x)
+        assert out is x
+        return x, alias
+
+    same(run)
+
+
+def test_inplace_flags_off_leave_the_input(device):
+    x = limn.tensor(np.array([-1.0, 2.0], np.float32))
+    nn.ReLU()(x)
+    limn.nn.functional.elu(x)
+    np.testing.assert_array_equal(x.numpy(), [-1, 2])
+
+
+# ---- issue 46: in-place ops on tracked non-leaf tensors --------------------------------
+
+
+def test_a_residual_add_in_place_is_recorded_as_torch_records_it(device):
+    rng = np.random.default_rng(1)
+    w0, x0 = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((3, 4))
+
+    def run(lib, tensor):
+        w = tensor(w0, requires_grad=True)
+        x = tensor(x0.astype(np.float32), requires_grad=True)
+        out = x @ w
+        out = lib.nn.functional.relu(out, inplace=True)
+        out = out @ w
+        out += x  # the ResNet block's identity
+        out.mul_(x)
+        lib.nn.ReLU(inplace=True)(out)
+        out.sum().backward()
+        return out, w.grad, x.grad
+
+    same(run)
+
+
+def test_a_write_through_a_view_of_a_tracked_value_is_recorded(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0, 3.0, 4.0], np.float32), requires_grad=True)
+        x = w * 2
+        v = x[1:3]
+        v.mul_(w[:2])
+        x[3] = w[0] * 5
+        (x * x).sum().backward()
+        return x, w.grad
+
+    same(run)
+
+
+def test_a_buffer_that_takes_a_tracked_value_in_place_requires_grad(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+        buf = tensor(np.zeros(2, np.float32))
+        buf.add_(w * 3)
+        assert buf.requires_grad
+        (buf * buf).sum().backward()
+        return buf, w.grad
+
+    same(run)
+
+
+@pytest.mark.parametrize(
+    "prog",
+    [
+        "x = w * 1; x.exp_(); x.add_(1)",  # exp_ saved its result, then written
+        "x = w.exp(); x.add_(1)",
+        "x = w * 1; z = x * w; x.add_(1); x = z",  # mul saved x, then written
+    ],
+)
+def test_an_in_place_op_that_overwrites_a_saved_value_raises_torchs_error(device, prog):
+    def run(lib, tensor):
+        w = tensor(np.ones(3, np.float32), requires_grad=True)
+        scope = {"w": w}
+        exec(prog, scope)
+        scope["x"].sum().backward()
+
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(torch, torch.tensor)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(limn, limn.tensor)
+
+
+def test_a_view_of_a_leaf_refuses_an_in_place_write_as_torch(device):
+    def run(lib, tensor):
+        w = tensor(np.ones(3, np.float32), requires_grad=True)
+        w[1:].mul_(2)
+
+    with pytest.raises(RuntimeError, match="view of a leaf Variable"):
+        run(torch, torch.tensor)
+    with pytest.raises(RuntimeError, match="view of a leaf Variable"):
+        run(limn, limn.tensor)

@@ -146,10 +146,10 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False):
         if not 0 <= p <= 1:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.dropout(self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
 
 # ---- attention --------------------------------------------------------------------

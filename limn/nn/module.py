@@ -294,7 +294,8 @@ class Apply(Module):
     defaults: tuple = ()
 
     def __init__(self, *args, **kwargs):
-        kwargs.pop("inplace", None)  # torch's memory hint; limn's results are new nodes
+        if not kwargs.get("inplace", True):  # (given only to a function that takes it)
+            del kwargs["inplace"]
         self._args, self._kwargs = args or self.defaults, kwargs
 
     def forward(self, *inputs):
