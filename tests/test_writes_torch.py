@@ -425,3 +425,53 @@ def test_a_view_of_a_leaf_refuses_an_in_place_write_as_torch(device):
         run(torch, torch.tensor)
     with pytest.raises(RuntimeError, match="view of a leaf Variable"):
         run(limn, limn.tensor)
+
+
+# ---- issue 46: writes by mask and by index tensor --------------------------------------
+
+
+_INDEX_WRITES = {
+    "mask_values": "x[x > 0] = tensor([10.0, 20.0])",
+    "mask_op": "y = x.clone(); y[y > 0] += 1; x = y",
+    "mask_scalar": "x[x < 0] = 0.5",
+    "mask_from_mask": "z = x * 3; x[x > 0] = z[x > 0]",
+    "mask_rows": "x[tensor([True, False])] = tensor([7.0, 8.0])",
+    "mask_rows_count": "x[tensor([True, True])] = tensor([[7.0], [8.0]])",
+    "int_index": "x[tensor([1, 0])] = tensor([[5.0, 6.0], [7.0, 8.0]])",
+    "int_pairs": "x[tensor([0, 1]), tensor([1, 1])] = tensor([3.0, 4.0])",
+    "int_list": "x[[1], 0] = 9.0",
+    "int_then_slice": "x[tensor([1]), 1:] *= 10",
+    "negative": "x[tensor([-1]), tensor([-2])] = 11.0",
+    "accumulate": "x.index_put_((tensor([0, 0]), tensor([1, 1])), tensor(1.5), accumulate=True)",
+    "view_mask": "v = x[1]; v[v > 0] = tensor([50.0])",
+}
+
+
+@pytest.mark.parametrize("prog", list(_INDEX_WRITES.values()), ids=list(_INDEX_WRITES))
+def test_writes_by_mask_and_index_tensor_have_torchs_semantics(device, prog):
+    def run(lib, tensor):
+        x = tensor(np.array([[-1.0, 2.0], [-3.0, 4.0]], np.float32))
+        alias = x.detach()
+        scope = {"x": x, "tensor": tensor}
+        exec(prog, scope)
+        return scope["x"], alias if "y =" not in prog else scope["x"]
+
+    same(run)
+
+
+def test_an_index_write_of_the_wrong_count_raises_naming_the_shapes(device):
+    x = limn.tensor(np.array([[-1.0, 2.0], [-3.0, 4.0]], np.float32))
+    with pytest.raises(ValueError, match=r"index_put: values of shape \(3,\)"):
+        x[x > 0] = limn.tensor([1.0, 2.0, 3.0])
+
+
+def test_an_index_write_into_a_tracked_value_is_differentiable(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, -2.0, 3.0], np.float32), requires_grad=True)
+        x = w * 2
+        x[x < 0] = w[:1] * 10
+        x[tensor([2])] += w[2:] ** 2
+        x.sum().backward()
+        return x, w.grad
+
+    same(run)
