@@ -249,9 +249,10 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 found[id(t)] = g
             if t._ctx is None:
                 if wanted is None:
-                    if not create_graph and (g._st is not None or g._base is not None):
-                        # a gradient ends at a movement of an internal value: the leaf
-                        # gets the value alone, not an alias holding that value's graph
+                    if not create_graph:
+                        # the leaf gets the value in a tensor of its own (a rule may give
+                        # one tensor to two parents, and ``.grad`` is written in place),
+                        # not an alias holding an internal value's graph
                         g = type(g)._make(g.node, g.device)
                     if t.grad is None:
                         t.grad = g

@@ -475,3 +475,62 @@ def test_an_index_write_into_a_tracked_value_is_differentiable(device):
         return x, w.grad
 
     same(run)
+
+
+# ---- issue 46: gradients are tensors written in place ---------------------------------
+
+
+def test_a_second_backward_accumulates_into_the_gradient_tensor_held(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+        v = tensor(np.array([4.0, 5.0, 6.0], np.float32), requires_grad=True)
+        v.grad = tensor(np.full(3, 100.0, np.float32))  # preallocated: receives the gradient
+        buf = v.grad
+        (w * w + w).sum().backward()
+        g = w.grad
+        (w * 3 + v * w).sum().backward()
+        return g, w.grad, buf, v.grad
+
+    same(run)
+
+
+def test_zero_grad_keeping_tensors_zeroes_the_ones_held(device):
+    def run(lib, tensor):
+        model = lib.nn.Linear(3, 2)
+        with lib.no_grad():
+            model.weight.copy_(tensor(np.arange(6, dtype=np.float32).reshape(2, 3)))
+            model.bias.fill_(1.0)
+        opt = lib.optim.SGD(model.parameters(), lr=0.1)
+        x = tensor(np.ones((4, 3), np.float32))
+        model(x).sum().backward()
+        gw, gb = model.weight.grad, model.bias.grad
+        opt.zero_grad(set_to_none=False)
+        zeroed = gw.clone()
+        model(x).pow(2).sum().backward()
+        model.zero_grad(set_to_none=False)
+        return zeroed, gw, gb, model.weight.grad
+
+    same(run)
+
+
+def test_clip_grad_scales_the_gradient_tensors_held(device):
+    def run(lib, tensor):
+        a = tensor(np.array([3.0, 4.0], np.float32), requires_grad=True)
+        b = tensor(np.array([-5.0, 0.5], np.float32), requires_grad=True)
+        (a * a * 2 + b * 3).sum().backward()
+        ga, gb = a.grad, b.grad
+        norm = lib.nn.utils.clip_grad_norm_([a, b], 1.0)
+        after_norm = ga.clone()
+        lib.nn.utils.clip_grad_value_([a, b], 0.1)
+        return norm, after_norm, ga, gb
+
+    same(run)
+
+
+def test_gradients_given_by_one_rule_to_two_leaves_are_two_tensors(device):
+    a = limn.tensor(np.ones(2, np.float32), requires_grad=True)
+    b = limn.tensor(np.ones(2, np.float32), requires_grad=True)
+    (a + b).sum().backward()
+    assert a.grad is not b.grad
+    a.grad.mul_(5)
+    np.testing.assert_array_equal(b.grad.numpy(), [1, 1])
