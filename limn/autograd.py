@@ -135,8 +135,8 @@ def _needed(ctx) -> list[int]:
     key, ps = ctx.rule, ctx.parents
     if key in _READS_NOTHING or isinstance(key, tuple):  # movements read shapes only
         return []
-    if key in _READS_RESULT and key is not Op.MAX:  # torch saves the result alone
-        return []
+    if key in _READS_RESULT and key is not Op.MAX or getattr(key, "reads", "") == "result":
+        return []  # torch saves the result alone
     if key is Op.MUL:
         return [i for i in (0, 1) if ps[1 - i].requires_grad]
     if key is Op.WHERE:

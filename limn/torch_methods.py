@@ -25,6 +25,7 @@ from typing import Self
 
 from ir.graph import compose, dtypes, functions
 from ir.graph.dtypes import as_dtype, promote, promote_scalar
+from limn import autograd
 
 MinMax = namedtuple("MinMax", "values indices")  # torch.return_types.max / min / topk / sort
 
@@ -421,6 +422,27 @@ for _name in (
 ).split():
     setattr(TorchMethods, _name, _float_math(_name))
 TorchMethods.arctan2 = TorchMethods.atan2
+
+
+def _sigmoid_grad(ctx, out, g):
+    """sigmoid's gradient from its result, s * (1 - s), as torch's: finite everywhere.
+    Through sigmoid's primitives, 1 / (1 + exp(-x)), it is 0 * inf at x below about -88 in
+    float32 (exp overflows while the reciprocal's gradient underflows): NaN."""
+    return (g * out * (1 - out),)
+
+
+_sigmoid_grad.reads = "result"  # torch saves the result alone
+_sigmoid_grad.__name__ = "sigmoid"  # its record prints as torch's: <SigmoidBackward>
+
+
+def _sigmoid(self):
+    x = self._float()
+    with autograd.no_grad():
+        s = compose.sigmoid(x)
+    return x._wrap(s.node, _sigmoid_grad, (x,))
+
+
+TorchMethods.sigmoid = _sigmoid
 
 
 def _comparison(op: str):

@@ -534,3 +534,48 @@ def test_gradients_given_by_one_rule_to_two_leaves_are_two_tensors(device):
     assert a.grad is not b.grad
     a.grad.mul_(5)
     np.testing.assert_array_equal(b.grad.numpy(), [1, 1])
+
+
+# ---- issue 46: finite gradients -------------------------------------------------------
+
+
+def _float32_sweep() -> np.ndarray:
+    """Float32 values over the whole range: random bit patterns (every exponent), the
+    extremes, the infinities and the values around sigmoid's overflow."""
+    bits = np.random.default_rng(46).integers(0, 2**32, 20000, dtype=np.uint64)
+    x = bits.astype(np.uint32).view(np.float32)
+    edges = [0.0, -0.0, 1e-45, -1e-45, 88.7, -88.7, -90, -100, 100, -1e4, 1e4, np.inf, -np.inf]
+    edges += [np.finfo(np.float32).max, np.finfo(np.float32).min]
+    return np.concatenate([x[~np.isnan(x)], np.array(edges, np.float32)]).astype(np.float32)
+
+
+@pytest.mark.parametrize("f", ["sigmoid", "silu"])
+def test_sigmoid_and_silu_gradients_are_torchs_for_every_float32_input(device, f):
+    x = _float32_sweep()
+
+    def run(lib, tensor):
+        w = tensor(x, requires_grad=True)
+        y = w.sigmoid() if f == "sigmoid" else lib.nn.functional.silu(w)
+        y.sum().backward()
+        return (w.grad,)
+
+    got = run(limn, limn.tensor)[0].numpy()
+    want = run(torch, torch.tensor)[0].numpy()
+    assert np.isfinite(got[np.isfinite(x)]).all()  # (silu's at +-inf is torch's NaN)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-30)
+
+
+def test_a_sigmoid_read_by_backward_then_written_raises_and_its_input_may_be(device):
+    def run(lib, tensor, target):
+        w = tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
+        x = w * 1
+        s = x.sigmoid()
+        with lib.no_grad():
+            (x if target == "input" else s).mul_(2)
+        s.sum().backward()
+        return (w.grad,)
+
+    same(lambda lib, tensor: run(lib, tensor, "input"))  # torch saves sigmoid's result
+    for lib in (torch, limn):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(lib, lib.tensor, "result")
