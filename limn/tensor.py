@@ -142,11 +142,12 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         """Make ``t`` an alias of this tensor's storage, taken by ``moves`` from this
         tensor; it shares the version counter unless ``counter`` is False (``.data``)."""
         st = self._storage()
+        now = self.node if self._moves else None  # (read before t changes: t may be self)
         t._st, t._moves, t._vc = st, self._moves + moves, self._vc if counter else [0]
         if t._moves:
             t._seen = st.gen
             if t._node is None or moves == ():
-                t._node = self.node
+                t._node = now
         else:
             t._node = None
         return t
@@ -273,9 +274,11 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         torch does; any other gives a read-only array of its value now, which later writes
         to the tensor never change (they are new versions, ``limn/versions.py``): torch's
         array would share the tensor's memory, but a lazy value has none to share."""
+        st = self._st
+        if st is not None and st.shared and self._moves:  # the array's bytes now, moved
+            return Tensor._make(versions.view_node(st.node, self._moves), self.device).numpy()
         self.realize()
         data = self.node.arg.data
-        st = self._st
         if st is not None and st.shared and not self._moves:
             return data
         out = data.view()
@@ -546,7 +549,8 @@ def cat(tensors, axis: int = 0) -> Tensor:
             raise ValueError(
                 f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside axis {axis}"
             )
-    return compose.cat([t.p_cast(d) for t in ts], axis)
+    out = compose.cat([t.p_cast(d) for t in ts], axis)
+    return out.clone() if out is ts[0] else out  # (one tensor: a copy, as torch's)
 
 
 @torch_names
@@ -576,7 +580,8 @@ def _realize(*tensors: Tensor) -> None:
         if st is not None and not t._moves:
             if st.node.op is not Op.BUFFER or st.donor is not None:
                 by_device.setdefault(t.device, []).append((st, None))
-        elif t.node.op is not Op.BUFFER:
+        elif t.node.op is not Op.BUFFER and (st is None or not st.shared):
+            # (a view of an array's bytes is never cached: it reads the array when read)
             by_device.setdefault(t.device, []).append((None, t))
     for name, items in by_device.items():
         versions.realize_on(name, items)

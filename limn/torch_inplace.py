@@ -89,7 +89,9 @@ def _assign(x, name: str, value):
     try:
         return x.assign(value, name)
     except (ValueError, TypeError) as e:
-        raise type(e)(str(e).replace("assign:", f"{name}:", 1)) from None
+        msg = str(e).replace("assign:", f"{name}:", 1)
+        # an overlapping target: torch's "unsupported operation" is a RuntimeError
+        raise (RuntimeError if "more than once" in msg else type(e))(msg) from None
 
 
 def _tracks(x, args) -> bool:

@@ -339,7 +339,7 @@ class TorchMoreMath:
                 break
             a, b = x.narrow(axis, 1, m - 1), x.narrow(axis, 0, m - 1)
             x = a ^ b if x.dtype == dtypes.bool_ else a - b
-        return x
+        return x.clone() if x is self else x  # (n = 0: a copy, as torch's)
 
     def trace(self):
         if self.ndim != 2:

@@ -18,6 +18,8 @@ import numpy as np
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
+from ir.graph.ops import Op
+from ir.graph.view import contiguous_strides
 from limn.runtime import profile
 from limn.torch_inplace import index_put, write_result
 from limn.torch_methods import accept_torch_names, scalar_dims
@@ -152,6 +154,16 @@ class TorchMovement:
         return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
 
     def contiguous(self) -> Self:
+        """torch's: the tensor itself where its elements are in row-major order already
+        (a write to either is a write to both), else a copy in that order."""
+        node = self.node
+        if node.op is not Op.VIEW:
+            return self
+        v = node.arg
+        if v.mask is None and all(
+            st == c or s == 1 for s, st, c in zip(v.shape, v.strides, contiguous_strides(v.shape))
+        ):
+            return self
         return self.p_contiguous()
 
     def repeat(self, *repeats) -> Self:
@@ -163,7 +175,8 @@ class TorchMovement:
         x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         shape = [v for r, s in zip(reps, x.shape) for v in (r, s)]
         y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
-        return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+        y = y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+        return y.clone() if y is self or y._st is not None and y._st is self._st else y
 
     def split(self, size, axis: int = 0) -> list[Self]:
         axis = compose.normalize_axis(axis, self.ndim, "split")

@@ -579,3 +579,100 @@ def test_a_sigmoid_read_by_backward_then_written_raises_and_its_input_may_be(dev
     for lib in (torch, limn):
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             run(lib, lib.tensor, "result")
+
+
+# ---- issue 46: views are views, copies are copies --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "take",
+    [
+        lambda x: x.diagonal(),
+        lambda x: x.diagonal(1),
+        lambda x: x.diagonal(-1),
+        lambda x: x.T.diagonal(1),
+        lambda x: x[1:].diagonal(),
+        lambda x: x.reshape(2, 2, 3).diagonal(0, 0, 2),
+        lambda x: x.unfold(0, 2, 2),
+        lambda x: x.unfold(1, 2, 1),  # overlapping windows (written: torch adds twice)
+        lambda x: x.contiguous(),
+        lambda x: x[1:].contiguous(),
+    ],
+)
+def test_views_torch_documents_are_written_through_both_ways(device, take):
+    def run(lib, tensor):
+        x = tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+        v = take(x)
+        first = v.clone()
+        x.mul_(10)  # the base written: the view reads it
+        after_base = v.clone()
+        if v.shape != (4, 2, 2):
+            v.add_(100)  # the view written: the base reads it
+        return first, after_base, v, x
+
+    same(run)
+
+
+def test_contiguous_of_a_contiguous_tensor_is_itself(device):
+    x = limn.tensor(np.ones((2, 3), np.float32))
+    assert x.contiguous() is x
+    assert x.T.contiguous() is not x.T
+
+
+@pytest.mark.parametrize(
+    "take",
+    [
+        lambda lib, x: x.roll(1, 0),
+        lambda lib, x: lib.cat([x]),
+        lambda lib, x: x.repeat(1, 1),
+        lambda lib, x: x.repeat(1, 1, 1),
+        lambda lib, x: x.tile((1, 1)),
+        lambda lib, x: lib.nn.functional.pad(x, (0, 0)),
+        lambda lib, x: x.rot90(0),
+        lambda lib, x: x.diff(n=0),
+        lambda lib, x: x.flip(0),
+        lambda lib, x: x.diagonal_copy() if hasattr(x, "diagonal_copy") else x.diagonal().clone(),
+    ],
+)
+def test_copies_torch_documents_are_copies_whatever_their_arguments(device, take):
+    def run(lib, tensor):
+        x = tensor(np.arange(4, dtype=np.float32).reshape(1, 4))
+        c = take(lib, x)
+        x.add_(100)
+        return c, x
+
+    same(run)
+
+
+def test_a_view_written_then_assigned_to_its_own_data_reads_the_write(device):
+    def run(lib, tensor):
+        x = tensor(np.array([[0.0, 1.0], [2.0, 3.0]], np.float32))
+        v = x[0, 1:]
+        v *= 10
+        v.data = v
+        return v, x
+
+    same(run)
+
+
+def test_a_view_of_a_from_numpy_tensor_reads_the_array_after_being_read(device):
+    a = np.zeros((2, 2), np.float32)
+    t = limn.from_numpy(a)
+    v = t[0]
+    assert v.tolist() == [0.0, 0.0]
+    a[0, 0] = 5
+    assert v.tolist() == [5.0, 0.0]
+    assert (v + 1).tolist() == [6.0, 1.0]
+    a[0, 1] = 7
+    assert v.sum().item() == 12.0
+
+
+def test_as_strided_is_a_view_of_the_storage_as_torchs(device):
+    def run(lib, tensor):
+        x = tensor(np.arange(12, dtype=np.float32))
+        v = x[2:].as_strided((2, 3), (4, 1))  # from x's storage at x[2:]'s offset
+        w = x.as_strided((3, 2), (1, 3), 1)
+        v.mul_(-1)
+        return v, w, x
+
+    same(run)

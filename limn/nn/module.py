@@ -54,7 +54,7 @@ def _named_attributes(
 def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor:  # noqa: N802
     """torch's ``nn.Parameter(t)``: a leaf Tensor holding t's value that takes gradients
     (in limn a parameter is any Tensor attribute with ``requires_grad``)."""
-    return data.detach().contiguous().realize().requires_grad_(requires_grad)
+    return data.detach().clone().realize().requires_grad_(requires_grad)
 
 
 class Module:
