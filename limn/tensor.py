@@ -34,6 +34,7 @@ from limn.torch_methods import TorchMethods, torch_names
 from limn.torch_more_math import TorchMoreMath
 from limn.torch_more_movement import TorchMoreMovement
 from limn.torch_movement import TorchMovement
+from limn.torch_promotion import result_type
 
 # _rng: limn.capture reads the generator here
 __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
@@ -330,7 +331,7 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
                 return (other, self) if reverse else (self, other)
         if isinstance(other, Tensor):
             try:
-                d = promote(self.dtype, other.dtype)
+                d = result_type(self, other)
             except TypeError as e:
                 raise TypeError(f"{op}: {e}; cast one operand to a dtype that holds both") from None
             a, b = self.p_cast(d), other.p_cast(d)

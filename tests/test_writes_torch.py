@@ -676,3 +676,44 @@ def test_as_strided_is_a_view_of_the_storage_as_torchs(device):
         return v, w, x
 
     same(run)
+
+
+# ---- issue 46: torch's promotion on the Tensor frontend --------------------------------
+
+_DTYPES = "bool uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split()
+
+
+@pytest.mark.parametrize("a", _DTYPES)
+def test_tensor_promotion_is_torchs_result_type_over_dtypes_and_ranks(a):
+    import itertools
+
+    for b, (ra, rb) in itertools.product(_DTYPES, [(1, 0), (0, 1), (0, 0), (2, 2), (2, 0)]):
+        ta = torch.zeros((2,) * ra, dtype=getattr(torch, a))
+        tb = torch.zeros((2,) * rb, dtype=getattr(torch, b))
+        la, lb = limn.zeros((2,) * ra, dtype=a), limn.zeros((2,) * rb, dtype=b)
+        want = str(torch.result_type(ta, tb)).removeprefix("torch.")
+        got = (la | lb) if a == b == "bool" else (la + lb)
+        assert str(got.dtype) == want, (a, ra, b, rb)
+    for r, s in itertools.product((0, 1), (True, 3, 2.5)):
+        if a == "bool" and s is True:
+            continue
+        want = str(torch.result_type(torch.zeros((2,) * r, dtype=getattr(torch, a)), s))
+        assert str((limn.zeros((2,) * r, dtype=a) * s).dtype) == want.removeprefix("torch."), (
+            a,
+            r,
+            s,
+        )
+
+
+def test_a_0d_statistic_does_not_widen_a_tensor_and_limn_array_keeps_the_standards_rule(device):
+    def run(lib, tensor):
+        s = tensor(np.float64(2.0))
+        x = tensor(np.ones(3, np.float32))
+        assert (s * x).dtype == lib.float32
+        return (s * x,)
+
+    same(run)
+    import limn_array as xp
+
+    s, x = xp.asarray(np.float64(2.0)), xp.asarray(np.ones(3, np.float32))
+    assert (s * x).dtype == xp.float64
