@@ -717,3 +717,40 @@ def test_a_0d_statistic_does_not_widen_a_tensor_and_limn_array_keeps_the_standar
 
     s, x = xp.asarray(np.float64(2.0)), xp.asarray(np.ones(3, np.float32))
     assert (s * x).dtype == xp.float64
+
+
+# ---- issue 46: torch's errors, and only those -----------------------------------------
+
+
+def test_a_loss_prints_after_its_backward(device):
+    w = limn.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    loss = (w * w).sum()
+    loss.backward()
+    assert "grad_fn=<SumBackward>" in repr(loss) and "5." in repr(loss)
+    assert str(loss.grad_fn) == "<SumBackward>"
+
+
+@pytest.mark.parametrize("f", ["exp", "tanh", "sigmoid", "sqrt", "rsqrt", "reciprocal"])
+def test_an_op_that_saves_its_result_accepts_its_input_written(device, f):
+    def run(lib, tensor):
+        w = tensor(np.array([0.5, 2.0, 3.0], np.float32), requires_grad=True)
+        loss = getattr(w, f)().sum()
+        with lib.no_grad():
+            w.mul_(10)
+        loss.backward()
+        return (w.grad,)
+
+    same(run)
+
+
+def test_a_promoted_operand_saved_for_backward_then_written_raises_as_torch(device):
+    def run(lib, tensor):
+        w = tensor(np.array([1.0, 2.0], np.float64), requires_grad=True)
+        x = tensor(np.array([3.0, 4.0], np.float32))
+        loss = (w * x).sum()  # x is cast to float64; torch saves x itself
+        x.mul_(2)
+        loss.backward()
+
+    for lib in (torch, limn):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            run(lib, lib.tensor)
