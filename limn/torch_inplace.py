@@ -282,6 +282,8 @@ def index_put(x, indices, values, accumulate: bool = False):
     key = tuple(indices) if isinstance(indices, list | tuple) else (indices,)
     n = x.numel()
     pos = type(x).arange(n, dtype=dtypes.int64, device=x.device).reshape(x.shape)[key]
+    if n == 0 and pos.numel():  # (known now; other bounds are checked as the gather runs)
+        raise IndexError(f"index_put: index out of bounds for a tensor of shape {x.shape}")
     if not hasattr(values, "shape"):
         values = x._const(dtypes.python_type(x.dtype)(values), x.dtype)
     values = values.cast(x.dtype)

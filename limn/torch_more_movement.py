@@ -333,6 +333,10 @@ class TorchMoreMovement:
 
     def index_fill(self, axis: int, index, value):
         axis = compose.normalize_axis(axis, self.ndim, "index_fill")
+        if self.ndim and self.shape[axis] == 0 and index.numel():
+            raise IndexError(
+                f"index_fill: index out of range for dim {axis} of size 0 in {self.shape}"
+            )
         hit = self._index_mask(axis, index)
         return hit.where(value, self).cast(self.dtype)
 

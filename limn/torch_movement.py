@@ -239,6 +239,9 @@ class TorchMovement:
             value = value.cast(self.dtype)
         elif isinstance(value, list | tuple | np.ndarray):
             value = self._lift(np.asarray(value)).cast(self.dtype)
+        if _zero_d_mask(key):  # numpy's: through a new dim of 1
+            self.unsqueeze(0)[key.reshape(1)] = value
+            return
         keys = key if isinstance(key, tuple) else (key,)
         if not any(_is_advanced(k) for k in keys):
             target = self[key]
@@ -259,6 +262,10 @@ class TorchMovement:
                 write_result(self, "setitem", lambda s: m.where(value, s), (value,), cast=False)
                 return
         write_result(self, "index_put_", lambda s: index_put(s, keys, value), (value,))
+
+
+def _zero_d_mask(k) -> bool:
+    return isinstance(k, TorchMovement) and k.ndim == 0 and k.dtype == dtypes.bool_
 
 
 def _is_advanced(k) -> bool:
@@ -320,6 +327,8 @@ def _take(x, dims: list[int], idxs: list) -> TorchMovement:
 def _index(x: TorchMovement, key) -> TorchMovement:
     """Basic indexing as views: ints, slices of any step, ``...`` and ``None``; then the
     advanced items (integer tensors, masks) as one ``_take``."""
+    if _zero_d_mask(key):  # numpy's: a new dim of 1 or 0 elements
+        return x.unsqueeze(0)[key.reshape(1)]
     if not isinstance(key, tuple):
         key = (key,)
     picks, items = [], []  # the advanced items' integer tensors; the key with them as ":"
