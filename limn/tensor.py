@@ -502,7 +502,7 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         if self._moves:
             write.check_writable(st.node.shape, self._moves, op)
             base = Tensor._make(st.node, self.device)
-            node = write.place(base, self._moves, Tensor._make(node, self.device)).node
+            node = versions.place(base, self._moves, Tensor._make(node, self.device)).node
         st.write(node)
         self._vc[0] += 1
         if versions.watch is not None:

@@ -25,7 +25,7 @@ import inspect
 import numpy as np
 
 from ir.graph import dtypes, write
-from limn import autograd
+from limn import autograd, versions
 
 # torch's in-place methods whose out-of-place op limn has under the same name
 _SAME_NAME = (
@@ -130,7 +130,7 @@ def write_result(x, name: str, fn, args=(), cast: bool = True):
         return x
     write.check_writable(root._st.node.shape, moves, name)
     old_root = _snapshot(root)
-    new_root = write.place(old_root, moves, out)
+    new_root = versions.place(old_root, moves, out)
     _clones(new_root, old_root)
     _rebind(root, name, new_root, old_root)
     view = root

@@ -754,3 +754,22 @@ def test_a_promoted_operand_saved_for_backward_then_written_raises_as_torch(devi
     for lib in (torch, limn):
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             run(lib, lib.tensor)
+
+
+def test_a_write_into_a_slice_then_a_read_of_the_base_is_one_kernel():
+    prev = limn.current_device()
+    try:
+        limn.set_device("c")
+    except RuntimeError:
+        pytest.skip("no C compiler")
+    try:
+        x = limn.tensor(np.arange(6, dtype=np.float32)).realize()
+        y = x[1:3]
+        y.mul_(2)
+        s = x.sum()
+        import re
+
+        assert re.findall(r"^k\d+", limn.ir(s, stage="kernel"), re.M) == ["k0"]  # one select
+        assert s.item() == 18.0
+    finally:
+        limn.set_device(prev)
