@@ -86,12 +86,11 @@ class Ctx:
     out_version: int = 0  # the result's version when recorded (an in-place op's: its write)
 
     def name(self) -> str:
-        if self.rule == "freed":  # a record a backward walked keeps its name
-            return self.saved
         label = getattr(self, "label", None)  # a composite's own name (``Tensor.sum``'s)
         if label:
             return f"{label}Backward"
-        rule = self.rule
+        # (a record a backward walked keeps its name: its rule moved to ``saved``)
+        rule = self.saved if self.rule == "freed" else self.rule
         kind = rule[1] if isinstance(rule, tuple) else getattr(rule, "name", None)
         return f"{(kind or rule.__name__).title().replace('_', '')}Backward"
 
@@ -208,7 +207,7 @@ def _order(roots) -> list:
 # What a tensor's record becomes once a backward has walked it without retain_graph: as in
 # torch, the graph's saved values are let go (the forward's tensors can die, and a lazy
 # value no longer held is never computed), and a second walk is an error, not a silent
-# second accumulation. It keeps its name (``Ctx("freed", (), name)``): it still prints.
+# second accumulation. It keeps its name (its rule moves to ``saved``): it still prints.
 
 
 def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
@@ -281,7 +280,9 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
     if not (create_graph if retain_graph is None else retain_graph):
         for t in order:
             if t._ctx is not None:
-                t._ctx = Ctx("freed", (), t._ctx.name())
+                ctx = t._ctx
+                if ctx.rule != "freed":
+                    ctx.rule, ctx.parents, ctx.saved = "freed", (), ctx.rule
     return found
 
 

@@ -69,9 +69,7 @@ TORCH_VIEWS = {
     "mT": lambda t, a, b: t.mT if t.ndim >= 2 else None,
     "permute": lambda t, a, b: t.permute(*reversed(range(t.ndim))),
     "movedim": lambda t, a, b: t.movedim(0, -1) if t.ndim >= 1 else None,
-    "reshape": lambda t, a, b: t.reshape(-1),
     "unflatten": lambda t, a, b: t.unflatten(0, (1, t.shape[0])) if t.ndim >= 1 else None,
-    "flatten": lambda t, a, b: t.flatten(),
     "unsqueeze": lambda t, a, b: t.unsqueeze(0) if t.ndim < 3 else None,
     "squeeze": lambda t, a, b: t.squeeze(0) if t.ndim and t.shape[0] == 1 else None,
     "expand": lambda t, a, b: t.unsqueeze(0).expand(2, *t.shape) if t.ndim < 3 else None,
@@ -81,9 +79,13 @@ TORCH_VIEWS = {
     "split": lambda t, a, b: t.split(2)[a % 2] if _dims(t, 1) and t.shape[0] >= 4 else None,
     "chunk": lambda t, a, b: t.chunk(2)[-1] if _dims(t, 1) and t.shape[0] >= 2 else None,
     "tensor_split": lambda t, a, b: t.tensor_split(3)[a % 3] if _dims(t, 1) else None,
-    # (not as_strided: it reads the storage's layout, and torch's clone or elementwise
-    # result of a transposed tensor keeps torch's strides, limn's is row-major: torch.md)
-    "contiguous": lambda t, a, b: t.contiguous(),
+    # Not here: what depends on the memory layout, where torch's clone or elementwise
+    # result of a transposed tensor keeps its strides and limn's is row-major (torch.md):
+    # as_strided, and reshape, flatten and contiguous, a view or a copy by the layout
+    # (torch's docs: "user code shouldn't rely on whether it's view or not").
+    "reshape_split": lambda t, a, b: (
+        t.reshape(2, -1, *t.shape[1:]) if _dims(t, 1) and t.shape[0] % 2 == 0 else None
+    ),
 }
 
 # torch's in-place ops (OpInfo's ``inplace_variant``s of ops limn has, and the spellings
