@@ -14,7 +14,7 @@ version it replaced (``Tensor._past``), so that a record made earlier, which nam
 tensor at that version, sends its gradient to the snapshot (``autograd.resolved``).
 The op's own input is torch's clone of ``self``: its version is not checked (-1 in the
 record). A write through a view gives the view's base its next value as
-``write.place(base, moves, value)`` recorded the same way, torch's ``CopySlices``.
+``versions.place(base, moves, value)`` recorded the same way, torch's ``CopySlices``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import inspect
 import numpy as np
 
 from ir.graph import dtypes, write
+from ir.graph.ops import Op
+from ir.graph.view import View
 from limn import autograd, versions
 
 # torch's in-place methods whose out-of-place op limn has under the same name
@@ -94,6 +96,52 @@ def _assign(x, name: str, value):
         raise (RuntimeError if "more than once" in msg else type(e))(msg) from None
 
 
+def storage_view(x):
+    """The View x reads its storage's value by (one with no pad or flip), or None where
+    x is no such view (a copy, or a padded or flipped one)."""
+    st = x._storage()
+    node = x.node
+    if node is st.node:
+        v = View.contiguous(node.shape)
+    elif node.op is Op.VIEW and node.srcs[0] is st.node:
+        v = node.arg
+    else:
+        return None
+    return v if v.mask is None and min(v.strides, default=0) >= 0 else None
+
+
+def _span(v: View) -> tuple[int, int] | None:
+    """The addresses [start, end) a View reads, where it reads each once and densely
+    (torch's "non-overlapping and dense"), else None."""
+    expected = 1
+    for st, s in sorted((st, s) for s, st in zip(v.shape, v.strides) if s > 1):
+        if st != expected:
+            return None
+        expected *= s
+    return v.offset, v.offset + v.size
+
+
+def _check_overlap(x, name: str, args, any_overlap: bool) -> None:
+    """torch's refusal of an in-place op whose input shares memory with its target: a
+    partial overlap (the same bytes, not in the same layout), or, for an index write, any."""
+    st = x._st
+    if st is None:
+        return
+    for a in args:
+        if a is x or getattr(a, "_st", None) is not st or a.numel() == 0 or x.numel() == 0:
+            continue
+        va, vx = storage_view(a), storage_view(x)
+        if va is None or vx is None or (va == vx and not any_overlap):
+            continue
+        sa, sx = _span(va), _span(vx)
+        if sa is not None and sx is not None and sa[0] < sx[1] and sx[0] < sa[1]:
+            raise RuntimeError(
+                f"{name}: unsupported operation: some elements of the input tensor and the "
+                "written-to tensor refer to a single memory location. Please clone() the "
+                "tensor before performing the operation."
+            )
+
+
 def _tracks(x, args) -> bool:
     if not autograd.grad_enabled():
         return False
@@ -106,6 +154,7 @@ def write_result(x, name: str, fn, args=(), cast: bool = True):
     """x's next value is ``fn(x)`` (cast back to x's dtype, as torch's in-place ops cast),
     recorded for autograd as torch records an in-place op; returns x. ``args`` are the
     op's other operands (whether one takes gradients decides if it is recorded)."""
+    _check_overlap(x, name, args, name == "index_put_")
     if not _tracks(x, args):
         return _assign(x, name, _checked(x, name, fn(x), cast))
     root, moves = x._view_root() if x._moves else (x, ())

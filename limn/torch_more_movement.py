@@ -14,6 +14,7 @@ from ir.graph import compose, dtypes
 from ir.graph.ops import Op
 from ir.graph.view import View
 from limn import autograd
+from limn.torch_inplace import storage_view as _storage_view
 from limn.torch_methods import accept_torch_names
 from limn.torch_more_math import _cat
 
@@ -400,20 +401,6 @@ def copy_of(out, src):
     if out is src or out._st is not None and out._st is src._st:
         return out.clone()
     return out
-
-
-def _storage_view(x):
-    """The View x reads its storage's value by (one with no pad or flip), or None where
-    x is no such view (a copy, or a padded or flipped one)."""
-    st = x._storage()
-    node = x.node
-    if node is st.node:
-        v = View.contiguous(node.shape)
-    elif node.op is Op.VIEW and node.srcs[0] is st.node:
-        v = node.arg
-    else:
-        return None
-    return v if v.mask is None and min(v.strides, default=0) >= 0 else None
 
 
 def _flattens(x) -> bool:

@@ -773,3 +773,24 @@ def test_a_write_into_a_slice_then_a_read_of_the_base_is_one_kernel():
         assert s.item() == 18.0
     finally:
         limn.set_device(prev)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x[1:].add_(x[:-1]),
+        lambda x: x[1:].copy_(x[:-1]),
+        lambda x: x.__setitem__(slice(1, None), x[:-1]),
+        lambda x: x.__setitem__(x > 2, x[:3]),
+        lambda x: x.reshape(2, 3).add_(x.reshape(3, 2).T),
+    ],
+)
+def test_an_input_sharing_the_targets_memory_is_refused_as_torch(device, write):
+    for lib in (torch, limn):
+        x = lib.arange(6.0)
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            write(x)
+    x = limn.arange(6.0)
+    x.add_(x)  # the same memory in the same layout: torch's full overlap, accepted
+    x.reshape(2, 3).mul_(x.reshape(2, 3))
+    np.testing.assert_array_equal(x.numpy(), (np.arange(6.0) * 2) ** 2)
