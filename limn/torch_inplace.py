@@ -286,6 +286,8 @@ def _reshaping(name: str):
 
 def copy_(x, src, non_blocking: bool = False):
     """torch's ``copy_``: src (cast to x's dtype, broadcast to its shape) is x's value."""
+    if src is x:  # torch's: nothing to copy (even through an expand)
+        return x
     if not hasattr(src, "shape"):
         src = x._lift(src)
     src = src if src.device == x.device else src.to(x.device)
