@@ -15,6 +15,11 @@ tensor at that version, sends its gradient to the snapshot (``autograd.resolved`
 The op's own input is torch's clone of ``self``: its version is not checked (-1 in the
 record). A write through a view gives the view's base its next value as
 ``versions.place(base, moves, value)`` recorded the same way, torch's ``CopySlices``.
+
+Also here: torch's writes by index tensor and mask (``index_put``, which ``x[idx] = v``
+and ``x[mask] = v`` call), and torch's refusal of an in-place op whose input partly
+shares its target's memory (``_check_overlap``): in limn the op would read the values
+before the write, in torch some of them after, so torch refuses it and so does limn.
 """
 
 from __future__ import annotations
