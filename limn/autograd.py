@@ -15,6 +15,7 @@ movement records ("VIEW", kind) and its rule is the VIEW row's rule for that kin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import weakref
 from dataclasses import dataclass
@@ -272,8 +273,12 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
             prof = profile.active()  # the gradient's kernels name the forward op's line
             with prof.blame(t.node) if prof else contextlib.nullcontext():
-                pgs = rule(t._ctx, t, g)
-            for p, pg in zip(resolved(t._ctx), pgs):
+                ctx = t._ctx
+                ps = resolved(ctx)
+                if ps is not ctx.parents:  # the rule reads the parents as they were
+                    ctx = dataclasses.replace(ctx, parents=ps)
+                pgs = rule(ctx, t, g)
+            for p, pg in zip(ps, pgs):
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)

@@ -273,16 +273,20 @@ def _in_place(name: str):
 
 def _reshaping(name: str):
     """``x.t_()`` and its kin: x becomes the view ``x.t()`` of what it was (its shape
-    changes; its storage and version counter stay)."""
+    changes; its storage stays). As in torch it counts as a write (its version moves on):
+    a record that saved x as it was refuses a backward, and one that only named it sends
+    its gradient to what x was (``Tensor._past``)."""
 
     def method(x, *a, **kw):
+        x._storage()
         prev = type(x).__new__(type(x))
         prev.__dict__.update(x.__dict__)
         y = getattr(type(x), name)(prev, *a, **kw)
-        vc = x._vc
+        if y is prev:
+            return x
         x.__dict__.update(y.__dict__)
-        if y is not prev and y._st is not None:
-            x._vc = vc if vc is not None else y._vc
+        x._vc, x._past = prev._vc, {**(prev._past or {}), prev._version: prev}
+        x._vc[0] += 1
         return x
 
     method.__name__ = f"{name}_"

@@ -794,3 +794,28 @@ def test_an_input_sharing_the_targets_memory_is_refused_as_torch(device, write):
     x.add_(x)  # the same memory in the same layout: torch's full overlap, accepted
     x.reshape(2, 3).mul_(x.reshape(2, 3))
     np.testing.assert_array_equal(x.numpy(), (np.arange(6.0) * 2) ** 2)
+
+
+def test_a_shape_changing_in_place_op_under_autograd_is_a_write_as_torchs(device):
+    t32 = np.arange(6, dtype=np.float32)
+
+    def run(lib, tensor):
+        w = tensor(t32.reshape(2, 3), requires_grad=True)
+        x = w * 1
+        z = (x * 2).sum()  # names x, saves nothing of it
+        x.t_()
+        x.unsqueeze_(0)
+        x.squeeze_(0)
+        y = x * tensor(t32.reshape(3, 2))
+        (y.sum() + z).backward()
+        assert x._version == 3
+        return x, w.grad
+
+    same(run)
+    for lib in (torch, limn):
+        w = lib.tensor(t32.reshape(2, 3), requires_grad=True)
+        x = w * 1
+        z = (x * x).sum()  # saves x as it was
+        x.t_()
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.backward()
