@@ -190,10 +190,16 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         return Tensor._make(node, self.device, rule, parents, saved)
 
     def _view(self, kind: str, arg) -> Tensor:
-        t = super()._view(kind, arg)
-        n = t._node
-        src = n.srcs[0] if n.op == Op.VIEW else n
-        if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
+        cached = self._relayout()
+        try:
+            t = super()._view(kind, arg)
+            n = t._node
+            src = n.srcs[0] if n.op == Op.VIEW else n
+            copy = src.op == Op.CONTIGUOUS and src.srcs[0] is self.node
+        finally:
+            if cached is not None:
+                self._node = cached
+        if not copy:
             t._base, t._move = self, (kind, arg)
             if kind not in _COPIES:
                 self._alias(t, ((kind, arg),))
@@ -204,7 +210,25 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         # move's record, so a value that takes gradients makes the calls one by one
         if self.requires_grad and autograd.grad_enabled():
             return self._moved_one_by_one(moves)
-        return super()._moved(moves)
+        cached = self._relayout()
+        try:
+            return super()._moved(moves)
+        finally:
+            if cached is not None:
+                self._node = cached
+
+    def _relayout(self) -> Node | None:
+        """A view realized alone caches a row-major copy of its value; a view of it must
+        be composed on its storage's layout (a move of the storage's buffer), or it could
+        be a copy where torch's is a view. Here the cached node gives way to that move
+        while a view is taken (returned, to be put back); None where nothing changes."""
+        st, node = self._st, self._node
+        if not self._moves or node is None or node.op is not Op.BUFFER:
+            return None
+        if st.node.op is not Op.BUFFER or self._seen != st.gen:
+            return None  # (a lazy storage: composing on it would compute it again)
+        self._node = versions.layout_node(self)
+        return node
 
     def _wrap_moved(self, node: Node, moves) -> Tensor:
         t = self._wrap(node)
@@ -582,7 +606,7 @@ def _realize(*tensors: Tensor) -> None:
             if st.node.op is not Op.BUFFER or st.donor is not None:
                 by_device.setdefault(t.device, []).append((st, None))
         elif t.node.op is not Op.BUFFER and (st is None or not st.shared):
-            # (a view of an array's bytes is never cached: it reads the array when read)
+            # (a view of an array's bytes is never kept: it reads the array when read)
             by_device.setdefault(t.device, []).append((None, t))
     for name, items in by_device.items():
         versions.realize_on(name, items)

@@ -105,7 +105,7 @@ def storage_view(x):
     """The View x reads its storage's value by (one with no pad or flip), or None where
     x is no such view (a copy, or a padded or flipped one)."""
     st = x._storage()
-    node = x.node
+    node = versions.layout_node(x)
     if node is st.node:
         v = View.contiguous(node.shape)
     elif node.op is Op.VIEW and node.srcs[0] is st.node:

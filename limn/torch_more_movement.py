@@ -13,7 +13,7 @@ import math
 from ir.graph import compose, dtypes
 from ir.graph.ops import Op
 from ir.graph.view import View
-from limn import autograd
+from limn import autograd, versions
 from limn.torch_inplace import storage_view as _storage_view
 from limn.torch_methods import accept_torch_names
 from limn.torch_more_math import _cat
@@ -405,7 +405,7 @@ def copy_of(out, src):
 
 def _flattens(x) -> bool:
     """Whether x's last two dims flatten into one as a view (no copy)."""
-    node = x.node
+    node = versions.layout_node(x)
     v = node.arg if node.op is Op.VIEW else View.contiguous(node.shape)
     return v.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],)) is not None
 

@@ -20,6 +20,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
 from ir.graph.view import contiguous_strides
+from limn import versions
 from limn.runtime import profile
 from limn.torch_inplace import index_put, write_result
 from limn.torch_methods import accept_torch_names, scalar_dims
@@ -156,7 +157,7 @@ class TorchMovement:
     def contiguous(self) -> Self:
         """torch's: the tensor itself where its elements are in row-major order already
         (a write to either is a write to both), else a copy in that order."""
-        node = self.node
+        node = versions.layout_node(self)
         if node.op is not Op.VIEW:
             return self
         v = node.arg

@@ -74,6 +74,16 @@ def _move(v: View, kind: str, arg) -> View | None:
     return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
 
 
+def layout_node(t) -> Node:
+    """Tensor t's value as its storage's value moved (a VIEW of the storage's node, or
+    that node), whatever t caches: what t's layout is judged by (``contiguous()``, a
+    diagonal's view, an overlap), as a view realized alone caches a row-major copy."""
+    st = t._st
+    if st is None or not t._moves:
+        return t.node
+    return view_node(st.node, t._moves)
+
+
 def view_node(node: Node, moves) -> Node:
     """The node a view taken by ``moves`` (``(kind, arg)`` pairs) of ``node`` is: the
     movements composed into one VIEW of the node's source, as ``Primitives._view``

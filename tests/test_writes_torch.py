@@ -819,3 +819,17 @@ def test_a_shape_changing_in_place_op_under_autograd_is_a_write_as_torchs(device
         x.t_()
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             z.backward()
+
+
+def test_a_view_of_a_view_read_before_is_a_view_of_the_storage(device):
+    def run(lib, tensor):
+        x = tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+        t = x.T
+        t.tolist()  # t computed alone: its later views still follow x's layout
+        d = t.diagonal()
+        d.add_(1)
+        c = t.contiguous()  # not contiguous in x's layout: a copy
+        x.add_(10)
+        return x, d, c
+
+    same(run)
