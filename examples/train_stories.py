@@ -75,7 +75,9 @@ class GPT(nn.Module):
         one token at position ``cache[0].pos``."""
         t = idx.shape[1]
         at = Tensor.arange(t, dtype="int32", device=idx.device) if cache is None else cache[0].pos
-        x = (self.tok(idx) + self.pos(at)).contiguous()
+        # a buffer of its own (clone: contiguous() of a contiguous value is the value), so
+        # the cached step and the windowed forward read the same bits (limn.generate)
+        x = (self.tok(idx) + self.pos(at)).clone()
         for i, block in enumerate(self.blocks):
             x = block(x, cache=None if cache is None else cache[i])
         return self.head(self.ln(x))

@@ -15,6 +15,7 @@ movement records ("VIEW", kind) and its rule is the VIEW row's rule for that kin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import weakref
 from dataclasses import dataclass
@@ -83,17 +84,34 @@ class Ctx:
     parents: tuple  # the Tensors this one was computed from
     saved: object = None  # whatever the rule needs beyond the parents
     versions: tuple | None = None  # the parents' version counters when recorded (None: all 0)
+    out_version: int = 0  # the result's version when recorded (an in-place op's: its write)
 
     def name(self) -> str:
         label = getattr(self, "label", None)  # a composite's own name (``Tensor.sum``'s)
         if label:
             return f"{label}Backward"
-        rule = self.rule
+        # (a record a backward walked keeps its name: its rule moved to ``saved``)
+        rule = self.saved if self.rule == "freed" else self.rule
         kind = rule[1] if isinstance(rule, tuple) else getattr(rule, "name", None)
         return f"{(kind or rule.__name__).title().replace('_', '')}Backward"
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+def resolved(ctx) -> tuple:
+    """The record's parents, each as it was when recorded: a parent written in place under
+    autograd since (``limn/torch_inplace.py``) answers with the snapshot of it that the
+    first such write after the recorded version replaced."""
+    vs, out = ctx.versions, ctx.parents
+    for i, p in enumerate(ctx.parents):
+        past = p._past
+        if past is not None:
+            v = 0 if vs is None else vs[i]
+            later = [k for k in past if k >= v] if v != p._version and v >= 0 else ()
+            if later:
+                out = out[:i] + (past[min(later)],) + out[i + 1 :]
+    return out
 
 
 def versions(parents) -> tuple | None:
@@ -117,11 +135,20 @@ def _needed(ctx) -> list[int]:
     key, ps = ctx.rule, ctx.parents
     if key in _READS_NOTHING or isinstance(key, tuple):  # movements read shapes only
         return []
+    if key in _READS_RESULT and key is not Op.MAX or getattr(key, "reads", "") == "result":
+        return []  # torch saves the result alone
     if key is Op.MUL:
         return [i for i in (0, 1) if ps[1 - i].requires_grad]
     if key is Op.WHERE:
         return [0]
     return list(range(len(ps)))
+
+
+def _cast_from(p) -> list:
+    """A promoted operand (``Tensor._align``'s cast) saved for a gradient stands for the
+    tensor it was cast from, as torch saves that tensor: it too must be unwritten."""
+    src = p.__dict__.get("_cast_of")
+    return [src] if src is not None and src[0]._version != src[1] else []
 
 
 def _check_versions(t) -> None:
@@ -131,10 +158,11 @@ def _check_versions(t) -> None:
     found = [
         (ctx.parents[i], 0 if vs is None else vs[i])
         for i in _needed(ctx)
-        if ctx.parents[i]._version != (0 if vs is None else vs[i])
+        if ctx.parents[i]._version != (0 if vs is None else vs[i]) and (vs is None or vs[i] >= 0)
     ]
-    if t._version != 0 and (ctx.rule in _READS_RESULT or callable(ctx.rule)):
-        found.append((t, 0))
+    found += [(src, v) for i in _needed(ctx) for src, v in _cast_from(ctx.parents[i])]
+    if t._version != ctx.out_version and (ctx.rule in _READS_RESULT or callable(ctx.rule)):
+        found.append((t, ctx.out_version))
     if found:
         x, v = found[0]
         raise RuntimeError(
@@ -172,15 +200,15 @@ def _order(roots) -> list:
         seen.add(id(t))
         stack.append((t, True))
         if t._ctx is not None:
-            stack += [(p, False) for p in t._ctx.parents if p.requires_grad and id(p) not in seen]
+            ps = resolved(t._ctx)
+            stack += [(p, False) for p in ps if p.requires_grad and id(p) not in seen]
     return order[::-1]
 
 
 # What a tensor's record becomes once a backward has walked it without retain_graph: as in
 # torch, the graph's saved values are let go (the forward's tensors can die, and a lazy
 # value no longer held is never computed), and a second walk is an error, not a silent
-# second accumulation.
-FREED = Ctx("freed", ())
+# second accumulation. It keeps its name (its rule moves to ``saved``): it still prints.
 
 
 def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
@@ -221,13 +249,19 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 found[id(t)] = g
             if t._ctx is None:
                 if wanted is None:
-                    if not create_graph and (g._st is not None or g._base is not None):
-                        # a gradient ends at a movement of an internal value: the leaf
-                        # gets the value alone, not an alias holding that value's graph
+                    if not create_graph:
+                        # the leaf gets the value in a tensor of its own (a rule may give
+                        # one tensor to two parents, and ``.grad`` is written in place),
+                        # not an alias holding an internal value's graph
                         g = type(g)._make(g.node, g.device)
-                    t.grad = g if t.grad is None else t.grad + g
+                    if t.grad is None:
+                        t.grad = g
+                    elif create_graph:  # torch's: a new tensor, itself differentiable
+                        t.grad = t.grad + g
+                    else:  # into the tensor held, as torch accumulates
+                        t.grad.assign((t.grad + g).cast(t.grad.dtype))
                 continue
-            if t._ctx is FREED:
+            if t._ctx.rule == "freed":
                 raise RuntimeError(
                     "backward: Trying to backward through the graph a second time (its saved "
                     "values were freed by the first backward); specify retain_graph=True on "
@@ -239,15 +273,21 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 raise RuntimeError(f"backward: {t._ctx.rule} has no gradient rule")
             prof = profile.active()  # the gradient's kernels name the forward op's line
             with prof.blame(t.node) if prof else contextlib.nullcontext():
-                pgs = rule(t._ctx, t, g)
-            for p, pg in zip(t._ctx.parents, pgs):
+                ctx = t._ctx
+                ps = resolved(ctx)
+                if ps is not ctx.parents:  # the rule reads the parents as they were
+                    ctx = dataclasses.replace(ctx, parents=ps)
+                pgs = rule(ctx, t, g)
+            for p, pg in zip(ps, pgs):
                 if pg is None or not p.requires_grad:
                     continue
                 grads[id(p)] = pg if id(p) not in grads else grads[id(p)].p_add(pg)
     if not (create_graph if retain_graph is None else retain_graph):
         for t in order:
             if t._ctx is not None:
-                t._ctx = FREED
+                ctx = t._ctx
+                if ctx.rule != "freed":
+                    ctx.rule, ctx.parents, ctx.saved = "freed", (), ctx.rule
     return found
 
 

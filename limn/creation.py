@@ -100,7 +100,7 @@ class Creation:
             )
         node = Node(Op.CONST, d, shape, (), value)
         t = cls._make(node, device_name(device, "Tensor"))
-        return t.contiguous().realize().requires_grad_(requires_grad) if requires_grad else t
+        return t.clone().realize().requires_grad_(requires_grad) if requires_grad else t
 
     @classmethod
     def zeros(cls, *shape, dtype=dtypes.float32, device=None, requires_grad=False):
@@ -190,7 +190,7 @@ class Creation:
         i = cls.arange(n, device=device).reshape(n, 1).expand(n, m)
         j = cls.arange(m, device=device).reshape(1, m).expand(n, m)
         out = (i == j).cast(dtype or dtypes.float32)
-        return out.contiguous().realize().requires_grad_() if requires_grad else out
+        return out.clone().realize().requires_grad_() if requires_grad else out
 
     @classmethod
     def rand(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):

@@ -23,17 +23,18 @@ import numpy as np
 
 from ir.graph import compose, dtypes, write
 from ir.graph.build import Primitives
-from ir.graph.dtypes import DType, as_dtype, promote, promote_scalar
+from ir.graph.dtypes import DType, as_dtype, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
-from limn import autograd, versions
+from limn import autograd, torch_inplace, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device
-from limn.torch_methods import TorchMethods, torch_names
+from limn.torch_methods import TorchMethods
 from limn.torch_more_math import TorchMoreMath
 from limn.torch_more_movement import TorchMoreMovement
-from limn.torch_movement import TorchMovement, stacked_rows
+from limn.torch_movement import TorchMovement, cat, stack
+from limn.torch_promotion import result_type
 
 # _rng: limn.capture reads the generator here
 __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
@@ -81,6 +82,9 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
     _moves: tuple = ()
     _seen: int = 0
     _vc: list | None = None
+    # an in-place op recorded under autograd (``limn/torch_inplace.py``): the snapshots of
+    # this tensor it replaced, by the version each was at
+    _past: dict | None = None
 
     def __init__(self, data, dtype=None, requires_grad: bool = False, device: str | None = None):
         if isinstance(data, Tensor):
@@ -139,11 +143,12 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         """Make ``t`` an alias of this tensor's storage, taken by ``moves`` from this
         tensor; it shares the version counter unless ``counter`` is False (``.data``)."""
         st = self._storage()
+        now = self.node if self._moves else None  # (read before t changes: t may be self)
         t._st, t._moves, t._vc = st, self._moves + moves, self._vc if counter else [0]
         if t._moves:
             t._seen = st.gen
             if t._node is None or moves == ():
-                t._node = self.node
+                t._node = now
         else:
             t._node = None
         return t
@@ -185,10 +190,16 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         return Tensor._make(node, self.device, rule, parents, saved)
 
     def _view(self, kind: str, arg) -> Tensor:
-        t = super()._view(kind, arg)
-        n = t._node
-        src = n.srcs[0] if n.op == Op.VIEW else n
-        if not (src.op == Op.CONTIGUOUS and src.srcs[0] is self.node):  # not a copy
+        cached = self._relayout()
+        try:
+            t = super()._view(kind, arg)
+            n = t._node
+            src = n.srcs[0] if n.op == Op.VIEW else n
+            copy = src.op == Op.CONTIGUOUS and src.srcs[0] is self.node
+        finally:
+            if cached is not None:
+                self._node = cached
+        if not copy:
             t._base, t._move = self, (kind, arg)
             if kind not in _COPIES:
                 self._alias(t, ((kind, arg),))
@@ -199,7 +210,25 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         # move's record, so a value that takes gradients makes the calls one by one
         if self.requires_grad and autograd.grad_enabled():
             return self._moved_one_by_one(moves)
-        return super()._moved(moves)
+        cached = self._relayout()
+        try:
+            return super()._moved(moves)
+        finally:
+            if cached is not None:
+                self._node = cached
+
+    def _relayout(self) -> Node | None:
+        """A view realized alone caches a row-major copy of its value; a view of it must
+        be composed on its storage's layout (a move of the storage's buffer), or it could
+        be a copy where torch's is a view. Here the cached node gives way to that move
+        while a view is taken (returned, to be put back); None where nothing changes."""
+        st, node = self._st, self._node
+        if not self._moves or node is None or node.op is not Op.BUFFER:
+            return None
+        if st.node.op is not Op.BUFFER or self._seen != st.gen:
+            return None  # (a lazy storage: composing on it would compute it again)
+        self._node = versions.layout_node(self)
+        return node
 
     def _wrap_moved(self, node: Node, moves) -> Tensor:
         t = self._wrap(node)
@@ -270,9 +299,11 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         torch does; any other gives a read-only array of its value now, which later writes
         to the tensor never change (they are new versions, ``limn/versions.py``): torch's
         array would share the tensor's memory, but a lazy value has none to share."""
+        st = self._st
+        if st is not None and st.shared and self._moves:  # the array's bytes now, moved
+            return Tensor._make(versions.view_node(st.node, self._moves), self.device).numpy()
         self.realize()
         data = self.node.arg.data
-        st = self._st
         if st is not None and st.shared and not self._moves:
             return data
         out = data.view()
@@ -324,10 +355,13 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
                 return (other, self) if reverse else (self, other)
         if isinstance(other, Tensor):
             try:
-                d = promote(self.dtype, other.dtype)
+                d = result_type(self, other)
             except TypeError as e:
                 raise TypeError(f"{op}: {e}; cast one operand to a dtype that holds both") from None
             a, b = self.p_cast(d), other.p_cast(d)
+            for src, cast in ((self, a), (other, b)):
+                if cast is not src:  # torch saves the operand itself: its writes count
+                    cast._cast_of = (src, src._version)
         elif isinstance(other, bool | int | float):
             d = promote_scalar(self.dtype, other)
             a = self.p_cast(d)
@@ -492,7 +526,7 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         if self._moves:
             write.check_writable(st.node.shape, self._moves, op)
             base = Tensor._make(st.node, self.device)
-            node = write.place(base, self._moves, Tensor._make(node, self.device)).node
+            node = versions.place(base, self._moves, Tensor._make(node, self.device)).node
         st.write(node)
         self._vc[0] += 1
         if versions.watch is not None:
@@ -500,6 +534,9 @@ class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMo
         if st.shared or st.pending > versions.MAX_PENDING:
             versions.realize_on(self.device, [(st, None)])
         return self
+
+
+torch_inplace.install(Tensor)
 
 
 # ---- free functions -----------------------------------------------------------------
@@ -522,36 +559,6 @@ def where(cond, a, b) -> Tensor:
     return cond.p_where(a, b)
 
 
-@torch_names
-def cat(tensors, axis: int = 0) -> Tensor:
-    ts = list(tensors)
-    if not ts:
-        raise ValueError("cat: needs at least one tensor")
-    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
-    d = ts[0].dtype
-    for t in ts[1:]:
-        d = promote(d, t.dtype)
-        if t.ndim != ts[0].ndim or any(
-            a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != axis
-        ):
-            raise ValueError(
-                f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside axis {axis}"
-            )
-    return compose.cat([t.p_cast(d) for t in ts], axis)
-
-
-@torch_names
-def stack(tensors, axis: int = 0) -> Tensor:
-    ts = list(tensors)
-    if not ts:
-        raise ValueError("stack: needs at least one tensor")
-    if any(t.shape != ts[0].shape for t in ts):
-        raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in ts]}")
-    axis = compose.normalize_axis(axis, ts[0].ndim + 1, "stack")
-    rows = stacked_rows(ts) if axis == 0 and len(ts) >= 4 else None
-    return rows if rows is not None else cat([t.unsqueeze(axis) for t in ts], axis)
-
-
 def realize(*tensors: Tensor) -> None:
     """Compute these tensors in one batch (each device's in one plan)."""
     _realize(*tensors)
@@ -568,7 +575,8 @@ def _realize(*tensors: Tensor) -> None:
         if st is not None and not t._moves:
             if st.node.op is not Op.BUFFER or st.donor is not None:
                 by_device.setdefault(t.device, []).append((st, None))
-        elif t.node.op is not Op.BUFFER:
+        elif t.node.op is not Op.BUFFER and (st is None or not st.shared):
+            # (a view of an array's bytes is never kept: it reads the array when read)
             by_device.setdefault(t.device, []).append((None, t))
     for name, items in by_device.items():
         versions.realize_on(name, items)

@@ -25,6 +25,7 @@ from typing import Self
 
 from ir.graph import compose, dtypes, functions
 from ir.graph.dtypes import as_dtype, promote, promote_scalar
+from limn import autograd
 
 MinMax = namedtuple("MinMax", "values indices")  # torch.return_types.max / min / topk / sort
 
@@ -423,6 +424,27 @@ for _name in (
 TorchMethods.arctan2 = TorchMethods.atan2
 
 
+def _sigmoid_grad(ctx, out, g):
+    """sigmoid's gradient from its result, s * (1 - s), as torch's: finite everywhere.
+    Through sigmoid's primitives, 1 / (1 + exp(-x)), it is 0 * inf at x below about -88 in
+    float32 (exp overflows while the reciprocal's gradient underflows): NaN."""
+    return (g * out * (1 - out),)
+
+
+_sigmoid_grad.reads = "result"  # torch saves the result alone
+_sigmoid_grad.__name__ = "sigmoid"  # its record prints as torch's: <SigmoidBackward>
+
+
+def _sigmoid(self):
+    x = self._float()
+    with autograd.no_grad():
+        s = compose.sigmoid(x)
+    return x._wrap(s.node, _sigmoid_grad, (x,))
+
+
+TorchMethods.sigmoid = _sigmoid
+
+
 def _comparison(op: str):
     """``x < o`` and the rest, elementwise (``==`` too, as in torch): ``_compare``."""
     return lambda self, o: self._compare(o, op)
@@ -431,65 +453,6 @@ def _comparison(op: str):
 for _name in ("lt", "gt", "le", "ge", "eq", "ne"):
     setattr(TorchMethods, _name, _comparison(_name))
     setattr(TorchMethods, f"__{_name}__", getattr(TorchMethods, _name))
-
-
-def _write(x, method: str, value):
-    """x.assign(value) for the in-place ``method``, which a refusal names: the user wrote
-    ``w.mul_(2)``, not an assign."""
-    try:
-        return x.assign(value, method)
-    except (ValueError, TypeError) as e:
-        raise type(e)(str(e).replace("assign:", f"{method}:", 1)) from None
-
-
-# torch's names of dtypes, for its in-place refusal
-_TORCH_NAME = {
-    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-    "bool": "Bool",
-}  # fmt: skip
-
-
-def _castable(got, want) -> bool:
-    """torch's ``can_cast`` for an in-place result: never float to integer, nor anything
-    but bool to bool."""
-    if got.is_float and not want.is_float:
-        return False
-    return want != dtypes.bool_ or got == dtypes.bool_
-
-
-def _in_place(name: str):
-    """``x.name_(...)``: x.assign(x.name(...)), the result cast back to x's dtype where
-    torch casts it; a result type that cannot be cast raises torch's error."""
-    out_of_place = getattr(TorchMethods, name)
-
-    def method(x, *a, **kw):
-        out = out_of_place(x, *a, **kw)
-        if name != "masked_fill" and not _castable(out.dtype, x.dtype):
-            got, want = (_TORCH_NAME.get(str(d), str(d)) for d in (out.dtype, x.dtype))
-            raise RuntimeError(
-                f"{name}_: result type {got} can't be cast to the desired output type {want}"
-            )
-        return _write(x, f"{name}_", out.cast(x.dtype))
-
-    method.__name__ = f"{name}_"
-    return method
-
-
-for _name in (
-    "add sub mul div pow neg clamp masked_fill lerp exp log sqrt abs relu sigmoid tanh tril triu"
-).split():
-    setattr(TorchMethods, f"{_name}_", _in_place(_name))
-TorchMethods.copy_ = lambda x, src: _write(
-    x, "copy_", (src if src.device == x.device else src.to(x.device)).cast(x.dtype).expand(*x.shape)
-)
-TorchMethods.fill_ = lambda x, value: _write(x, "fill_", x.full_like(value))
-TorchMethods.zero_ = lambda self: self.fill_(0)
-# ``x += y`` and its kin are in place, as torch's are
-TorchMethods.__iadd__ = TorchMethods.add_
-TorchMethods.__isub__ = TorchMethods.sub_
-TorchMethods.__imul__ = TorchMethods.mul_
-TorchMethods.__itruediv__ = TorchMethods.div_
 
 
 def scalar_dims(fn):

@@ -15,7 +15,8 @@ from collections import namedtuple
 import ml_dtypes
 
 from ir.graph import compose, dtypes, functions
-from limn.torch_methods import MinMax, _write, accept_torch_names, scalar_dims
+from limn.torch_inplace import write_result
+from limn.torch_methods import MinMax, accept_torch_names, scalar_dims
 
 AminMax = namedtuple("aminmax", "min max")
 
@@ -227,15 +228,14 @@ class TorchMoreMath:
         return self._float() * (2.0**other)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None):
-        return _write(
-            self, "uniform_", self.uniform(self.shape, a, b, self.dtype, device=self.device)
-        )
+        draw = self.uniform(self.shape, a, b, self.dtype, device=self.device)
+        return write_result(self, "uniform_", lambda _: draw, cast=False)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None):
         if std < 0:
             raise ValueError(f"normal_: std must be >= 0, got {std}")
         draw = self.randn(self.shape, dtype=self.dtype, device=self.device) * std + mean
-        return _write(self, "normal_", draw.cast(self.dtype))
+        return write_result(self, "normal_", lambda _: draw.cast(self.dtype), cast=False)
 
     # ---- reductions -----------------------------------------------------------------
 
@@ -339,7 +339,7 @@ class TorchMoreMath:
                 break
             a, b = x.narrow(axis, 1, m - 1), x.narrow(axis, 0, m - 1)
             x = a ^ b if x.dtype == dtypes.bool_ else a - b
-        return x
+        return x.clone() if x is self else x  # (n = 0: a copy, as torch's)
 
     def trace(self):
         if self.ndim != 2:

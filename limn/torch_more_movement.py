@@ -8,7 +8,13 @@ views: here the view's ``contiguous()``.
 
 from __future__ import annotations
 
+import math
+
 from ir.graph import compose, dtypes
+from ir.graph.ops import Op
+from ir.graph.view import View
+from limn import autograd, versions
+from limn.torch_inplace import storage_view as _storage_view
 from limn.torch_methods import accept_torch_names
 from limn.torch_more_math import _cat
 
@@ -70,13 +76,13 @@ class TorchMoreMovement:
             return self.flip(a, b)
         if k == 3:
             return self.transpose(a, b).flip(b)
-        return self
+        return self.clone()  # (k = 0: a copy, as torch's)
 
     def roll(self, shifts, dims=None):
         """Each element moved ``shifts`` along ``dims``, wrapping (all dims flattened if
-        none are given)."""
+        none are given); a copy, whatever the shifts."""
         if dims is None:
-            return self.reshape(-1).roll(shifts, 0).reshape(self.shape)
+            return copy_of(self.reshape(-1).roll(shifts, 0).reshape(self.shape), self)
         shifts, dims = _ints(shifts), _ints(dims)
         if len(shifts) != len(dims):
             raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
@@ -87,7 +93,7 @@ class TorchMoreMovement:
             s = s % n if n else 0
             if s:
                 x = _cat([x.narrow(d, n - s, s), x.narrow(d, 0, n - s)], d)
-        return x
+        return copy_of(x, self)
 
     def ravel(self):
         return self.reshape(-1)
@@ -137,24 +143,82 @@ class TorchMoreMovement:
         return self.split(list(split_sizes), axis)
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
-        """The diagonal of dims ``dim1``, ``dim2`` (removed), as a last dim: a gather of
-        the flattened pair."""
+        """The diagonal of dims ``dim1``, ``dim2`` (removed), as a last dim: a view, as
+        torch's (the pair flattened, then every (m + 1)-th element), written through both
+        ways. A pair whose strides cannot be flattened in either order (a strided slice of
+        both dims) gives a copy of the diagonal."""
         a = compose.normalize_axis(dim1, self.ndim, "diagonal")
         b = compose.normalize_axis(dim2, self.ndim, "diagonal")
         if a == b:
             raise ValueError(f"diagonal: dims must differ, got {dim1} and {dim2}")
         rest = [d for d in range(self.ndim) if d not in (a, b)]
         x = self.permute(*rest, a, b)
+        if not _flattens(x) and _flattens(self.permute(*rest, b, a)):
+            x, offset = self.permute(*rest, b, a), -offset  # the same diagonal, transposed
         n, m = x.shape[-2:]
         start_i, start_j = (0, offset) if offset >= 0 else (-offset, 0)
         count = max(0, min(n - start_i, m - start_j))
         lead = x.shape[:-2]
+        v = _storage_view(x)
+        tracked = self.requires_grad and autograd.grad_enabled()
+        if not _flattens(x) and count and v is not None and not tracked:  # as_strided
+            st = v.strides
+            at = v.offset + start_i * st[-2] + start_j * st[-1]
+            return x.as_strided((*lead, count), (*st[:-2], st[-2] + st[-1]), at)
         flat = x.reshape(*lead, n * m)
         if count == 0:
             return flat.narrow(-1, 0, 0)
-        idx = type(self).arange(count, device=self.device) * (m + 1) + (start_i * m + start_j)
-        idx = idx.reshape(*[1] * len(lead), count).expand(*lead, count)
-        return flat.gather(len(lead), idx)
+        d = flat.narrow(-1, start_i * m + start_j, (count - 1) * (m + 1) + 1)
+        return d.p_step((1,) * len(lead) + (m + 1,))
+
+    def as_strided(self, size, stride, storage_offset: int | None = None):
+        """torch's ``as_strided``: a view of this tensor's storage (its value in row-major
+        order) with ``size``, ``stride`` and ``storage_offset`` (this tensor's own offset if
+        None), made of movements a View composes: the storage flattened, cut to the span the
+        view reads, and split by one window per dim (a window gives a dim any stride).
+        Negative strides are refused, as torch refuses them."""
+        size, stride = tuple(_ints(size)), tuple(_ints(stride))
+        if self.requires_grad and autograd.grad_enabled():
+            raise RuntimeError(
+                "as_strided: not differentiable in limn (its view is made from the storage, "
+                "outside autograd); call it under limn.no_grad() or on a detached tensor"
+            )
+        base, v = self._storage_root(), _storage_view(self)
+        if v is None:
+            raise RuntimeError(
+                f"as_strided: the tensor of shape {self.shape} is a copy of its storage (a "
+                "padded or composed movement), not a view; call it on a contiguous tensor"
+            )
+        at = v.offset if storage_offset is None else int(storage_offset)
+        n = math.prod(base.shape)
+        if len(size) != len(stride) or min(stride, default=0) < 0 or at < 0:
+            raise RuntimeError(
+                f"as_strided: size {size}, stride {stride} and offset {at} do not fit; "
+                "accepted: one non-negative stride per size and a non-negative offset"
+            )
+        if 0 in size:
+            return self.new_zeros(size)
+        span = 1 + sum((k - 1) * st for k, st in zip(size, stride))
+        if at + span > n:
+            raise RuntimeError(
+                f"as_strided: size {size}, stride {stride} and offset {at} read past the "
+                f"{n} elements of the storage"
+            )
+        real = [i for i, (k, st) in enumerate(zip(size, stride)) if k > 1 and st > 0]
+        out = base.reshape(n).narrow(0, at, span)
+        for i in reversed(real):
+            out = out.p_window(0, size[i], 1, stride[i])
+        out = out.narrow(0, 0, 1).reshape(tuple(size[i] for i in real))
+        shape = tuple(size[i] if i in real else 1 for i in range(len(size)))
+        return out.reshape(shape).expand(*size)
+
+    def _storage_root(self):
+        """A tensor whose value is this tensor's storage's, an alias of it (shares its
+        writes and version counter), outside autograd."""
+        st = self._storage()
+        t = type(self)._make(None, self.device)
+        t._st, t._moves, t._vc, t._node = st, (), self._vc, None
+        return t
 
     def diag(self, diagonal: int = 0):
         if self.ndim == 1:
@@ -220,10 +284,11 @@ class TorchMoreMovement:
             raise ValueError(
                 f"unfold: size {size} and step {step} do not fit dim {axis} of {self.shape}"
             )
-        count = (n - size) // step + 1
-        parts = [x.narrow(axis, k * step, size).unsqueeze(axis) for k in range(count)]
-        out = _cat(parts, axis) if parts else x.narrow(axis, 0, 0)
-        out = out.movedim(axis + 1, -1)
+        if size == 0:  # windows of no element: n // step + 1 of them, as torch's
+            shape = (*x.shape[:axis], n // step + 1, *x.shape[axis + 1 :], 0)
+            return type(self).zeros(shape, dtype=self.dtype, device=self.device)
+        # a view: the windows overlap where step < size, as torch's do
+        out = x.p_window(axis, size, step).movedim(axis + 1, -1)
         return out.reshape(size) if self.ndim == 0 else out
 
     def sum_to_size(self, *size):
@@ -269,6 +334,10 @@ class TorchMoreMovement:
 
     def index_fill(self, axis: int, index, value):
         axis = compose.normalize_axis(axis, self.ndim, "index_fill")
+        if self.ndim and self.shape[axis] == 0 and index.numel():
+            raise IndexError(
+                f"index_fill: index out of range for dim {axis} of size 0 in {self.shape}"
+            )
         hit = self._index_mask(axis, index)
         return hit.where(value, self).cast(self.dtype)
 
@@ -325,13 +394,29 @@ class TorchMoreMovement:
         return (hit > 0).where(self.zeros_like().scatter_add(axis, index, src), self)
 
 
+def copy_of(out, src):
+    """``out``, an op's result that torch documents as a copy of ``src``: a copy even where
+    the arguments made it ``src`` itself or a view of it (``x.roll(1, 0)`` of a size-1 dim,
+    ``x.repeat(1, 1)``, ``cat([x])``), so a later write to ``src`` never reaches it."""
+    if out is src or out._st is not None and out._st is src._st:
+        return out.clone()
+    return out
+
+
+def _flattens(x) -> bool:
+    """Whether x's last two dims flatten into one as a view (no copy)."""
+    node = versions.layout_node(x)
+    v = node.arg if node.op is Op.VIEW else View.contiguous(node.shape)
+    return v.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],)) is not None
+
+
 def _ints(v) -> list[int]:
     return [int(i) for i in v] if isinstance(v, list | tuple) else [int(v)]
 
 
 def _copying(view: str):
     def method(self, *args, **kw):
-        return getattr(self, view)(*args, **kw).contiguous()
+        return getattr(self, view)(*args, **kw).clone()
 
     method.__name__ = f"{view}_copy"
     return method
@@ -341,8 +426,8 @@ for _view in (
     "expand view permute t transpose squeeze unsqueeze diagonal narrow unfold select"
 ).split():
     setattr(TorchMoreMovement, f"{_view}_copy", _copying(_view))
-TorchMoreMovement.alias_copy = lambda self: self.contiguous()
-TorchMoreMovement.unbind_copy = lambda self, dim=0: [t.contiguous() for t in self.unbind(dim)]
+TorchMoreMovement.alias_copy = lambda self: self.clone()
+TorchMoreMovement.unbind_copy = lambda self, dim=0: [t.clone() for t in self.unbind(dim)]
 TorchMoreMovement.unsafe_split = lambda self, size, dim=0: self.split(size, dim)
 TorchMoreMovement.unsafe_chunk = lambda self, n, dim=0: self.chunk(n, dim)
 accept_torch_names(TorchMoreMovement)

@@ -17,10 +17,13 @@ from typing import Self
 import numpy as np
 
 from ir.graph import compose, dtypes
-from ir.graph.dtypes import DType
+from ir.graph.dtypes import DType, promote
 from ir.graph.ops import Op
+from ir.graph.view import contiguous_strides
+from limn import versions
 from limn.runtime import profile
-from limn.torch_methods import accept_torch_names, scalar_dims
+from limn.torch_inplace import index_put, write_result
+from limn.torch_methods import accept_torch_names, scalar_dims, torch_names
 
 
 class TorchMovement:
@@ -152,6 +155,16 @@ class TorchMovement:
         return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
 
     def contiguous(self) -> Self:
+        """torch's: the tensor itself where its elements are in row-major order already
+        (a write to either is a write to both), else a copy in that order."""
+        node = versions.layout_node(self)
+        if node.op is not Op.VIEW:
+            return self
+        v = node.arg
+        if v.mask is None and all(
+            st == c or s == 1 for s, st, c in zip(v.shape, v.strides, contiguous_strides(v.shape))
+        ):
+            return self
         return self.p_contiguous()
 
     def repeat(self, *repeats) -> Self:
@@ -163,7 +176,8 @@ class TorchMovement:
         x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         shape = [v for r, s in zip(reps, x.shape) for v in (r, s)]
         y = x.reshape(tuple(v for s in x.shape for v in (1, s))).expand(*shape)
-        return y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+        y = y.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+        return y.clone() if y is self or y._st is not None and y._st is self._st else y
 
     def split(self, size, axis: int = 0) -> list[Self]:
         axis = compose.normalize_axis(axis, self.ndim, "split")
@@ -223,28 +237,45 @@ class TorchMovement:
         return _index(self, key)
 
     def __setitem__(self, key, value) -> None:
-        """``x[key] = value``: a write through the view ``x[key]``; a boolean mask over the
-        leading dims writes where it is True (``Tensor.assign`` commits it)."""
+        """``x[key] = value``, torch's: basic indexing writes through the view ``x[key]``;
+        integer tensors and masks write the elements they pick (``index_put``), ``value``
+        broadcast to the picked shape; a mask with a value that broadcasts to the unpicked
+        dims alone is a select, with no count of True to compute."""
         if isinstance(value, TorchMovement):
             value = value.cast(self.dtype)
-        m = np.asarray(key) if isinstance(key, list | np.ndarray) else key
-        if isinstance(m, TorchMovement | np.ndarray) and m.dtype in (dtypes.bool_, np.bool_):
+        elif isinstance(value, list | tuple | np.ndarray):
+            value = self._lift(np.asarray(value)).cast(self.dtype)
+        if _zero_d_mask(key):  # numpy's: through a new dim of 1
+            self.unsqueeze(0)[key.reshape(1)] = value
+            return
+        keys = key if isinstance(key, tuple) else (key,)
+        if not any(_is_advanced(k) for k in keys):
+            target = self[key]
+            if not isinstance(value, TorchMovement):
+                value = target._const(dtypes.python_type(self.dtype)(value), self.dtype)
+            write_result(target, "setitem", lambda _: value, (value,), cast=False)
+            return
+        m = np.asarray(keys[0]) if isinstance(keys[0], list | np.ndarray) else keys[0]
+        if len(keys) == 1 and m.dtype in (dtypes.bool_, np.bool_):
             m = self._lift(m) if isinstance(m, np.ndarray) else m
             if tuple(m.shape) != self.shape[: m.ndim]:
                 raise IndexError(
                     f"index: a mask of shape {m.shape} does not match the leading dims of "
                     f"{self.shape}"
                 )
-            m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim)).expand(*self.shape)
-            self.assign(m.where(value, self))
-            return
-        for k in key if isinstance(key, tuple) else (key,):
-            if isinstance(k, list | np.ndarray) or isinstance(k, TorchMovement) and k.ndim:
-                raise IndexError(
-                    "index assignment: integer-tensor indices cannot be written through; "
-                    "accepted: ints, slices, ..., None, or one bool mask over the leading dims"
-                )
-        self[key].assign(value)
+            if getattr(value, "ndim", 0) <= self.ndim - m.ndim:
+                m = m.reshape(m.shape + (1,) * (self.ndim - m.ndim))
+                write_result(self, "setitem", lambda s: m.where(value, s), (value,), cast=False)
+                return
+        write_result(self, "index_put_", lambda s: index_put(s, keys, value), (value,))
+
+
+def _zero_d_mask(k) -> bool:
+    return isinstance(k, TorchMovement) and k.ndim == 0 and k.dtype == dtypes.bool_
+
+
+def _is_advanced(k) -> bool:
+    return isinstance(k, list | np.ndarray) or isinstance(k, TorchMovement) and k.ndim > 0
 
 
 for _name in ("squeeze", "index_select"):
@@ -326,6 +357,8 @@ def stacked_rows(ts: list) -> TorchMovement | None:
 def _index(x: TorchMovement, key) -> TorchMovement:
     """Basic indexing as views: ints, slices of any step, ``...`` and ``None``; then the
     advanced items (integer tensors, masks) as one ``_take``."""
+    if _zero_d_mask(key):  # numpy's: a new dim of 1 or 0 elements
+        return x.unsqueeze(0)[key.reshape(1)]
     if not isinstance(key, tuple):
         key = (key,)
     picks, items = [], []  # the advanced items' integer tensors; the key with them as ":"
@@ -410,3 +443,37 @@ def _shape_arg(shape) -> tuple[int, ...]:
         if any(isinstance(s, str | DType | np.dtype | type) for s in shape):
             hint = "; pass a dtype by keyword (dtype=...)"
         raise TypeError(f"shape: needs ints, got {shape}{hint}") from None
+
+
+# ---- joining ----------------------------------------------------------------------
+
+
+@torch_names
+def cat(tensors, axis: int = 0) -> TorchMovement:
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("cat: needs at least one tensor")
+    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
+    d = ts[0].dtype
+    for t in ts[1:]:
+        d = promote(d, t.dtype)
+        if t.ndim != ts[0].ndim or any(
+            a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != axis
+        ):
+            raise ValueError(
+                f"cat: shapes {[tuple(t.shape) for t in ts]} differ outside axis {axis}"
+            )
+    out = compose.cat([t.p_cast(d) for t in ts], axis)
+    return out.clone() if out is ts[0] else out  # (one tensor: a copy, as torch's)
+
+
+@torch_names
+def stack(tensors, axis: int = 0) -> TorchMovement:
+    ts = list(tensors)
+    if not ts:
+        raise ValueError("stack: needs at least one tensor")
+    if any(t.shape != ts[0].shape for t in ts):
+        raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in ts]}")
+    axis = compose.normalize_axis(axis, ts[0].ndim + 1, "stack")
+    rows = stacked_rows(ts) if axis == 0 and len(ts) >= 4 else None
+    return rows if rows is not None else cat([t.unsqueeze(axis) for t in ts], axis)

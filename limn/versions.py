@@ -29,6 +29,7 @@ import sys
 
 import numpy as np
 
+from ir.graph import dtypes, write
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.graph.view import View
@@ -73,6 +74,16 @@ def _move(v: View, kind: str, arg) -> View | None:
     return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
 
 
+def layout_node(t) -> Node:
+    """Tensor t's value as its storage's value moved (a VIEW of the storage's node, or
+    that node), whatever t caches: what t's layout is judged by (``contiguous()``, a
+    diagonal's view, an overlap), as a view realized alone caches a row-major copy."""
+    st = t._st
+    if st is None or not t._moves:
+        return t.node
+    return view_node(st.node, t._moves)
+
+
 def view_node(node: Node, moves) -> Node:
     """The node a view taken by ``moves`` (``(kind, arg)`` pairs) of ``node`` is: the
     movements composed into one VIEW of the node's source, as ``Primitives._view``
@@ -88,6 +99,47 @@ def view_node(node: Node, moves) -> Node:
         else:
             node = Node(Op.VIEW, node.dtype, w.shape, (base,), w)
     return node
+
+
+# movements whose inverse is a movement: a write through them is one select (``place``)
+_INVERTIBLE = ("shrink", "reshape", "permute", "flip")
+
+
+def place(base, moves, value):
+    """``base`` with the elements of its view ``moves`` replaced by ``value`` (a Tensor of
+    the view's shape): the write through a view as the base's next value.
+
+    Where every move has an inverse movement (slices of step 1, ``select``, transposes,
+    reshapes, flips), the value and a mask of True are moved back to the base's shape
+    (a shrink undone by a pad of zeros and False) and one ``where(mask, value, base)``
+    selects: one kernel, fused into what reads it, as torch's functionalization inverts
+    each view op. Other views (a step, a window) take ``ir.graph.write.place``'s scatter.
+    """
+    if not all(kind in _INVERTIBLE for kind, _ in moves):
+        return write.place(base, moves, value)
+    shapes = [tuple(base.shape)]
+    for kind, arg in moves:
+        s = shapes[-1]
+        if kind == "shrink":
+            s = tuple(e - b for b, e in arg)
+        elif kind == "reshape":
+            s = tuple(arg)
+        elif kind == "permute":
+            s = tuple(s[i] for i in arg)
+        shapes.append(s)
+    v, m = value, value.p_const(True, dtype=dtypes.bool_)
+    for (kind, arg), s in zip(reversed(moves), reversed(shapes[:-1])):
+        if kind == "shrink":
+            pads = tuple((b, n - e) for (b, e), n in zip(arg, s))
+            v, m = v.p_pad(pads), m.p_pad(pads)
+        elif kind == "reshape":
+            v, m = v.p_reshape(s), m.p_reshape(s)
+        elif kind == "permute":
+            back = tuple(sorted(range(len(arg)), key=arg.__getitem__))
+            v, m = v.p_permute(back), m.p_permute(back)
+        else:
+            v, m = v.p_flip(arg), m.p_flip(arg)
+    return m.p_where(v, base)
 
 
 def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> tuple:

@@ -147,8 +147,8 @@ def test_assignment_through_an_index_or_a_mask_matches_torch():
     got[Tensor([True, False])] = Tensor([9.0])
     want[torch.tensor([True, False])] = torch.tensor([9.0])
     np.testing.assert_array_equal(got.numpy(), want.numpy())
-    with pytest.raises(IndexError, match="integer-tensor indices cannot be written"):
-        got[Tensor([0])] = 1.0
+    got[Tensor([0])], want[torch.tensor([0])] = 1.0, 1.0  # an integer tensor writes its rows
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_in_place_methods_write_the_tensor_as_torch_does():

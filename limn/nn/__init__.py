@@ -56,7 +56,7 @@ from limn.tensor import Tensor
 ReLU, GELU, SiLU, Tanh, Sigmoid, Softplus, LeakyReLU, Softmax, LogSoftmax = (
     apply_module(name, fn)
     for name, fn in [
-        ("ReLU", Tensor.relu), ("GELU", Tensor.gelu), ("SiLU", Tensor.silu), ("Tanh", Tensor.tanh),
+        ("ReLU", F.relu), ("GELU", Tensor.gelu), ("SiLU", F.silu), ("Tanh", Tensor.tanh),
         ("Sigmoid", Tensor.sigmoid), ("Softplus", Tensor.softplus), ("LeakyReLU", F.leaky_relu),
         ("Softmax", Tensor.softmax), ("LogSoftmax", Tensor.log_softmax),
     ]

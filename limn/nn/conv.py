@@ -29,7 +29,7 @@ def _padded(x: Tensor, pads, fill: float = 0.0) -> Tensor:
     """``x`` padded, copied once where there is a pad: a window cannot read through a
     pad's mask."""
     padded = x.pad(pads, value=fill)
-    return padded.contiguous() if any(a or b for a, b in pads) else padded
+    return padded.clone() if any(a or b for a, b in pads) else padded
 
 
 def _unfold(x: Tensor, kernel, stride, dilation) -> Tensor:
@@ -132,7 +132,7 @@ def _conv_grad(ctx, out, g):
     if x.requires_grad:
         flipped = weight.flip(*range(2, 2 + n)).transpose(0, 1)  # (C, O, *k)
         back = tuple((s - a, s - b) for s, (a, b) in zip(spans, pads))
-        gx = _correlate(g, flipped.contiguous(), back, dilation)
+        gx = _correlate(g, flipped.clone(), back, dilation)
     if weight.requires_grad:
         cols = _unfold(_padded(x, pads), kernel, (1,) * n, dilation)  # (N, C, *o, *k)
         cols = cols.reshape(N, 1, C, *outs, *kernel)

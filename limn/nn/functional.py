@@ -28,13 +28,25 @@ from limn.nn.functional_pool import (  # noqa: F401
 )
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
+from limn.torch_inplace import inplace_flag
 
-relu, gelu, silu, tanh, sigmoid, softplus = (
-    Tensor.relu, Tensor.gelu, Tensor.silu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
-)  # fmt: skip
-log_softmax, linear, dropout, one_hot = (
-    Tensor.log_softmax, Tensor.linear, Tensor.dropout, Tensor.one_hot
-)  # fmt: skip
+gelu, tanh, sigmoid, softplus = Tensor.gelu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
+log_softmax, linear, one_hot = Tensor.log_softmax, Tensor.linear, Tensor.one_hot
+
+
+@inplace_flag
+def relu(x: Tensor, inplace: bool = False) -> Tensor:
+    return x.relu()
+
+
+@inplace_flag
+def silu(x: Tensor, inplace: bool = False) -> Tensor:
+    return x.silu()
+
+
+@inplace_flag
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    return x.dropout(p, training)
 
 
 def softmax(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -59,7 +71,8 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
     return conv(x, weight, bias, stride, padding, dilation, groups)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+@inplace_flag
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
 
 

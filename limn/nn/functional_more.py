@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from limn.tensor import Tensor
+from limn.torch_inplace import inplace_flag
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
@@ -26,20 +27,24 @@ def _same_shape(a: Tensor, b: Tensor, name: str) -> None:
 # ---- activations ------------------------------------------------------------------
 
 
+@inplace_flag
 def relu6(x: Tensor, inplace: bool = False) -> Tensor:
     return hardtanh(x, 0.0, 6.0)
 
 
+@inplace_flag
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace=False) -> Tensor:
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val {min_val} is above max_val {max_val}")
     return x.clamp(min_val, max_val).cast(x.dtype)
 
 
+@inplace_flag
 def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return (x > 0).where(x, (x.expm1() * alpha).cast(x.dtype))
 
 
+@inplace_flag
 def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return (x > 0).where(x, ((x / alpha).expm1() * alpha).cast(x.dtype))
 
@@ -47,14 +52,17 @@ def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 
+@inplace_flag
 def selu(x: Tensor, inplace: bool = False) -> Tensor:
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
+@inplace_flag
 def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
     return (x / 6 + 0.5).clamp(0.0, 1.0)
 
 
+@inplace_flag
 def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
     return x * (x + 3).clamp(0.0, 6.0) / 6
 
@@ -63,6 +71,7 @@ def logsigmoid(x: Tensor) -> Tensor:
     return -(-x).softplus()
 
 
+@inplace_flag
 def mish(x: Tensor, inplace: bool = False) -> Tensor:
     return x * x.softplus().tanh()
 
@@ -75,6 +84,7 @@ def tanhshrink(x: Tensor) -> Tensor:
     return x - x.tanh()
 
 
+@inplace_flag
 def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     return (x > threshold).where(x, value).cast(x.dtype)
 

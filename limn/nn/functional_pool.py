@@ -16,6 +16,7 @@ import math
 from ir.graph import dtypes
 from limn.nn.conv import _unfold
 from limn.tensor import Tensor
+from limn.torch_more_movement import copy_of
 
 
 def _ints(v, n: int, name: str, op: str) -> tuple[int, ...]:
@@ -38,8 +39,8 @@ def pad(x: Tensor, pad, mode: str = "constant", value: float | None = None) -> T
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad: needs (before, after) pairs for at most {x.ndim} dims, got {pad}")
     pairs = [(pad[i], pad[i + 1]) for i in range(len(pad) - 2, -1, -2)]
-    if mode == "constant":
-        return x.pad(pairs, 0.0 if value is None else value)
+    if mode == "constant":  # a copy, as torch's, even with no pad
+        return copy_of(x.pad(pairs, 0.0 if value is None else value), x)
     if mode not in ("reflect", "replicate", "circular"):
         raise ValueError(
             f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
@@ -108,7 +109,7 @@ def _windows(x, kernel, stride, padding, dilation, ceil_mode, fill, op):
             for L, k, s, p, d, o in zip(size, kernel, stride, padding, dilation, outs)]  # fmt: skip
     flat = x.reshape(-1, 1, *size)
     padded = flat.pad(pads, fill)
-    cols = _unfold(padded.contiguous(), kernel, stride, dilation)
+    cols = _unfold(padded.clone(), kernel, stride, dilation)
     return cols, pads, tuple(outs)
 
 
@@ -131,7 +132,7 @@ def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_in
         return values
     size = x.shape[-n:]
     pos = Tensor.arange(math.prod(size), device=x.device).reshape(1, 1, *size)
-    pos_cols = _unfold(pos.pad(pads, -1).contiguous(), kernel, stride, dilation)
+    pos_cols = _unfold(pos.pad(pads, -1).clone(), kernel, stride, dilation)
     pos_win = pos_cols.reshape(1, 1, *outs, k).expand(*win.shape)
     best = win.argmax(-1, keepdim=True)
     idx = pos_win.gather(-1, best).reshape(*x.shape[:-n], *outs)
@@ -173,7 +174,7 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
             mask_pads = [(0, a - p) for (_, a), p in zip(pads, padding)]
         else:
             mask_pads = pads
-        count = _unfold(inside.pad(mask_pads).contiguous(), kernel, stride, ones).sum(axes)
+        count = _unfold(inside.pad(mask_pads).clone(), kernel, stride, ones).sum(axes)
         out = total.div(count, rounding_mode="trunc" if x.dtype.is_int else None)
     return out.reshape(*x.shape[:-n], *outs)
 

@@ -87,8 +87,8 @@ class BatchNorm1d(Module):
         self.eps, self.momentum = eps, momentum
         self.weight = Tensor.ones(num_features, dtype=dt, requires_grad=True) if affine else None
         self.bias = Tensor.zeros(num_features, dtype=dt, requires_grad=True) if affine else None
-        self.running_mean = Tensor.zeros(num_features, dtype=dt).contiguous().realize()
-        self.running_var = Tensor.ones(num_features, dtype=dt).contiguous().realize()
+        self.running_mean = Tensor.zeros(num_features, dtype=dt).clone().realize()
+        self.running_var = Tensor.ones(num_features, dtype=dt).clone().realize()
         # torch counts training batches in the state dict; kept so checkpoints trade as they are
         self.num_batches_tracked = Tensor(0, dtype=dtypes.int64)
 
@@ -127,7 +127,7 @@ class Embedding(Module):
         if padding_idx is not None:
             rows = Tensor.arange(num_embeddings).reshape(num_embeddings, 1)
             table = (rows == padding_idx).where(0.0, table).cast(dt)
-        self.weight = table.contiguous().realize().requires_grad_(True)
+        self.weight = table.clone().realize().requires_grad_(True)
 
     def extra_repr(self) -> str:
         n, dim = self.weight.shape
@@ -146,10 +146,10 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False):
         if not 0 <= p <= 1:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.dropout(self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
 
 # ---- attention --------------------------------------------------------------------

@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable, Iterator
 
 from ir.graph.dtypes import as_dtype
+from limn.autograd import no_grad
 from limn.runtime import profile
 from limn.serialize import IncompatibleKeys, assign_named
 from limn.tensor import Tensor, realize
@@ -53,7 +54,7 @@ def _named_attributes(
 def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor:  # noqa: N802
     """torch's ``nn.Parameter(t)``: a leaf Tensor holding t's value that takes gradients
     (in limn a parameter is any Tensor attribute with ``requires_grad``)."""
-    return data.detach().contiguous().realize().requires_grad_(requires_grad)
+    return data.detach().clone().realize().requires_grad_(requires_grad)
 
 
 class Module:
@@ -273,11 +274,15 @@ class ModuleDict(Module):
 
 
 def zero_grads(params: list[Tensor], set_to_none: bool) -> None:
-    """torch's two ``zero_grad``s: gradients dropped (None), or kept as zeros of the
-    gradient's shape and dtype (those without one stay None, as in torch)."""
+    """torch's two ``zero_grad``s: gradients dropped (None), or each gradient tensor
+    zeroed in place, so a tensor held (``g = w.grad``) reads the zeros (those without one
+    stay None, as in torch)."""
     for p in params:
-        zero = p.grad is not None and not set_to_none
-        p.grad = p.grad.detach().zeros_like().contiguous() if zero else None
+        if p.grad is not None and not set_to_none:
+            with no_grad():
+                p.grad.detach_().zero_()
+        else:
+            p.grad = None
     realize(*(p.grad for p in params if p.grad is not None))  # one batch for them all
 
 
@@ -294,7 +299,8 @@ class Apply(Module):
     defaults: tuple = ()
 
     def __init__(self, *args, **kwargs):
-        kwargs.pop("inplace", None)  # torch's memory hint; limn's results are new nodes
+        if not kwargs.get("inplace", True):  # (given only to a function that takes it)
+            del kwargs["inplace"]
         self._args, self._kwargs = args or self.defaults, kwargs
 
     def forward(self, *inputs):

@@ -7,6 +7,7 @@ returns is a 0-d Tensor that costs nothing until it is read.
 
 from __future__ import annotations
 
+from limn.autograd import no_grad
 from limn.tensor import Tensor, stack
 
 
@@ -23,11 +24,13 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0) -> Tens
         return Tensor(0.0)
     total = stack([p.grad.norm(norm_type) for p in params]).norm(norm_type)  # torch's order
     scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-    for p in params:
-        p.grad = p.grad * scale.cast(p.grad.dtype)
+    with no_grad():  # in place, as torch's: a gradient tensor held reads the scaled one
+        for p in params:
+            p.grad.mul_(scale.cast(p.grad.dtype))
     return total
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
-    for p in _grads(parameters):
-        p.grad = p.grad.clamp(-clip_value, clip_value)
+    with no_grad():
+        for p in _grads(parameters):
+            p.grad.clamp_(-clip_value, clip_value)

@@ -128,7 +128,7 @@ class Optimizer:
         self._scalars.update({prefix + k: t for k, t in group.scalars.items()})
         fresh = {
             name: {
-                s: (p.zeros_like() + self._state_start(group, s)).cast(p.dtype).contiguous()
+                s: (p.zeros_like() + self._state_start(group, s)).cast(p.dtype).clone()
                 for s in self._state_names(group)
             }
             for name, p in named
