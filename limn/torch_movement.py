@@ -329,6 +329,8 @@ def _index(x: TorchMovement, key) -> TorchMovement:
         size = x.shape[dim]
         if isinstance(k, TorchMovement) and k.ndim == 0 and k.dtype.is_int:
             k = int(k.item())
+        if isinstance(k, np.integer):  # x[np.int64(1)]: a numpy integer is an int
+            k = int(k)
         if isinstance(k, int) and not isinstance(k, bool):
             if not -size <= k < size:
                 raise IndexError(
@@ -356,7 +358,7 @@ def _index(x: TorchMovement, key) -> TorchMovement:
         else:
             raise TypeError(
                 f"index: {type(k).__name__} is not supported; accepted: int, slice, ..., None, "
-                "an integer or bool tensor (or list, or numpy array)"
+                "a numpy integer, an integer or bool tensor (or list, or numpy array)"
             )
         dim += 1
     y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))

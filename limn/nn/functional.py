@@ -13,7 +13,7 @@ import ml_dtypes
 from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
-from limn.nn.conv import conv
+from limn.nn.conv import conv, conv_transpose
 from limn.nn.functional_more import *  # noqa: F403  (activations, distances, more losses)
 from limn.nn.functional_pool import (  # noqa: F401
     adaptive_avg_pool1d,
@@ -49,13 +49,39 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     return _conv(x, weight, bias, stride, padding, dilation, groups, 2)
 
 
-def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(x, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 1, "conv_transpose1d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 2, "conv_transpose2d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 3, "conv_transpose3d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def _check_conv(x, weight, bias, n: int, name: str) -> None:
     ts = [t for t in (x, weight, bias) if t is not None]
     if any(t.dtype == dtypes.bool_ or t.dtype != x.dtype for t in ts) or weight.ndim != n + 2:
         raise TypeError(
-            f"conv{n}d: input, weight and bias must share one number dtype and the weight have "
+            f"{name}: input, weight and bias must share one number dtype and the weight have "
             f"{n + 2} dims, got {[f'{t.dtype}{list(t.shape)}' for t in ts]}"
         )
+
+
+def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
+    _check_conv(x, weight, bias, n, f"conv{n}d")
     return conv(x, weight, bias, stride, padding, dilation, groups)
 
 
@@ -122,6 +148,30 @@ def batch_norm(
     else:
         mean, var = running_mean, running_var
     y = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5) -> Tensor:  # fmt: skip
+    """Normalize each (sample, channel) over the spatial dims. With ``use_input_stats``
+    those statistics are used, and running ones (if given) move toward their mean over the
+    batch (the unbiased variance, as torch keeps it); without, the running ones are."""
+    axes = tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if use_input_stats:
+        mean = x.mean(axes, keepdim=True)
+        var = x.var(axes, keepdim=True, correction=0)
+        if running_mean is not None:
+            n = math.prod(x.shape[2:])
+            with no_grad():
+                m = mean.detach().mean(0).reshape(-1)
+                v = (var.detach() * (n / max(n - 1, 1))).mean(0).reshape(-1)
+                running_mean.assign(running_mean * (1 - momentum) + m * momentum)
+                running_var.assign(running_var * (1 - momentum) + v * momentum)
+    else:
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    y = (x - mean) * (var + eps).rsqrt()
     y = y if weight is None else y * weight.reshape(shape)
     return y if bias is None else y + bias.reshape(shape)
 
