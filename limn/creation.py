@@ -226,12 +226,16 @@ class Creation:
         through either shows in the other at once: a write through the Tensor (or a view
         of it) is computed when made, into the array (a value built before it keeps the
         old bytes, in a copy). A lazy value built from the Tensor reads the array when it
-        is computed, so a write into the array before then is seen by it."""
-        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
-            raise ValueError(
-                "from_numpy: shares only a C-contiguous numpy array; pass "
-                "np.ascontiguousarray(a), or copy it with limn.tensor(a)"
-            )
+        is computed, so a write into the array before then is seen by it.
+
+        A strided array (a slice, a transpose: not C-contiguous) shares its memory too:
+        the buffer is the span of memory it covers, and the Tensor a view of that span
+        (``_strided``), as torch's tensor takes the array's strides."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"from_numpy: needs a numpy array, got {type(array).__name__}")
+        if not array.flags.c_contiguous and array.size:
+            return _strided(cls, array)
+        array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         d = as_dtype(array.dtype)
         node = Node(Op.BUFFER, d, array.shape, (), Buffer(d, array.shape, array))
         t = cls._make(node, device_name(None, "from_numpy"))
@@ -263,6 +267,33 @@ class Creation:
             return self * 0
         keep = self._lift(_rng[0].random(self.shape) >= p)
         return keep.where(self * (1 / (1 - p)), 0.0)
+
+
+def _strided(cls, array: np.ndarray):
+    """``array`` as a view of the memory it spans: each dim (largest stride first) a
+    window over that span (``p_window``: out[i, j] = span[i * stride + j]), then the one
+    position left; a dim read backwards is a negative step (a view, where ``flip`` copies),
+    one of stride 0 expanded."""
+    size = array.itemsize
+    if any(s % size for s in array.strides):
+        raise ValueError(
+            f"from_numpy: strides {array.strides} are not multiples of the item size {size}; "
+            "copy it with limn.tensor(a)"
+        )
+    backwards = tuple(i for i, s in enumerate(array.strides) if s < 0)
+    forward = np.flip(array, backwards) if backwards else array
+    steps = [s // size for s in forward.strides]
+    dims = sorted((i for i, n in enumerate(array.shape) if n > 1 and steps[i]),
+                  key=lambda i: -steps[i])  # fmt: skip
+    span = 1 + sum((array.shape[i] - 1) * steps[i] for i in dims)
+    memory = np.lib.stride_tricks.as_strided(forward, (span,), (size,))
+    x = cls.from_numpy(memory)
+    for i in dims:
+        x = x.p_window(x.ndim - 1, x.shape[-1] - (array.shape[i] - 1) * steps[i], steps[i])
+    x = x[..., 0].permute(*sorted(range(len(dims)), key=lambda k: dims[k]))
+    x = x.reshape(tuple(n if i in dims else 1 for i, n in enumerate(array.shape)))
+    x = x.expand(*array.shape)
+    return x[tuple(slice(None, None, -1 if i in backwards else 1) for i in range(x.ndim))]
 
 
 def multinomial(probs, num_samples: int = 1, replacement: bool = False):

@@ -211,7 +211,8 @@ class TorchMethods:
             raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
         return mask.where(value, self).cast(self.dtype)
 
-    def clone(self):
+    def clone(self, memory_format=None):
+        """A copy (limn has one memory format: ``memory_format`` is accepted)."""
         return self.p_contiguous()
 
     def tril(self, diagonal: int = 0):

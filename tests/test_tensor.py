@@ -737,8 +737,30 @@ def test_from_numpy_shares_memory_both_ways_as_torch_does():
     t.add_(1.0)
     t.realize()
     assert a.tolist() == [6.0, 1.0, 1.0]
-    with pytest.raises(ValueError, match="C-contiguous"):
-        limn.from_numpy(np.zeros((3, 2), np.float32).T)
+    with pytest.raises(TypeError, match="from_numpy: needs a numpy array, got list"):
+        limn.from_numpy([1.0])
+
+
+@pytest.mark.parametrize(
+    "pick",
+    [lambda a: a[1:, :-1], lambda a: a.transpose(2, 0, 1), lambda a: a[:, ::2, 1:4],
+     lambda a: a[::-1, :, ::-2], lambda a: np.broadcast_to(a[:, :1], (3, 4, 5)),
+     lambda a: a[:, 1], lambda a: a[..., 2:3]],
+    ids=["slice", "transpose", "steps", "backwards", "broadcast", "int", "size-1"],
+)  # fmt: skip
+def test_from_numpy_of_a_strided_array_shares_its_memory_as_torch_does(pick):
+    base = np.arange(60.0).reshape(3, 4, 5)
+    a = pick(base)
+    t, want = limn.from_numpy(a), torch.from_numpy(a.copy())
+    assert t.shape == tuple(want.shape) and t.dtype == limn.float64
+    np.testing.assert_array_equal((t * 2).numpy(), a * 2)
+    base[...] += 1  # seen by a value computed later, as torch's tensor sees it
+    np.testing.assert_array_equal((t + 0).numpy(), a)
+    if a.flags.writeable:
+        t.add_(1.0)
+        t.realize()
+        np.testing.assert_array_equal(a, pick(np.arange(60.0).reshape(3, 4, 5)) + 2)
+        assert base.sum() == 60 * 61 / 2 + a.size  # nothing outside the view was written
 
 
 def test_torchs_small_names_answer_as_torch():
@@ -770,3 +792,20 @@ def test_an_index_past_one_dim_of_several_is_refused_even_where_the_flat_positio
     for key in (([0], [7]), ([1], [-5]), ([3], [0])):
         with pytest.raises(IndexError, match="index"):
             x[key].numpy()
+
+
+def test_what_a_tensor_is_answers_as_torch_for_a_dense_real_cpu_tensor():
+    for make in (lambda m: m.ones(2, 3), lambda m: m.arange(6).reshape(2, 3),
+                 lambda m: m.ones(2, 3).t(), lambda m: m.ones(4, 3)[::2],
+                 lambda m: m.tensor([True]), lambda m: m.ones(2, dtype=m.uint8)):  # fmt: skip
+        ours, theirs = make(limn), make(torch)
+        for q in ("is_floating_point", "is_complex", "is_signed", "element_size",
+                  "is_contiguous", "get_device"):  # fmt: skip
+            assert getattr(ours, q)() == getattr(theirs, q)(), q
+        for q in ("is_sparse", "is_cuda", "is_quantized", "is_meta"):
+            assert getattr(ours, q) is getattr(theirs, q) is False, q
+        assert limn.is_complex(ours) is torch.is_complex(theirs) is False
+        assert limn.is_floating_point(ours) == torch.is_floating_point(theirs)
+    x = limn.ones(2, 3)
+    y = x.clone(memory_format=limn.contiguous_format)
+    assert y.tolist() == x.tolist() and y is not x
