@@ -33,11 +33,25 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from limn import accelerator, amp, autograd, backends, cuda, nn, onnx, optim, serialize, utils
+from limn import (  # noqa: F401  (_inductor: torch's module path)
+    _inductor,
+    accelerator,
+    amp,
+    autograd,
+    backends,
+    cuda,
+    distributed,
+    missing,
+    nn,
+    onnx,
+    optim,
+    serialize,
+    utils,
+    version,
+)
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
-from limn.creation import device_name as device
-from limn.creation import multinomial, set_seed
+from limn.creation import Generator, device, multinomial, set_seed
 from limn.export import export_c
 from limn.generate import generate
 from limn.runtime import current_device, get_device, set_device
@@ -122,6 +136,7 @@ os.register_at_fork(after_in_child=_one_thread_in_a_forked_child)
 # ---- torch's names --------------------------------------------------------------------
 
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
+__version__ = version.__version__
 long, int, float, double, half, bool = int64, int32, float32, float64, float16, bool_  # noqa: A001
 Size = tuple  # a limn shape is a plain tuple
 # torch's memory formats: limn has one layout, so each is accepted and means it
@@ -149,14 +164,28 @@ def compile(model=None, **options):  # noqa: A001
 
 
 def __getattr__(name: str):
-    """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function."""
+    """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function. A
+    name limn does not answer raises, saying that torch's name is not in limn, with what
+    limn offers instead where ``limn.missing`` knows, or the torch name limn does answer
+    that it is nearest to (never one of limn's own modules)."""
     fn = inspect.getattr_static(Tensor, name, None)
     if name.startswith("_") or not isinstance(fn, classmethod) and not inspect.isfunction(fn):
-        raise AttributeError(f"module 'limn' has no attribute {name!r}")
+        raise missing.no_such_name("limn", name, _answers())
     return getattr(Tensor, name)
 
 
+def _answers() -> list[str]:
+    """The torch names the namespace answers: its public names that are not limn's own
+    internal modules, and Tensor's methods (which ``__getattr__`` hands out)."""
+    own = {
+        n for n, v in globals().items() if inspect.ismodule(v) and n not in missing.TORCH_MODULES
+    }
+    names = [n for n in globals() if not n.startswith("_") and n not in own]
+    return names + [n for n in dir(Tensor) if not n.startswith("_")]
+
+
 __all__ = [
+    "Generator",
     "Tensor",
     "array_namespace",
     "accelerator",
@@ -171,6 +200,7 @@ __all__ = [
     "cuda",
     "current_device",
     "device",
+    "distributed",
     "einsum",
     "enable_grad",
     "export_c",
@@ -204,6 +234,7 @@ __all__ = [
     "uint32",
     "uint64",
     "utils",
+    "version",
     "viz",
     "where",
 ]

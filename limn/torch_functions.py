@@ -179,8 +179,11 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         s = std if isinstance(std, Tensor) else Tensor.full((), std, m.dtype)
         shape = broadcast_shapes(m.shape, s.shape)
         like = m if isinstance(mean, Tensor) else s
-        return Tensor.randn(shape, dtype=like.dtype, device=like.device) * s + m
-    return Tensor.randn(size, dtype=dtype or dtypes.float32, device=device) * std + mean
+        return (
+            Tensor.randn(shape, dtype=like.dtype, device=like.device, generator=generator) * s + m
+        )
+    d = dtype or dtypes.float32
+    return Tensor.randn(size, dtype=d, device=device, generator=generator) * std + mean
 
 
 def _tri_indices(row: int, col: int, offset: int, keep, dtype, device):

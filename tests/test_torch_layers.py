@@ -4,6 +4,7 @@ stand-ins answer as they say they do."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -449,3 +450,108 @@ def test_linear_sizes_double_positional_inplace_and_numpy_integer_indices():
     assert t[np.int64(1)].tolist() == [4, 5, 6, 7]
     assert t[np.int32(-1), np.int64(2)].item() == 10
     assert t[np.int64(1)].tolist() == torch.arange(12).reshape(3, 4)[np.int64(1)].tolist()
+
+
+# ---- torch's module tree, names and generators (issue 50) -------------------------------
+
+TORCH_PATHS = [  # what the six programs of issue 50 (and their kin) import, as torch spells it
+    ("import torch.backends.cudnn as cudnn", "cudnn.benchmark = True"),
+    ("from torch.utils.data.dataloader import DataLoader", "DataLoader"),
+    ("from torch.utils.data.dataset import Dataset, TensorDataset, random_split", "Dataset"),
+    ("from torch.utils.data.sampler import RandomSampler, BatchSampler", "RandomSampler"),
+    ("from torch.utils.data import DataLoader, Dataset, Subset", "Subset"),
+    ("import torch.nn.functional as F", "F.relu"),
+    ("from torch.nn.utils import clip_grad_norm_", "clip_grad_norm_"),
+    ("import torch.nn.init as init", "init.normal_"),
+    ("from torch.nn.parallel import DistributedDataParallel as DDP", "DDP"),
+    ("import torch.optim.lr_scheduler as sched", "sched.StepLR"),
+    ("import torch.version", "torch.version.__version__ and torch.version.cuda is None"),
+    ("from torch import __version__", "__version__"),
+    ("import torch._inductor.config as config", "config.coordinate_descent_tuning = True"),
+    ("from torch.distributed import init_process_group, destroy_process_group",
+     "init_process_group"),
+    ("from torch.distributed.optim import ZeroRedundancyOptimizer", "ZeroRedundancyOptimizer"),
+    ("import torch.distributed as dist", "dist.is_initialized() is False"),
+    ("import torch.cuda.amp", "torch.cuda.amp.GradScaler"),
+    ("import torch.backends.cuda, torch.backends.mps", "torch.backends.mps.is_available()"),
+]  # fmt: skip
+
+
+def test_torchs_import_paths_are_limns_modules():
+    """Every line runs in torch, then with ``torch`` spelled ``limn`` (one process each)."""
+    for lib in ("torch", "limn"):
+        lines = [f"import {lib} as torch"]
+        for line, use in TORCH_PATHS:
+            lines += [f"try:\n    {line.replace('torch', lib)}\n    {use}",
+                      f"except Exception as e:\n    print({line!r}, repr(e))"]  # fmt: skip
+        code = "\n".join(lines)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0 and not out.stdout, (lib, out.stdout, out.stderr[-2000:])
+
+
+def test_a_missing_torch_name_says_so_in_torchs_terms_never_a_limn_internal():
+    cases = [
+        ("version2", "torch.version2 is not in limn.*did you mean limn.version\\?"),
+        ("Generatr", "did you mean limn.Generator\\?"),
+        ("fft", "torch.fft is not in limn; the Array API namespace has one: limn_array.fft"),
+        ("zeross", "did you mean limn.zeros\\?"),
+    ]
+    for name, said in cases:
+        with pytest.raises(AttributeError, match=said) as caught:
+            getattr(limn, name)
+        assert caught.value.name == name  # so Python adds no "Did you mean" of its own
+    code = "import limn\nlimn.versio\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    last = out.stderr.strip().splitlines()[-1]
+    assert "versions" not in last and "torch.versio is not in limn" in last, last
+    with pytest.raises(AttributeError, match="torch.cuda.Stream is not in limn"):
+        limn.cuda.Stream  # noqa: B018
+    assert limn.version is not limn.versions and limn.__version__ == limn.version.__version__
+
+
+def test_a_device_prints_as_torchs_and_is_the_name_its_tensors_carry():
+    d = limn.device("cpu")
+    assert (str(d), repr(d), f"{d}", d.type, d.index) == (
+        str(torch.device("cpu")), repr(torch.device("cpu")), "cpu", "cpu", None,
+    )  # fmt: skip
+    assert limn.ones(2, device=d).device == d and limn.ones(2).to(d).device == d
+    assert limn.device(d) is d
+    with pytest.raises(ValueError, match="device: unknown device 'tpu'"):
+        limn.device("tpu")
+
+
+def test_a_generator_gives_the_same_draws_for_the_same_seed_apart_from_the_global_one():
+    draws = [
+        lambda g: limn.randn(3, 2, generator=g), lambda g: limn.rand(4, generator=g),
+        lambda g: limn.randint(0, 10, (5,), generator=g), lambda g: limn.randperm(6, generator=g),
+        lambda g: limn.multinomial(limn.ones(5), 3, generator=g),
+        lambda g: limn.multinomial(limn.ones(2, 5), 4, replacement=True, generator=g),
+        lambda g: limn.normal(0.0, 1.0, (3,), generator=g),
+        lambda g: limn.full((6,), 0.5).bernoulli(generator=g),
+        lambda g: nn.init.normal_(Tensor(np.zeros((2, 3), np.float32)), generator=g),
+        lambda g: nn.init.uniform_(Tensor(np.zeros((2, 3), np.float32)), generator=g),
+        lambda g: nn.init.xavier_uniform_(Tensor(np.zeros((2, 3), np.float32)), generator=g),
+        lambda g: nn.init.kaiming_normal_(Tensor(np.zeros((2, 3), np.float32)), generator=g),
+        lambda g: nn.init.trunc_normal_(Tensor(np.zeros((2, 3), np.float32)), generator=g),
+    ]  # fmt: skip
+    for draw in draws:
+        g = limn.Generator().manual_seed(7)
+        limn.manual_seed(0)
+        first = draw(g).tolist()
+        g.manual_seed(7)
+        limn.manual_seed(1)  # the global stream moved elsewhere: no effect on g's draws
+        assert draw(g).tolist() == first
+    g = limn.Generator().manual_seed(7)
+    a, b = limn.randn(8, generator=g).tolist(), limn.randn(8, generator=g).tolist()
+    assert a != b and g.initial_seed() == 7
+    limn.manual_seed(5)
+    plain = limn.randn(3).tolist()
+    limn.manual_seed(5)
+    limn.randn(4, generator=limn.Generator().manual_seed(1))  # draws from g only
+    assert limn.randn(3).tolist() != plain  # making a Generator seeds it from the global one
+    for fn in (torch.randn, torch.rand, torch.randint, torch.randperm, torch.multinomial,
+               torch.nn.init.normal_, torch.nn.init.kaiming_uniform_):  # fmt: skip
+        assert "generator" in str(fn.__doc__) or "generator" in str(inspect.signature(fn))
+    with pytest.raises(TypeError, match="randn: generator must be a limn.Generator"):
+        limn.randn(2, generator=np.random.default_rng(0))
+    assert limn.utils.data.Generator is limn.Generator
