@@ -555,3 +555,18 @@ def test_a_generator_gives_the_same_draws_for_the_same_seed_apart_from_the_globa
     with pytest.raises(TypeError, match="randn: generator must be a limn.Generator"):
         limn.randn(2, generator=np.random.default_rng(0))
     assert limn.utils.data.Generator is limn.Generator
+
+
+def test_torchs_process_group_calls_refuse_before_init_and_zero_is_the_optimizer_itself():
+    import limn.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a world was started by an earlier test")
+    for call in (dist.get_rank, dist.get_world_size, dist.barrier):
+        with pytest.raises(ValueError, match="process group has not been initialized"):
+            call()
+    with pytest.raises(ValueError, match="all_reduce: op must be ReduceOp.SUM or ReduceOp.AVG"):
+        dist.all_reduce(limn.ones(2), op="max")
+    model = nn.Linear(2, 2)
+    zero = dist.optim.ZeroRedundancyOptimizer(model.parameters(), limn.optim.AdamW, lr=0.1)
+    assert isinstance(zero, limn.optim.AdamW) and zero.param_groups[0]["lr"] == 0.1
