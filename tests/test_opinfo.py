@@ -91,3 +91,11 @@ def test_the_torch_checklist_is_true():
             if (_resolve(name) is not None) != (mark == "x"):
                 wrong.append(f"[{mark}] {name}")
     assert not wrong, wrong
+    lacking = {
+        n.split(".")[1]
+        for mark, line in items
+        if mark == " "
+        for n in re.findall(r"`(limn\.[\w.]+)`", line)
+        if n.count(".") == 1
+    }
+    assert lacking == set(limn.missing.LACKS), lacking ^ set(limn.missing.LACKS)
