@@ -14,6 +14,7 @@ import numpy as np
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import as_dtype
+from limn import decompositions
 from limn.tensor import Tensor, cat, stack
 
 
@@ -248,6 +249,8 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 def _matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs at least 2 dims, got shape {x.shape}")
+    if len(dim) != 2:
+        raise ValueError(f"matrix_norm: dim must be two dims, got {tuple(dim)}")
     a = (x if dtype is None else x.cast(dtype))._float().abs()
     d0, d1 = (compose.normalize_axis(d, x.ndim, "matrix_norm") for d in dim)
     if ord == "fro":
@@ -255,9 +258,26 @@ def _matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord in (1, -1, math.inf, -math.inf):
         over, then = (d0, d1) if ord in (1, -1) else (d1, d0)
         s = a.sum(over, keepdim=True)
-        out = s.amax(then, keepdim=True) if ord > 0 else s.amin(then, keepdim=True)
+        out = _largest(s, then) if ord > 0 else s.amin(then, keepdim=True)
         return out if keepdim else out.squeeze((d0, d1))
-    raise ValueError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+    if ord in ("nuc", 2, -2):  # of the singular values: their sum, largest, smallest
+        if d0 == d1:
+            raise ValueError(f"matrix_norm: dims {dim} must be two different dims")
+        rest = [i for i in range(x.ndim) if i not in (d0, d1)]
+        m = (x if dtype is None else x.cast(dtype))._float().permute(*rest, d0, d1)
+        s = decompositions.svdvals(m) if min(m.shape[-2:]) else m.sum(-1)[..., :0]
+        out = s.sum(-1) if ord == "nuc" else _largest(s, -1)[..., 0] if ord == 2 else s.amin(-1)
+        return out.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1)) if keepdim else out
+    raise ValueError(
+        f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
+    )
+
+
+def _largest(s: Tensor, axis: int) -> Tensor:
+    """The largest along ``axis`` (kept) of values >= 0: 0 over none, as torch's norms."""
+    if s.shape[axis] == 0:
+        return s.sum(axis, keepdim=True)
+    return s.amax(axis, keepdim=True)
 
 
 def _linalg_norm(x, ord=None, dim=None, keepdim=False, *, dtype=None):
@@ -293,8 +313,8 @@ def _multi_dot(tensors):
 def _matrix_power(x, n: int):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"matrix_power: needs square matrices, got shape {x.shape}")
-    if n < 0:
-        raise ValueError("matrix_power: negative powers need an inverse, which limn lacks")
+    if n < 0:  # the inverse's power
+        x, n = decompositions.inv(x), -n
     eye = Tensor.eye(x.shape[-1], dtype=x.dtype, device=x.device).expand(*x.shape)
     out, base = eye, x
     while n:
@@ -316,6 +336,15 @@ linalg = types.SimpleNamespace(
     matrix_power=_matrix_power,
     cross=lambda a, b, *, dim=-1: cross(a, b, dim),
     diagonal=lambda a, *, offset=0, dim1=-2, dim2=-1: a.diagonal(offset, dim1, dim2),
+    # computed on the host (limn/decompositions.py)
+    inv=decompositions.inv,
+    inv_ex=decompositions.inv_ex,
+    det=decompositions.det,
+    slogdet=decompositions.slogdet,
+    solve=decompositions.solve,
+    solve_ex=decompositions.solve_ex,
+    svdvals=decompositions.svdvals,
+    eigvalsh=decompositions.eigvalsh,
 )
 
 

@@ -339,9 +339,15 @@ class TorchMethods:
 
     def norm(self, p="fro", axis=None, keepdim: bool = False, dtype=None):
         """The vector p-norm over ``axis`` (all dims by default): 0, 1, 2, inf, -inf or any
-        p; "fro" (the default) is 2 over the dims given."""
+        p; "fro" (the default) is 2 over the dims given; "nuc", the nuclear norm of the
+        matrices over ``axis`` (every dim by default: a 2-d tensor's, as torch's)."""
+        if p == "nuc":
+            from limn.torch_functions import linalg
+
+            dims = tuple(range(self.ndim)) if axis is None else axis
+            return linalg.matrix_norm(self, "nuc", dims, keepdim, dtype=dtype)
         if p is not None and not isinstance(p, int | float) and p != "fro":
-            raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
+            raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
         p = 2 if p is None or p == "fro" else p
         a = (self._float() if dtype is None else self.cast(dtype)).abs()
         if p == 0:  # torch's "norm" of order 0: how many are not zero

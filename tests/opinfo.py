@@ -44,7 +44,6 @@ TORCH_DTYPES = {
 # (op name, variant) -> why. A sample of such an op is not compared.
 DIFFERENT = {
     ("nn.functional.silu", "complex"): "limn has no complex dtypes",
-    ("norm", "nuc"): "the nuclear norm needs a singular value decomposition",
     ("nn.functional.batch_norm", "without_cudnn"): "cudnn is torch's; the op is covered",
     ("bfloat16", ""): "torch rounds bfloat16 to nearest-even from float32; compared in bfloat16",
 }
@@ -96,10 +95,6 @@ FULL_GAPS = {
     "tensordot": "dims given as two lists of unequal order",
     "nn.functional.embedding": "padding_idx, max_norm",
     "nn.functional.hinge_embedding_loss": "a target of values other than 1 and -1",
-    "linalg.matrix_power": "negative powers (an inverse)",
-    "linalg.norm": "ord='nuc' and 2 (singular values)",
-    "linalg.norm.subgradients_at_zero": "ord='nuc' and 2 (singular values)",
-    "linalg.matrix_norm": "ord='nuc' and 2 (singular values)",
 }
 
 

@@ -809,3 +809,44 @@ def test_what_a_tensor_is_answers_as_torch_for_a_dense_real_cpu_tensor():
     x = limn.ones(2, 3)
     y = x.clone(memory_format=limn.contiguous_format)
     assert y.tolist() == x.tolist() and y is not x
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, a: m.linalg.inv(a),
+        lambda m, a: m.linalg.det(a),
+        lambda m, a: m.linalg.slogdet(a)[1],
+        lambda m, a: m.logdet(a @ a.transpose(-1, -2) + m.eye(3)),
+        lambda m, a: m.linalg.solve(a, a[..., :1] * 2 + 1),
+        lambda m, a: m.linalg.svdvals(a),
+        lambda m, a: m.linalg.eigvalsh(a + a.transpose(-1, -2)),
+        lambda m, a: m.linalg.matrix_norm(a, "nuc"),
+        lambda m, a: m.linalg.matrix_norm(a, 2, keepdim=True),
+        lambda m, a: m.linalg.matrix_norm(a, -2),
+        lambda m, a: m.linalg.matrix_power(a, -2),
+        lambda m, a: a[0].norm("nuc"),
+    ],
+    ids=["inv", "det", "logabsdet", "logdet", "solve", "svdvals", "eigvalsh", "nuc", "2", "-2",
+         "power-2", "norm-nuc"],
+)  # fmt: skip
+def test_decompositions_give_torchs_values_and_gradients(fn):
+    a = np.random.default_rng(0).standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    ours, theirs = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, w = fn(limn, ours), fn(torch, theirs)
+    np.testing.assert_allclose(y.numpy(), w.detach().numpy(), rtol=1e-9, atol=1e-9)
+    weights = np.random.default_rng(1).standard_normal(tuple(w.shape))
+    (y * Tensor(weights)).sum().backward()
+    (w * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+def test_a_singular_matrix_is_refused_by_inverse_and_its_determinant_is_zero():
+    a = Tensor([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(ValueError, match="linalg.inv: the matrix \\[2, 2\\] is singular"):
+        limn.linalg.inv(a)
+    assert limn.linalg.det(a).item() == 0.0 and a.det().item() == 0.0
+    with pytest.raises(ValueError, match="linalg.det: needs float square matrices"):
+        limn.linalg.det(Tensor(np.zeros((2, 3), np.float32)))
+    with pytest.raises(ValueError, match="matrix_norm: dim must be two dims, got \\(0, 1, 2\\)"):
+        Tensor(np.ones((2, 2, 2))).norm("nuc")
