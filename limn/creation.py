@@ -230,10 +230,16 @@ class Creation:
         return (u < prob).cast(self.dtype)
 
     @classmethod
-    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, **_):
+    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, out=None,
+               **_):  # fmt: skip
+        if out is not None:
+            raise TypeError("arange: out= is not supported (limn writes no given tensor); use "
+                            "the result")  # fmt: skip
         stop = end if end is not None else stop
         if stop is None:
             start, stop = 0, start
+        if dtype is not None and as_dtype(dtype).is_int:  # torch's: each cast to the dtype
+            start, stop, step = int(start), int(stop), int(step)
         if step == 0:
             raise ValueError("arange: step must not be zero")
         if (stop - start) * step < 0:
@@ -379,6 +385,14 @@ def multinomial(probs, num_samples: int = 1, replacement: bool = False, *, gener
         )
     if num_samples < 1:
         raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    if probs.shape[-1] > 2**24:
+        raise ValueError(f"multinomial: {probs.shape[-1]} categories; at most 2**24")
+    w = probs.float().numpy()  # torch refuses weights that are no distribution: read them
+    if not np.isfinite(w).all() or (w < 0).any() or (w.sum(-1) <= 0).any():
+        raise ValueError(
+            "multinomial: the weights must be finite and >= 0, with a positive sum in each "
+            "row (an inf, nan, negative or all-zero row is no distribution)"
+        )
     rng = _draws(generator, "multinomial")
     if num_samples > 1 and not replacement:
         if num_samples > probs.shape[-1]:

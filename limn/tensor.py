@@ -531,10 +531,13 @@ def cat(tensors, axis: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
         raise ValueError("cat: needs at least one tensor")
-    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
     d = ts[0].dtype
     for t in ts[1:]:
         d = promote(d, t.dtype)
+    if any(t.shape != (0,) for t in ts):  # torch's legacy rule: a 1-d empty one is skipped
+        ts = [t for t in ts if t.shape != (0,)]
+    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
+    for t in ts[1:]:
         if t.ndim != ts[0].ndim or any(
             a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != axis
         ):

@@ -212,8 +212,15 @@ def tensordot(a: Tensor, b: Tensor, dims=2):
         da, db = ([int(v) for v in (d if isinstance(d, list | tuple) else [d])] for d in dims)
     da = [compose.normalize_axis(d, a.ndim, "tensordot") for d in da]
     db = [compose.normalize_axis(d, b.ndim, "tensordot") for d in db]
-    if [a.shape[i] for i in da] != [b.shape[j] for j in db]:
-        raise ValueError(f"tensordot: contracted sizes differ: {a.shape}{da} and {b.shape}{db}")
+    if len(da) != len(db):
+        raise ValueError(f"tensordot: dims {da} and {db} pair up unequal numbers of dims")
+    for i, j in zip(da, db):  # a size-1 dim is broadcast to its partner's, as torch's
+        if a.shape[i] != b.shape[j] and 1 not in (a.shape[i], b.shape[j]):
+            raise ValueError(f"tensordot: contracted sizes differ: {a.shape}{da} and {b.shape}{db}")
+        if a.shape[i] == 1:
+            a = a.expand(*a.shape[:i], b.shape[j], *a.shape[i + 1 :])
+        elif b.shape[j] == 1:
+            b = b.expand(*b.shape[:j], a.shape[i], *b.shape[j + 1 :])
     ra = [i for i in range(a.ndim) if i not in da]
     rb = [j for j in range(b.ndim) if j not in db]
     k = math.prod(a.shape[i] for i in da)

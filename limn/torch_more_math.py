@@ -330,6 +330,8 @@ class TorchMoreMath:
             raise ValueError(f"diff: needs n >= 0 and at least 1 dim, got n={n}, {self.shape}")
         axis = compose.normalize_axis(axis, self.ndim, "diff")
         x = self
+        if n == 0:  # torch's: the input as it is, prepend and append unused
+            return x
         if prepend is not None or append is not None:
             parts = [t for t in (prepend, x, append) if t is not None]
             x = _cat([t if isinstance(t, TorchMoreMath) else self._lift(t) for t in parts], axis)

@@ -182,7 +182,14 @@ class TorchMovement:
         return [p.squeeze(axis) for p in self.split(1, axis)]
 
     def gather(self, axis: int, index: Self) -> Self:
-        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
+        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather).
+        An empty index gives an empty result of its shape, whatever its dims (as torch's);
+        a 0-d tensor is gathered from as the one element it holds."""
+        if index.dtype.is_int and index.numel() == 0:
+            return self.full(index.shape, 0, self.dtype, self.device)
+        if self.ndim == 0 and index.dtype.is_int and index.ndim <= 1:
+            compose.normalize_axis(axis, 1, "gather")
+            return self.reshape(1).gather(0, index.reshape(-1)).reshape(index.shape)
         axis = compose.normalize_axis(axis, self.ndim, "gather")
         if not index.dtype.is_int or index.ndim != self.ndim:
             raise TypeError(
@@ -196,6 +203,9 @@ class TorchMovement:
         return profile.name_gather(self.p_shrink(tuple(bounds)).p_gather(index, axis), "gather")
 
     def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
+        if self.ndim == 0 and index.ndim == src.ndim == 0:  # one element: as a 1-d one
+            one = self.reshape(1).scatter_add(axis, index.reshape(1), src.reshape(1))
+            return one.reshape(())
         axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
         if index.shape != src.shape or not index.dtype.is_int:
             raise ValueError(

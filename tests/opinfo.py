@@ -73,28 +73,10 @@ TIES = {
 # Ops that pass their first samples but not all of torch's (the slow suite marks them
 # expected failures, strictly: fixing one shows). Each is a gap still to close, not a choice.
 FULL_GAPS = {
-    "arange": "torch's end= keyword",
-    "diff": "prepend/append of fewer dims",
     "linspace": "torch's float32 rounding of the steps, in a few last bits",
     "linspace.tensor_overload": "torch's float32 rounding of the steps",
     "logspace": "torch's float32 rounding of the steps",
     "logspace.tensor_overload": "torch's float32 rounding of the steps",
-    "masked_select": "a 0-d input",
-    "nn.functional.cosine_similarity": "torch's norm clamp of the product, not of each norm",
-    "nn.functional.group_norm": "an empty batch",
-    "nn.functional.pad.circular": "a circular pad wider than the input",
-    "nn.functional.max_pool1d": "an empty batch torch refuses",
-    "nn.functional.batch_norm": "a 0-d or 1-d running stat sample",
-    "narrow": "a tensor start torch refuses",
-    "einsum": "a repeated letter within a term (a diagonal)",
-    "gather": "a uint8 index and an empty index",
-    "scatter": "reduce='multiply'",
-    "multinomial": "torch's refusal of zero draws of an empty distribution",
-    "scatter_add": "a 0-d input",
-    "cat": "a 1-d empty tensor among n-d ones (torch skips it)",
-    "tensordot": "dims given as two lists of unequal order",
-    "nn.functional.embedding": "padding_idx, max_norm",
-    "nn.functional.hinge_embedding_loss": "a target of values other than 1 and -1",
 }
 
 

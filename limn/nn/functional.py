@@ -89,12 +89,31 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
 
 
-def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:  # fmt: skip
     """Rows of ``weight`` picked by the integer ``ids``: a gather, whose gradient adds.
-    Picks of row ``padding_idx`` pass no gradient back to it."""
+    Picks of row ``padding_idx`` pass no gradient back to it.
+
+    torch's options: ``max_norm`` first rescales, in ``weight`` itself (a write, as
+    torch's), each picked row whose ``norm_type``-norm exceeds it, to that norm;
+    ``scale_grad_by_freq`` divides each row's gradient by how often the batch picks it
+    (the value unchanged: the row is its value plus a part that only carries gradient).
+    ``sparse`` gradients are torch's storage choice; limn's are dense."""
     if not ids.dtype.is_int:
         raise TypeError(f"embedding: ids must be an integer tensor, got {ids.dtype}")
     n, dim = ids.numel(), weight.shape[1]
+    if max_norm is not None or scale_grad_by_freq:
+        rows = Tensor.arange(weight.shape[0], device=weight.device)
+        counts = (ids.reshape(n, 1) == rows).sum(0).reshape(-1, 1)  # picks of each row
+    if max_norm is not None:
+        with no_grad():
+            norms = weight.norm(norm_type, 1, keepdim=True)
+            over = (counts > 0) & (norms > max_norm)
+            weight.assign(over.where(weight * (max_norm / (norms + 1e-7)), weight))
+    if scale_grad_by_freq:
+        scaled = weight / counts.maximum(1).cast(weight.dtype)
+        weight = scaled + (weight - scaled).detach()
     picked = name_gather(weight.gather(0, ids.reshape(n, 1).expand(n, dim)), "Embedding")
     if padding_idx is not None:
         pad = (ids.reshape(n, 1) == padding_idx % weight.shape[0]).expand(n, dim)
@@ -135,6 +154,10 @@ def batch_norm(
     """Normalize each channel (dim 1) over the batch and the spatial dims. Training uses
     the batch's statistics and writes the running ones (``assign``: the unbiased variance,
     as torch keeps it); evaluation uses the running ones."""
+    if x.ndim < 2:  # torch answers an empty 1-d input with itself, and refuses the rest
+        if x.numel() == 0:
+            return x.contiguous()
+        raise ValueError(f"batch_norm: input must be (N, C, *), got shape {x.shape}")
     axes = (0, *range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training:

@@ -122,7 +122,9 @@ def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=N
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product."""
+    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product,
+    the two broadcast against each other first."""
+    x1, x2 = x1._align(x2, "cosine_similarity")
     n1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
     n2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
@@ -137,7 +139,7 @@ def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 
     n, c = x.shape[0], x.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: {c} channels do not split in {num_groups} groups")
-    g = x.reshape(n, num_groups, -1)
+    g = x.reshape(n, num_groups, x.numel() // max(1, n * num_groups))
     y = (g - g.mean(-1, keepdim=True)) * (g.var(-1, keepdim=True, correction=0) + eps).rsqrt()
     y = y.reshape(x.shape)
     shape = (1, c) + (1,) * (x.ndim - 2)
@@ -228,8 +230,10 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):  # fmt: skip
+    # torch's: the margin term wherever the target is not 1, the input wherever it is not
+    # -1 (both for a target that is neither)
     margin_part = (margin - input).clamp(min=0)
-    loss = (target == 1).where(input, 0.0) + (target == -1).where(margin_part, 0.0)
+    loss = (target != 1).where(margin_part, 0.0) + (target != -1).where(input, 0.0)
     return _reduce(loss.cast(input.dtype), reduction, "hinge_embedding_loss")
 
 

@@ -67,6 +67,11 @@ def _pad_dim(x: Tensor, d: int, b: int, a: int, mode: str) -> Tensor:
         )
     if n + b + a < 0 or n == 0 and b + a > 0:
         raise ValueError(f"pad: {mode} pads ({b}, {a}) do not fit dim {d} of size {n}")
+    if mode == "circular" and min(b, a) < 0:  # torch's: crop first, then wrap what is left
+        lo, m = max(-b, 0), n - max(-b, 0) - max(-a, 0)
+        b, a = max(b, 0), max(a, 0)
+        rows = [lo + (j - b) % m for j in range(m + b + a)] if m > 0 else []
+        return x.index_select(d, Tensor(rows, dtype=dtypes.int64, device=x.device))
     rows = []
     for j in range(n + b + a):
         i = j - b
@@ -113,14 +118,20 @@ def _windows(x, kernel, stride, padding, dilation, ceil_mode, fill, op):
 
 
 def _batched(x: Tensor, n: int, op: str) -> None:
-    if x.ndim not in (n + 1, n + 2):
-        raise ValueError(f"{op}: needs a {n + 1}-d or {n + 2}-d input, got shape {x.shape}")
+    """(C, *n sizes) or (N, C, *n sizes): only the batch may be empty, as torch's."""
+    if x.ndim not in (n + 1, n + 2) or 0 in x.shape[-(n + 1) :]:
+        raise ValueError(
+            f"{op}: needs a {n + 1}-d or {n + 2}-d input, empty in the batch dim only, got "
+            f"shape {x.shape}"
+        )
 
 
 def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
     _batched(x, n, op)
     kernel = _ints(kernel_size, n, "kernel_size", op)
-    stride = _ints(stride if stride else kernel, n, "stride", op)
+    stride = _ints(kernel if stride is None or stride in ([], ()) else stride, n, "stride", op)
+    if min(stride) < 1:
+        raise ValueError(f"{op}: stride must be greater than zero, got {stride}")
     padding, dilation = _ints(padding, n, "padding", op), _ints(dilation, n, "dilation", op)
     lowest = -math.inf if x.dtype.is_float else dtypes.min_value(x.dtype)
     cols, pads, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, lowest, op)
