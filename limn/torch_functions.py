@@ -138,6 +138,8 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=Fals
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     d = as_dtype(dtype) if dtype is not None else dtypes.float32
     start, end = float(start), float(end)
+    if d.is_int:  # torch's: the ends cast to the dtype first
+        start, end = float(int(start)), float(int(end))
     i = np.arange(steps, dtype=np.float64)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     if steps == 1:
@@ -157,6 +159,8 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=Fals
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, **_):
     d = as_dtype(dtype) if dtype is not None else dtypes.float32
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if d.is_int:  # torch's: the exponents' ends cast to the dtype first
+        start, end = int(start), int(end)
     exps = linspace(start, end, steps, dtype=dtypes.float64 if d.is_int else d).numpy()
     vals = np.power(base, exps.astype(np.float64) if d.is_int else exps)
     return Tensor(np.trunc(vals) if d.is_int else vals, dtype=d, device=device)

@@ -73,10 +73,6 @@ TIES = {
 # Ops that pass their first samples but not all of torch's (the slow suite marks them
 # expected failures, strictly: fixing one shows). Each is a gap still to close, not a choice.
 FULL_GAPS = {
-    "linspace": "torch's float32 rounding of the steps, in a few last bits",
-    "linspace.tensor_overload": "torch's float32 rounding of the steps",
-    "logspace": "torch's float32 rounding of the steps",
-    "logspace.tensor_overload": "torch's float32 rounding of the steps",
 }
 
 
