@@ -46,6 +46,7 @@ from limn import (  # noqa: F401  (_inductor: torch's module path)
     onnx,
     optim,
     serialize,
+    signal,
     utils,
     version,
 )
