@@ -33,18 +33,21 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from limn import (  # noqa: F401  (_inductor: torch's module path)
+from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor's methods)
     _inductor,
     accelerator,
     amp,
     autograd,
     backends,
+    counting,
     cuda,
+    decompositions,
     distributed,
     missing,
     nn,
     onnx,
     optim,
+    order_statistics,
     serialize,
     signal,
     utils,

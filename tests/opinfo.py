@@ -67,6 +67,8 @@ TIES = {
     "topk": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
     "sort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
     "argsort": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+    "mode": lambda s: s.args[0] if s.args else s.kwargs.get("dim", -1),
+    "kthvalue": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
 }
 
 
@@ -238,7 +240,11 @@ def check_ties(o, s, want, got) -> str:
     compare(want[0], got[0], op_id(o))
     idx = to_torch(got[1])
     assert idx.dtype == want[1].dtype, f"{op_id(o)}: index dtype {idx.dtype}"
-    picked = s.input.gather(TIES[o.name](s), idx) if s.input.ndim else s.input.expand(idx.shape)
+    dim = TIES[o.name](s)
+    reduced = s.input.ndim and idx.ndim < s.input.ndim  # a reduction without keepdim (mode)
+    idx = idx.unsqueeze(dim) if reduced else idx
+    picked = s.input.gather(dim, idx) if s.input.ndim else s.input.expand(idx.shape)
+    picked = picked.squeeze(dim) if reduced else picked
     torch.testing.assert_close(picked, want[0], equal_nan=True)
     return "value"
 
