@@ -44,10 +44,12 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     decompositions,
     distributed,
     missing,
+    moments,
     nn,
     onnx,
     optim,
     order_statistics,
+    pairs,
     serialize,
     signal,
     utils,
@@ -58,6 +60,7 @@ from limn.capture import capture
 from limn.creation import Generator, device, multinomial, set_seed
 from limn.export import export_c
 from limn.generate import generate
+from limn.pairs import cdist  # noqa: F401  (torch.cdist)
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.device import held

@@ -26,6 +26,7 @@ from limn.nn.functional_pool import (  # noqa: F401
     max_pool2d,
     pad,
 )
+from limn.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
 
