@@ -54,6 +54,7 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     signal,
     utils,
     version,
+    view_scatter,
 )
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
