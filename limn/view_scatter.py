@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.graph import dtypes
+from ir.graph import compose, dtypes
 from limn.tensor import Tensor
 
 
@@ -88,3 +88,76 @@ def as_strided_scatter(self: Tensor, src, size, stride, storage_offset=None) -> 
 for _fn in (select_scatter, slice_scatter, diagonal_scatter, as_strided, as_strided_scatter):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.as_strided_copy = as_strided
+
+
+def index_reduce(self: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                 include_self: bool = True) -> Tensor:  # fmt: skip
+    """Each slice ``index[i]`` along ``dim`` reduced ("prod", "mean", "amax", "amin")
+    with ``source``'s slice i: ``scatter_reduce`` with the index spread over the slice."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"index_reduce: reduce={reduce!r}; accepted: prod, mean, amax, amin")
+    if index.ndim > 1 or not index.dtype.is_int:
+        raise ValueError(f"index_reduce: index must be a 1-d integer tensor, got {index.shape}")
+    if self.ndim == 0:
+        return self.reshape(1).index_reduce(0, index.reshape(-1), source.reshape(-1), reduce,
+                                            include_self=include_self).reshape(())  # fmt: skip
+    d = dim % self.ndim
+    n = self.shape[d]
+    if bool(((index < -n) | (index >= n)).any()):
+        raise IndexError(f"index_reduce: an index is out of range for dim {dim} of size {n}")
+    want = self.shape[:d] + (index.numel(),) + self.shape[d + 1 :]
+    if tuple(source.shape) != want:
+        raise ValueError(f"index_reduce: source {source.shape} must be {want} for {self.shape}")
+    idx = (index < 0).where(index + n, index)
+    idx = idx.reshape(*[1] * d, -1, *[1] * (self.ndim - d - 1)).expand(*want)
+    return self.scatter_reduce(d, idx, source, reduce, include_self=include_self)
+
+
+def index_put(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``self[indices] = values`` as a value (``accumulate``: added, repeats included)."""
+    where = _positions(self, lambda p: p[tuple(indices)])
+    values = values if isinstance(values, Tensor) else Tensor(values, device=self.device)
+    values = values.cast(self.dtype).expand(*where.shape) if where.ndim else values.reshape(())
+    return _put_flat(self, where, values, accumulate)
+
+
+def put(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """The flat positions ``index`` of ``self`` set to ``source`` (or added to)."""
+    n = self.numel()
+    if index.numel() != source.numel():
+        raise ValueError(f"put: index {index.shape} and source {source.shape} differ in size")
+    if index.numel() and bool(((index < -n) | (index >= n)).any()):
+        raise IndexError(f"put: an index is out of range for {n} elements")
+    where = (index < 0).where(index + n, index)
+    return _put_flat(self, where, source.cast(self.dtype).reshape(where.shape), accumulate)
+
+
+def _put_flat(x: Tensor, where: Tensor, values: Tensor, accumulate: bool) -> Tensor:
+    if where.numel() == 0:
+        return x.contiguous()
+    flat, w, v = x.reshape(-1), where.reshape(-1), values.reshape(-1)
+    out = flat.scatter_add(0, w, v) if accumulate else flat.scatter(0, w, v)
+    return out.reshape(x.shape)
+
+
+def masked_scatter(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """The positions where ``mask`` is True (broadcast), in order, take ``source``'s
+    elements one after another."""
+    if mask.dtype != dtypes.bool_:
+        raise TypeError(f"masked_scatter: mask must be bool, got {mask.dtype}")
+    if source.dtype != self.dtype:
+        raise TypeError(f"masked_scatter: source {source.dtype} must be {self.dtype}")
+    shape = compose.broadcast_shapes(self.shape, mask.shape, op="masked_scatter")
+    x, m = self.expand(*shape), mask.expand(*shape)
+    flat = m.reshape(-1)
+    if int(flat.sum().item()) > source.numel():
+        raise ValueError("masked_scatter: the mask picks more elements than source holds")
+    if flat.numel() == 0:
+        return x.contiguous()
+    k = (flat.cast(dtypes.int64).cumsum(0) - 1).maximum(0).minimum(max(source.numel() - 1, 0))
+    taken = source.reshape(-1).gather(0, k) if source.numel() else flat.cast(self.dtype)
+    return flat.where(taken, x.reshape(-1)).reshape(shape)
+
+
+for _fn in (index_reduce, index_put, put, masked_scatter):
+    setattr(Tensor, _fn.__name__, _fn)
