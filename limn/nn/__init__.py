@@ -76,6 +76,10 @@ ReLU, GELU, SiLU, Tanh, Sigmoid, Softplus, LeakyReLU, Softmax, LogSoftmax = (
         ("Softmax", Tensor.softmax, None), ("LogSoftmax", Tensor.log_softmax, None),
     ]
 )  # fmt: skip
+PairwiseDistance, CosineSimilarity = (
+    apply_module("PairwiseDistance", F.pairwise_distance),
+    apply_module("CosineSimilarity", F.cosine_similarity),
+)
 Identity = apply_module("Identity", lambda x, *_, **__: x)
 Flatten = apply_module("Flatten", Tensor.flatten, defaults=(1,))  # torch's start_dim=1
 MaxPool1d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d = (

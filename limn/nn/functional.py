@@ -18,13 +18,18 @@ from limn.nn.functional_more import *  # noqa: F403  (activations, distances, mo
 from limn.nn.functional_pool import (  # noqa: F401
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     max_pool1d,
     max_pool2d,
+    max_pool3d,
     pad,
+    unfold,
 )
 from limn.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
