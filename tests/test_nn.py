@@ -543,8 +543,12 @@ def test_embedding_max_norm_and_scale_grad_by_freq_are_torchs():
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((6, 4)) * 2).astype(np.float32)
     ids = np.array([[0, 2, 2], [5, 2, 0]])
-    cases = [{"max_norm": 1.0}, {"max_norm": 1.5, "norm_type": 1.0},
-             {"scale_grad_by_freq": True}, {"padding_idx": 2, "scale_grad_by_freq": True}]  # fmt: skip
+    cases = [
+        {"max_norm": 1.0},
+        {"max_norm": 1.5, "norm_type": 1.0},
+        {"scale_grad_by_freq": True},
+        {"padding_idx": 2, "scale_grad_by_freq": True},
+    ]
     for kw in cases:
         wt, wl = torch.tensor(w, requires_grad=True), Tensor(w.copy(), requires_grad=True)
         yt = torch.nn.functional.embedding(torch.tensor(ids), wt, **kw)
