@@ -67,6 +67,7 @@ from limn.runtime import profile as _profile
 from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, stack, where
+from limn.torch_extras import empty_permuted, empty_strided, unravel_index  # noqa: F401
 from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     atleast_1d,
     atleast_2d,

@@ -61,7 +61,7 @@ LENIENT = {
 }
 
 # Ops whose torch result is uninitialized memory: limn's is zeros; shapes and dtypes compare.
-EMPTY = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"}
+EMPTY = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "empty_permuted"}
 
 # Ops answering (values, indices) whose indices torch leaves open among equal values: an
 # index limn picks is checked by what it points at. The dim the op works along, per sample.
