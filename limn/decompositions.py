@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ir.graph import dtypes
-from limn.tensor import Tensor
+from limn.tensor import Tensor, stack
 
 
 def _square(a: Tensor, op: str) -> None:
@@ -159,5 +159,177 @@ def _eigvalsh_grad(ctx, out, g):
     return ((v * g.unsqueeze(-2)) @ _mT(v),)
 
 
+# ---- factorizations without a gradient rule here, and what is composed of the above -----
+
+
+def _no_gradient(a: Tensor, op: str) -> None:
+    """A result computed on the host without a rule: refused where a gradient would be
+    needed, rather than silently cut from the graph."""
+    from limn.autograd import grad_enabled
+
+    if a.requires_grad and grad_enabled():
+        raise NotImplementedError(
+            f"{op}: limn has no gradient for it; compute it under limn.no_grad() or from "
+            "a detached input"
+        )
+
+
+def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
+    """L with A = L L^T (``upper``: U with A = U^T U) of a symmetric positive-definite A."""
+    _square(a, "linalg.cholesky")
+    _no_gradient(a, "linalg.cholesky")
+    try:
+        low = np.linalg.cholesky(_host(a))
+    except np.linalg.LinAlgError as e:
+        raise ValueError(f"linalg.cholesky: the matrix is not positive-definite ({e})") from None
+    return _result(a, np.swapaxes(low, -1, -2) if upper else low)
+
+
+class CholeskyEx(NamedTuple):
+    L: Tensor  # noqa: N815  (torch's field name)
+    info: Tensor
+
+
+def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyEx:
+    out = cholesky(a, upper=upper)
+    return CholeskyEx(out, Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device))
+
+
+def _triangle(a: Tensor, upper: bool, unit: bool) -> Tensor:
+    t = a.triu() if upper else a.tril()
+    if unit:
+        n = a.shape[-1]
+        eye = Tensor.eye(n, dtype=dtypes.bool_, device=a.device)
+        t = eye.where(1.0, t).cast(a.dtype)
+    return t
+
+
+def solve_triangular(a: Tensor, b: Tensor, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False) -> Tensor:  # fmt: skip
+    """X with A X = B (``left=False``: X A = B), A's other triangle (and with
+    ``unitriangular`` its diagonal) not read: ``solve`` of that triangle."""
+    _square(a, "linalg.solve_triangular")
+    if b.ndim < 2:
+        raise ValueError(f"linalg.solve_triangular: B must be a matrix, got {b.shape}")
+    t = _triangle(a, upper, unitriangular)
+    return t.inverse() @ b if left else b @ t.inverse()
+
+
+class TriangularSolve(NamedTuple):
+    solution: Tensor
+    cloned_coefficient: Tensor
+
+
+def triangular_solve(b: Tensor, a: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> TriangularSolve:  # fmt: skip
+    """torch's older form: (X with op(A) X = B, A), op(A) = A^T with ``transpose``."""
+    t = _triangle(a, upper, unitriangular)
+    t = _mT(t) if transpose else t
+    x = solve_triangular(t, b, upper=upper != transpose)
+    return TriangularSolve(x, a.contiguous())
+
+
+def _factor(chol: Tensor, upper: bool) -> Tensor:
+    """The lower factor: its triangle's values, with torch's gradient, which treats every
+    element of the given factor as part of A = L L^T (the other triangle included)."""
+    tri = chol.triu() if upper else chol.tril()
+    low = chol - (chol - tri).detach()
+    return _mT(low) if upper else low
+
+
+def cholesky_solve(b: Tensor, chol: Tensor, upper: bool = False) -> Tensor:
+    """X with A X = B, given A's Cholesky factor (lower, or ``upper``)."""
+    low = _factor(chol, upper)
+    return (low @ _mT(low)).inverse() @ b
+
+
+def cholesky_inverse(chol: Tensor, upper: bool = False) -> Tensor:
+    """A^-1 from A's Cholesky factor."""
+    low = _factor(chol, upper)
+    return (low @ _mT(low)).inverse()
+
+
+def tensorinv(a: Tensor, ind: int = 2) -> Tensor:
+    """The inverse of A read as a matrix of its first ``ind`` dims by the rest, shaped
+    back (the rest's dims first)."""
+    rows = int(np.prod(a.shape[:ind], dtype=np.int64))
+    if ind <= 0 or rows != int(np.prod(a.shape[ind:], dtype=np.int64)):
+        raise ValueError(f"linalg.tensorinv: {a.shape} split at {ind} is not square")
+    return inv(a.reshape(rows, rows)).reshape(*a.shape[ind:], *a.shape[:ind])
+
+
+def tensorsolve(a: Tensor, b: Tensor, dims=None) -> Tensor:
+    """X with tensordot(A, X, X.ndim) = B."""
+    if dims is not None:
+        dims = [d % a.ndim for d in dims]
+        a = a.permute(*[i for i in range(a.ndim) if i not in dims], *dims)
+    rest = a.shape[b.ndim :]
+    n = int(np.prod(b.shape, dtype=np.int64))
+    if n != int(np.prod(rest, dtype=np.int64)):
+        raise ValueError(
+            f"linalg.tensorsolve: A {a.shape} and B {b.shape} do not make a square system"
+        )
+    return solve(a.reshape(n, n), b.reshape(n)).reshape(rest)
+
+
+def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803  (torch's name)
+    """Columns x^0, x^1, ..., x^(N-1) (torch's increasing order)."""
+    x = x.reshape(1) if x.ndim == 0 else x  # torch's: a 0-d x is one point
+    n = x.shape[-1] if N is None else N
+    if n < 0:
+        raise ValueError(f"linalg.vander: needs at least 1 dim and N >= 0, got {x.shape}, N={N}")
+    if n == 0:
+        return x.unsqueeze(-1)[..., :0]
+    powers = [x.ones_like()] + [x] * (n - 1)
+    cols = [powers[0]]
+    for p in powers[1:]:
+        cols.append(cols[-1] * p)  # running products, as torch's cumprod
+    return stack(cols, -1)
+
+
+def cond(a: Tensor, p=None) -> Tensor:
+    """||A|| ||A^-1|| in the norm ``p``; for None, 2 and -2 the ratio of the extreme
+    singular values."""
+    from limn.torch_functions import linalg
+
+    if p in (None, 2, -2):
+        s = svdvals(a)
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p in (None, 2) else small / big
+    _square(a, "linalg.cond")
+    return linalg.matrix_norm(a, p) * linalg.matrix_norm(inv(a), p)
+
+
+def matrix_rank(a: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
+    """How many singular values exceed max(atol, rtol * the largest) (rtol by default
+    eps * max(m, n), with neither given)."""
+    if a.ndim < 2 or not a.dtype.is_float:
+        raise ValueError(f"linalg.matrix_rank: needs float matrices, got {a.dtype}{list(a.shape)}")
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    m, n = a.shape[-2:]
+    if m * n == 0:
+        return Tensor.zeros(a.shape[:-2], dtype=dtypes.int64, device=a.device)
+    s = svdvals(a.detach())
+    eps = float(np.finfo(dtypes.to_numpy(a.dtype)).eps)
+    if rtol is None:
+        rtol = eps * max(m, n) if atol is None or _is_zero(atol) else 0.0
+    atol = 0.0 if atol is None else atol
+    largest = s[..., :1]
+    rtol, atol = (t.unsqueeze(-1) if isinstance(t, Tensor) else t for t in (rtol, atol))
+    bound = (largest * rtol).maximum(atol)
+    return (s > bound).sum(-1).cast(dtypes.int64)
+
+
+def _is_zero(v) -> bool:
+    return (not isinstance(v, Tensor)) and v == 0
+
+
 # torch's Tensor methods and free functions of the same (``x.det()``, ``limn.logdet(x)``)
 Tensor.det, Tensor.logdet, Tensor.slogdet, Tensor.inverse = det, logdet, slogdet, inv
+Tensor.cholesky, Tensor.cholesky_solve, Tensor.cholesky_inverse = (
+    cholesky,
+    cholesky_solve,
+    cholesky_inverse,
+)
+Tensor.triangular_solve = triangular_solve

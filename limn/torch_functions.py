@@ -356,6 +356,14 @@ linalg = types.SimpleNamespace(
     solve_ex=decompositions.solve_ex,
     svdvals=decompositions.svdvals,
     eigvalsh=decompositions.eigvalsh,
+    cholesky=decompositions.cholesky,
+    cholesky_ex=decompositions.cholesky_ex,
+    solve_triangular=decompositions.solve_triangular,
+    tensorinv=decompositions.tensorinv,
+    tensorsolve=decompositions.tensorsolve,
+    vander=decompositions.vander,
+    cond=decompositions.cond,
+    matrix_rank=decompositions.matrix_rank,
 )
 
 

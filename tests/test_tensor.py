@@ -850,3 +850,23 @@ def test_a_singular_matrix_is_refused_by_inverse_and_its_determinant_is_zero():
         limn.linalg.det(Tensor(np.zeros((2, 3), np.float32)))
     with pytest.raises(ValueError, match="matrix_norm: dim must be two dims, got \\(0, 1, 2\\)"):
         Tensor(np.ones((2, 2, 2))).norm("nuc")
+
+
+def test_solve_triangular_and_cholesky_solve_give_torchs_gradients_and_cholesky_refuses_one():
+    rng = np.random.default_rng(0)
+    a = np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2))
+    outs = []
+    for m, make in ((torch, torch.tensor), (limn, Tensor)):
+        ta, tb = make(a, requires_grad=True), make(b, requires_grad=True)
+        x = m.linalg.solve_triangular(ta, tb, upper=False) + m.cholesky_solve(tb, ta)
+        (x * x).sum().backward()
+        outs.append([x.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()])
+    for ours, theirs in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-9)
+    spd = Tensor(a @ a.T, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="linalg.cholesky: limn has no gradient"):
+        limn.linalg.cholesky(spd)
+    with limn.no_grad():
+        low = limn.linalg.cholesky(spd)
+    np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a @ a.T), rtol=1e-12)
