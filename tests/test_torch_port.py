@@ -946,3 +946,182 @@ def test_nanogpts_train_loop_follows_torch_and_limn_generate_samples_its_model()
             logits, _ = theirs[2](idx[:, -8:])
             idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
     assert limn.generate(ours[2], Tensor(prompt), 4, temperature=0).tolist() == idx.tolist()
+
+
+# ---- issue 50's programs: DCGAN and time_sequence_prediction, in their own shapes -------
+#
+# pytorch/examples' dcgan (its Generator, Discriminator, weights_init, and one epoch of its
+# training loop: BCELoss, Adam with its betas, ``label.fill_``, ``fake.detach()``) and
+# time_sequence_prediction (two LSTMCells and a Linear in float64, stepped by LBFGS with
+# its closure, then the future predicted), on tiny sizes. Departures: the data and the
+# noise are given, not drawn (each library draws its own); the images are 16x16.
+
+
+def dcgan_program(torch, init, images, noises):
+    nn, optim = torch.nn, torch.optim
+    nz, ngf, ndf, nc = 8, 4, 4, 1
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.main = nn.Sequential(
+                nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False),
+                nn.BatchNorm2d(ngf * 4),
+                nn.ReLU(True),
+                nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(ngf * 2),
+                nn.ReLU(True),
+                nn.ConvTranspose2d(ngf * 2, nc, 4, 2, 1, bias=False),
+                nn.Tanh(),
+            )
+
+        def forward(self, input):
+            return self.main(input)
+
+    class Discriminator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.main = nn.Sequential(
+                nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+                nn.LeakyReLU(0.2, inplace=True),
+                nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(ndf * 2),
+                nn.LeakyReLU(0.2, inplace=True),
+                nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                nn.Sigmoid(),
+            )
+
+        def forward(self, input):
+            return self.main(input).view(-1, 1).squeeze(1)
+
+    def weights_init(m):
+        classname = m.__class__.__name__
+        if classname.find("Conv") != -1:
+            torch.nn.init.normal_(m.weight, 0.0, 0.02)
+        elif classname.find("BatchNorm") != -1:
+            torch.nn.init.normal_(m.weight, 1.0, 0.02)
+            torch.nn.init.zeros_(m.bias)
+
+    netG, netD = Generator(), Discriminator()
+    netG.apply(weights_init)
+    netD.apply(weights_init)
+    if init is None:
+        return ({**{"G." + k: v for k, v in netG.state_dict().items()},
+                 **{"D." + k: v for k, v in netD.state_dict().items()}},)  # fmt: skip
+    netG.load_state_dict({k[2:]: torch.tensor(v) for k, v in init.items() if k[0] == "G"})
+    netD.load_state_dict({k[2:]: torch.tensor(v) for k, v in init.items() if k[0] == "D"})
+    criterion = nn.BCELoss()
+    real_label, fake_label = 1.0, 0.0
+    optimizerD = optim.Adam(netD.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    optimizerG = optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    dataloader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.tensor(images)), batch_size=4
+    )
+    losses = []
+    for i, (real_cpu,) in enumerate(dataloader):
+        netD.zero_grad()
+        batch_size = real_cpu.size(0)
+        label = torch.full((batch_size,), real_label, dtype=real_cpu.dtype)
+        output = netD(real_cpu)
+        errD_real = criterion(output, label)
+        errD_real.backward()
+        D_x = output.mean().item()
+        noise = torch.tensor(noises[i])
+        fake = netG(noise)
+        label.fill_(fake_label)
+        output = netD(fake.detach())
+        errD_fake = criterion(output, label)
+        errD_fake.backward()
+        D_G_z1 = output.mean().item()
+        errD = errD_real + errD_fake
+        optimizerD.step()
+        netG.zero_grad()
+        label.fill_(real_label)
+        output = netD(fake)
+        errG = criterion(output, label)
+        errG.backward()
+        D_G_z2 = output.mean().item()
+        optimizerG.step()
+        losses.append([errD.item(), errG.item(), D_x, D_G_z1, D_G_z2])
+    state = {**{"G." + k: v for k, v in netG.state_dict().items()},
+             **{"D." + k: v for k, v in netD.state_dict().items()}}  # fmt: skip
+    return {k: v.detach().numpy() for k, v in state.items()}, losses
+
+
+def test_the_dcgan_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(50)
+    images = np.tanh(rng.standard_normal((12, 1, 16, 16))).astype(np.float32)
+    noises = rng.standard_normal((3, 4, 8, 1, 1)).astype(np.float32)
+    _close(*_both(dcgan_program, images, noises), tol=5e-4)
+
+
+def time_sequence_program(torch, init, data):
+    nn, optim = torch.nn, torch.optim
+
+    class Sequence(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm1 = nn.LSTMCell(1, 12)
+            self.lstm2 = nn.LSTMCell(12, 12)
+            self.linear = nn.Linear(12, 1)
+
+        def forward(self, input, future=0):
+            outputs = []
+            h_t = torch.zeros(input.size(0), 12, dtype=torch.double)
+            c_t = torch.zeros(input.size(0), 12, dtype=torch.double)
+            h_t2 = torch.zeros(input.size(0), 12, dtype=torch.double)
+            c_t2 = torch.zeros(input.size(0), 12, dtype=torch.double)
+            for input_t in input.split(1, dim=1):
+                h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            for _i in range(future):  # if we should predict the future
+                h_t, c_t = self.lstm1(output, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            outputs = torch.cat(outputs, dim=1)
+            return outputs
+
+    seq = Sequence()
+    seq.double()
+    if init is None:
+        return (seq.state_dict(),)
+    seq.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    input = torch.from_numpy(data[3:, :-1])
+    target = torch.from_numpy(data[3:, 1:])
+    test_input = torch.from_numpy(data[:3, :-1])
+    test_target = torch.from_numpy(data[:3, 1:])
+    criterion = nn.MSELoss()
+    optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
+    losses = []
+    for _i in range(2):
+
+        def closure():
+            optimizer.zero_grad()
+            out = seq(input)
+            loss = criterion(out, target)
+            losses.append(loss.item())
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        with torch.no_grad():
+            future = 5
+            pred = seq(test_input, future=future)
+            loss = criterion(pred[:, :-future], test_target)
+            losses.append(loss.item())
+    return {k: v.detach().numpy() for k, v in seq.state_dict().items()}, losses, pred.numpy()
+
+
+def test_the_time_sequence_prediction_example_follows_torch_step_for_step():
+    # generate_sine_wave.py's data, smaller: sines of random phase, float64
+    rng = np.random.default_rng(3)
+    T, L, N = 20, 12, 6
+    x = np.empty((N, L), "int64")
+    x[:] = np.array(range(L)) + rng.integers(-4 * T, 4 * T, N).reshape(N, 1)
+    data = np.sin(x / 1.0 / T).astype("float64")
+    ours, theirs = _both(time_sequence_program, data)
+    assert len(ours[1]) == len(theirs[1])  # LBFGS called the closure as often
+    _close(ours, theirs, tol=1e-6)
