@@ -1125,3 +1125,109 @@ def test_the_time_sequence_prediction_example_follows_torch_step_for_step():
     ours, theirs = _both(time_sequence_program, data)
     assert len(ours[1]) == len(theirs[1])  # LBFGS called the closure as often
     _close(ours, theirs, tol=1e-6)
+
+
+# pytorch/examples' siamese_network: two images through one ResNet trunk (torchvision's
+# resnet18 layout, written out here at width 8 with one block a stage: torchvision is not
+# a dependency), its ``fc`` read for ``in_features`` and dropped by ``children()[:-1]``,
+# the two embeddings concatenated into a Linear head with a sigmoid, BCELoss, Adadelta and
+# StepLR. The pairs are indexed by numpy integers, as its dataset does.
+
+
+def siamese_program(torch, init, images, pairs, targets):
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, inplanes, planes, stride=1):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = None
+            if stride != 1 or inplanes != planes:
+                self.downsample = nn.Sequential(
+                    nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
+                )
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + identity)
+
+    class ResNet(nn.Module):
+        def __init__(self, width=8):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = BasicBlock(width, width)
+            self.layer2 = BasicBlock(width, width * 2, 2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(width * 2, 10)
+
+    class SiameseNetwork(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.resnet = ResNet()
+            self.resnet.conv1 = nn.Conv2d(1, 8, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3),
+                                          bias=False)  # fmt: skip
+            self.fc_in_features = self.resnet.fc.in_features
+            self.resnet = torch.nn.Sequential(*(list(self.resnet.children())[:-1]))
+            self.fc = nn.Sequential(
+                nn.Linear(self.fc_in_features * 2, 16),
+                nn.ReLU(inplace=True),
+                nn.Linear(16, 1),
+            )
+            self.sigmoid = nn.Sigmoid()
+            self.resnet.apply(self.init_weights)
+            self.fc.apply(self.init_weights)
+
+        def init_weights(self, m):
+            if isinstance(m, nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.constant_(m.bias, 0.01)
+
+        def forward_once(self, x):
+            output = self.resnet(x)
+            return output.view(output.size()[0], -1)
+
+        def forward(self, input1, input2):
+            output1, output2 = self.forward_once(input1), self.forward_once(input2)
+            output = torch.cat((output1, output2), 1)
+            return self.sigmoid(self.fc(output))
+
+    model = SiameseNetwork()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    data = torch.tensor(images)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    criterion = nn.BCELoss()
+    losses = []
+    for _epoch in range(2):
+        model.train()
+        for (a, b), target in zip(pairs, targets):
+            images_1 = torch.stack([data[i] for i in a])  # numpy integers as indices
+            images_2 = torch.stack([data[i] for i in b])
+            optimizer.zero_grad()
+            outputs = model(images_1, images_2).squeeze()
+            loss = criterion(outputs, torch.tensor(target))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        scheduler.step()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+@pytest.mark.slow
+def test_the_siamese_network_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(7)
+    images = rng.standard_normal((10, 1, 16, 16)).astype(np.float32)
+    pairs = [(rng.integers(0, 10, 4), rng.integers(0, 10, 4)) for _ in range(2)]
+    targets = [rng.integers(0, 2, 4).astype(np.float32) for _ in range(2)]
+    _close(*_both(siamese_program, images, pairs, targets), tol=5e-4)
