@@ -1231,3 +1231,150 @@ def test_the_siamese_network_example_follows_torch_step_for_step():
     pairs = [(rng.integers(0, 10, 4), rng.integers(0, 10, 4)) for _ in range(2)]
     targets = [rng.integers(0, 2, 4).astype(np.float32) for _ in range(2)]
     _close(*_both(siamese_program, images, pairs, targets), tol=5e-4)
+
+
+# tanelp/tiny-diffusion's ddpm.py: its sinusoidal embeddings, MLP of residual blocks and
+# NoiseScheduler (linspace betas, cumprod, F.pad of the cumulative product), trained with
+# AdamW, ``loss.backward(loss)`` and clip_grad_norm_, then sampled backwards in time.
+# Departures: the noise, timesteps and order are given (each library draws its own), and
+# the sizes are small.
+
+
+def tiny_diffusion_program(torch, init, points, noises, steps, sample_noise):
+    nn, F = torch.nn, torch.nn.functional
+
+    class SinusoidalEmbedding(nn.Module):
+        def __init__(self, size, scale=1.0):
+            super().__init__()
+            self.size, self.scale = size, scale
+
+        def forward(self, x):
+            x = x * self.scale
+            half_size = self.size // 2
+            emb = torch.log(torch.Tensor([10000.0])) / (half_size - 1)
+            emb = torch.exp(-emb * torch.arange(half_size))
+            emb = x.unsqueeze(-1) * emb.unsqueeze(0)
+            return torch.cat((torch.sin(emb), torch.cos(emb)), dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.ff = nn.Linear(size, size)
+            self.act = nn.GELU()
+
+        def forward(self, x):
+            return x + self.act(self.ff(x))
+
+    class MLP(nn.Module):
+        def __init__(self, hidden_size=16, hidden_layers=2, emb_size=8):
+            super().__init__()
+            self.time_mlp = SinusoidalEmbedding(emb_size)
+            self.input_mlp1 = SinusoidalEmbedding(emb_size, scale=25.0)
+            self.input_mlp2 = SinusoidalEmbedding(emb_size, scale=25.0)
+            layers = [nn.Linear(3 * emb_size, hidden_size), nn.GELU()]
+            for _ in range(hidden_layers):
+                layers.append(Block(hidden_size))
+            layers.append(nn.Linear(hidden_size, 2))
+            self.joint_mlp = nn.Sequential(*layers)
+
+        def forward(self, x, t):
+            x1_emb = self.input_mlp1(x[:, 0])
+            x2_emb = self.input_mlp2(x[:, 1])
+            t_emb = self.time_mlp(t)
+            x = torch.cat((x1_emb, x2_emb, t_emb), dim=-1)
+            return self.joint_mlp(x)
+
+    class NoiseScheduler:
+        def __init__(self, num_timesteps=10, beta_start=0.0001, beta_end=0.02):
+            self.num_timesteps = num_timesteps
+            self.betas = torch.linspace(beta_start, beta_end, num_timesteps, dtype=torch.float32)
+            self.alphas = 1.0 - self.betas
+            self.alphas_cumprod = torch.cumprod(self.alphas, axis=0)
+            self.alphas_cumprod_prev = F.pad(self.alphas_cumprod[:-1], (1, 0), value=1.0)
+            self.sqrt_alphas_cumprod = self.alphas_cumprod**0.5
+            self.sqrt_one_minus_alphas_cumprod = (1 - self.alphas_cumprod) ** 0.5
+            self.sqrt_inv_alphas_cumprod = torch.sqrt(1 / self.alphas_cumprod)
+            self.sqrt_inv_alphas_cumprod_minus_one = torch.sqrt(1 / self.alphas_cumprod - 1)
+            self.posterior_mean_coef1 = (
+                self.betas * torch.sqrt(self.alphas_cumprod_prev) / (1.0 - self.alphas_cumprod)
+            )
+            self.posterior_mean_coef2 = (
+                (1.0 - self.alphas_cumprod_prev) * torch.sqrt(self.alphas)
+                / (1.0 - self.alphas_cumprod)
+            )  # fmt: skip
+
+        def reconstruct_x0(self, x_t, t, noise):
+            s1 = self.sqrt_inv_alphas_cumprod[t].reshape(-1, 1)
+            s2 = self.sqrt_inv_alphas_cumprod_minus_one[t].reshape(-1, 1)
+            return s1 * x_t - s2 * noise
+
+        def q_posterior(self, x_0, x_t, t):
+            s1 = self.posterior_mean_coef1[t].reshape(-1, 1)
+            s2 = self.posterior_mean_coef2[t].reshape(-1, 1)
+            return s1 * x_0 + s2 * x_t
+
+        def get_variance(self, t):
+            if t == 0:
+                return 0
+            variance = self.betas[t] * (1.0 - self.alphas_cumprod_prev[t])
+            variance /= 1.0 - self.alphas_cumprod[t]
+            return variance.clip(1e-20)
+
+        def step(self, model_output, timestep, sample, noise):
+            t = timestep
+            pred_original_sample = self.reconstruct_x0(sample, t, model_output)
+            pred_prev_sample = self.q_posterior(pred_original_sample, sample, t)
+            variance = 0
+            if t > 0:
+                variance = (self.get_variance(t) ** 0.5) * noise
+            return pred_prev_sample + variance
+
+        def add_noise(self, x_start, x_noise, timesteps):
+            s1 = self.sqrt_alphas_cumprod[timesteps].reshape(-1, 1)
+            s2 = self.sqrt_one_minus_alphas_cumprod[timesteps].reshape(-1, 1)
+            return s1 * x_start + s2 * x_noise
+
+        def __len__(self):
+            return self.num_timesteps
+
+    model = MLP()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    noise_scheduler = NoiseScheduler()
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(points.astype(np.float32)))
+    dataloader = torch.utils.data.DataLoader(dataset, batch_size=8, drop_last=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for epoch in range(2):
+        model.train()
+        for step, batch in enumerate(dataloader):
+            batch = batch[0]
+            noise = torch.tensor(noises[epoch][step])
+            timesteps = torch.tensor(steps[epoch][step]).long()
+            noisy = noise_scheduler.add_noise(batch, noise, timesteps)
+            noise_pred = model(noisy, timesteps)
+            loss = F.mse_loss(noise_pred, noise)
+            loss.backward(loss)
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach().item())
+    model.eval()
+    sample = torch.tensor(sample_noise[0])
+    timesteps = list(range(len(noise_scheduler)))[::-1]
+    for i, t in enumerate(timesteps):
+        t = torch.from_numpy(np.repeat(t, 4)).long()
+        with torch.no_grad():
+            residual = model(sample, t)
+        sample = noise_scheduler.step(residual, t[0], sample, torch.tensor(sample_noise[1 + i]))
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses, sample.numpy()
+
+
+def test_the_tiny_diffusion_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(11)
+    points = rng.standard_normal((16, 2))
+    noises = rng.standard_normal((2, 2, 8, 2)).astype(np.float32)
+    steps = rng.integers(0, 10, (2, 2, 8))
+    sample_noise = rng.standard_normal((11, 4, 2)).astype(np.float32)
+    _close(*_both(tiny_diffusion_program, points, noises, steps, sample_noise), tol=5e-4)
