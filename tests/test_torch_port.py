@@ -1378,3 +1378,176 @@ def test_the_tiny_diffusion_example_follows_torch_step_for_step():
     steps = rng.integers(0, 10, (2, 2, 8))
     sample_noise = rng.standard_normal((11, 4, 2)).astype(np.float32)
     _close(*_both(tiny_diffusion_program, points, noises, steps, sample_noise), tol=5e-4)
+
+
+# llm.c's train_gpt2.py: its GPT (NewGELU, scaled_dot_product_attention, weight tying,
+# _init_weights drawing from a torch.Generator with LLMC_SKIP_INIT), configure_optimizers'
+# decay groups and AdamW(fused=...), the step under autocast with clip_grad_norm_, the
+# memory query and generate sampling by its own Generator. Departures: a tiny config and
+# given batches; the init is then torch's (each library's generator draws its own).
+
+
+def llmc_program(torch, init, batches):
+    import importlib
+    import inspect as _inspect
+    import math as _math
+
+    nn, F = torch.nn, torch.nn.functional
+    # train_gpt2.py's ``import torch._inductor.config as config`` and ``from
+    # torch.distributed import init_process_group, destroy_process_group``, of this library
+    config = importlib.import_module(torch.__name__ + "._inductor.config")
+    config.coordinate_descent_tuning = True
+    dist = importlib.import_module(torch.__name__ + ".distributed")
+    assert callable(dist.init_process_group) and callable(dist.destroy_process_group)
+
+    class NewGELU(nn.Module):
+        def forward(self, input):
+            inner = _math.sqrt(2.0 / _math.pi) * (input + 0.044715 * torch.pow(input, 3.0))
+            return 0.5 * input * (1.0 + torch.tanh(inner))
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+            self.c_proj.LLMC_RESIDUAL_SCALE_FLAG = 1
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+
+        def forward(self, x):
+            B, T, C = x.size()
+            qkv = self.c_attn(x)
+            q, k, v = qkv.split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.c_proj(y)
+
+    class MLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+            self.gelu = NewGELU()
+            self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+            self.c_proj.LLMC_RESIDUAL_SCALE_FLAG = 1
+
+        def forward(self, x):
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd)
+            self.mlp = MLP(config)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPTConfig:
+        block_size, vocab_size, n_layer, n_head, n_embd = 8, 13, 2, 2, 16
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.lm_head.LLMC_SKIP_INIT = 1
+            self.transformer.wte.weight = self.lm_head.weight
+            self.init_rng = torch.Generator()
+            self.init_rng.manual_seed(42)
+            self.apply(self._init_weights)
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                std = 0.02 if not hasattr(module, "LLMC_RESIDUAL_SCALE_FLAG") else (
+                    0.02 / _math.sqrt(2 * self.config.n_layer))  # fmt: skip
+                if not hasattr(module, "LLMC_SKIP_INIT"):
+                    torch.nn.init.normal_(module.weight, mean=0.0, std=std,
+                                          generator=self.init_rng)  # fmt: skip
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=self.init_rng)
+
+        def forward(self, idx, targets=None, return_logits=True):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+            x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            logits = self.lm_head(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                   ignore_index=-1)  # fmt: skip
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+            param_dict = {pn: p for pn, p in self.named_parameters()}
+            param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [
+                {"params": decay_params, "weight_decay": weight_decay},
+                {"params": nodecay_params, "weight_decay": 0.0},
+            ]
+            fused_available = "fused" in _inspect.signature(torch.optim.AdamW).parameters
+            use_fused = fused_available and device_type == "cuda"
+            return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas,
+                                     fused=use_fused)  # fmt: skip
+
+        @torch.no_grad()
+        def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+            for _ in range(max_new_tokens):
+                idx_cond = idx if idx.size(1) <= self.config.block_size else (
+                    idx[:, -self.config.block_size:])  # fmt: skip
+                logits, _ = self(idx_cond, targets=torch.zeros_like(idx_cond))
+                logits = logits[:, -1, :] / temperature
+                probs = F.softmax(logits, dim=-1)
+                idx_next = torch.multinomial(probs, num_samples=1, generator=generator)
+                idx = torch.cat((idx, idx_next), dim=1)
+            return idx
+
+    model = GPT(GPTConfig())
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3,
+                                           betas=(0.9, 0.95), device_type="cpu")  # fmt: skip
+    ctx = torch.amp.autocast(device_type="cpu", dtype=torch.float32, enabled=False)
+    losses = []
+    for x, y in batches:
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        with ctx:
+            _, loss = model(torch.tensor(x), torch.tensor(y))
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append([loss.item(), float(norm)])
+    assert torch.cuda.max_memory_allocated() == 0  # no GPU was used
+    model.eval()
+    sample_rng = torch.Generator()
+    sample_rng.manual_seed(42)
+    start = torch.tensor([[1, 2]])
+    samples = [model.generate(start, 4, generator=sample_rng) for _ in range(2)]
+    sample_rng.manual_seed(42)
+    again = model.generate(start, 4, generator=sample_rng)
+    assert again.tolist() == samples[0].tolist()  # the same seed, the same sample
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return state, losses
+
+
+def test_llmc_train_gpt2_follows_torch_step_for_step():
+    rng = np.random.default_rng(5)
+    batches = [(rng.integers(0, 13, (2, 8)), rng.integers(0, 13, (2, 8))) for _ in range(4)]
+    _close(*_both(llmc_program, batches), tol=5e-4)
