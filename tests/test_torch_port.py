@@ -1551,3 +1551,185 @@ def test_llmc_train_gpt2_follows_torch_step_for_step():
     rng = np.random.default_rng(5)
     batches = [(rng.integers(0, 13, (2, 8)), rng.integers(0, 13, (2, 8))) for _ in range(4)]
     _close(*_both(llmc_program, batches), tol=5e-4)
+
+
+# karpathy/minGPT with its chargpt project: the model (a masked_fill causal mask in a
+# registered buffer, NewGELU, dropout modules), configure_optimizers' walk of
+# named_modules/named_parameters into decay and no-decay sets by module type, the
+# Trainer's step (zero_grad(set_to_none=True), clip_grad_norm_) over chargpt's
+# CharDataset through a DataLoader. Departures: a tiny config, dropout 0, and the
+# DataLoader walks the data in order (its RandomSampler draws differ per library).
+
+
+def mingpt_program(torch, init, text):
+    import math as _math
+
+    nn, F = torch.nn, torch.nn.functional
+
+    class NewGELU(nn.Module):
+        def forward(self, x):
+            inner = _math.sqrt(2.0 / _math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+            return 0.5 * x * (1.0 + torch.tanh(inner))
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+            self.attn_dropout = nn.Dropout(config.attn_pdrop)
+            self.resid_dropout = nn.Dropout(config.resid_pdrop)
+            bs = config.block_size
+            self.register_buffer("bias", torch.tril(torch.ones(bs, bs)).view(1, 1, bs, bs))
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / _math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd)
+            self.mlp = nn.ModuleDict(dict(
+                c_fc=nn.Linear(config.n_embd, 4 * config.n_embd),
+                c_proj=nn.Linear(4 * config.n_embd, config.n_embd),
+                act=NewGELU(),
+                dropout=nn.Dropout(config.resid_pdrop),
+            ))  # fmt: skip
+            m = self.mlp
+            self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlpf(self.ln_2(x))
+
+    class Config:
+        n_layer, n_head, n_embd, block_size = 2, 2, 16, 8
+        embd_pdrop = resid_pdrop = attn_pdrop = 0.0
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.block_size = config.block_size
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.embd_pdrop),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():
+                if pn.endswith("c_proj.weight"):
+                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / _math.sqrt(2 * config.n_layer))
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            elif isinstance(module, nn.LayerNorm):
+                torch.nn.init.zeros_(module.bias)
+                torch.nn.init.ones_(module.weight)
+
+        def configure_optimizers(self, train_config):
+            decay, no_decay = set(), set()
+            whitelist_weight_modules = (torch.nn.Linear,)
+            blacklist_weight_modules = (torch.nn.LayerNorm, torch.nn.Embedding)
+            for mn, m in self.named_modules():
+                for pn, _p in m.named_parameters():
+                    fpn = f"{mn}.{pn}" if mn else pn
+                    if pn.endswith("bias"):
+                        no_decay.add(fpn)
+                    elif pn.endswith("weight") and isinstance(m, whitelist_weight_modules):
+                        decay.add(fpn)
+                    elif pn.endswith("weight") and isinstance(m, blacklist_weight_modules):
+                        no_decay.add(fpn)
+            param_dict = {pn: p for pn, p in self.named_parameters()}
+            inter_params = decay & no_decay
+            union_params = decay | no_decay
+            assert len(inter_params) == 0, inter_params
+            assert len(param_dict.keys() - union_params) == 0, param_dict.keys() - union_params
+            optim_groups = [
+                {"params": [param_dict[pn] for pn in sorted(decay)],
+                 "weight_decay": train_config.weight_decay},
+                {"params": [param_dict[pn] for pn in sorted(no_decay)], "weight_decay": 0.0},
+            ]  # fmt: skip
+            return torch.optim.AdamW(optim_groups, lr=train_config.learning_rate,
+                                     betas=train_config.betas)  # fmt: skip
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            logits = self.lm_head(self.transformer.ln_f(x))
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                       ignore_index=-1)  # fmt: skip
+            return logits, loss
+
+    class CharDataset(torch.utils.data.Dataset):
+        def __init__(self, config, data):
+            chars = sorted(list(set(data)))
+            self.stoi = {ch: i for i, ch in enumerate(chars)}
+            self.vocab_size, self.config, self.data = len(chars), config, data
+
+        def __len__(self):
+            return len(self.data) - self.config.block_size
+
+        def __getitem__(self, idx):
+            chunk = self.data[idx : idx + self.config.block_size + 1]
+            dix = [self.stoi[s] for s in chunk]
+            x = torch.tensor(dix[:-1], dtype=torch.long)
+            y = torch.tensor(dix[1:], dtype=torch.long)
+            return x, y
+
+    train_dataset = CharDataset(Config, text)
+    Config.vocab_size = train_dataset.vocab_size
+    model = GPT(Config)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+    class TrainConfig:
+        learning_rate, betas, weight_decay, grad_norm_clip = 5e-4, (0.9, 0.95), 0.1, 1.0
+
+    optimizer = model.configure_optimizers(TrainConfig)
+    loader = torch.utils.data.DataLoader(train_dataset, shuffle=False, pin_memory=True,
+                                         batch_size=4, num_workers=0)  # fmt: skip
+    model.train()
+    losses = []
+    for it, batch in enumerate(loader):
+        batch = [t.to("cpu") for t in batch]
+        x, y = batch
+        logits, loss = model(x, y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), TrainConfig.grad_norm_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if it == 4:
+            break
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+def test_mingpts_chargpt_follows_torch_step_for_step():
+    text = "to be or not to be, that is the question: whether tis nobler in the mind"
+    _close(*_both(mingpt_program, text), tol=5e-4)
