@@ -59,6 +59,7 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
 from limn.creation import Generator, device, multinomial, set_seed
+from limn.einsum import einsum
 from limn.export import export_c
 from limn.generate import generate
 from limn.pairs import cdist  # noqa: F401  (torch.cdist)
@@ -94,7 +95,6 @@ from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     triu_indices,
     vstack,
 )
-from limn.torch_methods import einsum
 from limn.viewer import viz
 
 if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into one page
