@@ -1115,6 +1115,7 @@ def time_sequence_program(torch, init, data):
     return {k: v.detach().numpy() for k, v in seq.state_dict().items()}, losses, pred.numpy()
 
 
+@pytest.mark.slow  # about 10 s: LBFGS evaluates the unrolled LSTMs some 40 times
 def test_the_time_sequence_prediction_example_follows_torch_step_for_step():
     # generate_sine_wave.py's data, smaller: sines of random phase, float64
     rng = np.random.default_rng(3)
@@ -1224,7 +1225,7 @@ def siamese_program(torch, init, images, pairs, targets):
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # about 15 s: two ResNet trunks a step
 def test_the_siamese_network_example_follows_torch_step_for_step():
     rng = np.random.default_rng(7)
     images = rng.standard_normal((10, 1, 16, 16)).astype(np.float32)
