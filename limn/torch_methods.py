@@ -160,7 +160,12 @@ class TorchMethods:
     def abs(self):
         return functions.fabs(self) if self.dtype.is_float else compose.abs_(self)
 
-    square, sign, relu = compose.square, compose.sign, compose.relu
+    sign, relu = compose.sign, compose.relu
+
+    def square(self):
+        """x * x; a bool tensor's in int64, as torch's (its square is a power)."""
+        return compose.square(self.p_cast(dtypes.int64) if self.dtype == dtypes.bool_ else self)
+
     isnan, isinf, isfinite = compose.isnan, compose.isinf, compose.isfinite
     floor, ceil, trunc = functions.floor, functions.ceil, functions.trunc
 

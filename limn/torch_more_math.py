@@ -157,7 +157,7 @@ class TorchMoreMath:
         if self.dtype != a.dtype:
             raise TypeError(f"heaviside: needs one dtype, got {self.dtype} and {values.dtype}")
         zero = a.zeros_like()
-        return (a == 0).where(b, (a > 0).where(zero + 1, zero))
+        return (a == 0).where(b, (a > 0).where(zero + 1, zero)).cast(a.dtype)
 
     def isclose(self, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
         if rtol < 0 or atol < 0:

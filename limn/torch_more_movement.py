@@ -230,6 +230,8 @@ class TorchMoreMovement:
 
     def sum_to_size(self, *size):
         size = _ints(size[0] if len(size) == 1 and isinstance(size[0], list | tuple) else size)
+        if self.ndim == 0 and not size:  # torch's: a 0-d tensor is summed (bool to int64)
+            return self.sum()
         lead = self.ndim - len(size)
         if lead < 0 or any(s not in (1, t) for s, t in zip(size, self.shape[lead:])):
             raise ValueError(f"sum_to_size: {self.shape} does not reduce to {tuple(size)}")
