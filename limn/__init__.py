@@ -33,18 +33,42 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from limn import accelerator, amp, autograd, backends, cuda, nn, onnx, optim, serialize, utils
+from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor's methods)
+    _inductor,
+    accelerator,
+    amp,
+    autograd,
+    backends,
+    counting,
+    cuda,
+    decompositions,
+    distributed,
+    missing,
+    moments,
+    nn,
+    onnx,
+    optim,
+    order_statistics,
+    pairs,
+    serialize,
+    signal,
+    utils,
+    version,
+    view_scatter,
+)
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
-from limn.creation import device_name as device
-from limn.creation import multinomial, set_seed
+from limn.creation import Generator, device, multinomial, set_seed
+from limn.einsum import einsum
 from limn.export import export_c
 from limn.generate import generate
+from limn.pairs import cdist  # noqa: F401  (torch.cdist)
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, stack, where
+from limn.torch_extras import empty_permuted, empty_strided, unravel_index  # noqa: F401
 from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     atleast_1d,
     atleast_2d,
@@ -71,7 +95,6 @@ from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     triu_indices,
     vstack,
 )
-from limn.torch_methods import einsum
 from limn.viewer import viz
 
 if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into one page
@@ -122,6 +145,7 @@ os.register_at_fork(after_in_child=_one_thread_in_a_forked_child)
 # ---- torch's names --------------------------------------------------------------------
 
 tensor, manual_seed, save, load = Tensor, set_seed, serialize.save, serialize.load
+__version__ = version.__version__
 long, int, float, double, half, bool = int64, int32, float32, float64, float16, bool_  # noqa: A001
 Size = tuple  # a limn shape is a plain tuple
 # torch's memory formats: limn has one layout, so each is accepted and means it
@@ -149,14 +173,28 @@ def compile(model=None, **options):  # noqa: A001
 
 
 def __getattr__(name: str):
-    """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function."""
+    """``limn.zeros``, ``limn.exp``, ``limn.tril``...: a Tensor method as a function. A
+    name limn does not answer raises, saying that torch's name is not in limn, with what
+    limn offers instead where ``limn.missing`` knows, or the torch name limn does answer
+    that it is nearest to (never one of limn's own modules)."""
     fn = inspect.getattr_static(Tensor, name, None)
     if name.startswith("_") or not isinstance(fn, classmethod) and not inspect.isfunction(fn):
-        raise AttributeError(f"module 'limn' has no attribute {name!r}")
+        raise missing.no_such_name("limn", name, _answers())
     return getattr(Tensor, name)
 
 
+def _answers() -> list[str]:
+    """The torch names the namespace answers: its public names that are not limn's own
+    internal modules, and Tensor's methods (which ``__getattr__`` hands out)."""
+    own = {
+        n for n, v in globals().items() if inspect.ismodule(v) and n not in missing.TORCH_MODULES
+    }
+    names = [n for n in globals() if not n.startswith("_") and n not in own]
+    return names + [n for n in dir(Tensor) if not n.startswith("_")]
+
+
 __all__ = [
+    "Generator",
     "Tensor",
     "array_namespace",
     "accelerator",
@@ -171,6 +209,7 @@ __all__ = [
     "cuda",
     "current_device",
     "device",
+    "distributed",
     "einsum",
     "enable_grad",
     "export_c",
@@ -204,6 +243,7 @@ __all__ = [
     "uint32",
     "uint64",
     "utils",
+    "version",
     "viz",
     "where",
 ]

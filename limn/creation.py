@@ -31,6 +31,47 @@ def set_seed(seed: int) -> None:
     _rng[0] = np.random.default_rng(seed)
 
 
+class Generator:
+    """torch's ``Generator``: a stream of random numbers of its own, for a draw that must
+    not depend on (nor move) the global one: ``g = limn.Generator().manual_seed(42)``,
+    then ``limn.randn(3, generator=g)``, ``nn.init.normal_(w, generator=g)``,
+    ``DataLoader(generator=g)``. The same seed gives the same draws on every device; not
+    the numbers torch draws (its generator is another algorithm). A new one is seeded
+    from the global generator, as torch's take a fixed default seed."""
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.manual_seed(int(_rng[0].integers(2**63)))
+
+    def manual_seed(self, seed: int) -> Generator:
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool):
+            raise TypeError(f"Generator.manual_seed: needs an int seed, got {seed!r}")
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def seed(self) -> int:
+        """A fresh seed from the operating system, set and returned."""
+        self.manual_seed(int(np.random.SeedSequence().entropy % 2**63))
+        return self._seed
+
+    def permutation(self, n: int) -> np.ndarray:
+        return self._rng.permutation(n)
+
+
+def _draws(generator: Generator | None, op: str) -> np.random.Generator:
+    """The numpy generator a draw takes its numbers from: ``generator``'s, else the
+    global one (``set_seed``)."""
+    if generator is None:
+        return _rng[0]
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{op}: generator must be a limn.Generator, got {type(generator).__name__}")
+    return generator._rng
+
+
 def _as_array(data) -> np.ndarray:
     """np.asarray, with a Tensor-level message when nested lists do not form a box."""
     try:
@@ -76,6 +117,32 @@ def device_name(name=None, op: str = "device") -> str:
             "'cpu' (c where a C compiler works, else numpy)"
         )
     return resolve(name)
+
+
+class device(str):  # noqa: N801  (torch's spelling)
+    """torch's ``device("cpu")``, ``device("cuda", 0)``: the limn device name a tensor
+    made with it lives on (so ``t.device == device("cpu")`` holds, and it goes wherever a
+    name goes), shown in torch's spelling: ``cpu``, ``device(type='cpu')``; ``type`` and
+    ``index`` as torch's."""
+
+    def __new__(cls, type, index: int | None = None):  # noqa: A002  (torch's name)
+        if isinstance(type, device):
+            return type
+        given = str(type) if index is None else f"{type}:{index}"
+        self = super().__new__(cls, device_name(given, "device"))
+        kind, _, at = given.partition(":")
+        self.type, self.index = kind, int(at) if at else None
+        return self
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        at = "" if self.index is None else f", index={self.index}"
+        return f"device(type={self.type!r}{at})"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _infer_dtype(data) -> DType:
@@ -154,19 +221,25 @@ class Creation:
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         return type(self)(data, dtype or self.dtype, requires_grad, device or self.device)
 
-    def bernoulli(self, p=None):
+    def bernoulli(self, p=None, *, generator=None):
         """1 with probability ``p`` (this tensor's values if none), else 0."""
         prob = self if p is None else self.full_like(p, dtypes.float64)
         if not prob.dtype.is_float:
             raise TypeError(f"bernoulli: needs float probabilities, got {prob.dtype}")
-        u = self._lift(_rng[0].random(self.shape))
+        u = self._lift(_draws(generator, "bernoulli").random(self.shape))
         return (u < prob).cast(self.dtype)
 
     @classmethod
-    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, **_):
+    def arange(cls, start=0, stop=None, step=1, dtype=None, device=None, *, end=None, out=None,
+               **_):  # fmt: skip
+        if out is not None:
+            raise TypeError("arange: out= is not supported (limn writes no given tensor); use "
+                            "the result")  # fmt: skip
         stop = end if end is not None else stop
         if stop is None:
             start, stop = 0, start
+        if dtype is not None and as_dtype(dtype).is_int:  # torch's: each cast to the dtype
+            start, stop, step = int(start), int(stop), int(step)
         if step == 0:
             raise ValueError("arange: step must not be zero")
         if (stop - start) * step < 0:
@@ -193,32 +266,37 @@ class Creation:
         return out.clone().realize().requires_grad_() if requires_grad else out
 
     @classmethod
-    def rand(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):
-        data = _rng[0].random(_shape_arg(shape))
+    def rand(cls, *shape, generator=None, dtype=dtypes.float32, requires_grad=False,
+             device=None):  # fmt: skip
+        data = _draws(generator, "rand").random(_shape_arg(shape))
         return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @classmethod
-    def randn(cls, *shape, dtype=dtypes.float32, requires_grad=False, device=None):
-        data = _rng[0].standard_normal(_shape_arg(shape))
+    def randn(cls, *shape, generator=None, dtype=dtypes.float32, requires_grad=False,
+              device=None):  # fmt: skip
+        data = _draws(generator, "randn").standard_normal(_shape_arg(shape))
         return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @classmethod
     def uniform(
-        cls, shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None
-    ):
-        data = _rng[0].uniform(low, high, _shape_arg((shape,)))
+        cls, shape, low=0.0, high=1.0, dtype=dtypes.float32, requires_grad=False, device=None,
+        generator=None,
+    ):  # fmt: skip
+        data = _draws(generator, "uniform").uniform(low, high, _shape_arg((shape,)))
         return cls(data, dtype=dtype, requires_grad=requires_grad, device=device)
 
     @classmethod
-    def randint(cls, low, high=None, size=None, dtype=dtypes.int64, device=None):
+    def randint(cls, low, high=None, size=None, dtype=dtypes.int64, device=None, *,
+                generator=None):  # fmt: skip
         """Integers in [low, high); torch's ``randint(high, size)`` form too."""
         if size is None:
             low, high, size = 0, low, high
-        return cls(_rng[0].integers(low, high, _shape_arg((size,))), dtype=dtype, device=device)
+        data = _draws(generator, "randint").integers(low, high, _shape_arg((size,)))
+        return cls(data, dtype=dtype, device=device)
 
     @classmethod
-    def randperm(cls, n: int, dtype=dtypes.int64, device=None):
-        return cls(_rng[0].permutation(n), dtype=dtype, device=device)
+    def randperm(cls, n: int, dtype=dtypes.int64, device=None, *, generator=None):
+        return cls(_draws(generator, "randperm").permutation(n), dtype=dtype, device=device)
 
     @classmethod
     def from_numpy(cls, array: np.ndarray):
@@ -226,12 +304,16 @@ class Creation:
         through either shows in the other at once: a write through the Tensor (or a view
         of it) is computed when made, into the array (a value built before it keeps the
         old bytes, in a copy). A lazy value built from the Tensor reads the array when it
-        is computed, so a write into the array before then is seen by it."""
-        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
-            raise ValueError(
-                "from_numpy: shares only a C-contiguous numpy array; pass "
-                "np.ascontiguousarray(a), or copy it with limn.tensor(a)"
-            )
+        is computed, so a write into the array before then is seen by it.
+
+        A strided array (a slice, a transpose: not C-contiguous) shares its memory too:
+        the buffer is the span of memory it covers, and the Tensor a view of that span
+        (``_strided``), as torch's tensor takes the array's strides."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"from_numpy: needs a numpy array, got {type(array).__name__}")
+        if not array.flags.c_contiguous and array.size:
+            return _strided(cls, array)
+        array = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         d = as_dtype(array.dtype)
         node = Node(Op.BUFFER, d, array.shape, (), Buffer(d, array.shape, array))
         t = cls._make(node, device_name(None, "from_numpy"))
@@ -265,7 +347,34 @@ class Creation:
         return keep.where(self * (1 / (1 - p)), 0.0)
 
 
-def multinomial(probs, num_samples: int = 1, replacement: bool = False):
+def _strided(cls, array: np.ndarray):
+    """``array`` as a view of the memory it spans: each dim (largest stride first) a
+    window over that span (``p_window``: out[i, j] = span[i * stride + j]), then the one
+    position left; a dim read backwards is a negative step (a view, where ``flip`` copies),
+    one of stride 0 expanded."""
+    size = array.itemsize
+    if any(s % size for s in array.strides):
+        raise ValueError(
+            f"from_numpy: strides {array.strides} are not multiples of the item size {size}; "
+            "copy it with limn.tensor(a)"
+        )
+    backwards = tuple(i for i, s in enumerate(array.strides) if s < 0)
+    forward = np.flip(array, backwards) if backwards else array
+    steps = [s // size for s in forward.strides]
+    dims = sorted((i for i, n in enumerate(array.shape) if n > 1 and steps[i]),
+                  key=lambda i: -steps[i])  # fmt: skip
+    span = 1 + sum((array.shape[i] - 1) * steps[i] for i in dims)
+    memory = np.lib.stride_tricks.as_strided(forward, (span,), (size,))
+    x = cls.from_numpy(memory)
+    for i in dims:
+        x = x.p_window(x.ndim - 1, x.shape[-1] - (array.shape[i] - 1) * steps[i], steps[i])
+    x = x[..., 0].permute(*sorted(range(len(dims)), key=lambda k: dims[k]))
+    x = x.reshape(tuple(n if i in dims else 1 for i, n in enumerate(array.shape)))
+    x = x.expand(*array.shape)
+    return x[tuple(slice(None, None, -1 if i in backwards else 1) for i in range(x.ndim))]
+
+
+def multinomial(probs, num_samples: int = 1, replacement: bool = False, *, generator=None):
     """Indices drawn by the weights along the last dim, by inverting the running total:
     for u ~ U(0, total), the index is how many running totals are <= u. Draws are
     independent (with replacement), so more than one needs ``replacement=True``."""
@@ -276,6 +385,15 @@ def multinomial(probs, num_samples: int = 1, replacement: bool = False):
         )
     if num_samples < 1:
         raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    if probs.shape[-1] > 2**24:
+        raise ValueError(f"multinomial: {probs.shape[-1]} categories; at most 2**24")
+    w = probs.float().numpy()  # torch refuses weights that are no distribution: read them
+    if not np.isfinite(w).all() or (w < 0).any() or (w.sum(-1) <= 0).any():
+        raise ValueError(
+            "multinomial: the weights must be finite and >= 0, with a positive sum in each "
+            "row (an inf, nan, negative or all-zero row is no distribution)"
+        )
+    rng = _draws(generator, "multinomial")
     if num_samples > 1 and not replacement:
         if num_samples > probs.shape[-1]:
             raise ValueError(
@@ -284,10 +402,10 @@ def multinomial(probs, num_samples: int = 1, replacement: bool = False):
             )
         # the k largest of log(w) + Gumbel noise: draws without replacement, each in
         # proportion to the weights that are left (the Gumbel-top-k trick)
-        g = -np.log(-np.log(_rng[0].random(probs.shape).clip(1e-300, None)))
+        g = -np.log(-np.log(rng.random(probs.shape).clip(1e-300, None)))
         keys = probs.float().log() + probs._lift(g.astype(np.float32))
         return keys.topk(num_samples, -1).indices
     cdf = probs.float().cumsum(-1)
-    u = probs._lift(_rng[0].random(probs.shape[:-1] + (num_samples,)))
+    u = probs._lift(rng.random(probs.shape[:-1] + (num_samples,)))
     u = u * cdf[..., -1:]
     return (cdf.unsqueeze(-2) <= u.unsqueeze(-1)).sum(-1).minimum(probs.shape[-1] - 1)

@@ -8,7 +8,8 @@ This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``ite
 ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls live in
 ``limn/torch_methods.py`` (math, reductions) and ``limn/torch_movement.py`` (views,
-indexing), spelled in ``ir.graph.compose``; how a tensor prints, in ``limn/printing.py``.
+indexing), spelled in ``ir.graph.compose``; what a tensor is (``is_floating_point``,
+``is_cuda``), in ``limn/torch_facts.py``; how a tensor prints, in ``limn/printing.py``.
 
 A device is named where a tensor is made (``device=``, checked there: an unknown name
 fails at once, naming the accepted ones) and stays with the tensor; ``"cpu"`` is the c
@@ -30,6 +31,7 @@ from limn import autograd, torch_inplace, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device
+from limn.torch_facts import TorchFacts
 from limn.torch_methods import TorchMethods
 from limn.torch_more_math import TorchMoreMath
 from limn.torch_more_movement import TorchMoreMovement
@@ -68,7 +70,9 @@ class _Size(int):
         return self.shape if dim is None else self.shape[dim]
 
 
-class Tensor(Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMovement, Creation):
+class Tensor(
+    Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMovement, TorchFacts, Creation
+):
     __array_priority__ = 100  # numpy defers to our operators
     # A movement's result that stayed one View remembers the tensor it was moved from and
     # how: the lineage limn_array's views write through (``limn_array/_array.py``).

@@ -14,6 +14,7 @@ import numpy as np
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import as_dtype
+from limn import decompositions
 from limn.tensor import Tensor, cat, stack
 
 
@@ -137,6 +138,8 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=Fals
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     d = as_dtype(dtype) if dtype is not None else dtypes.float32
     start, end = float(start), float(end)
+    if d.is_int:  # torch's: the ends cast to the dtype first
+        start, end = float(int(start)), float(int(end))
     i = np.arange(steps, dtype=np.float64)
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     if steps == 1:
@@ -156,6 +159,8 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=Fals
 def logspace(start, end, steps: int, base: float = 10.0, dtype=None, device=None, **_):
     d = as_dtype(dtype) if dtype is not None else dtypes.float32
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if d.is_int:  # torch's: the exponents' ends cast to the dtype first
+        start, end = int(start), int(end)
     exps = linspace(start, end, steps, dtype=dtypes.float64 if d.is_int else d).numpy()
     vals = np.power(base, exps.astype(np.float64) if d.is_int else exps)
     return Tensor(np.trunc(vals) if d.is_int else vals, dtype=d, device=device)
@@ -179,8 +184,11 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         s = std if isinstance(std, Tensor) else Tensor.full((), std, m.dtype)
         shape = broadcast_shapes(m.shape, s.shape)
         like = m if isinstance(mean, Tensor) else s
-        return Tensor.randn(shape, dtype=like.dtype, device=like.device) * s + m
-    return Tensor.randn(size, dtype=dtype or dtypes.float32, device=device) * std + mean
+        return (
+            Tensor.randn(shape, dtype=like.dtype, device=like.device, generator=generator) * s + m
+        )
+    d = dtype or dtypes.float32
+    return Tensor.randn(size, dtype=d, device=device, generator=generator) * std + mean
 
 
 def _tri_indices(row: int, col: int, offset: int, keep, dtype, device):
@@ -208,8 +216,15 @@ def tensordot(a: Tensor, b: Tensor, dims=2):
         da, db = ([int(v) for v in (d if isinstance(d, list | tuple) else [d])] for d in dims)
     da = [compose.normalize_axis(d, a.ndim, "tensordot") for d in da]
     db = [compose.normalize_axis(d, b.ndim, "tensordot") for d in db]
-    if [a.shape[i] for i in da] != [b.shape[j] for j in db]:
-        raise ValueError(f"tensordot: contracted sizes differ: {a.shape}{da} and {b.shape}{db}")
+    if len(da) != len(db):
+        raise ValueError(f"tensordot: dims {da} and {db} pair up unequal numbers of dims")
+    for i, j in zip(da, db):  # a size-1 dim is broadcast to its partner's, as torch's
+        if a.shape[i] != b.shape[j] and 1 not in (a.shape[i], b.shape[j]):
+            raise ValueError(f"tensordot: contracted sizes differ: {a.shape}{da} and {b.shape}{db}")
+        if a.shape[i] == 1:
+            a = a.expand(*a.shape[:i], b.shape[j], *a.shape[i + 1 :])
+        elif b.shape[j] == 1:
+            b = b.expand(*b.shape[:j], a.shape[i], *b.shape[j + 1 :])
     ra = [i for i in range(a.ndim) if i not in da]
     rb = [j for j in range(b.ndim) if j not in db]
     k = math.prod(a.shape[i] for i in da)
@@ -245,6 +260,8 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 def _matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs at least 2 dims, got shape {x.shape}")
+    if len(dim) != 2:
+        raise ValueError(f"matrix_norm: dim must be two dims, got {tuple(dim)}")
     a = (x if dtype is None else x.cast(dtype))._float().abs()
     d0, d1 = (compose.normalize_axis(d, x.ndim, "matrix_norm") for d in dim)
     if ord == "fro":
@@ -252,9 +269,26 @@ def _matrix_norm(x, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord in (1, -1, math.inf, -math.inf):
         over, then = (d0, d1) if ord in (1, -1) else (d1, d0)
         s = a.sum(over, keepdim=True)
-        out = s.amax(then, keepdim=True) if ord > 0 else s.amin(then, keepdim=True)
+        out = _largest(s, then) if ord > 0 else s.amin(then, keepdim=True)
         return out if keepdim else out.squeeze((d0, d1))
-    raise ValueError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+    if ord in ("nuc", 2, -2):  # of the singular values: their sum, largest, smallest
+        if d0 == d1:
+            raise ValueError(f"matrix_norm: dims {dim} must be two different dims")
+        rest = [i for i in range(x.ndim) if i not in (d0, d1)]
+        m = (x if dtype is None else x.cast(dtype))._float().permute(*rest, d0, d1)
+        s = decompositions.svdvals(m) if min(m.shape[-2:]) else m.sum(-1)[..., :0]
+        out = s.sum(-1) if ord == "nuc" else _largest(s, -1)[..., 0] if ord == 2 else s.amin(-1)
+        return out.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1)) if keepdim else out
+    raise ValueError(
+        f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}"
+    )
+
+
+def _largest(s: Tensor, axis: int) -> Tensor:
+    """The largest along ``axis`` (kept) of values >= 0: 0 over none, as torch's norms."""
+    if s.shape[axis] == 0:
+        return s.sum(axis, keepdim=True)
+    return s.amax(axis, keepdim=True)
 
 
 def _linalg_norm(x, ord=None, dim=None, keepdim=False, *, dtype=None):
@@ -290,8 +324,8 @@ def _multi_dot(tensors):
 def _matrix_power(x, n: int):
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"matrix_power: needs square matrices, got shape {x.shape}")
-    if n < 0:
-        raise ValueError("matrix_power: negative powers need an inverse, which limn lacks")
+    if n < 0:  # the inverse's power
+        x, n = decompositions.inv(x), -n
     eye = Tensor.eye(x.shape[-1], dtype=x.dtype, device=x.device).expand(*x.shape)
     out, base = eye, x
     while n:
@@ -313,6 +347,23 @@ linalg = types.SimpleNamespace(
     matrix_power=_matrix_power,
     cross=lambda a, b, *, dim=-1: cross(a, b, dim),
     diagonal=lambda a, *, offset=0, dim1=-2, dim2=-1: a.diagonal(offset, dim1, dim2),
+    # computed on the host (limn/decompositions.py)
+    inv=decompositions.inv,
+    inv_ex=decompositions.inv_ex,
+    det=decompositions.det,
+    slogdet=decompositions.slogdet,
+    solve=decompositions.solve,
+    solve_ex=decompositions.solve_ex,
+    svdvals=decompositions.svdvals,
+    eigvalsh=decompositions.eigvalsh,
+    cholesky=decompositions.cholesky,
+    cholesky_ex=decompositions.cholesky_ex,
+    solve_triangular=decompositions.solve_triangular,
+    tensorinv=decompositions.tensorinv,
+    tensorsolve=decompositions.tensorsolve,
+    vander=decompositions.vander,
+    cond=decompositions.cond,
+    matrix_rank=decompositions.matrix_rank,
 )
 
 

@@ -161,7 +161,12 @@ class TorchMethods:
     def abs(self):
         return functions.fabs(self) if self.dtype.is_float else compose.abs_(self)
 
-    square, sign, relu = compose.square, compose.sign, compose.relu
+    sign, relu = compose.sign, compose.relu
+
+    def square(self):
+        """x * x; a bool tensor's in int64, as torch's (its square is a power)."""
+        return compose.square(self.p_cast(dtypes.int64) if self.dtype == dtypes.bool_ else self)
+
     isnan, isinf, isfinite = compose.isnan, compose.isinf, compose.isfinite
     floor, ceil, trunc = functions.floor, functions.ceil, functions.trunc
 
@@ -212,7 +217,8 @@ class TorchMethods:
             raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
         return mask.where(value, self).cast(self.dtype)
 
-    def clone(self):
+    def clone(self, memory_format=None):
+        """A copy (limn has one memory format: ``memory_format`` is accepted)."""
         return self.p_contiguous()
 
     def tril(self, diagonal: int = 0):
@@ -339,9 +345,15 @@ class TorchMethods:
 
     def norm(self, p="fro", axis=None, keepdim: bool = False, dtype=None):
         """The vector p-norm over ``axis`` (all dims by default): 0, 1, 2, inf, -inf or any
-        p; "fro" (the default) is 2 over the dims given."""
+        p; "fro" (the default) is 2 over the dims given; "nuc", the nuclear norm of the
+        matrices over ``axis`` (every dim by default: a 2-d tensor's, as torch's)."""
+        if p == "nuc":
+            from limn.torch_functions import linalg
+
+            dims = tuple(range(self.ndim)) if axis is None else axis
+            return linalg.matrix_norm(self, "nuc", dims, keepdim, dtype=dtype)
         if p is not None and not isinstance(p, int | float) and p != "fro":
-            raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
+            raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
         p = 2 if p is None or p == "fro" else p
         a = (self._float() if dtype is None else self.cast(dtype)).abs()
         if p == 0:  # torch's "norm" of order 0: how many are not zero
@@ -516,34 +528,3 @@ def accept_torch_names(cls):
 
 
 accept_torch_names(TorchMethods)
-
-
-def einsum(equation: str, *operands):
-    """torch.einsum for explicit letters (no ``...``, no repeated letter within a term):
-    each operand is permuted to one order of all the letters, the output's first and the
-    summed ones last, with size-1 dims for the letters it lacks; the broadcast product is
-    summed over the letters not in the output, as ``matmul`` is composed."""
-    if len(operands) == 1 and isinstance(operands[0], list | tuple):
-        operands = tuple(operands[0])
-    inputs, arrow, out = equation.replace(" ", "").partition("->")
-    terms = inputs.split(",")
-    used = [c for c in inputs if c != ","]
-    if not arrow:  # numpy's implicit form: the letters seen once, in order
-        out = "".join(sorted(c for c in set(used) if used.count(c) == 1))
-    bad = len(terms) != len(operands) or "." in inputs or set(out) - set(used)
-    bad = bad or any(len(set(t)) != len(t) or len(t) != x.ndim for t, x in zip(terms, operands))
-    if bad:
-        raise ValueError(
-            f"einsum: {equation!r} does not fit operands of shapes "
-            f"{[tuple(x.shape) for x in operands]}; accepted: one term of distinct letters "
-            "per operand, one letter per dim, output letters among the inputs' (no '...')"
-        )
-    letters = out + "".join(dict.fromkeys(c for c in used if c not in out))
-    product = None
-    for term, x in zip(terms, operands):
-        order = sorted(range(len(term)), key=lambda i: letters.index(term[i]))
-        shape = [x.shape[term.index(c)] if c in term else 1 for c in letters]
-        y = x.permute(*order).reshape(*shape)
-        product = y if product is None else product * y
-    summed = tuple(range(len(out), len(letters)))
-    return product.sum(summed) if summed else product

@@ -158,7 +158,7 @@ class TorchMoreMath:
         if self.dtype != a.dtype:
             raise TypeError(f"heaviside: needs one dtype, got {self.dtype} and {values.dtype}")
         zero = a.zeros_like()
-        return (a == 0).where(b, (a > 0).where(zero + 1, zero))
+        return (a == 0).where(b, (a > 0).where(zero + 1, zero)).cast(a.dtype)
 
     def isclose(self, other, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
         if rtol < 0 or atol < 0:
@@ -330,6 +330,8 @@ class TorchMoreMath:
             raise ValueError(f"diff: needs n >= 0 and at least 1 dim, got n={n}, {self.shape}")
         axis = compose.normalize_axis(axis, self.ndim, "diff")
         x = self
+        if n == 0:  # torch's: a copy of the input, prepend and append unused
+            return x.clone()
         if prepend is not None or append is not None:
             parts = [t for t in (prepend, x, append) if t is not None]
             x = _cat([t if isinstance(t, TorchMoreMath) else self._lift(t) for t in parts], axis)

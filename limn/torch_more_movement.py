@@ -23,6 +23,8 @@ class TorchMoreMovement:
     def narrow(self, axis: int, start, length: int):
         axis = compose.normalize_axis(axis, self.ndim, "narrow")
         n = self.shape[axis]
+        if hasattr(start, "dtype") and (start.ndim or not start.dtype.is_int):
+            raise TypeError(f"narrow: a tensor start must be 0-d and integral, got {start.dtype}")
         start = int(start)
         start = start + n if start < 0 else start
         if not 0 <= start <= n or length < 0 or start + length > n:
@@ -293,6 +295,8 @@ class TorchMoreMovement:
 
     def sum_to_size(self, *size):
         size = _ints(size[0] if len(size) == 1 and isinstance(size[0], list | tuple) else size)
+        if self.ndim == 0 and not size:  # torch's: a 0-d tensor is summed (bool to int64)
+            return self.sum()
         lead = self.ndim - len(size)
         if lead < 0 or any(s not in (1, t) for s, t in zip(size, self.shape[lead:])):
             raise ValueError(f"sum_to_size: {self.shape} does not reduce to {tuple(size)}")
@@ -302,8 +306,10 @@ class TorchMoreMovement:
         return self.sum(axes, keepdim=True).reshape(size) if axes else self
 
     def masked_select(self, mask):
-        shape = compose.broadcast_shapes(self.shape, mask.shape, op="masked_select")
-        return self.expand(*shape)[mask.expand(*shape)]
+        shape = compose.broadcast_shapes(self.shape, mask.shape, op="masked_select") or (1,)
+        return self.reshape(self.shape or (1,)).expand(*shape)[
+            mask.reshape(mask.shape or (1,)).expand(*shape)
+        ]
 
     def nonzero(self, as_tuple: bool = False):
         import numpy as np
@@ -374,9 +380,12 @@ class TorchMoreMovement:
         return kept.index_add(axis, index, source)
 
     def scatter(self, axis: int, index, src=None, *, value=None, reduce=None):
-        """out[.., index[i], ..] = src[i] along ``axis`` (each target written once)."""
-        if reduce not in (None, "add"):
-            raise ValueError(f"scatter: reduce={reduce!r} is not supported; accepted: 'add'")
+        """out[.., index[i], ..] = src[i] along ``axis`` (each target written once); with
+        ``reduce="add"`` or ``"multiply"``, each target accumulates what lands on it."""
+        if reduce not in (None, "add", "multiply"):
+            raise ValueError(
+                f"scatter: reduce={reduce!r} is not supported; accepted: 'add', 'multiply'"
+            )
         axis = compose.normalize_axis(axis, self.ndim, "scatter")
         if index.ndim != self.ndim or not index.dtype.is_int:
             raise ValueError(
@@ -390,8 +399,74 @@ class TorchMoreMovement:
         src = src.shrink([(0, s) for s in index.shape])
         if reduce == "add":
             return self.scatter_add(axis, index, src)
+        if reduce == "multiply":
+            return self.scatter_reduce(axis, index, src, "prod")
         hit = self.zeros_like(dtypes.int64).scatter_add(axis, index, index.ones_like())
         return (hit > 0).where(self.zeros_like().scatter_add(axis, index, src), self)
+
+    def scatter_reduce(self, axis: int, index, src, reduce: str, *, include_self: bool = True):
+        """Each target along ``axis`` reduced ("sum", "prod", "mean", "amax", "amin") with
+        the ``src`` values whose ``index`` names it, and its own value unless
+        ``include_self=False``; a target nothing lands on keeps its value.
+
+        Composed as a comparison, not a scatter: position j of the target dim collects
+        ``where(index == j, src, identity)`` reduced over the index's own run along that
+        dim, so any reduction works (a scatter only adds), at (index size x dim size)."""
+        kinds = ("sum", "prod", "mean", "amax", "amin")
+        if reduce not in kinds:
+            raise ValueError(f"scatter_reduce: reduce={reduce!r}; accepted: {', '.join(kinds)}")
+        if self.ndim == 0:
+            one = self.reshape(1).scatter_reduce(
+                axis, index.reshape(-1), src.reshape(-1), reduce, include_self=include_self
+            )
+            return one.reshape(())
+        axis = compose.normalize_axis(axis, self.ndim, "scatter_reduce")
+        if index.ndim != self.ndim or src.ndim != self.ndim or not index.dtype.is_int:
+            raise ValueError(
+                f"scatter_reduce: index and src must have {self.ndim} dims and index be an "
+                f"integer, got {index.dtype}{list(index.shape)} and {src.dtype}{list(src.shape)}"
+            )
+        if any(i > t for i, t in zip(index.shape, src.shape)):
+            raise ValueError(f"scatter_reduce: index {index.shape} is larger than src {src.shape}")
+        if any(i > t for d, (i, t) in enumerate(zip(index.shape, self.shape)) if d != axis):
+            raise ValueError(f"scatter_reduce: index {index.shape} is larger than {self.shape}")
+        n = self.shape[axis]
+        src = src.shrink([(0, s) for s in index.shape]).cast(self.dtype)
+        pos = type(self).arange(n, device=self.device)
+        hit = index.unsqueeze(-1) == pos  # (*index.shape, n)
+        vals = src.unsqueeze(-1)
+        if reduce in ("sum", "mean"):
+            got = hit.where(vals, 0).sum(axis)
+        elif reduce == "prod":
+            got = hit.where(vals, 1).prod(axis)
+        else:
+            fill = (
+                dtypes.min_value(self.dtype) if reduce == "amax" else dtypes.max_value(self.dtype)
+            )
+            got = hit.where(vals, fill)
+            got = got.amax(axis) if reduce == "amax" else got.amin(axis)
+        count = hit.sum(axis)
+        back = list(range(self.ndim - 1))  # the target dim (last now) back to ``axis``
+        back.insert(axis, self.ndim - 1)
+        got, count = got.cast(self.dtype).permute(*back), count.permute(*back)
+        pads = [(0, t - g) for t, g in zip(self.shape, got.shape)]  # targets past the index box
+        got, count = got.pad(pads), count.pad(pads)
+        mine = self
+        if reduce == "sum":
+            out = mine + got if include_self else got
+        elif reduce == "prod":
+            out = mine * got if include_self else got
+        elif reduce == "mean":
+            total = mine + got if include_self else got
+            k = count + 1 if include_self else count.maximum(1)
+            out = total / k if self.dtype.is_float else total.div(k, rounding_mode="floor")
+        else:
+            out = (
+                (mine.maximum(got) if reduce == "amax" else mine.minimum(got))
+                if include_self
+                else got
+            )
+        return (count > 0).where(out, mine).cast(self.dtype)
 
 
 def copy_of(out, src):

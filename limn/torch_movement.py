@@ -197,7 +197,14 @@ class TorchMovement:
         return [p.squeeze(axis) for p in self.split(1, axis)]
 
     def gather(self, axis: int, index: Self) -> Self:
-        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather)."""
+        """out[.., i, ..] = self[.., index[.., i, ..], ..] along ``axis`` (torch.gather).
+        An empty index gives an empty result of its shape, whatever its dims (as torch's);
+        a 0-d tensor is gathered from as the one element it holds."""
+        if index.dtype.is_int and index.numel() == 0:
+            return self.full(index.shape, 0, self.dtype, self.device)
+        if self.ndim == 0 and index.dtype.is_int and index.ndim <= 1:
+            compose.normalize_axis(axis, 1, "gather")
+            return self.reshape(1).gather(0, index.reshape(-1)).reshape(index.shape)
         axis = compose.normalize_axis(axis, self.ndim, "gather")
         if not index.dtype.is_int or index.ndim != self.ndim:
             raise TypeError(
@@ -211,6 +218,9 @@ class TorchMovement:
         return profile.name_gather(self.p_shrink(tuple(bounds)).p_gather(index, axis), "gather")
 
     def scatter_add(self, axis: int, index: Self, src: Self) -> Self:
+        if self.ndim == 0 and index.ndim == src.ndim == 0:  # one element: as a 1-d one
+            one = self.reshape(1).scatter_add(axis, index.reshape(1), src.reshape(1))
+            return one.reshape(())
         axis = compose.normalize_axis(axis, self.ndim, "scatter_add")
         if index.shape != src.shape or not index.dtype.is_int:
             raise ValueError(
@@ -392,6 +402,8 @@ def _index(x: TorchMovement, key) -> TorchMovement:
         size = x.shape[dim]
         if isinstance(k, TorchMovement) and k.ndim == 0 and k.dtype.is_int:
             k = int(k.item())
+        if isinstance(k, np.integer):  # x[np.int64(1)]: a numpy integer is an int
+            k = int(k)
         if isinstance(k, int) and not isinstance(k, bool):
             if not -size <= k < size:
                 raise IndexError(
@@ -419,7 +431,7 @@ def _index(x: TorchMovement, key) -> TorchMovement:
         else:
             raise TypeError(
                 f"index: {type(k).__name__} is not supported; accepted: int, slice, ..., None, "
-                "an integer or bool tensor (or list, or numpy array)"
+                "a numpy integer, an integer or bool tensor (or list, or numpy array)"
             )
         dim += 1
     if flips or any(k != 1 for k in steps):
@@ -453,10 +465,13 @@ def cat(tensors, axis: int = 0) -> TorchMovement:
     ts = list(tensors)
     if not ts:
         raise ValueError("cat: needs at least one tensor")
-    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
     d = ts[0].dtype
     for t in ts[1:]:
         d = promote(d, t.dtype)
+    if any(t.shape != (0,) for t in ts):  # torch's legacy rule: a 1-d empty one is skipped
+        ts = [t for t in ts if t.shape != (0,)]
+    axis = compose.normalize_axis(axis, ts[0].ndim, "cat")
+    for t in ts[1:]:
         if t.ndim != ts[0].ndim or any(
             a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape)) if i != axis
         ):

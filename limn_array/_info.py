@@ -12,7 +12,7 @@ from limn_array._data_types import ALL, KINDS, isdtype
 from limn_array._policy import Device, device_dtypes, device_name
 
 
-def available_devices() -> tuple[Device, ...]:
+def available_devices() -> list[Device]:
     out = []
     for name in device_names():
         try:
@@ -20,7 +20,7 @@ def available_devices() -> tuple[Device, ...]:
         except (RuntimeError, OSError, ImportError):
             continue  # its toolchain is missing here
         out.append(Device(name))
-    return tuple(out)
+    return out
 
 
 class Info:
@@ -52,7 +52,8 @@ class Info:
             raise ValueError(f"dtypes: kind {kind!r} is not one of {list(KINDS)}")
         return {n: d for n, d in out.items() if isdtype(d, kind)}
 
-    def devices(self) -> tuple[Device, ...]:
+    def devices(self) -> list[Device]:
+        """A new list each call (the standard's ``List[device]``; a caller may extend it)."""
         return available_devices()
 
 

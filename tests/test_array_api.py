@@ -788,3 +788,40 @@ def test_linalg_matches_numpy():
     z = xp.asarray(a + 1j * a[::-1])
     close(np.asarray(z @ z), (a + 1j * a[::-1]) @ (a + 1j * a[::-1]), rtol=1e-12)
     close(np.asarray(la.eigvals(z)).sum(-1), np.linalg.eigvals(a + 1j * a[::-1]).sum(-1), rtol=1e-9)
+
+
+# The inspection API as the standard (2023.12, src/array_api_stubs/_2023_12/info.py) writes
+# it: each function's keyword-only parameters (all defaulting to None) and what it returns.
+INFO_SIGNATURES = {
+    "capabilities": ((), dict),
+    "default_device": ((), xp.Device),
+    "default_dtypes": (("device",), dict),
+    "dtypes": (("device", "kind"), dict),
+    "devices": ((), list),
+}
+
+
+def test_the_namespace_info_has_the_standards_signatures_and_answers():
+    import inspect
+
+    info = xp.__array_namespace_info__()
+    for name, (keywords, returns) in INFO_SIGNATURES.items():
+        params = inspect.signature(getattr(info, name)).parameters
+        assert sorted(params) == sorted(keywords), name
+        for p in params.values():
+            assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is None, (name, p)
+        assert isinstance(getattr(info, name)(), returns), name
+    devices = info.devices()
+    assert devices and all(isinstance(d, xp.Device) for d in devices)
+    devices.append("a caller's own entry")  # scipy's conftest extends it: a list of its own
+    assert "a caller's own entry" not in info.devices()
+    for d in info.devices():  # each is a valid device= of the creation functions
+        assert xp.zeros(2, device=d).device == d
+    caps = info.capabilities()
+    assert {"boolean indexing", "data-dependent shapes"} <= set(caps)
+    assert all(isinstance(caps[k], bool) for k in ("boolean indexing", "data-dependent shapes"))
+    assert set(info.default_dtypes()) == {"real floating", "complex floating", "integral",
+                                          "indexing"}  # fmt: skip
+    assert set(info.dtypes(kind=("bool", "unsigned integer"))) == {"bool", "uint8", "uint16",
+                                                                 "uint32", "uint64"}  # fmt: skip
+    assert info.default_device() in info.devices()

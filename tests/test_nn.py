@@ -535,3 +535,27 @@ def test_parameter_and_buffer_are_the_attributes_torch_code_makes():
     assert [n for n, _ in m.named_buffers()] == ["b", "v"]
     m.requires_grad_(False)
     assert list(m.parameters()) == []
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq_are_torchs():
+    import torch
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((6, 4)) * 2).astype(np.float32)
+    ids = np.array([[0, 2, 2], [5, 2, 0]])
+    cases = [
+        {"max_norm": 1.0},
+        {"max_norm": 1.5, "norm_type": 1.0},
+        {"scale_grad_by_freq": True},
+        {"padding_idx": 2, "scale_grad_by_freq": True},
+    ]
+    for kw in cases:
+        wt, wl = torch.tensor(w, requires_grad=True), Tensor(w.copy(), requires_grad=True)
+        yt = torch.nn.functional.embedding(torch.tensor(ids), wt, **kw)
+        yl = nn.functional.embedding(Tensor(ids), wl, **kw)
+        g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+        (yt * torch.tensor(g)).sum().backward()
+        (yl * Tensor(g)).sum().backward()
+        np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-6, 1e-6, str(kw))
+        np.testing.assert_allclose(wl.grad.numpy(), wt.grad.numpy(), 1e-6, 1e-6, str(kw))
+        np.testing.assert_allclose(wl.detach().numpy(), wt.detach().numpy(), 1e-6, 1e-6)

@@ -1,6 +1,7 @@
 """limn.optim against torch.optim: 20 steps on the same model and data, parameters equal
 to 1e-6 after every step."""
 
+import inspect
 import math
 import runpy
 from pathlib import Path
@@ -540,3 +541,109 @@ def test_train_mlp_example_drops_the_loss_20x_and_says_which_device_it_ran_on(ca
     main = runpy.run_path(str(example))["main"]
     assert main(["--steps", "100"]) >= 20
     assert capsys.readouterr().out.splitlines()[0] == f"device {limn.current_device()}"
+
+
+LBFGS_CASES = [
+    {},
+    {"line_search_fn": "strong_wolfe"},
+    {"line_search_fn": "strong_wolfe", "history_size": 3, "max_iter": 7, "lr": 0.5},
+    {"history_size": 2, "max_iter": 4, "lr": 0.3, "max_eval": 6},
+]
+
+
+@pytest.mark.parametrize("kw", LBFGS_CASES, ids=[str(kw) for kw in LBFGS_CASES])
+def test_lbfgs_takes_torchs_iterates_in_float64_with_and_without_a_line_search(kw):
+    """An MLP in float64 (time_sequence_prediction's ``.double()``), the closure called
+    as often as L-BFGS asks: every step's loss and parameters are torch's."""
+    limn.manual_seed(0)
+    model = MLP().double()
+    tmodel = torch_mlp(model).double()
+    opt, topt = optim.LBFGS(model.parameters(), **kw), torch.optim.LBFGS(tmodel.parameters(), **kw)
+    x, y = batches(1)[0]
+    calls = [0, 0]
+
+    def closure():
+        calls[0] += 1
+        opt.zero_grad()
+        loss = nn.mse_loss(model(Tensor(x).double()), Tensor(y).double())
+        loss.backward()
+        return loss
+
+    def tclosure():
+        calls[1] += 1
+        topt.zero_grad()
+        loss = torch.nn.functional.mse_loss(tmodel(torch.tensor(x).double()), torch.tensor(y))
+        loss.backward()
+        return loss
+
+    for i in range(3):
+        loss, tloss = opt.step(closure), topt.step(tclosure)
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-10)
+        tparams = dict(tmodel.named_parameters())
+        for name, p in model.named_parameters():
+            np.testing.assert_allclose(
+                p.numpy(), tparams[name].detach().numpy(), rtol=1e-8, atol=1e-10,
+                err_msg=f"{name} after step {i + 1}",
+            )  # fmt: skip
+        assert calls[0] == calls[1]  # the same evaluations: the same decisions
+
+
+def test_lbfgs_in_float32_follows_torch_and_refuses_what_torch_refuses():
+    limn.manual_seed(1)
+    model = MLP()
+    tmodel = torch_mlp(model)
+    opt = optim.LBFGS(model.parameters(), line_search_fn="strong_wolfe")
+    topt = torch.optim.LBFGS(tmodel.parameters(), line_search_fn="strong_wolfe")
+    x, y = batches(1)[0]
+
+    def closure():
+        opt.zero_grad()
+        loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
+        loss.backward()
+        return loss
+
+    def tclosure():
+        topt.zero_grad()
+        loss = torch.nn.functional.mse_loss(tmodel(torch.tensor(x)), torch.tensor(y))
+        loss.backward()
+        return loss
+
+    first = opt.step(closure).item()
+    assert first == pytest.approx(topt.step(tclosure).item(), rel=1e-6)
+    np.testing.assert_allclose(closure().item(), tclosure().item(), rtol=1e-4)
+    assert closure().item() < first / 2
+    with pytest.raises(ValueError, match="LBFGS: line_search_fn must be None or 'strong_wolfe'"):
+        optim.LBFGS(model.parameters(), line_search_fn="armijo")
+    with pytest.raises(ValueError, match="LBFGS: step needs a closure"):
+        opt.step(None)
+    torch_sig = inspect.signature(torch.optim.LBFGS.__init__).parameters
+    ours = inspect.signature(optim.LBFGS.__init__).parameters
+    assert [(n, p.default) for n, p in ours.items()] == [
+        (n, p.default) for n, p in torch_sig.items()
+    ]
+
+
+def test_cubic_minimum_finds_a_cubics_minimum_and_stays_in_its_bounds():
+    from limn.optim.lbfgs import cubic_minimum
+
+    def f(x):  # minimum at x = 2 (f' = 3(x - 2)(x + 1))
+        return x**3 - 1.5 * x**2 - 6 * x
+
+    def df(x):
+        return 3 * x**2 - 3 * x - 6
+
+    assert cubic_minimum(0.0, f(0.0), df(0.0), 3.0, f(3.0), df(3.0)) == pytest.approx(2.0)
+    assert cubic_minimum(3.0, f(3.0), df(3.0), 0.0, f(0.0), df(0.0)) == pytest.approx(2.0)
+    assert cubic_minimum(0.0, f(0.0), df(0.0), 3.0, f(3.0), df(3.0), bounds=(0, 1.5)) == 1.5
+
+
+def test_adamw_takes_torchs_kernel_choices_and_they_change_nothing():
+    limn.manual_seed(0)
+    a, b = MLP(), MLP()
+    b.load_state_dict(a.state_dict())
+    x, y = batches(1)[0]
+    for model, opt in ((a, optim.AdamW(a.parameters(), fused=False)),
+                       (b, optim.AdamW(b.parameters(), foreach=True))):  # fmt: skip
+        limn_step(model, opt, x, y)
+    np.testing.assert_array_equal(a.fc1.weight.numpy(), b.fc1.weight.numpy())
+    assert "fused" in inspect.signature(torch.optim.AdamW).parameters

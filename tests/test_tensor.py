@@ -737,8 +737,30 @@ def test_from_numpy_shares_memory_both_ways_as_torch_does():
     t.add_(1.0)
     t.realize()
     assert a.tolist() == [6.0, 1.0, 1.0]
-    with pytest.raises(ValueError, match="C-contiguous"):
-        limn.from_numpy(np.zeros((3, 2), np.float32).T)
+    with pytest.raises(TypeError, match="from_numpy: needs a numpy array, got list"):
+        limn.from_numpy([1.0])
+
+
+@pytest.mark.parametrize(
+    "pick",
+    [lambda a: a[1:, :-1], lambda a: a.transpose(2, 0, 1), lambda a: a[:, ::2, 1:4],
+     lambda a: a[::-1, :, ::-2], lambda a: np.broadcast_to(a[:, :1], (3, 4, 5)),
+     lambda a: a[:, 1], lambda a: a[..., 2:3]],
+    ids=["slice", "transpose", "steps", "backwards", "broadcast", "int", "size-1"],
+)  # fmt: skip
+def test_from_numpy_of_a_strided_array_shares_its_memory_as_torch_does(pick):
+    base = np.arange(60.0).reshape(3, 4, 5)
+    a = pick(base)
+    t, want = limn.from_numpy(a), torch.from_numpy(a.copy())
+    assert t.shape == tuple(want.shape) and t.dtype == limn.float64
+    np.testing.assert_array_equal((t * 2).numpy(), a * 2)
+    base[...] += 1  # seen by a value computed later, as torch's tensor sees it
+    np.testing.assert_array_equal((t + 0).numpy(), a)
+    if a.flags.writeable:
+        t.add_(1.0)
+        t.realize()
+        np.testing.assert_array_equal(a, pick(np.arange(60.0).reshape(3, 4, 5)) + 2)
+        assert base.sum() == 60 * 61 / 2 + a.size  # nothing outside the view was written
 
 
 def test_torchs_small_names_answer_as_torch():
@@ -803,3 +825,81 @@ def test_batches_of_rows_stacked_from_one_tensor_plan_once():
         np.testing.assert_array_equal(got, x.numpy()[idx].sum(1))
         plans = c.stats["plans"] if step == 0 else plans
     assert c.stats["plans"] == plans
+
+
+def test_what_a_tensor_is_answers_as_torch_for_a_dense_real_cpu_tensor():
+    for make in (lambda m: m.ones(2, 3), lambda m: m.arange(6).reshape(2, 3),
+                 lambda m: m.ones(2, 3).t(), lambda m: m.ones(4, 3)[::2],
+                 lambda m: m.tensor([True]), lambda m: m.ones(2, dtype=m.uint8)):  # fmt: skip
+        ours, theirs = make(limn), make(torch)
+        for q in ("is_floating_point", "is_complex", "is_signed", "element_size",
+                  "is_contiguous", "get_device"):  # fmt: skip
+            assert getattr(ours, q)() == getattr(theirs, q)(), q
+        for q in ("is_sparse", "is_cuda", "is_quantized", "is_meta"):
+            assert getattr(ours, q) is getattr(theirs, q) is False, q
+        assert limn.is_complex(ours) is torch.is_complex(theirs) is False
+        assert limn.is_floating_point(ours) == torch.is_floating_point(theirs)
+    x = limn.ones(2, 3)
+    y = x.clone(memory_format=limn.contiguous_format)
+    assert y.tolist() == x.tolist() and y is not x
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, a: m.linalg.inv(a),
+        lambda m, a: m.linalg.det(a),
+        lambda m, a: m.linalg.slogdet(a)[1],
+        lambda m, a: m.logdet(a @ a.transpose(-1, -2) + m.eye(3)),
+        lambda m, a: m.linalg.solve(a, a[..., :1] * 2 + 1),
+        lambda m, a: m.linalg.svdvals(a),
+        lambda m, a: m.linalg.eigvalsh(a + a.transpose(-1, -2)),
+        lambda m, a: m.linalg.matrix_norm(a, "nuc"),
+        lambda m, a: m.linalg.matrix_norm(a, 2, keepdim=True),
+        lambda m, a: m.linalg.matrix_norm(a, -2),
+        lambda m, a: m.linalg.matrix_power(a, -2),
+        lambda m, a: a[0].norm("nuc"),
+    ],
+    ids=["inv", "det", "logabsdet", "logdet", "solve", "svdvals", "eigvalsh", "nuc", "2", "-2",
+         "power-2", "norm-nuc"],
+)  # fmt: skip
+def test_decompositions_give_torchs_values_and_gradients(fn):
+    a = np.random.default_rng(0).standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    ours, theirs = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, w = fn(limn, ours), fn(torch, theirs)
+    np.testing.assert_allclose(y.numpy(), w.detach().numpy(), rtol=1e-9, atol=1e-9)
+    weights = np.random.default_rng(1).standard_normal(tuple(w.shape))
+    (y * Tensor(weights)).sum().backward()
+    (w * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+def test_a_singular_matrix_is_refused_by_inverse_and_its_determinant_is_zero():
+    a = Tensor([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(ValueError, match="linalg.inv: the matrix \\[2, 2\\] is singular"):
+        limn.linalg.inv(a)
+    assert limn.linalg.det(a).item() == 0.0 and a.det().item() == 0.0
+    with pytest.raises(ValueError, match="linalg.det: needs float square matrices"):
+        limn.linalg.det(Tensor(np.zeros((2, 3), np.float32)))
+    with pytest.raises(ValueError, match="matrix_norm: dim must be two dims, got \\(0, 1, 2\\)"):
+        Tensor(np.ones((2, 2, 2))).norm("nuc")
+
+
+def test_solve_triangular_and_cholesky_solve_give_torchs_gradients_and_cholesky_refuses_one():
+    rng = np.random.default_rng(0)
+    a = np.tril(rng.standard_normal((3, 3))) + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2))
+    outs = []
+    for m, make in ((torch, torch.tensor), (limn, Tensor)):
+        ta, tb = make(a, requires_grad=True), make(b, requires_grad=True)
+        x = m.linalg.solve_triangular(ta, tb, upper=False) + m.cholesky_solve(tb, ta)
+        (x * x).sum().backward()
+        outs.append([x.detach().numpy(), ta.grad.numpy(), tb.grad.numpy()])
+    for ours, theirs in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-9)
+    spd = Tensor(a @ a.T, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="linalg.cholesky: limn has no gradient"):
+        limn.linalg.cholesky(spd)
+    with limn.no_grad():
+        low = limn.linalg.cholesky(spd)
+    np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a @ a.T), rtol=1e-12)

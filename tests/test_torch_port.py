@@ -946,3 +946,791 @@ def test_nanogpts_train_loop_follows_torch_and_limn_generate_samples_its_model()
             logits, _ = theirs[2](idx[:, -8:])
             idx = torch.cat((idx, logits[:, -1, :].argmax(-1, keepdim=True)), dim=1)
     assert limn.generate(ours[2], Tensor(prompt), 4, temperature=0).tolist() == idx.tolist()
+
+
+# ---- issue 50's programs: DCGAN and time_sequence_prediction, in their own shapes -------
+#
+# pytorch/examples' dcgan (its Generator, Discriminator, weights_init, and one epoch of its
+# training loop: BCELoss, Adam with its betas, ``label.fill_``, ``fake.detach()``) and
+# time_sequence_prediction (two LSTMCells and a Linear in float64, stepped by LBFGS with
+# its closure, then the future predicted), on tiny sizes. Departures: the data and the
+# noise are given, not drawn (each library draws its own); the images are 16x16.
+
+
+def dcgan_program(torch, init, images, noises):
+    nn, optim = torch.nn, torch.optim
+    nz, ngf, ndf, nc = 8, 4, 4, 1
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.main = nn.Sequential(
+                nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False),
+                nn.BatchNorm2d(ngf * 4),
+                nn.ReLU(True),
+                nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(ngf * 2),
+                nn.ReLU(True),
+                nn.ConvTranspose2d(ngf * 2, nc, 4, 2, 1, bias=False),
+                nn.Tanh(),
+            )
+
+        def forward(self, input):
+            return self.main(input)
+
+    class Discriminator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.main = nn.Sequential(
+                nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+                nn.LeakyReLU(0.2, inplace=True),
+                nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                nn.BatchNorm2d(ndf * 2),
+                nn.LeakyReLU(0.2, inplace=True),
+                nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                nn.Sigmoid(),
+            )
+
+        def forward(self, input):
+            return self.main(input).view(-1, 1).squeeze(1)
+
+    def weights_init(m):
+        classname = m.__class__.__name__
+        if classname.find("Conv") != -1:
+            torch.nn.init.normal_(m.weight, 0.0, 0.02)
+        elif classname.find("BatchNorm") != -1:
+            torch.nn.init.normal_(m.weight, 1.0, 0.02)
+            torch.nn.init.zeros_(m.bias)
+
+    netG, netD = Generator(), Discriminator()
+    netG.apply(weights_init)
+    netD.apply(weights_init)
+    if init is None:
+        return ({**{"G." + k: v for k, v in netG.state_dict().items()},
+                 **{"D." + k: v for k, v in netD.state_dict().items()}},)  # fmt: skip
+    netG.load_state_dict({k[2:]: torch.tensor(v) for k, v in init.items() if k[0] == "G"})
+    netD.load_state_dict({k[2:]: torch.tensor(v) for k, v in init.items() if k[0] == "D"})
+    criterion = nn.BCELoss()
+    real_label, fake_label = 1.0, 0.0
+    optimizerD = optim.Adam(netD.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    optimizerG = optim.Adam(netG.parameters(), lr=0.0002, betas=(0.5, 0.999))
+    dataloader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.tensor(images)), batch_size=4
+    )
+    losses = []
+    for i, (real_cpu,) in enumerate(dataloader):
+        netD.zero_grad()
+        batch_size = real_cpu.size(0)
+        label = torch.full((batch_size,), real_label, dtype=real_cpu.dtype)
+        output = netD(real_cpu)
+        errD_real = criterion(output, label)
+        errD_real.backward()
+        D_x = output.mean().item()
+        noise = torch.tensor(noises[i])
+        fake = netG(noise)
+        label.fill_(fake_label)
+        output = netD(fake.detach())
+        errD_fake = criterion(output, label)
+        errD_fake.backward()
+        D_G_z1 = output.mean().item()
+        errD = errD_real + errD_fake
+        optimizerD.step()
+        netG.zero_grad()
+        label.fill_(real_label)
+        output = netD(fake)
+        errG = criterion(output, label)
+        errG.backward()
+        D_G_z2 = output.mean().item()
+        optimizerG.step()
+        losses.append([errD.item(), errG.item(), D_x, D_G_z1, D_G_z2])
+    state = {**{"G." + k: v for k, v in netG.state_dict().items()},
+             **{"D." + k: v for k, v in netD.state_dict().items()}}  # fmt: skip
+    return {k: v.detach().numpy() for k, v in state.items()}, losses
+
+
+def test_the_dcgan_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(50)
+    images = np.tanh(rng.standard_normal((12, 1, 16, 16))).astype(np.float32)
+    noises = rng.standard_normal((3, 4, 8, 1, 1)).astype(np.float32)
+    _close(*_both(dcgan_program, images, noises), tol=5e-4)
+
+
+def time_sequence_program(torch, init, data):
+    nn, optim = torch.nn, torch.optim
+
+    class Sequence(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm1 = nn.LSTMCell(1, 12)
+            self.lstm2 = nn.LSTMCell(12, 12)
+            self.linear = nn.Linear(12, 1)
+
+        def forward(self, input, future=0):
+            outputs = []
+            h_t = torch.zeros(input.size(0), 12, dtype=torch.double)
+            c_t = torch.zeros(input.size(0), 12, dtype=torch.double)
+            h_t2 = torch.zeros(input.size(0), 12, dtype=torch.double)
+            c_t2 = torch.zeros(input.size(0), 12, dtype=torch.double)
+            for input_t in input.split(1, dim=1):
+                h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            for _i in range(future):  # if we should predict the future
+                h_t, c_t = self.lstm1(output, (h_t, c_t))
+                h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+                output = self.linear(h_t2)
+                outputs += [output]
+            outputs = torch.cat(outputs, dim=1)
+            return outputs
+
+    seq = Sequence()
+    seq.double()
+    if init is None:
+        return (seq.state_dict(),)
+    seq.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    input = torch.from_numpy(data[3:, :-1])
+    target = torch.from_numpy(data[3:, 1:])
+    test_input = torch.from_numpy(data[:3, :-1])
+    test_target = torch.from_numpy(data[:3, 1:])
+    criterion = nn.MSELoss()
+    optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
+    losses = []
+    for _i in range(2):
+
+        def closure():
+            optimizer.zero_grad()
+            out = seq(input)
+            loss = criterion(out, target)
+            losses.append(loss.item())
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        with torch.no_grad():
+            future = 5
+            pred = seq(test_input, future=future)
+            loss = criterion(pred[:, :-future], test_target)
+            losses.append(loss.item())
+    return {k: v.detach().numpy() for k, v in seq.state_dict().items()}, losses, pred.numpy()
+
+
+@pytest.mark.slow  # about 10 s: LBFGS evaluates the unrolled LSTMs some 40 times
+def test_the_time_sequence_prediction_example_follows_torch_step_for_step():
+    # generate_sine_wave.py's data, smaller: sines of random phase, float64
+    rng = np.random.default_rng(3)
+    T, L, N = 20, 12, 6
+    x = np.empty((N, L), "int64")
+    x[:] = np.array(range(L)) + rng.integers(-4 * T, 4 * T, N).reshape(N, 1)
+    data = np.sin(x / 1.0 / T).astype("float64")
+    ours, theirs = _both(time_sequence_program, data)
+    assert len(ours[1]) == len(theirs[1])  # LBFGS called the closure as often
+    _close(ours, theirs, tol=1e-6)
+
+
+# pytorch/examples' siamese_network: two images through one ResNet trunk (torchvision's
+# resnet18 layout, written out here at width 8 with one block a stage: torchvision is not
+# a dependency), its ``fc`` read for ``in_features`` and dropped by ``children()[:-1]``,
+# the two embeddings concatenated into a Linear head with a sigmoid, BCELoss, Adadelta and
+# StepLR. The pairs are indexed by numpy integers, as its dataset does.
+
+
+def siamese_program(torch, init, images, pairs, targets):
+    nn = torch.nn
+
+    class BasicBlock(nn.Module):
+        def __init__(self, inplanes, planes, stride=1):
+            super().__init__()
+            self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(planes)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(planes)
+            self.downsample = None
+            if stride != 1 or inplanes != planes:
+                self.downsample = nn.Sequential(
+                    nn.Conv2d(inplanes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes)
+                )
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return self.relu(out + identity)
+
+    class ResNet(nn.Module):
+        def __init__(self, width=8):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+            self.layer1 = BasicBlock(width, width)
+            self.layer2 = BasicBlock(width, width * 2, 2)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(width * 2, 10)
+
+    class SiameseNetwork(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.resnet = ResNet()
+            self.resnet.conv1 = nn.Conv2d(1, 8, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3),
+                                          bias=False)  # fmt: skip
+            self.fc_in_features = self.resnet.fc.in_features
+            self.resnet = torch.nn.Sequential(*(list(self.resnet.children())[:-1]))
+            self.fc = nn.Sequential(
+                nn.Linear(self.fc_in_features * 2, 16),
+                nn.ReLU(inplace=True),
+                nn.Linear(16, 1),
+            )
+            self.sigmoid = nn.Sigmoid()
+            self.resnet.apply(self.init_weights)
+            self.fc.apply(self.init_weights)
+
+        def init_weights(self, m):
+            if isinstance(m, nn.Linear):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.constant_(m.bias, 0.01)
+
+        def forward_once(self, x):
+            output = self.resnet(x)
+            return output.view(output.size()[0], -1)
+
+        def forward(self, input1, input2):
+            output1, output2 = self.forward_once(input1), self.forward_once(input2)
+            output = torch.cat((output1, output2), 1)
+            return self.sigmoid(self.fc(output))
+
+    model = SiameseNetwork()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    data = torch.tensor(images)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
+    criterion = nn.BCELoss()
+    losses = []
+    for _epoch in range(2):
+        model.train()
+        for (a, b), target in zip(pairs, targets):
+            images_1 = torch.stack([data[i] for i in a])  # numpy integers as indices
+            images_2 = torch.stack([data[i] for i in b])
+            optimizer.zero_grad()
+            outputs = model(images_1, images_2).squeeze()
+            loss = criterion(outputs, torch.tensor(target))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        scheduler.step()
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+@pytest.mark.slow  # about 15 s: two ResNet trunks a step
+def test_the_siamese_network_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(7)
+    images = rng.standard_normal((10, 1, 16, 16)).astype(np.float32)
+    pairs = [(rng.integers(0, 10, 4), rng.integers(0, 10, 4)) for _ in range(2)]
+    targets = [rng.integers(0, 2, 4).astype(np.float32) for _ in range(2)]
+    _close(*_both(siamese_program, images, pairs, targets), tol=5e-4)
+
+
+# tanelp/tiny-diffusion's ddpm.py: its sinusoidal embeddings, MLP of residual blocks and
+# NoiseScheduler (linspace betas, cumprod, F.pad of the cumulative product), trained with
+# AdamW, ``loss.backward(loss)`` and clip_grad_norm_, then sampled backwards in time.
+# Departures: the noise, timesteps and order are given (each library draws its own), and
+# the sizes are small.
+
+
+def tiny_diffusion_program(torch, init, points, noises, steps, sample_noise):
+    nn, F = torch.nn, torch.nn.functional
+
+    class SinusoidalEmbedding(nn.Module):
+        def __init__(self, size, scale=1.0):
+            super().__init__()
+            self.size, self.scale = size, scale
+
+        def forward(self, x):
+            x = x * self.scale
+            half_size = self.size // 2
+            emb = torch.log(torch.Tensor([10000.0])) / (half_size - 1)
+            emb = torch.exp(-emb * torch.arange(half_size))
+            emb = x.unsqueeze(-1) * emb.unsqueeze(0)
+            return torch.cat((torch.sin(emb), torch.cos(emb)), dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self, size):
+            super().__init__()
+            self.ff = nn.Linear(size, size)
+            self.act = nn.GELU()
+
+        def forward(self, x):
+            return x + self.act(self.ff(x))
+
+    class MLP(nn.Module):
+        def __init__(self, hidden_size=16, hidden_layers=2, emb_size=8):
+            super().__init__()
+            self.time_mlp = SinusoidalEmbedding(emb_size)
+            self.input_mlp1 = SinusoidalEmbedding(emb_size, scale=25.0)
+            self.input_mlp2 = SinusoidalEmbedding(emb_size, scale=25.0)
+            layers = [nn.Linear(3 * emb_size, hidden_size), nn.GELU()]
+            for _ in range(hidden_layers):
+                layers.append(Block(hidden_size))
+            layers.append(nn.Linear(hidden_size, 2))
+            self.joint_mlp = nn.Sequential(*layers)
+
+        def forward(self, x, t):
+            x1_emb = self.input_mlp1(x[:, 0])
+            x2_emb = self.input_mlp2(x[:, 1])
+            t_emb = self.time_mlp(t)
+            x = torch.cat((x1_emb, x2_emb, t_emb), dim=-1)
+            return self.joint_mlp(x)
+
+    class NoiseScheduler:
+        def __init__(self, num_timesteps=10, beta_start=0.0001, beta_end=0.02):
+            self.num_timesteps = num_timesteps
+            self.betas = torch.linspace(beta_start, beta_end, num_timesteps, dtype=torch.float32)
+            self.alphas = 1.0 - self.betas
+            self.alphas_cumprod = torch.cumprod(self.alphas, axis=0)
+            self.alphas_cumprod_prev = F.pad(self.alphas_cumprod[:-1], (1, 0), value=1.0)
+            self.sqrt_alphas_cumprod = self.alphas_cumprod**0.5
+            self.sqrt_one_minus_alphas_cumprod = (1 - self.alphas_cumprod) ** 0.5
+            self.sqrt_inv_alphas_cumprod = torch.sqrt(1 / self.alphas_cumprod)
+            self.sqrt_inv_alphas_cumprod_minus_one = torch.sqrt(1 / self.alphas_cumprod - 1)
+            self.posterior_mean_coef1 = (
+                self.betas * torch.sqrt(self.alphas_cumprod_prev) / (1.0 - self.alphas_cumprod)
+            )
+            self.posterior_mean_coef2 = (
+                (1.0 - self.alphas_cumprod_prev) * torch.sqrt(self.alphas)
+                / (1.0 - self.alphas_cumprod)
+            )  # fmt: skip
+
+        def reconstruct_x0(self, x_t, t, noise):
+            s1 = self.sqrt_inv_alphas_cumprod[t].reshape(-1, 1)
+            s2 = self.sqrt_inv_alphas_cumprod_minus_one[t].reshape(-1, 1)
+            return s1 * x_t - s2 * noise
+
+        def q_posterior(self, x_0, x_t, t):
+            s1 = self.posterior_mean_coef1[t].reshape(-1, 1)
+            s2 = self.posterior_mean_coef2[t].reshape(-1, 1)
+            return s1 * x_0 + s2 * x_t
+
+        def get_variance(self, t):
+            if t == 0:
+                return 0
+            variance = self.betas[t] * (1.0 - self.alphas_cumprod_prev[t])
+            variance /= 1.0 - self.alphas_cumprod[t]
+            return variance.clip(1e-20)
+
+        def step(self, model_output, timestep, sample, noise):
+            t = timestep
+            pred_original_sample = self.reconstruct_x0(sample, t, model_output)
+            pred_prev_sample = self.q_posterior(pred_original_sample, sample, t)
+            variance = 0
+            if t > 0:
+                variance = (self.get_variance(t) ** 0.5) * noise
+            return pred_prev_sample + variance
+
+        def add_noise(self, x_start, x_noise, timesteps):
+            s1 = self.sqrt_alphas_cumprod[timesteps].reshape(-1, 1)
+            s2 = self.sqrt_one_minus_alphas_cumprod[timesteps].reshape(-1, 1)
+            return s1 * x_start + s2 * x_noise
+
+        def __len__(self):
+            return self.num_timesteps
+
+    model = MLP()
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    noise_scheduler = NoiseScheduler()
+    dataset = torch.utils.data.TensorDataset(torch.from_numpy(points.astype(np.float32)))
+    dataloader = torch.utils.data.DataLoader(dataset, batch_size=8, drop_last=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for epoch in range(2):
+        model.train()
+        for step, batch in enumerate(dataloader):
+            batch = batch[0]
+            noise = torch.tensor(noises[epoch][step])
+            timesteps = torch.tensor(steps[epoch][step]).long()
+            noisy = noise_scheduler.add_noise(batch, noise, timesteps)
+            noise_pred = model(noisy, timesteps)
+            loss = F.mse_loss(noise_pred, noise)
+            loss.backward(loss)
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.detach().item())
+    model.eval()
+    sample = torch.tensor(sample_noise[0])
+    timesteps = list(range(len(noise_scheduler)))[::-1]
+    for i, t in enumerate(timesteps):
+        t = torch.from_numpy(np.repeat(t, 4)).long()
+        with torch.no_grad():
+            residual = model(sample, t)
+        sample = noise_scheduler.step(residual, t[0], sample, torch.tensor(sample_noise[1 + i]))
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses, sample.numpy()
+
+
+def test_the_tiny_diffusion_example_follows_torch_step_for_step():
+    rng = np.random.default_rng(11)
+    points = rng.standard_normal((16, 2))
+    noises = rng.standard_normal((2, 2, 8, 2)).astype(np.float32)
+    steps = rng.integers(0, 10, (2, 2, 8))
+    sample_noise = rng.standard_normal((11, 4, 2)).astype(np.float32)
+    _close(*_both(tiny_diffusion_program, points, noises, steps, sample_noise), tol=5e-4)
+
+
+# llm.c's train_gpt2.py: its GPT (NewGELU, scaled_dot_product_attention, weight tying,
+# _init_weights drawing from a torch.Generator with LLMC_SKIP_INIT), configure_optimizers'
+# decay groups and AdamW(fused=...), the step under autocast with clip_grad_norm_, the
+# memory query and generate sampling by its own Generator. Departures: a tiny config and
+# given batches; the init is then torch's (each library's generator draws its own).
+
+
+def llmc_program(torch, init, batches):
+    import importlib
+    import inspect as _inspect
+    import math as _math
+
+    nn, F = torch.nn, torch.nn.functional
+    # train_gpt2.py's ``import torch._inductor.config as config`` and ``from
+    # torch.distributed import init_process_group, destroy_process_group``, of this library
+    config = importlib.import_module(torch.__name__ + "._inductor.config")
+    config.coordinate_descent_tuning = True
+    dist = importlib.import_module(torch.__name__ + ".distributed")
+    assert callable(dist.init_process_group) and callable(dist.destroy_process_group)
+
+    class NewGELU(nn.Module):
+        def forward(self, input):
+            inner = _math.sqrt(2.0 / _math.pi) * (input + 0.044715 * torch.pow(input, 3.0))
+            return 0.5 * input * (1.0 + torch.tanh(inner))
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+            self.c_proj.LLMC_RESIDUAL_SCALE_FLAG = 1
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+
+        def forward(self, x):
+            B, T, C = x.size()
+            qkv = self.c_attn(x)
+            q, k, v = qkv.split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.c_proj(y)
+
+    class MLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+            self.gelu = NewGELU()
+            self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+            self.c_proj.LLMC_RESIDUAL_SCALE_FLAG = 1
+
+        def forward(self, x):
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd)
+            self.mlp = MLP(config)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPTConfig:
+        block_size, vocab_size, n_layer, n_head, n_embd = 8, 13, 2, 2, 16
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.lm_head.LLMC_SKIP_INIT = 1
+            self.transformer.wte.weight = self.lm_head.weight
+            self.init_rng = torch.Generator()
+            self.init_rng.manual_seed(42)
+            self.apply(self._init_weights)
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                std = 0.02 if not hasattr(module, "LLMC_RESIDUAL_SCALE_FLAG") else (
+                    0.02 / _math.sqrt(2 * self.config.n_layer))  # fmt: skip
+                if not hasattr(module, "LLMC_SKIP_INIT"):
+                    torch.nn.init.normal_(module.weight, mean=0.0, std=std,
+                                          generator=self.init_rng)  # fmt: skip
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02, generator=self.init_rng)
+
+        def forward(self, idx, targets=None, return_logits=True):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+            x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+            for block in self.transformer.h:
+                x = block(x)
+            x = self.transformer.ln_f(x)
+            logits = self.lm_head(x)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                   ignore_index=-1)  # fmt: skip
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
+            param_dict = {pn: p for pn, p in self.named_parameters()}
+            param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
+            optim_groups = [
+                {"params": decay_params, "weight_decay": weight_decay},
+                {"params": nodecay_params, "weight_decay": 0.0},
+            ]
+            fused_available = "fused" in _inspect.signature(torch.optim.AdamW).parameters
+            use_fused = fused_available and device_type == "cuda"
+            return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas,
+                                     fused=use_fused)  # fmt: skip
+
+        @torch.no_grad()
+        def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+            for _ in range(max_new_tokens):
+                idx_cond = idx if idx.size(1) <= self.config.block_size else (
+                    idx[:, -self.config.block_size:])  # fmt: skip
+                logits, _ = self(idx_cond, targets=torch.zeros_like(idx_cond))
+                logits = logits[:, -1, :] / temperature
+                probs = F.softmax(logits, dim=-1)
+                idx_next = torch.multinomial(probs, num_samples=1, generator=generator)
+                idx = torch.cat((idx, idx_next), dim=1)
+            return idx
+
+    model = GPT(GPTConfig())
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+    optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate=1e-3,
+                                           betas=(0.9, 0.95), device_type="cpu")  # fmt: skip
+    ctx = torch.amp.autocast(device_type="cpu", dtype=torch.float32, enabled=False)
+    losses = []
+    for x, y in batches:
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        with ctx:
+            _, loss = model(torch.tensor(x), torch.tensor(y))
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append([loss.item(), float(norm)])
+    assert torch.cuda.max_memory_allocated() == 0  # no GPU was used
+    model.eval()
+    sample_rng = torch.Generator()
+    sample_rng.manual_seed(42)
+    start = torch.tensor([[1, 2]])
+    samples = [model.generate(start, 4, generator=sample_rng) for _ in range(2)]
+    sample_rng.manual_seed(42)
+    again = model.generate(start, 4, generator=sample_rng)
+    assert again.tolist() == samples[0].tolist()  # the same seed, the same sample
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return state, losses
+
+
+def test_llmc_train_gpt2_follows_torch_step_for_step():
+    rng = np.random.default_rng(5)
+    batches = [(rng.integers(0, 13, (2, 8)), rng.integers(0, 13, (2, 8))) for _ in range(4)]
+    _close(*_both(llmc_program, batches), tol=5e-4)
+
+
+# karpathy/minGPT with its chargpt project: the model (a masked_fill causal mask in a
+# registered buffer, NewGELU, dropout modules), configure_optimizers' walk of
+# named_modules/named_parameters into decay and no-decay sets by module type, the
+# Trainer's step (zero_grad(set_to_none=True), clip_grad_norm_) over chargpt's
+# CharDataset through a DataLoader. Departures: a tiny config, dropout 0, and the
+# DataLoader walks the data in order (its RandomSampler draws differ per library).
+
+
+def mingpt_program(torch, init, text):
+    import math as _math
+
+    nn, F = torch.nn, torch.nn.functional
+
+    class NewGELU(nn.Module):
+        def forward(self, x):
+            inner = _math.sqrt(2.0 / _math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+            return 0.5 * x * (1.0 + torch.tanh(inner))
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+            self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+            self.attn_dropout = nn.Dropout(config.attn_pdrop)
+            self.resid_dropout = nn.Dropout(config.resid_pdrop)
+            bs = config.block_size
+            self.register_buffer("bias", torch.tril(torch.ones(bs, bs)).view(1, 1, bs, bs))
+            self.n_head, self.n_embd = config.n_head, config.n_embd
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / _math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            return self.resid_dropout(self.c_proj(y))
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(config.n_embd)
+            self.attn = CausalSelfAttention(config)
+            self.ln_2 = nn.LayerNorm(config.n_embd)
+            self.mlp = nn.ModuleDict(dict(
+                c_fc=nn.Linear(config.n_embd, 4 * config.n_embd),
+                c_proj=nn.Linear(4 * config.n_embd, config.n_embd),
+                act=NewGELU(),
+                dropout=nn.Dropout(config.resid_pdrop),
+            ))  # fmt: skip
+            m = self.mlp
+            self.mlpf = lambda x: m.dropout(m.c_proj(m.act(m.c_fc(x))))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlpf(self.ln_2(x))
+
+    class Config:
+        n_layer, n_head, n_embd, block_size = 2, 2, 16, 8
+        embd_pdrop = resid_pdrop = attn_pdrop = 0.0
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.block_size = config.block_size
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.embd_pdrop),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd),
+            ))  # fmt: skip
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.apply(self._init_weights)
+            for pn, p in self.named_parameters():
+                if pn.endswith("c_proj.weight"):
+                    torch.nn.init.normal_(p, mean=0.0, std=0.02 / _math.sqrt(2 * config.n_layer))
+
+        def _init_weights(self, module):
+            if isinstance(module, nn.Linear):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    torch.nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            elif isinstance(module, nn.LayerNorm):
+                torch.nn.init.zeros_(module.bias)
+                torch.nn.init.ones_(module.weight)
+
+        def configure_optimizers(self, train_config):
+            decay, no_decay = set(), set()
+            whitelist_weight_modules = (torch.nn.Linear,)
+            blacklist_weight_modules = (torch.nn.LayerNorm, torch.nn.Embedding)
+            for mn, m in self.named_modules():
+                for pn, _p in m.named_parameters():
+                    fpn = f"{mn}.{pn}" if mn else pn
+                    if pn.endswith("bias"):
+                        no_decay.add(fpn)
+                    elif pn.endswith("weight") and isinstance(m, whitelist_weight_modules):
+                        decay.add(fpn)
+                    elif pn.endswith("weight") and isinstance(m, blacklist_weight_modules):
+                        no_decay.add(fpn)
+            param_dict = {pn: p for pn, p in self.named_parameters()}
+            inter_params = decay & no_decay
+            union_params = decay | no_decay
+            assert len(inter_params) == 0, inter_params
+            assert len(param_dict.keys() - union_params) == 0, param_dict.keys() - union_params
+            optim_groups = [
+                {"params": [param_dict[pn] for pn in sorted(decay)],
+                 "weight_decay": train_config.weight_decay},
+                {"params": [param_dict[pn] for pn in sorted(no_decay)], "weight_decay": 0.0},
+            ]  # fmt: skip
+            return torch.optim.AdamW(optim_groups, lr=train_config.learning_rate,
+                                     betas=train_config.betas)  # fmt: skip
+
+        def forward(self, idx, targets=None):
+            b, t = idx.size()
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)
+            x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+            for block in self.transformer.h:
+                x = block(x)
+            logits = self.lm_head(self.transformer.ln_f(x))
+            loss = None
+            if targets is not None:
+                loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                                       ignore_index=-1)  # fmt: skip
+            return logits, loss
+
+    class CharDataset(torch.utils.data.Dataset):
+        def __init__(self, config, data):
+            chars = sorted(list(set(data)))
+            self.stoi = {ch: i for i, ch in enumerate(chars)}
+            self.vocab_size, self.config, self.data = len(chars), config, data
+
+        def __len__(self):
+            return len(self.data) - self.config.block_size
+
+        def __getitem__(self, idx):
+            chunk = self.data[idx : idx + self.config.block_size + 1]
+            dix = [self.stoi[s] for s in chunk]
+            x = torch.tensor(dix[:-1], dtype=torch.long)
+            y = torch.tensor(dix[1:], dtype=torch.long)
+            return x, y
+
+    train_dataset = CharDataset(Config, text)
+    Config.vocab_size = train_dataset.vocab_size
+    model = GPT(Config)
+    if init is None:
+        return (model.state_dict(),)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init.items()})
+
+    class TrainConfig:
+        learning_rate, betas, weight_decay, grad_norm_clip = 5e-4, (0.9, 0.95), 0.1, 1.0
+
+    optimizer = model.configure_optimizers(TrainConfig)
+    loader = torch.utils.data.DataLoader(train_dataset, shuffle=False, pin_memory=True,
+                                         batch_size=4, num_workers=0)  # fmt: skip
+    model.train()
+    losses = []
+    for it, batch in enumerate(loader):
+        batch = [t.to("cpu") for t in batch]
+        x, y = batch
+        logits, loss = model(x, y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), TrainConfig.grad_norm_clip)
+        optimizer.step()
+        losses.append(loss.item())
+        if it == 4:
+            break
+    return {k: v.detach().numpy() for k, v in model.state_dict().items()}, losses
+
+
+def test_mingpts_chargpt_follows_torch_step_for_step():
+    text = "to be or not to be, that is the question: whether tis nobler in the mind"
+    _close(*_both(mingpt_program, text), tol=5e-4)

@@ -50,9 +50,42 @@ def empty_cache() -> None:
     return None
 
 
+def _bytes_held(what: str) -> int:
+    """0 while limn's cuda device has not started in this process (nothing is on a GPU,
+    as torch answers without one); once it has, limn does not count its allocations,
+    so the question is refused rather than answered wrong."""
+    from limn.runtime.device import _devices
+
+    if "cuda" not in _devices:
+        return 0
+    raise NotImplementedError(
+        f"limn.cuda.{what}: limn's cuda device does not count the bytes it allocates; "
+        "nvidia-smi shows the process's GPU memory"
+    )
+
+
+def memory_allocated(device=None) -> int:
+    return _bytes_held("memory_allocated")
+
+
+def max_memory_allocated(device=None) -> int:
+    return _bytes_held("max_memory_allocated")
+
+
+def memory_reserved(device=None) -> int:
+    return _bytes_held("memory_reserved")
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _bytes_held("reset_peak_memory_stats")
+
+
 def __getattr__(name: str):
     raise AttributeError(
-        f"module 'limn.cuda' has no attribute {name!r}; it answers only is_available, "
-        "device_count, manual_seed, manual_seed_all, is_bf16_supported, synchronize, "
-        "empty_cache and amp (limn's GPU is the 'cuda' device: Tensor(..., device='cuda'))"
+        f"module 'limn.cuda' has no attribute {name!r}: torch.cuda.{name} is not in limn; "
+        "it answers only is_available, device_count, manual_seed, manual_seed_all, "
+        "is_bf16_supported, synchronize, empty_cache, memory_allocated, "
+        "max_memory_allocated, memory_reserved, reset_peak_memory_stats and amp (limn's GPU "
+        "is the 'cuda' device: Tensor(..., device='cuda'))",
+        name=name,
     )

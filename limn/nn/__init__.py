@@ -1,9 +1,10 @@
 """limn.nn: layers, losses and the Module tree that names their parameters.
 
 The tree (``Module``, ``Sequential``, ``ModuleList``, ``ModuleDict``) is in
-``limn/nn/module.py``; the layers with state in ``limn/nn/layers.py``, the recurrent ones
-in ``limn/nn/rnn.py`` and torch's Transformer layers in ``limn/nn/transformer.py``; the
-layers as functions in ``limn/nn/functional.py`` (torch's ``F``); convolution and pooling
+``limn/nn/module.py``; the layers with state in ``limn/nn/layers.py`` (Linear, the norms,
+Embedding, Dropout, attention), the recurrent ones and their cells in ``limn/nn/rnn.py``
+and torch's Transformer layers in ``limn/nn/transformer.py``; the layers as functions in
+``limn/nn/functional.py`` (torch's ``F``); convolution (plain and transposed) and pooling
 in ``limn/nn/conv.py``; initializers in ``limn/nn/init.py``; ``clip_grad_norm_`` in
 ``limn/nn/utils.py``; one-process stand-ins for torch's data-parallel wrappers in
 ``limn/nn/parallel.py``. Every layer keeps torch's weight layout and
@@ -18,14 +19,27 @@ from __future__ import annotations
 from limn.attention import scaled_dot_product_attention  # noqa: F401
 from limn.nn import functional, init, parallel, utils  # noqa: F401
 from limn.nn import functional as F
-from limn.nn.conv import Conv1d, Conv2d, conv  # noqa: F401
+from limn.nn.conv import (  # noqa: F401
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    conv,
+)
 from limn.nn.functional import cross_entropy, mse_loss  # noqa: F401
 from limn.nn.layers import (  # noqa: F401
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     Dropout,
     Embedding,
     GPTBlock,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
     LayerNorm,
     Linear,
     MultiHeadAttention,
@@ -40,7 +54,7 @@ from limn.nn.module import (  # noqa: F401
     _uniform_param,
     apply_module,
 )
-from limn.nn.rnn import GRU, LSTM, RNN  # noqa: F401
+from limn.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
 from limn.nn.transformer import (  # noqa: F401
     MultiheadAttention,
     Transformer,
@@ -54,13 +68,18 @@ from limn.tensor import Tensor
 # ---- layers without state: one function each ----------------------------------------
 
 ReLU, GELU, SiLU, Tanh, Sigmoid, Softplus, LeakyReLU, Softmax, LogSoftmax = (
-    apply_module(name, fn)
-    for name, fn in [
-        ("ReLU", F.relu), ("GELU", Tensor.gelu), ("SiLU", F.silu), ("Tanh", Tensor.tanh),
-        ("Sigmoid", Tensor.sigmoid), ("Softplus", Tensor.softplus), ("LeakyReLU", F.leaky_relu),
-        ("Softmax", Tensor.softmax), ("LogSoftmax", Tensor.log_softmax),
+    apply_module(name, fn, inplace_at=at)
+    for name, fn, at in [
+        ("ReLU", F.relu, 0), ("GELU", Tensor.gelu, None), ("SiLU", F.silu, 0),
+        ("Tanh", Tensor.tanh, None), ("Sigmoid", Tensor.sigmoid, None),
+        ("Softplus", Tensor.softplus, None), ("LeakyReLU", F.leaky_relu, 1),
+        ("Softmax", Tensor.softmax, None), ("LogSoftmax", Tensor.log_softmax, None),
     ]
 )  # fmt: skip
+PairwiseDistance, CosineSimilarity = (
+    apply_module("PairwiseDistance", F.pairwise_distance),
+    apply_module("CosineSimilarity", F.cosine_similarity),
+)
 Identity = apply_module("Identity", lambda x, *_, **__: x)
 Flatten = apply_module("Flatten", Tensor.flatten, defaults=(1,))  # torch's start_dim=1
 MaxPool1d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d = (
@@ -68,9 +87,10 @@ MaxPool1d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d = (
     for name, fn in [("MaxPool1d", "max_pool1d"), ("MaxPool2d", "max_pool2d"),
                      ("AvgPool2d", "avg_pool2d"), ("AdaptiveAvgPool2d", "adaptive_avg_pool2d")]
 )  # fmt: skip
-CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss = (
+CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss, BCELoss = (
     apply_module(name, getattr(F, fn))
     for name, fn in [("CrossEntropyLoss", "cross_entropy"), ("NLLLoss", "nll_loss"),
                      ("MSELoss", "mse_loss"), ("L1Loss", "l1_loss"),
-                     ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")]
+                     ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits"),
+                     ("BCELoss", "binary_cross_entropy")]
 )  # fmt: skip

@@ -204,6 +204,158 @@ class Conv2d(_ConvNd):
     n = 2
 
 
+class Conv3d(_ConvNd):
+    """x (N, C, D, H, W) -> (N, O, D', H', W'); weight (O, C/groups, kd, kh, kw)."""
+
+    n = 3
+
+
+def _spread(x: Tensor, axis: int, s: int) -> Tensor:
+    """``s - 1`` zeros between neighbours along ``axis``: (.., L, ..) -> (.., (L-1)*s + 1, ..),
+    a pad of a new trailing axis, merged into ``axis`` and cropped (the input of a strided
+    transposed convolution, which is then a plain one)."""
+    if s == 1:
+        return x
+    rest = ((0, 0),) * (x.ndim - axis - 1)
+    y = x.unsqueeze(axis + 1).pad(((0, s - 1),) + rest)
+    y = y.reshape(*x.shape[:axis], x.shape[axis] * s, *x.shape[axis + 1 :])
+    return y.pad(((0, 1 - s),) + rest)
+
+
+def conv_transpose(
+    x: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+    dilation=1,
+) -> Tensor:  # fmt: skip
+    """The gradient of ``conv`` with respect to its input, as torch's ``conv_transpose*d``:
+    x (N, C, *L), weight (C, O/groups, *k). Each input element adds its kernel, scaled,
+    into the output at ``stride`` steps; the output is ``(L-1)*stride - 2*padding +
+    dilation*(k-1) + output_padding + 1`` long. Computed as a stride-1 convolution of the
+    input spread by ``stride`` (``_spread``) and padded by ``dilation*(k-1) - padding``
+    (a negative pad crops), with the kernel flipped and its in/out channels swapped."""
+    n = weight.ndim - 2
+    if n < 1:
+        raise ValueError(
+            f"conv_transpose: weight must be (in, out/groups, *kernel), got {weight.shape}"
+        )
+    name = f"conv_transpose{n}d"
+    if x.ndim == n + 1:
+        y = conv_transpose(
+            x.unsqueeze(0), weight, bias, stride, padding, output_padding, groups, dilation
+        )
+        return y[0]
+    if x.ndim != n + 2:
+        raise ValueError(
+            f"{name}: input must be (N, C, *{n} spatial dims) or (C, *spatial), got {x.shape}"
+        )
+    C, og, *kernel = weight.shape
+    if groups < 1 or x.shape[1] != C or C % groups:
+        raise ValueError(
+            f"{name}: input {x.shape} with {x.shape[1]} channels, weight {weight.shape} and "
+            f"groups={groups} do not fit: need C == weight.shape[0], divisible by groups"
+        )
+    stride, dilation = _tuple(stride, n, "stride"), _tuple(dilation, n, "dilation")
+    padding, extra = _tuple(padding, n, "padding"), _tuple(output_padding, n, "output_padding")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(
+            f"{name}: stride {stride} and dilation {dilation} must be >= 1, padding {padding} >= 0"
+        )
+    if any(not 0 <= e < max(s, d) for e, s, d in zip(extra, stride, dilation)):
+        raise ValueError(
+            f"{name}: output_padding {extra} must be >= 0 and smaller than stride {stride} "
+            f"or dilation {dilation}"
+        )
+    spans = [d * (k - 1) for d, k in zip(dilation, kernel)]
+    sizes = [(L - 1) * s - 2 * p + t + e + 1
+             for L, s, p, t, e in zip(x.shape[2:], stride, padding, spans, extra)]  # fmt: skip
+    if min(sizes) < 1:
+        raise ValueError(f"{name}: input {x.shape} gives an empty output {tuple(sizes)}")
+    for i, s in enumerate(stride):
+        x = _spread(x, 2 + i, s)
+    pads = [(t - p, t - p + e) for t, p, e in zip(spans, padding, extra)]
+    x = x.pad(pads).contiguous()
+    w = weight.reshape(groups, C // groups, og, *kernel).transpose(1, 2)
+    w = w.reshape(og * groups, C // groups, *kernel).flip(*range(2, 2 + n))
+    return conv(x, w, bias, 1, 0, dilation, groups)
+
+
+class _ConvTransposeNd(Module):
+    n = 0
+
+    def __init__(
+        self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+        output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+        padding_mode: str = "zeros", device=None, dtype=None,
+    ):  # fmt: skip
+        name = type(self).__name__
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{name}: in_channels={in_channels} and out_channels={out_channels} must "
+                f"both be divisible by groups={groups}"
+            )
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is accepted, as in torch")
+        n = self.n
+        kernel = _tuple(kernel_size, n, "kernel_size")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.padding = _tuple(stride, n, "stride"), _tuple(padding, n, "padding")
+        self.output_padding = _tuple(output_padding, n, "output_padding")
+        self.dilation, self.groups = _tuple(dilation, n, "dilation"), groups
+        fan_in = out_channels // groups * math.prod(kernel)  # torch's: weight.shape[1] * k
+        bound = 1 / math.sqrt(fan_in) if fan_in else 0.0
+        dt = dtype or dtypes.float32
+        self.weight = _uniform_param((in_channels, out_channels // groups, *kernel), bound, dt)
+        self.bias = _uniform_param((out_channels,), bound, dt) if bias else None
+
+    def extra_repr(self) -> str:
+        n = self.n
+        shown = [f"{self.in_channels}, {self.out_channels}", f"kernel_size={self.kernel_size}",
+                 f"stride={self.stride}"]  # fmt: skip
+        for what, plain in (("padding", 0), ("dilation", 1), ("output_padding", 0)):
+            if getattr(self, what) != (plain,) * n:
+                shown.append(f"{what}={getattr(self, what)}")
+        shown += [f"groups={self.groups}"] if self.groups != 1 else []
+        return ", ".join(shown + (["bias=False"] if self.bias is None else []))
+
+    def forward(self, x: Tensor, output_size=None) -> Tensor:
+        """``output_size`` (the spatial sizes, or with the batch and channel dims) picks
+        the output padding that gives it, as torch's."""
+        extra = self.output_padding
+        if output_size is not None:
+            want = tuple(output_size)[-self.n :]
+            least = [(L - 1) * s - 2 * p + d * (k - 1) + 1 for L, s, p, d, k in
+                     zip(x.shape[-self.n :], self.stride, self.padding, self.dilation,
+                         self.kernel_size)]  # fmt: skip
+            extra = tuple(w - m for w, m in zip(want, least))
+            if len(want) != self.n or any(not 0 <= e < s for e, s in zip(extra, self.stride)):
+                raise ValueError(
+                    f"{type(self).__name__}: output_size {tuple(output_size)} is not "
+                    f"reachable from input {x.shape}; the smallest is {tuple(least)}, "
+                    f"up to stride - 1 more"
+                )
+        return conv_transpose(
+            x, self.weight, self.bias, self.stride, self.padding, extra, self.groups,
+            self.dilation,
+        )  # fmt: skip
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """x (N, C, L) -> (N, O, L'); weight (C, O/groups, k), torch's layout."""
+
+    n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """x (N, C, H, W) -> (N, O, H', W'); weight (C, O/groups, kh, kw)."""
+
+    n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """x (N, C, D, H, W) -> (N, O, D', H', W'); weight (C, O/groups, kd, kh, kw)."""
+
+    n = 3
+
+
 def _pool(x: Tensor, kernel: tuple, stride, padding, reduce: str, fill: float) -> Tensor:
     """(N, C, *L) or (C, *L) windows of ``kernel`` every ``stride`` (the kernel's size by
     default), each padded side filled with ``fill``, reduced by max or mean."""

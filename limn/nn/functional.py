@@ -13,19 +13,25 @@ import ml_dtypes
 from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
-from limn.nn.conv import conv
+from limn.nn.conv import conv, conv_transpose
 from limn.nn.functional_more import *  # noqa: F403  (activations, distances, more losses)
 from limn.nn.functional_pool import (  # noqa: F401
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
     adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
     max_pool1d,
     max_pool2d,
+    max_pool3d,
     pad,
+    unfold,
 )
+from limn.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
 from limn.torch_inplace import inplace_flag
@@ -61,13 +67,39 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     return _conv(x, weight, bias, stride, padding, dilation, groups, 2)
 
 
-def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    return _conv(x, weight, bias, stride, padding, dilation, groups, 3)
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 1, "conv_transpose1d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 2, "conv_transpose2d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1) -> Tensor:  # fmt: skip
+    _check_conv(x, weight, bias, 3, "conv_transpose3d")
+    return conv_transpose(x, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def _check_conv(x, weight, bias, n: int, name: str) -> None:
     ts = [t for t in (x, weight, bias) if t is not None]
     if any(t.dtype == dtypes.bool_ or t.dtype != x.dtype for t in ts) or weight.ndim != n + 2:
         raise TypeError(
-            f"conv{n}d: input, weight and bias must share one number dtype and the weight have "
+            f"{name}: input, weight and bias must share one number dtype and the weight have "
             f"{n + 2} dims, got {[f'{t.dtype}{list(t.shape)}' for t in ts]}"
         )
+
+
+def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
+    _check_conv(x, weight, bias, n, f"conv{n}d")
     return conv(x, weight, bias, stride, padding, dilation, groups)
 
 
@@ -76,12 +108,31 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
 
 
-def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:  # fmt: skip
     """Rows of ``weight`` picked by the integer ``ids``: a gather, whose gradient adds.
-    Picks of row ``padding_idx`` pass no gradient back to it."""
+    Picks of row ``padding_idx`` pass no gradient back to it.
+
+    torch's options: ``max_norm`` first rescales, in ``weight`` itself (a write, as
+    torch's), each picked row whose ``norm_type``-norm exceeds it, to that norm;
+    ``scale_grad_by_freq`` divides each row's gradient by how often the batch picks it
+    (the value unchanged: the row is its value plus a part that only carries gradient).
+    ``sparse`` gradients are torch's storage choice; limn's are dense."""
     if not ids.dtype.is_int:
         raise TypeError(f"embedding: ids must be an integer tensor, got {ids.dtype}")
     n, dim = ids.numel(), weight.shape[1]
+    if max_norm is not None or scale_grad_by_freq:
+        rows = Tensor.arange(weight.shape[0], device=weight.device)
+        counts = (ids.reshape(n, 1) == rows).sum(0).reshape(-1, 1)  # picks of each row
+    if max_norm is not None:
+        with no_grad():
+            norms = weight.norm(norm_type, 1, keepdim=True)
+            over = (counts > 0) & (norms > max_norm)
+            weight.assign(over.where(weight * (max_norm / (norms + 1e-7)), weight))
+    if scale_grad_by_freq:
+        scaled = weight / counts.maximum(1).cast(weight.dtype)
+        weight = scaled + (weight - scaled).detach()
     picked = name_gather(weight.gather(0, ids.reshape(n, 1).expand(n, dim)), "Embedding")
     if padding_idx is not None:
         pad = (ids.reshape(n, 1) == padding_idx % weight.shape[0]).expand(n, dim)
@@ -122,6 +173,10 @@ def batch_norm(
     """Normalize each channel (dim 1) over the batch and the spatial dims. Training uses
     the batch's statistics and writes the running ones (``assign``: the unbiased variance,
     as torch keeps it); evaluation uses the running ones."""
+    if x.ndim < 2:  # torch answers an empty 1-d input with itself, and refuses the rest
+        if x.numel() == 0:
+            return x.contiguous()
+        raise ValueError(f"batch_norm: input must be (N, C, *), got shape {x.shape}")
     axes = (0, *range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training:
@@ -135,6 +190,30 @@ def batch_norm(
     else:
         mean, var = running_mean, running_var
     y = (x - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5) -> Tensor:  # fmt: skip
+    """Normalize each (sample, channel) over the spatial dims. With ``use_input_stats``
+    those statistics are used, and running ones (if given) move toward their mean over the
+    batch (the unbiased variance, as torch keeps it); without, the running ones are."""
+    axes = tuple(range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if use_input_stats:
+        mean = x.mean(axes, keepdim=True)
+        var = x.var(axes, keepdim=True, correction=0)
+        if running_mean is not None:
+            n = math.prod(x.shape[2:])
+            with no_grad():
+                m = mean.detach().mean(0).reshape(-1)
+                v = (var.detach() * (n / max(n - 1, 1))).mean(0).reshape(-1)
+                running_mean.assign(running_mean * (1 - momentum) + m * momentum)
+                running_var.assign(running_var * (1 - momentum) + v * momentum)
+    else:
+        mean, var = running_mean.reshape(shape), running_var.reshape(shape)
+    y = (x - mean) * (var + eps).rsqrt()
     y = y if weight is None else y * weight.reshape(shape)
     return y if bias is None else y + bias.reshape(shape)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ir.graph import dtypes
 from limn.tensor import Tensor
 from limn.torch_inplace import inplace_flag
 
@@ -132,7 +133,9 @@ def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=N
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product."""
+    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product,
+    the two broadcast against each other first."""
+    x1, x2 = x1._align(x2, "cosine_similarity")
     n1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
     n2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
     return ((x1 / n1) * (x2 / n2)).sum(dim)
@@ -147,7 +150,7 @@ def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 
     n, c = x.shape[0], x.shape[1]
     if c % num_groups:
         raise ValueError(f"group_norm: {c} channels do not split in {num_groups} groups")
-    g = x.reshape(n, num_groups, -1)
+    g = x.reshape(n, num_groups, x.numel() // max(1, n * num_groups))
     y = (g - g.mean(-1, keepdim=True)) * (g.var(-1, keepdim=True, correction=0) + eps).rsqrt()
     y = y.reshape(x.shape)
     shape = (1, c) + (1,) * (x.ndim - 2)
@@ -238,8 +241,10 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):  # fmt: skip
+    # torch's: the margin term wherever the target is not 1, the input wherever it is not
+    # -1 (both for a target that is neither)
     margin_part = (margin - input).clamp(min=0)
-    loss = (target == 1).where(input, 0.0) + (target == -1).where(margin_part, 0.0)
+    loss = (target != 1).where(margin_part, 0.0) + (target != -1).where(input, 0.0)
     return _reduce(loss.cast(input.dtype), reduction, "hinge_embedding_loss")
 
 
@@ -294,3 +299,100 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
         d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
     loss = (d_pos - d_neg + margin).clamp(min=0)
     return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):  # fmt: skip
+    """``triplet_margin_loss`` with any distance (``pairwise_distance`` by default)."""
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: margin must be > 0, got {margin}")
+    dist = distance_function or pairwise_distance
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(dist(positive, negative))
+    loss = (d_pos - d_neg + margin).clamp(min=0)
+    return _reduce(loss, reduction, "triplet_margin_with_distance_loss")
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):  # fmt: skip
+    """sum over the classes i other than the target y of max(0, margin - x[y] + x[i])^p,
+    over the number of classes (scaled by ``weight[y]``)."""
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    y = target.reshape(-1, 1)
+    if x.ndim != 2 or y.shape[0] != x.shape[0] or not target.dtype.is_int:
+        raise ValueError(
+            f"multi_margin_loss: input (N, C) or (C,) and target (N,) of class ids, got "
+            f"{input.shape} and {target.dtype}{list(target.shape)}"
+        )
+    c = x.shape[1]
+    xy = x.gather(1, y)
+    terms = (margin - xy + x).clamp(min=0)
+    terms = terms if p == 1 else terms * terms
+    if weight is not None:
+        terms = terms * weight.gather(0, y.reshape(-1)).reshape(-1, 1)
+    others = y != Tensor.arange(c, device=x.device)
+    loss = others.where(terms, 0.0).sum(1) / c
+    loss = loss.cast(x.dtype).reshape(target.shape) if input.ndim == 2 else loss.reshape(())
+    return _reduce(loss, reduction, "multi_margin_loss")
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """The target's labels (each row's class ids before its first -1) against every other
+    class: sum of max(0, 1 - (x[label] - x[other])), over the number of classes."""
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    t = target if target.ndim == 2 else target.reshape(1, -1)
+    if x.shape != t.shape or not target.dtype.is_int:
+        raise ValueError(
+            f"multilabel_margin_loss: input and target must share a shape (target of class "
+            f"ids), got {input.shape} and {target.dtype}{list(target.shape)}"
+        )
+    c = x.shape[1]
+    valid = (t != -1).cast(dtypes.int64).cumprod(1) > 0  # the ids before the first -1
+    classes = Tensor.arange(c, device=x.device)
+    names = (t.unsqueeze(-1) == classes) & valid.unsqueeze(-1)  # (N, slot, class)
+    is_label = names.any(1)  # (N, C)
+    xl = (names.cast(x.dtype) * x.unsqueeze(1)).sum(-1)  # x at each slot's label
+    pair = (1 - (xl.unsqueeze(-1) - x.unsqueeze(1))).clamp(min=0)  # (N, slot, other)
+    keep = valid.unsqueeze(-1) & ~is_label.unsqueeze(1)
+    loss = keep.where(pair, 0.0).sum((1, 2)) / c
+    loss = loss.cast(x.dtype) if input.ndim == 2 else loss.cast(x.dtype).reshape(())
+    return _reduce(loss, reduction, "multilabel_margin_loss")
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:  # fmt: skip
+    """Each element over (k + alpha * the mean of the squares of the ``size`` channels
+    around it)^beta, the channels zero-padded as torch's."""
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: needs (N, C, *) with 3+ dims, got {input.shape}")
+    if input.numel() == 0:  # torch's: the empty input itself
+        return input.contiguous()
+    c = input.shape[1]
+    sq = (input * input).transpose(1, -1)
+    padded = sq.pad(((size // 2, (size - 1) // 2),))
+    total = sum(padded.narrow(-1, j, c) for j in range(size))
+    total = total.transpose(1, -1)
+    # torch's order of rounding, and its integer mean for an integer input
+    mean = total / size if input.dtype.is_float else total.div(size, rounding_mode="floor")
+    div = (mean * alpha + k) ** beta
+    return input / div
+
+
+def bilinear(input1, input2, weight, bias=None) -> Tensor:
+    """y[..., o] = x1 W[o] x2 (+ bias[o])."""
+    if (
+        weight.ndim != 3
+        or input1.shape[-1] != weight.shape[1]
+        or input2.shape[-1] != weight.shape[2]
+    ):
+        raise ValueError(
+            f"bilinear: weight (out, in1, in2) {weight.shape} does not fit inputs "
+            f"{input1.shape} and {input2.shape}"
+        )
+    y = ((input1.unsqueeze(-2).unsqueeze(-1) * weight) * input2.unsqueeze(-2).unsqueeze(-2)).sum(
+        (-1, -2)
+    )
+    return y if bias is None else y + bias

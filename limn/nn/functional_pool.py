@@ -68,6 +68,11 @@ def _pad_dim(x: Tensor, d: int, b: int, a: int, mode: str) -> Tensor:
         )
     if n + b + a < 0 or n == 0 and b + a > 0:
         raise ValueError(f"pad: {mode} pads ({b}, {a}) do not fit dim {d} of size {n}")
+    if mode == "circular" and min(b, a) < 0:  # torch's: crop first, then wrap what is left
+        lo, m = max(-b, 0), n - max(-b, 0) - max(-a, 0)
+        b, a = max(b, 0), max(a, 0)
+        rows = [lo + (j - b) % m for j in range(m + b + a)] if m > 0 else []
+        return x.index_select(d, Tensor(rows, dtype=dtypes.int64, device=x.device))
     rows = []
     for j in range(n + b + a):
         i = j - b
@@ -114,14 +119,20 @@ def _windows(x, kernel, stride, padding, dilation, ceil_mode, fill, op):
 
 
 def _batched(x: Tensor, n: int, op: str) -> None:
-    if x.ndim not in (n + 1, n + 2):
-        raise ValueError(f"{op}: needs a {n + 1}-d or {n + 2}-d input, got shape {x.shape}")
+    """(C, *n sizes) or (N, C, *n sizes): only the batch may be empty, as torch's."""
+    if x.ndim not in (n + 1, n + 2) or 0 in x.shape[-(n + 1) :]:
+        raise ValueError(
+            f"{op}: needs a {n + 1}-d or {n + 2}-d input, empty in the batch dim only, got "
+            f"shape {x.shape}"
+        )
 
 
 def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
     _batched(x, n, op)
     kernel = _ints(kernel_size, n, "kernel_size", op)
-    stride = _ints(stride if stride else kernel, n, "stride", op)
+    stride = _ints(kernel if stride is None or stride in ([], ()) else stride, n, "stride", op)
+    if min(stride) < 1:
+        raise ValueError(f"{op}: stride must be greater than zero, got {stride}")
     padding, dilation = _ints(padding, n, "padding", op), _ints(dilation, n, "dilation", op)
     lowest = -math.inf if x.dtype.is_float else dtypes.min_value(x.dtype)
     cols, pads, outs = _windows(x, kernel, stride, padding, dilation, ceil_mode, lowest, op)
@@ -267,3 +278,52 @@ def adaptive_max_pool1d(x, output_size, return_indices=False):
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
     return _adaptive_max(x, 2, output_size, return_indices, "adaptive_max_pool2d")
+
+
+# ---- the same over three spatial dims --------------------------------------------------
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):  # fmt: skip
+    return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     "max_pool3d")  # fmt: skip
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):  # fmt: skip
+    return _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool3d")  # fmt: skip
+
+
+def adaptive_avg_pool3d(x, output_size):
+    return _adaptive_avg(x, 3, output_size, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool3d(x, output_size, return_indices=False):
+    return _adaptive_max(x, 3, output_size, return_indices, "adaptive_max_pool3d")
+
+
+# ---- unfold: the windows themselves -----------------------------------------------------
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """torch's im2col: (N, C, H, W) (or (C, H, W)) -> (N, C * kh * kw, L), each column one
+    window of the zero-padded input, the L windows in row-major order."""
+    op = "unfold"
+    if input.ndim not in (3, 4) or 0 in input.shape[-3:]:
+        raise ValueError(
+            f"{op}: needs a 3-d or 4-d input with non-empty (C, H, W), got {input.shape}"
+        )
+    x = input if input.ndim == 4 else input.unsqueeze(0)
+    kernel = _ints(kernel_size, 2, "kernel_size", op)
+    dilation, stride = _ints(dilation, 2, "dilation", op), _ints(stride, 2, "stride", op)
+    padding = _ints(padding, 2, "padding", op)
+    if min(kernel) < 1 or min(dilation) < 1 or min(stride) < 1 or min(padding) < 0:
+        raise ValueError(f"{op}: kernel, dilation and stride must be >= 1 and padding >= 0")
+    padded = x.pad(tuple((p, p) for p in padding)).contiguous()
+    if any(s < d * (k - 1) + 1 for s, d, k in zip(padded.shape[-2:], dilation, kernel)):
+        raise ValueError(f"{op}: the kernel {kernel} does not fit the padded input {padded.shape}")
+    cols = _unfold(padded, kernel, stride, dilation)  # (N, C, oh, ow, kh, kw)
+    n, c, oh, ow = cols.shape[:4]
+    out = cols.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kernel[0] * kernel[1], oh * ow)
+    return out if input.ndim == 4 else out[0]

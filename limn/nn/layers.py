@@ -25,6 +25,7 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None):
         bound = 1 / math.sqrt(in_features) if in_features else 0.0
         dt = dtype or dtypes.float32
+        self.in_features, self.out_features = in_features, out_features
         self.weight = _uniform_param((out_features, in_features), bound, dt)
         self.bias = _uniform_param((out_features,), bound, dt) if bias else None
 
@@ -108,6 +109,89 @@ class BatchNorm1d(Module):
 
 
 BatchNorm2d = type("BatchNorm2d", (BatchNorm1d,), {})
+BatchNorm3d = type("BatchNorm3d", (BatchNorm1d,), {})
+
+
+class GroupNorm(Module):
+    """Normalize each sample over groups of ``num_channels / num_groups`` channels (and
+    the spatial dims), then scale and shift per channel; weight ones, bias zeros."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device=None, dtype=None, *, bias: bool = True):  # fmt: skip
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_channels={num_channels} must be divisible by "
+                f"num_groups={num_groups}"
+            )
+        dt = dtype or dtypes.float32
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups, num_channels, eps, affine
+        )  # fmt: skip
+        self.weight = Tensor.ones(num_channels, dtype=dt, requires_grad=True) if affine else None
+        self.bias = None
+        if affine and bias:
+            self.bias = Tensor.zeros(num_channels, dtype=dt, requires_grad=True)
+
+    def extra_repr(self) -> str:
+        shown = f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return shown + f", bias={self.bias is not None}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm: input must be (N, {self.num_channels}, *), got {x.shape}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class InstanceNorm1d(Module):
+    """Normalize each sample's channels over their spatial dims. torch's defaults: no
+    affine weight, no running statistics; with ``track_running_stats`` the statistics
+    are kept as BatchNorm's (the mean over the batch of each sample's) and used in eval
+    mode. An input without the batch dim ((C, L) for 1d) is one sample."""
+
+    n = 1
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None, *, bias: bool = True):  # fmt: skip
+        dt = dtype or dtypes.float32
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = Tensor.ones(num_features, dtype=dt, requires_grad=True) if affine else None
+        self.bias = None
+        if affine and bias:
+            self.bias = Tensor.zeros(num_features, dtype=dt, requires_grad=True)
+        self.running_mean = self.running_var = self.num_batches_tracked = None
+        if track_running_stats:
+            self.running_mean = Tensor.zeros(num_features, dtype=dt).contiguous().realize()
+            self.running_var = Tensor.ones(num_features, dtype=dt).contiguous().realize()
+            self.num_batches_tracked = Tensor(0, dtype=dtypes.int64)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, bias={self.bias is not None}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        name, n = type(self).__name__, self.n
+        if x.ndim not in (n + 1, n + 2):
+            raise ValueError(
+                f"{name}: input must be (N, C, *{n} spatial dims) or (C, *spatial), got {x.shape}"
+            )
+        if x.ndim == n + 1:
+            return self(x.unsqueeze(0))[0]
+        if x.shape[1] != self.num_features and (self.affine or self.track_running_stats):
+            raise ValueError(f"{name}: input {x.shape} does not have {self.num_features} channels")
+        use_batch = self.training or not self.track_running_stats  # (torch counts no batches)
+        return F.instance_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
+            self.momentum, self.eps,
+        )  # fmt: skip
+
+
+InstanceNorm2d = type("InstanceNorm2d", (InstanceNorm1d,), {"n": 2})
+InstanceNorm3d = type("InstanceNorm3d", (InstanceNorm1d,), {"n": 3})
 
 
 class Embedding(Module):

@@ -156,6 +156,12 @@ class Module:
     def half(self) -> Module:
         return self.to(as_dtype("float16"))
 
+    def double(self) -> Module:
+        return self.to(as_dtype("float64"))
+
+    def bfloat16(self) -> Module:
+        return self.to(as_dtype("bfloat16"))
+
     def train(self, mode: bool = True) -> Module:
         for _, m in self.named_modules():
             m.training = mode
@@ -297,8 +303,12 @@ class Apply(Module):
 
     fn: Callable = staticmethod(lambda *x: x[0])
     defaults: tuple = ()
+    inplace_at: int | None = None  # where torch's constructor takes ``inplace`` positionally
 
     def __init__(self, *args, **kwargs):
+        at = self.inplace_at
+        if at is not None and len(args) > at:  # nn.ReLU(True), nn.LeakyReLU(0.2, True)
+            kwargs["inplace"], args = args[at], args[:at] + args[at + 1 :]
         if not kwargs.get("inplace", True):  # (given only to a function that takes it)
             del kwargs["inplace"]
         self._args, self._kwargs = args or self.defaults, kwargs
@@ -307,5 +317,6 @@ class Apply(Module):
         return type(self).fn(*inputs, *self._args, **self._kwargs)
 
 
-def apply_module(name: str, fn: Callable, defaults: tuple = ()) -> type:
-    return type(name, (Apply,), {"fn": staticmethod(fn), "defaults": defaults})
+def apply_module(name: str, fn: Callable, defaults: tuple = (), inplace_at=None) -> type:
+    attrs = {"fn": staticmethod(fn), "defaults": defaults, "inplace_at": inplace_at}
+    return type(name, (Apply,), attrs)

@@ -1,4 +1,5 @@
-"""Recurrent layers: ``nn.RNN``, ``nn.GRU`` and ``nn.LSTM`` in torch's layout.
+"""Recurrent layers: ``nn.RNN``, ``nn.GRU`` and ``nn.LSTM`` in torch's layout, and their
+one-step cells (``nn.RNNCell``, ``nn.GRUCell``, ``nn.LSTMCell``).
 
 Each layer and direction holds torch's four tensors under torch's names
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, with ``_reverse`` for
@@ -126,14 +127,7 @@ class _RNNBase(Module):
         """One layer in one direction over x (T, B, in): outputs (T, B, H), last h and c."""
         w_ih, w_hh, b_ih, b_hh = weights
         hidden = self.hidden_size
-        bias = None
-        if b_ih is not None:
-            if self.mode == "GRU":  # the new gate's hidden bias stays inside r * (...)
-                keep = [1.0] * (2 * hidden) + [0.0] * hidden
-                bias = b_ih + b_hh * Tensor(keep, dtype=b_hh.dtype, device=b_hh.device)
-            else:
-                bias = b_ih + b_hh
-        steps = x.linear(w_ih, bias).unbind(0)
+        steps = x.linear(w_ih, _input_bias(self.mode, hidden, b_ih, b_hh)).unbind(0)
         order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
         outs: list[Tensor | None] = [None] * len(steps)
         for t in order:
@@ -142,21 +136,7 @@ class _RNNBase(Module):
         return _stacked(outs), h, c
 
     def _cell(self, xt: Tensor, h: Tensor, c: Tensor, w_hh: Tensor, b_hh):
-        if self.mode == "LSTM":
-            i, f, g, o = (xt + h.linear(w_hh)).chunk(4, -1)
-            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-            return o.sigmoid() * c.tanh(), c
-        if self.mode == "GRU":
-            hidden = self.hidden_size
-            hr, hz, hn = h.linear(w_hh).chunk(3, -1)
-            xr, xz, xn = xt.chunk(3, -1)
-            if b_hh is not None:
-                hn = hn + b_hh[2 * hidden :]
-            r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
-            n = (xn + r * hn).tanh()
-            return n + z * (h - n), c
-        pre = xt + h.linear(w_hh)
-        return (pre.tanh() if self.mode == "RNN_TANH" else pre.relu()), c
+        return _step(self.mode, self.hidden_size, xt, h, c, w_hh, b_hh)
 
     def extra_repr(self) -> str:
         """torch's: the sizes, then what differs from the defaults."""
@@ -168,6 +148,36 @@ class _RNNBase(Module):
         )
         shown += [f"{k}={getattr(self, k)!r}" for k, v in defaults.items() if getattr(self, k) != v]
         return ", ".join(shown)
+
+
+def _input_bias(mode: str, hidden: int, b_ih, b_hh):
+    """Both biases, folded into the input projection; GRU's hidden bias of the new gate
+    stays out (it sits inside r * (...), added by ``_step``)."""
+    if b_ih is None:
+        return None
+    if mode == "GRU":
+        keep = [1.0] * (2 * hidden) + [0.0] * hidden
+        return b_ih + b_hh * Tensor(keep, dtype=b_hh.dtype, device=b_hh.device)
+    return b_ih + b_hh
+
+
+def _step(mode: str, hidden: int, xt: Tensor, h: Tensor, c, w_hh: Tensor, b_hh):
+    """One time step: ``xt`` is the input's projection with ``_input_bias`` in it; returns
+    the next h and c (c is passed through unless an LSTM)."""
+    if mode == "LSTM":
+        i, f, g, o = (xt + h.linear(w_hh)).chunk(4, -1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
+    if mode == "GRU":
+        hr, hz, hn = h.linear(w_hh).chunk(3, -1)
+        xr, xz, xn = xt.chunk(3, -1)
+        if b_hh is not None:
+            hn = hn + b_hh[2 * hidden :]
+        r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+        n = (xn + r * hn).tanh()
+        return n + z * (h - n), c
+    pre = xt + h.linear(w_hh)
+    return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), c
 
 
 def _stacked(steps: list[Tensor]) -> Tensor:
@@ -206,5 +216,92 @@ class LSTM(_RNNBase):
 class GRU(_RNNBase):
     """r, z = sigmoid(...), n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),
     h' = (1 - z) * n + z * h; gates r, z, n stacked in that order."""
+
+    mode = "GRU"
+
+
+# ---- cells: one step, the caller loops --------------------------------------------------
+
+
+class _CellBase(Module):
+    """One step of a recurrent layer: ``weight_ih`` (gates * hidden, input),
+    ``weight_hh`` (gates * hidden, hidden), ``bias_ih`` and ``bias_hh``, torch's names and
+    initialization U(+-1/sqrt(hidden))."""
+
+    mode = "RNN_TANH"
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device=None,
+                 dtype=None):  # fmt: skip
+        if input_size < 0 or hidden_size < 1:
+            raise ValueError(
+                f"{type(self).__name__}: input_size ({input_size}) must be >= 0 and "
+                f"hidden_size ({hidden_size}) >= 1"
+            )
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        gates, bound = GATES[self.mode] * hidden_size, 1 / math.sqrt(hidden_size)
+        dt = dtype or dtypes.float32
+        self.weight_ih = _uniform_param((gates, input_size), bound, dt)
+        self.weight_hh = _uniform_param((gates, hidden_size), bound, dt)
+        self.bias_ih = _uniform_param((gates,), bound, dt) if bias else None
+        self.bias_hh = _uniform_param((gates,), bound, dt) if bias else None
+
+    def forward(self, input: Tensor, hx=None):
+        """input (B, input_size) or unbatched (input_size,); ``hx`` the state, zeros if
+        None (an LSTMCell's is the pair (h, c)). Returns the next h (LSTMCell: (h, c))."""
+        name, lstm = type(self).__name__, self.mode == "LSTM"
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{name}: input must be (batch, {self.input_size}) or ({self.input_size},), "
+                f"got {input.shape}"
+            )
+        batched = input.ndim == 2
+        x = input if batched else input.unsqueeze(0)
+        shape = (x.shape[0], self.hidden_size)
+        zeros = Tensor.zeros(shape, dtype=x.dtype, device=x.device)
+        if hx is None:
+            h, c = zeros, (zeros if lstm else None)
+        else:
+            h, c = hx if lstm else (hx, None)
+            for what, s in (("h", h), ("c", c))[: 1 + lstm]:
+                if tuple(s.shape) != shape[2 - s.ndim :] or s.ndim != x.ndim - (not batched):
+                    raise ValueError(
+                        f"{name}: {what} must be {shape if batched else shape[1:]}, got {s.shape}"
+                    )
+            if not batched:
+                h, c = h.unsqueeze(0), (c.unsqueeze(0) if lstm else None)
+        xt = x.linear(self.weight_ih, _input_bias(self.mode, self.hidden_size, self.bias_ih,
+                                                  self.bias_hh))  # fmt: skip
+        h, c = _step(self.mode, self.hidden_size, xt, h, c, self.weight_hh, self.bias_hh)
+        if not batched:
+            h, c = h[0], (c[0] if lstm else None)
+        return (h, c) if lstm else h
+
+    def extra_repr(self) -> str:
+        shown = f"{self.input_size}, {self.hidden_size}"
+        shown += "" if self.bias else ", bias=False"
+        return shown + (", nonlinearity=relu" if self.mode == "RNN_RELU" else "")  # torch's
+
+
+class RNNCell(_CellBase):
+    """h' = tanh(W_ih x + b_ih + W_hh h + b_hh) (or relu: ``nonlinearity='relu'``)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device=None, dtype=None):  # fmt: skip
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(
+                f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
+            )
+        self.mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step: (h, c) -> (h', c'), gates i, f, g, o stacked in that order."""
+
+    mode = "LSTM"
+
+
+class GRUCell(_CellBase):
+    """One GRU step: h -> h', gates r, z, n stacked in that order."""
 
     mode = "GRU"

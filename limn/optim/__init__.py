@@ -297,7 +297,10 @@ class AdamW(Optimizer):
     state_names = ("exp_avg", "exp_avg_sq")
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, *,
+                 foreach=None, fused=None):  # fmt: skip
+        """``foreach`` and ``fused`` are torch's choices of kernel; limn's step is one
+        realize of every update whatever they say, so they are accepted and change nothing."""
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
     def _check(self, group):
@@ -336,7 +339,8 @@ class AdamW(Optimizer):
 class Adam(AdamW):
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, *,
+                 foreach=None, fused=None):  # fmt: skip
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
@@ -561,3 +565,4 @@ def muon_with_adamw(
 
 
 from limn.optim import lr_scheduler  # noqa: E402, F401  (it reads Optimizer)
+from limn.optim.lbfgs import LBFGS  # noqa: E402, F401  (a closure's loop: its own file)

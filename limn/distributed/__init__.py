@@ -464,3 +464,19 @@ class DataParallel:
             if arrived:  # on some rank: every rank steps it, by the same mean
                 p.grad = slot
         return list(extra_slots)
+
+
+# torch.distributed's names over this world (``process_group.py``); ``optim`` holds
+# ZeroRedundancyOptimizer's stand-in
+from limn.distributed import optim  # noqa: E402, F401
+from limn.distributed.process_group import (  # noqa: E402, F401
+    ReduceOp,
+    all_reduce,
+    barrier,
+    destroy_process_group,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_initialized,
+)

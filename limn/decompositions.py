@@ -1,0 +1,335 @@
+"""Matrix decompositions: inverse, determinant, solve, singular and symmetric eigenvalues.
+
+These are iterative or pivoting algorithms (LU with pivoting, Householder QR sweeps,
+Jacobi or QR iterations for eigenvalues), not fixed loops over the primitives: limn
+computes them on the host, as numpy's LAPACK does, in float64, rounding the result once
+to the input's dtype. So each reads its input's value when called (as ``nonzero`` does),
+and the result is a value computed now. The gradients are composed from the results, so
+they run on the tensor's device and flow on through autograd:
+
+- inverse: d(A^-1) = -A^-1 dA A^-1, so the gradient is -A^-T g A^-T;
+- determinant: d det A = det A tr(A^-1 dA), so g det(A) A^-T (log|det|: g A^-T);
+- singular values: ds_i = u_i^T dA v_i, so U diag(g) V^T (distinct values);
+- symmetric eigenvalues: dl_i = v_i^T dA v_i, so V diag(g) V^T.
+
+``solve`` is ``inv(A) @ B`` and the matrix norms of singular values ('nuc', 2, -2) are
+sums and extremes of ``svdvals``, so their gradients come from these.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ir.graph import dtypes
+from limn.tensor import Tensor, stack
+
+
+def _square(a: Tensor, op: str) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2] or not a.dtype.is_float:
+        raise ValueError(
+            f"{op}: needs float square matrices (..., n, n), got {a.dtype}{list(a.shape)}"
+        )
+
+
+def _host(a: Tensor) -> np.ndarray:
+    return np.asarray(a.detach().numpy(), np.float64)
+
+
+def _result(a: Tensor, value: np.ndarray, rule=None, saved=None, dtype=None) -> Tensor:
+    """``value`` (host float64) as a Tensor of ``a``'s dtype on its device, recording
+    ``rule`` for the gradient with respect to ``a``."""
+    d = dtype or a.dtype
+    t = Tensor(np.asarray(value).astype(dtypes.to_numpy(d)), dtype=d, device=a.device)
+    return Tensor._make(t.node, a.device, rule, (a,), saved) if rule else t
+
+
+def _mT(x: Tensor) -> Tensor:  # noqa: N802
+    return x.transpose(-1, -2)
+
+
+def inv(a: Tensor) -> Tensor:
+    """A^-1; a singular matrix raises, as torch's."""
+    _square(a, "linalg.inv")
+    try:
+        value = np.linalg.inv(_host(a))
+    except np.linalg.LinAlgError as e:
+        raise ValueError(f"linalg.inv: the matrix {list(a.shape)} is singular ({e})") from None
+    return _result(a, value, _inv_grad)
+
+
+def _inv_grad(ctx, out, g):
+    t = _mT(out.detach())
+    return (-(t @ g @ t),)
+
+
+class InvEx(NamedTuple):
+    inverse: Tensor
+    info: Tensor
+
+
+def inv_ex(a: Tensor, *, check_errors: bool = False) -> InvEx:
+    """torch's ``(inverse, info)``: info 0 where the matrix was inverted; a singular one
+    raises (limn has no partial result to hand back)."""
+    out = inv(a)
+    return InvEx(out, Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device))
+
+
+def det(a: Tensor) -> Tensor:
+    _square(a, "linalg.det")
+    return _result(a, np.linalg.det(_host(a)), _det_grad)
+
+
+def _det_grad(ctx, out, g):
+    (a,) = ctx.parents
+    scale = (g * out.detach()).unsqueeze(-1).unsqueeze(-1)
+    return (scale * _mT(inv(a.detach())),)
+
+
+class SlogDet(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+def slogdet(a: Tensor) -> SlogDet:
+    _square(a, "linalg.slogdet")
+    sign, logabs = np.linalg.slogdet(_host(a))
+    return SlogDet(_result(a, sign), _result(a, logabs, _logabsdet_grad))
+
+
+def _logabsdet_grad(ctx, out, g):
+    (a,) = ctx.parents
+    return (g.unsqueeze(-1).unsqueeze(-1) * _mT(inv(a.detach())),)
+
+
+def logdet(a: Tensor) -> Tensor:
+    """log det A: nan where the determinant is negative, -inf where it is zero."""
+    sign, logabs = slogdet(a)
+    return (sign < 0).where(float("nan"), logabs).cast(a.dtype)
+
+
+def solve(a: Tensor, b: Tensor, *, left: bool = True) -> Tensor:
+    """X with A X = B (``left=False``: X A = B). B is a batch of vectors where torch reads
+    it so: 1-d, or A's batch shape with one vector each."""
+    _square(a, "linalg.solve")
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector:
+        x = (inv(a) @ b.unsqueeze(-1)).squeeze(-1) if left else (b.unsqueeze(-2) @ inv(a))
+        return x if left else x.squeeze(-2)
+    return inv(a) @ b if left else b @ inv(a)
+
+
+class SolveEx(NamedTuple):
+    result: Tensor
+    info: Tensor
+
+
+def solve_ex(a: Tensor, b: Tensor, *, left: bool = True, check_errors: bool = False) -> SolveEx:
+    x = solve(a, b, left=left)
+    return SolveEx(x, Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device))
+
+
+def svdvals(a: Tensor) -> Tensor:
+    """The singular values of each matrix (..., m, n), largest first."""
+    if a.ndim < 2 or not a.dtype.is_float:
+        raise ValueError(f"linalg.svdvals: needs float matrices, got {a.dtype}{list(a.shape)}")
+    u, s, vh = np.linalg.svd(_host(a), full_matrices=False)
+    saved = (_result(a, u), _result(a, vh))
+    return _result(a, s, _svdvals_grad, saved)
+
+
+def _svdvals_grad(ctx, out, g):
+    u, vh = ctx.saved
+    return ((u * g.unsqueeze(-2)) @ vh,)
+
+
+def eigvalsh(a: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803  (torch's name)
+    """The eigenvalues of each symmetric matrix, ascending, from its lower (or ``UPLO="U"``
+    upper) triangle."""
+    _square(a, "linalg.eigvalsh")
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    w, v = np.linalg.eigh(_host(a), UPLO)
+    return _result(a, w, _eigvalsh_grad, (_result(a, v),))
+
+
+def _eigvalsh_grad(ctx, out, g):
+    (v,) = ctx.saved
+    return ((v * g.unsqueeze(-2)) @ _mT(v),)
+
+
+# ---- factorizations without a gradient rule here, and what is composed of the above -----
+
+
+def _no_gradient(a: Tensor, op: str) -> None:
+    """A result computed on the host without a rule: refused where a gradient would be
+    needed, rather than silently cut from the graph."""
+    from limn.autograd import grad_enabled
+
+    if a.requires_grad and grad_enabled():
+        raise NotImplementedError(
+            f"{op}: limn has no gradient for it; compute it under limn.no_grad() or from "
+            "a detached input"
+        )
+
+
+def cholesky(a: Tensor, *, upper: bool = False) -> Tensor:
+    """L with A = L L^T (``upper``: U with A = U^T U) of a symmetric positive-definite A."""
+    _square(a, "linalg.cholesky")
+    _no_gradient(a, "linalg.cholesky")
+    try:
+        low = np.linalg.cholesky(_host(a))
+    except np.linalg.LinAlgError as e:
+        raise ValueError(f"linalg.cholesky: the matrix is not positive-definite ({e})") from None
+    return _result(a, np.swapaxes(low, -1, -2) if upper else low)
+
+
+class CholeskyEx(NamedTuple):
+    L: Tensor  # noqa: N815  (torch's field name)
+    info: Tensor
+
+
+def cholesky_ex(a: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyEx:
+    out = cholesky(a, upper=upper)
+    return CholeskyEx(out, Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device))
+
+
+def _triangle(a: Tensor, upper: bool, unit: bool) -> Tensor:
+    t = a.triu() if upper else a.tril()
+    if unit:
+        n = a.shape[-1]
+        eye = Tensor.eye(n, dtype=dtypes.bool_, device=a.device)
+        t = eye.where(1.0, t).cast(a.dtype)
+    return t
+
+
+def solve_triangular(a: Tensor, b: Tensor, *, upper: bool, left: bool = True,
+                     unitriangular: bool = False) -> Tensor:  # fmt: skip
+    """X with A X = B (``left=False``: X A = B), A's other triangle (and with
+    ``unitriangular`` its diagonal) not read: ``solve`` of that triangle."""
+    _square(a, "linalg.solve_triangular")
+    if b.ndim < 2:
+        raise ValueError(f"linalg.solve_triangular: B must be a matrix, got {b.shape}")
+    t = _triangle(a, upper, unitriangular)
+    return t.inverse() @ b if left else b @ t.inverse()
+
+
+class TriangularSolve(NamedTuple):
+    solution: Tensor
+    cloned_coefficient: Tensor
+
+
+def triangular_solve(b: Tensor, a: Tensor, upper: bool = True, transpose: bool = False,
+                     unitriangular: bool = False) -> TriangularSolve:  # fmt: skip
+    """torch's older form: (X with op(A) X = B, A), op(A) = A^T with ``transpose``."""
+    t = _triangle(a, upper, unitriangular)
+    t = _mT(t) if transpose else t
+    x = solve_triangular(t, b, upper=upper != transpose)
+    return TriangularSolve(x, a.contiguous())
+
+
+def _factor(chol: Tensor, upper: bool) -> Tensor:
+    """The lower factor: its triangle's values, with torch's gradient, which treats every
+    element of the given factor as part of A = L L^T (the other triangle included)."""
+    tri = chol.triu() if upper else chol.tril()
+    low = chol - (chol - tri).detach()
+    return _mT(low) if upper else low
+
+
+def cholesky_solve(b: Tensor, chol: Tensor, upper: bool = False) -> Tensor:
+    """X with A X = B, given A's Cholesky factor (lower, or ``upper``)."""
+    low = _factor(chol, upper)
+    return (low @ _mT(low)).inverse() @ b
+
+
+def cholesky_inverse(chol: Tensor, upper: bool = False) -> Tensor:
+    """A^-1 from A's Cholesky factor."""
+    low = _factor(chol, upper)
+    return (low @ _mT(low)).inverse()
+
+
+def tensorinv(a: Tensor, ind: int = 2) -> Tensor:
+    """The inverse of A read as a matrix of its first ``ind`` dims by the rest, shaped
+    back (the rest's dims first)."""
+    rows = int(np.prod(a.shape[:ind], dtype=np.int64))
+    if ind <= 0 or rows != int(np.prod(a.shape[ind:], dtype=np.int64)):
+        raise ValueError(f"linalg.tensorinv: {a.shape} split at {ind} is not square")
+    return inv(a.reshape(rows, rows)).reshape(*a.shape[ind:], *a.shape[:ind])
+
+
+def tensorsolve(a: Tensor, b: Tensor, dims=None) -> Tensor:
+    """X with tensordot(A, X, X.ndim) = B."""
+    if dims is not None:
+        dims = [d % a.ndim for d in dims]
+        a = a.permute(*[i for i in range(a.ndim) if i not in dims], *dims)
+    rest = a.shape[b.ndim :]
+    n = int(np.prod(b.shape, dtype=np.int64))
+    if n != int(np.prod(rest, dtype=np.int64)):
+        raise ValueError(
+            f"linalg.tensorsolve: A {a.shape} and B {b.shape} do not make a square system"
+        )
+    return solve(a.reshape(n, n), b.reshape(n)).reshape(rest)
+
+
+def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803  (torch's name)
+    """Columns x^0, x^1, ..., x^(N-1) (torch's increasing order)."""
+    x = x.reshape(1) if x.ndim == 0 else x  # torch's: a 0-d x is one point
+    n = x.shape[-1] if N is None else N
+    if n < 0:
+        raise ValueError(f"linalg.vander: needs at least 1 dim and N >= 0, got {x.shape}, N={N}")
+    if n == 0:
+        return x.unsqueeze(-1)[..., :0]
+    powers = [x.ones_like()] + [x] * (n - 1)
+    cols = [powers[0]]
+    for p in powers[1:]:
+        cols.append(cols[-1] * p)  # running products, as torch's cumprod
+    return stack(cols, -1)
+
+
+def cond(a: Tensor, p=None) -> Tensor:
+    """||A|| ||A^-1|| in the norm ``p``; for None, 2 and -2 the ratio of the extreme
+    singular values."""
+    from limn.torch_functions import linalg
+
+    if p in (None, 2, -2):
+        s = svdvals(a)
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p in (None, 2) else small / big
+    _square(a, "linalg.cond")
+    return linalg.matrix_norm(a, p) * linalg.matrix_norm(inv(a), p)
+
+
+def matrix_rank(a: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
+    """How many singular values exceed max(atol, rtol * the largest) (rtol by default
+    eps * max(m, n), with neither given)."""
+    if a.ndim < 2 or not a.dtype.is_float:
+        raise ValueError(f"linalg.matrix_rank: needs float matrices, got {a.dtype}{list(a.shape)}")
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    m, n = a.shape[-2:]
+    if m * n == 0:
+        return Tensor.zeros(a.shape[:-2], dtype=dtypes.int64, device=a.device)
+    s = svdvals(a.detach())
+    eps = float(np.finfo(dtypes.to_numpy(a.dtype)).eps)
+    if rtol is None:
+        rtol = eps * max(m, n) if atol is None or _is_zero(atol) else 0.0
+    atol = 0.0 if atol is None else atol
+    largest = s[..., :1]
+    rtol, atol = (t.unsqueeze(-1) if isinstance(t, Tensor) else t for t in (rtol, atol))
+    bound = (largest * rtol).maximum(atol)
+    return (s > bound).sum(-1).cast(dtypes.int64)
+
+
+def _is_zero(v) -> bool:
+    return (not isinstance(v, Tensor)) and v == 0
+
+
+# torch's Tensor methods and free functions of the same (``x.det()``, ``limn.logdet(x)``)
+Tensor.det, Tensor.logdet, Tensor.slogdet, Tensor.inverse = det, logdet, slogdet, inv
+Tensor.cholesky, Tensor.cholesky_solve, Tensor.cholesky_inverse = (
+    cholesky,
+    cholesky_solve,
+    cholesky_inverse,
+)
+Tensor.triangular_solve = triangular_solve
