@@ -287,19 +287,6 @@ def vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803  (torch's n
     return stack(cols, -1)
 
 
-def cond(a: Tensor, p=None) -> Tensor:
-    """||A|| ||A^-1|| in the norm ``p``; for None, 2 and -2 the ratio of the extreme
-    singular values."""
-    from limn.torch_functions import linalg
-
-    if p in (None, 2, -2):
-        s = svdvals(a)
-        big, small = s[..., 0], s[..., -1]
-        return big / small if p in (None, 2) else small / big
-    _square(a, "linalg.cond")
-    return linalg.matrix_norm(a, p) * linalg.matrix_norm(inv(a), p)
-
-
 def matrix_rank(a: Tensor, tol=None, hermitian: bool = False, *, atol=None, rtol=None) -> Tensor:
     """How many singular values exceed max(atol, rtol * the largest) (rtol by default
     eps * max(m, n), with neither given)."""

@@ -16,6 +16,7 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import as_dtype
 from limn import decompositions
 from limn.tensor import Tensor, cat, stack
+from limn.torch_methods import TorchMethods
 
 
 def _tensors(tensors, op: str) -> list[Tensor]:
@@ -337,6 +338,17 @@ def _matrix_power(x, n: int):
     return out
 
 
+def _cond(a: Tensor, p=None) -> Tensor:
+    """||A|| ||A^-1|| in the norm ``p``; for None, 2 and -2 the ratio of the extreme
+    singular values."""
+    if p in (None, 2, -2):
+        s = decompositions.svdvals(a)
+        big, small = s[..., 0], s[..., -1]
+        return big / small if p in (None, 2) else small / big
+    decompositions._square(a, "linalg.cond")
+    return linalg.matrix_norm(a, p) * linalg.matrix_norm(decompositions.inv(a), p)
+
+
 linalg = types.SimpleNamespace(
     __name__="limn.linalg",
     vector_norm=_vector_norm,
@@ -362,8 +374,13 @@ linalg = types.SimpleNamespace(
     tensorinv=decompositions.tensorinv,
     tensorsolve=decompositions.tensorsolve,
     vander=decompositions.vander,
-    cond=decompositions.cond,
+    cond=_cond,
     matrix_rank=decompositions.matrix_rank,
+)
+
+# Tensor.norm(p="nuc") (limn.torch_methods, which this module imports) is linalg's
+TorchMethods._nuclear_norm = lambda x, dims, keepdim, dtype: linalg.matrix_norm(
+    x, "nuc", dims, keepdim, dtype=dtype
 )
 
 

@@ -347,11 +347,9 @@ class TorchMethods:
         """The vector p-norm over ``axis`` (all dims by default): 0, 1, 2, inf, -inf or any
         p; "fro" (the default) is 2 over the dims given; "nuc", the nuclear norm of the
         matrices over ``axis`` (every dim by default: a 2-d tensor's, as torch's)."""
-        if p == "nuc":
-            from limn.torch_functions import linalg
-
-            dims = tuple(range(self.ndim)) if axis is None else axis
-            return linalg.matrix_norm(self, "nuc", dims, keepdim, dtype=dtype)
+        if p == "nuc":  # the singular values' sum: ``linalg.matrix_norm``, set on the class
+            dims = tuple(range(self.ndim)) if axis is None else axis  # by limn.torch_functions
+            return self._nuclear_norm(dims, keepdim, dtype)
         if p is not None and not isinstance(p, int | float) and p != "fro":
             raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
         p = 2 if p is None or p == "fro" else p

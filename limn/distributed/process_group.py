@@ -12,6 +12,7 @@ them. Before ``init_process_group`` the queries refuse, as torch's do.
 from __future__ import annotations
 
 import enum
+import sys
 
 import numpy as np
 
@@ -26,9 +27,8 @@ class ReduceOp(enum.Enum):
 
 
 def _distributed():
-    import limn.distributed as distributed
-
-    return distributed
+    """``limn.distributed``, which imports this module at its end: loaded by any call."""
+    return sys.modules["limn.distributed"]
 
 
 def is_available() -> bool:
