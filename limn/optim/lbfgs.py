@@ -27,7 +27,7 @@ import numpy as np
 
 from ir.graph import dtypes
 from limn.autograd import enable_grad
-from limn.optim import Optimizer
+from limn.optim.optimizer import Optimizer
 from limn.tensor import Tensor, realize
 
 
