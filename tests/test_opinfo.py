@@ -1,8 +1,8 @@
 """torch's own sample inputs (its OpInfo database) through every torch op limn names.
 
 For each op of ``op_db`` that limn answers by name (``tests/opinfo.py``), torch's samples
-in float32, int64, float64 and bool (where torch supports the dtype) run through torch and limn on limn's
-current device (``LIMN_DEVICE``) and must agree at torch's tolerances; a sample torch
+in float32, int64, float64 and bool (where torch supports the dtype) run through torch and
+limn on limn's current device (``LIMN_DEVICE``) and must agree at torch's tolerances; a sample torch
 refuses, and each of torch's error inputs, limn must refuse; a random op is compared by
 distribution. The default suite takes the first ``FEW`` samples of each op and dtype; the
 slow suite takes them all. The deliberate differences are ``opinfo.DIFFERENT``, each with
