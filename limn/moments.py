@@ -39,8 +39,7 @@ def cov(self: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> T
     if w is None:
         avg = x.mean(1, keepdim=True)
         factor = Tensor(float(n - correction), dtype=x.dtype, device=x.device)
-    else:
-        w = w.cast(x.dtype)
+    else:  # the weights' sums in their own dtype, as torch's
         w_sum = w.sum()
         avg = (x * w).sum(1, keepdim=True) / w_sum
         if correction == 0:
@@ -48,7 +47,7 @@ def cov(self: Tensor, *, correction: int = 1, fweights=None, aweights=None) -> T
         elif aweights is None:
             factor = w_sum - correction
         else:
-            factor = w_sum - correction * (w * aweights.cast(x.dtype)).sum() / w_sum
+            factor = w_sum - correction * (w * aweights).sum() / w_sum
     factor = factor.maximum(0)
     d = x - avg
     dw = d if w is None else d * w

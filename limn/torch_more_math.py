@@ -243,13 +243,13 @@ class TorchMoreMath:
         """The product (integers in int64, as torch), the last of a running product."""
         x = self._total(dtype)
         if axis is None:
-            out = x.reshape(-1).prod(0)
+            out = x.reshape(-1).prod(0, dtype=x.dtype)
             return out.reshape((1,) * self.ndim) if keepdim else out
         a = compose.normalize_axis(axis, x.ndim, "prod")
         n = x.shape[a]
         if n == 0:
-            return x.sum(a, keepdim).full_like(1)
-        out = x.cumprod(a).narrow(a, n - 1, 1)
+            return x.sum(a, keepdim, dtype=x.dtype).full_like(1)
+        out = x.cumprod(a, dtype=x.dtype).narrow(a, n - 1, 1)  # in the dtype asked for
         return out if keepdim else out.squeeze(a)
 
     def cumprod(self, axis: int, dtype=None):
@@ -397,6 +397,10 @@ class TorchMoreMath:
         return self._add_scaled(mat.mv(vec), beta, alpha)
 
     def addr(self, vec1, vec2, *, beta=1, alpha=1):
+        if self.dtype == vec1.dtype == vec2.dtype == dtypes.bool_:  # torch's: logical
+            outer = vec1.unsqueeze(-1) & vec2.unsqueeze(0)
+            kept = self & bool(beta) if beta else self.zeros_like()
+            return (kept | (outer & bool(alpha))).expand(*outer.shape).contiguous()
         return self._add_scaled(vec1.outer(vec2), beta, alpha)
 
     def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):

@@ -79,6 +79,15 @@ TIES = {
 # expected failures, strictly: fixing one shows). Each is a gap still to close, not a choice.
 FULL_GAPS = {}
 
+# (op, dtype) pairs whose samples still fail in that dtype: a gap to close, not a choice.
+ERF = "erf is accurate to about 1e-7 (float32's), not float64's (ir/graph/compose.py)"
+DTYPE_GAPS = {
+    ("nn.functional.gelu", "float64"): ERF,
+    ("erfc", "float64"): ERF,
+    ("normal.in_place", "float64"): "normal_'s float64 draws fail torch's KS comparison",
+    ("uniform", "float64"): "uniform_'s float64 draws fail torch's KS comparison",
+}
+
 
 @functools.cache
 def op_db():

@@ -1,8 +1,8 @@
 """torch's own sample inputs (its OpInfo database) through every torch op limn names.
 
 For each op of ``op_db`` that limn answers by name (``tests/opinfo.py``), torch's samples
-in float32 and int64 (where torch supports the dtype) run through torch and limn on limn's
-current device (``LIMN_DEVICE``) and must agree at torch's tolerances; a sample torch
+in float32, int64, float64 and bool (where torch supports the dtype) run through torch and
+limn on limn's current device (``LIMN_DEVICE``) and must agree at torch's tolerances; a sample torch
 refuses, and each of torch's error inputs, limn must refuse; a random op is compared by
 distribution. The default suite takes the first ``FEW`` samples of each op and dtype; the
 slow suite takes them all. The deliberate differences are ``opinfo.DIFFERENT``, each with
@@ -22,7 +22,7 @@ import torch
 import limn
 
 FEW = 2
-DTYPES = (torch.float32, torch.int64)
+DTYPES = (torch.float32, torch.int64, torch.float64, torch.bool)
 OPS = opinfo.named_ops()
 
 
@@ -35,9 +35,17 @@ def _run(o, few: int | None) -> dict:
             continue
         torch.manual_seed(0)
         samples = o.sample_inputs("cpu", dtype, requires_grad=False)
-        for s in itertools.islice(samples, few):
-            kind = opinfo.check(o, s)
-            seen[kind] = seen.get(kind, 0) + 1
+        gap = opinfo.DTYPE_GAPS.get((opinfo.op_id(o), str(dtype).removeprefix("torch.")))
+        try:
+            for s in itertools.islice(samples, few):
+                kind = opinfo.check(o, s)
+                seen[kind] = seen.get(kind, 0) + 1
+        except AssertionError:
+            if gap is None:
+                raise
+            continue
+        if gap is not None and few is None:  # strict, as FULL_GAPS: a closed gap shows
+            pytest.fail(f"{opinfo.op_id(o)} passes in {dtype} now; remove its gap: {gap}")
     errors = o.error_inputs("cpu") if o.error_inputs_func is not None else ()
     for e in itertools.islice(errors, few):
         s = e.sample_input
