@@ -194,15 +194,11 @@ class Tensor(
         return Tensor._make(node, self.device, rule, parents, saved)
 
     def _view(self, kind: str, arg) -> Tensor:
-        cached = self._relayout()
-        try:
+        with versions.storage_layout(self):
             t = super()._view(kind, arg)
             n = t._node
             src = n.srcs[0] if n.op == Op.VIEW else n
             copy = src.op == Op.CONTIGUOUS and src.srcs[0] is self.node
-        finally:
-            if cached is not None:
-                self._node = cached
         if not copy:
             t._base, t._move = self, (kind, arg)
             if kind not in _COPIES:
@@ -214,25 +210,8 @@ class Tensor(
         # move's record, so a value that takes gradients makes the calls one by one
         if self.requires_grad and autograd.grad_enabled():
             return self._moved_one_by_one(moves)
-        cached = self._relayout()
-        try:
+        with versions.storage_layout(self):
             return super()._moved(moves)
-        finally:
-            if cached is not None:
-                self._node = cached
-
-    def _relayout(self) -> Node | None:
-        """A view realized alone caches a row-major copy of its value; a view of it must
-        be composed on its storage's layout (a move of the storage's buffer), or it could
-        be a copy where torch's is a view. Here the cached node gives way to that move
-        while a view is taken (returned, to be put back); None where nothing changes."""
-        st, node = self._st, self._node
-        if not self._moves or node is None or node.op is not Op.BUFFER:
-            return None
-        if st.node.op is not Op.BUFFER or self._seen != st.gen:
-            return None  # (a lazy storage: composing on it would compute it again)
-        self._node = versions.layout_node(self)
-        return node
 
     def _wrap_moved(self, node: Node, moves) -> Tensor:
         t = self._wrap(node)

@@ -39,6 +39,8 @@ class TorchMovement:
     reshape_as = view_as
 
     def permute(self, *order) -> Self:
+        if not order:  # (as torch's; a 0-d tensor's is permute(()))
+            raise TypeError(f"permute: needs the dims, a permutation of those of {self.shape}")
         order = _shape_arg(order)
         norm = tuple(compose.normalize_axis(a, self.ndim, "permute") for a in order)
         if sorted(norm) != list(range(self.ndim)):

@@ -25,6 +25,7 @@ Here no write changes bytes that anything can still read:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import numpy as np
@@ -72,6 +73,24 @@ class Storage:
 
 def _move(v: View, kind: str, arg) -> View | None:
     return v.window(*arg) if kind == "window" else getattr(v, kind)(arg)
+
+
+@contextlib.contextmanager
+def storage_layout(t):
+    """While a view of t is taken: t's node as its storage's buffer moved. A view
+    realized alone caches a row-major copy of its value, and a view composed on that copy
+    could be a copy where torch's is a view. (Not where the storage is lazy: composing on
+    it would compute it again.)"""
+    st, node = t._st, t._node
+    swap = bool(t._moves) and node is not None and node.op is Op.BUFFER
+    swap = swap and st.node.op is Op.BUFFER and t._seen == st.gen
+    if swap:
+        t._node = layout_node(t)
+    try:
+        yield
+    finally:
+        if swap:
+            t._node = node
 
 
 def layout_node(t) -> Node:

@@ -299,3 +299,28 @@ def test_zero_through_an_expand_is_refused_not_miswritten(device):
     with pytest.raises(RuntimeError, match="more than once"):
         x[0].unsqueeze(0).expand(2, 3).zero_()
     np.testing.assert_array_equal(x.numpy(), np.ones((2, 3)))
+
+
+def test_an_in_place_op_reading_its_targets_memory_in_another_layout_is_refused(device):
+    """Found while fuzzing: lerp_ of an unfold by its own permute (torch: partial overlap);
+    and two size-1 row slices of one array, whose strides differ only on the size-1 dim."""
+    check(("sgd", [("unfold", 0, 0, 2.0), ("permute", 3, 0, 2.0), ("lerp_", 3, 4, 2.0)]), 0, device)
+    rows = [("rows", 2, 1, 2.0), ("rows", 2, 2, 2.0), ("lerp_", 3, 4, 2.0)]
+    check(("sgd", rows), 0, device)
+
+
+def test_a_0d_tensor_takes_a_mask_write_and_copy_into_itself_through_an_expand(device):
+    """Found while fuzzing: x[x > 0] = v on a 0-d tensor (numpy's new dim of 1), and
+    x.copy_(x) of an expand (torch's: nothing to do)."""
+    check(
+        ("sgd", [("select0", 0, 0, 2.0), ("select0", 3, 0, 2.0), ("mask_set", 4, 0, 2.0)]),
+        1,
+        device,
+    )
+    check(("sgd", [("expand", 0, 0, 2.0), ("copy_", 3, 3, 2.0)]), 2, device)
+
+
+def test_a_view_read_alone_is_then_viewed_in_its_storages_layout(device):
+    """Found while fuzzing: the diagonal of a transpose read (tolist) before, written."""
+    prog = [("transpose", 0, 0, 2.0), ("tolist", 3, 0, 2.0), ("diagonal", 3, 0, 2.0)]
+    check(("sgd", [*prog, ("add_", 4, 0, 2.0)]), 3, device)
