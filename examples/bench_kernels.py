@@ -38,6 +38,7 @@ import limn  # noqa: E402
 from ir.c.passes import c_passes  # noqa: E402
 from limn import Tensor, nn  # noqa: E402
 from limn.runtime.c import CDevice, default_threads  # noqa: E402
+from limn.runtime.target import detect
 
 try:
     import torch
@@ -177,7 +178,7 @@ def pad_split(shape, reps: int) -> None:
     n, c, h, w = shape
     print(f"\npad-mask split on a convolution with the pad in its hot loop, {list(shape)}")
     split = CDevice()
-    plain = CDevice(passes=[p for p in c_passes() if p is not split_pad_masks])
+    plain = CDevice(passes=[p for p in c_passes(detect()) if p is not split_pad_masks])
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape, dtype=np.float32)
     k = rng.standard_normal((c, c, 3, 3), dtype=np.float32)
@@ -242,7 +243,7 @@ def math_functions(n: int, reps: int) -> None:
     import tempfile
 
     import limn_array as xp
-    from ir.c.units import plan_units
+    from ir.c.units import compile
     from ir.kernel.schedule import schedule
     from limn.runtime.device import install
 
@@ -272,8 +273,8 @@ def math_functions(n: int, reps: int) -> None:
         row.append(f"c 1 thread {t1 * 1e3:6.2f} ms ({t1 / t_np:4.1f}x)")
         a, b = xp.asarray(x, device=xp.Device("c")), xp.asarray(y, device=xp.Device("c"))
         lines = sum(
-            len(src.splitlines())
-            for src in plan_units(schedule([build(xp, a, b)._t.node]).graph).sources()
+            len(u.source.splitlines())
+            for u in compile(schedule([build(xp, a, b)._t.node]).graph, None, detect()).all()
         )
         ok = target(f"{name}: lines of C in its program", lines, 300, "")
         row.append(f"C {lines} lines ({ok})")

@@ -138,7 +138,7 @@ def measure(name: str, size: int) -> dict:
     jit.walk = timed("walk", jit.walk, count=True)
     jit.decompose = timed("decompose", jit.decompose)
     jit.schedule = timed("schedule", jit.schedule)
-    cdev.plan_units = timed("units", cdev.plan_units)
+    cdev.compile = timed("units", cdev.compile)
     device.toolchain.libraries = timed("compile", device.toolchain.libraries)
     t = time.perf_counter()
     read = {"chain": chain, "rnn": rnn, "gpt": gpt}[name](size)

@@ -7,11 +7,12 @@ or a list of them. ``stage`` picks the floor:
 * ``"kernel"``: the kernel graph, each kernel's fused rows and buffers (stage 2);
 * ``"loop"`` (default): every kernel's loop nest after the passes, then the sinks
   (stage 3) -- the instruction stream the compiled devices render; with the c device's
-  passes (``passes=c_passes()``), a small kernel prints as the size-generic nest that
+  passes (``passes=c_passes(target)``), a small kernel prints as the size-generic nest that
   device runs (``ir/loop/generic.py``: its sizes are names, given at run time);
-* ``"c"``: the C source the c device compiles for ``x`` (stage 4), made by the function
-  the device itself calls (``ir.c.units.plan_units``), with the c device's passes unless
-  ``passes`` are given, then each CUSTOM kernel's unit (``ir.c.sdpa.kernel_source``);
+* ``"c"``: the C source the c device compiles for ``x`` (stage 4) for ``target``, made by
+  the function the device itself calls (``ir.c.units.compile``), with the c device's
+  passes unless ``passes`` are given, then each CUSTOM kernel's unit
+  (``ir.c.sdpa.kernel_source``);
 * ``"cuda"``: the CUDA C program the cuda device hands NVRTC (``ir.cuda.render.source``),
   with the cuda device's passes unless ``passes`` are given, then each CUSTOM kernel's
   program (``ir.cuda.sdpa.kernel_source``).
@@ -28,7 +29,8 @@ from collections.abc import Callable, Sequence
 
 from ir.c import sdpa as c_sdpa
 from ir.c.render import renders
-from ir.c.units import generic, plan_units
+from ir.c.target import Target
+from ir.c.units import compile, generic
 from ir.cuda import sdpa as cuda_sdpa
 from ir.cuda.render import source as cuda_source
 from ir.graph.decompose import decompose
@@ -94,8 +96,10 @@ def ir(
     stage: str = "loop",
     passes: Sequence[Pass] | None = None,
     is_realized: Callable[[Node], bool] | None = None,
+    target: Target | None = None,
 ) -> str:
-    """The text of ``x`` at ``stage`` ("graph", "kernel", "loop", "c" or "cuda")."""
+    """The text of ``x`` at ``stage`` ("graph", "kernel", "loop", "c" or "cuda"); stage
+    "c" for ``target``, the CPU it compiles for."""
     roots = _roots(x)
     if stage == "graph":
         return format_graph(roots)
@@ -110,22 +114,32 @@ def ir(
     if stage == "kernel":
         return "\n".join([*held, str(graph)])
     if stage == "cuda":
-        return "\n".join([cuda_source(graph, passes), *custom_sources(graph, cuda_sdpa)])
+        source = cuda_sdpa.kernel_source
+        return "\n".join([cuda_source(graph, passes), *custom_sources(graph, source)])
     if stage == "c":
-        return "\n".join([*plan_units(graph, passes).sources(), *custom_sources(graph, c_sdpa)])
+        if target is None:
+            raise ValueError("ir: stage 'c' compiles for a target; give ir.c.target.Target")
+        return c_sources(graph, compile(graph, passes, target))
     return "\n".join([*held, format_loops(graph, passes)])
 
 
-def custom_sources(graph: KernelGraph, target) -> list[str]:
-    """Each CUSTOM kernel's source as ``target`` (``ir.c.sdpa``, ``ir.cuda.sdpa``) runs
-    it, under a line naming the kernel; a source two kernels share (an op's outputs)
-    printed once."""
+def c_sources(graph: KernelGraph, units) -> str:
+    """What stage "c" prints: the units a plan compiles (``ir.c.units.Units``), then each
+    CUSTOM kernel's source for their target."""
+    source = lambda k, names: c_sdpa.kernel_source(k, units.target, names)  # noqa: E731
+    return "\n".join([u.source for u in units.all()] + custom_sources(graph, source))
+
+
+def custom_sources(graph: KernelGraph, kernel_source) -> list[str]:
+    """Each CUSTOM kernel's source as a device runs it (``kernel_source(k, names)``: the
+    call and its source, as ``ir.c.sdpa``'s and ``ir.cuda.sdpa``'s give them), under a
+    line naming the kernel; a source two kernels share (an op's outputs) printed once."""
     out, shown = [], set()
     for i, k in enumerate(graph.kernels):
         if k.kind != "CUSTOM":
             continue
         name, index, _ = k.result.arg
-        got = target.kernel_source(k, [f"buf{b}" for b in k.inputs])
+        got = kernel_source(k, [f"buf{b}" for b in k.inputs])
         if got is None:
             out.append(f"/* k{i}: CUSTOM {name}: a host function of the device */")
             continue

@@ -65,6 +65,7 @@ from limn.generate import generate
 from limn.pairs import cdist  # noqa: F401  (torch.cdist)
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
+from limn.runtime import target as _target
 from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.tensor import Tensor, cat, realize, stack, where
@@ -114,7 +115,8 @@ def ir(x, stage: str = "loop", passes=None) -> str:
     dev = get_device(getattr(where, "name", where))
     if passes is None and stage in getattr(dev, "stages", ()):
         return dev.ir(printer._roots(x), stage)
-    return printer.ir(x, stage, passes, held)
+    target = _target.detect() if stage == "c" else None  # the CPU the c device compiles for
+    return printer.ir(x, stage, passes, held, target)
 
 
 def array_namespace():

@@ -3,7 +3,7 @@
 ``export_c(fn, *example_args, path="model.c")`` calls ``fn`` on the example Tensors, takes
 the plan the c device builds for what it returns, and writes three files:
 
-* ``model.c``: every kernel of the plan, the text the c device compiles (``plan_units``,
+* ``model.c``: every kernel of the plan, the text the c device compiles (``ir.c.units.compile``,
   what ``ir(x, stage="c")`` prints) in one translation unit, the fused-attention source
   where the plan calls it, and the plan's driver: the table of calls and the function
   that runs it (``limn/runtime/driver.py``), the very ones the c device runs the plan
@@ -35,12 +35,12 @@ import numpy as np
 from ir.c import sdpa
 from ir.c.passes import c_passes
 from ir.c.render import program
-from ir.c.target import detect
-from ir.c.units import plan_units
+from ir.c.units import compile
 from ir.graph.ops import Op
 from limn import versions
 from limn.runtime.device import get_device, recall
 from limn.runtime.driver import ATTENTION_GRAD, HOST, SOURCE, Constant, layout
+from limn.runtime.target import detect
 from limn.tensor import Tensor
 
 ALIGN = 64
@@ -145,9 +145,11 @@ def export_c(fn, *example_args: Tensor, path, target: str | None = None) -> dict
     path = Path(path)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)  # the prefix of every C name it defines
     stem = stem if stem[:1].isalpha() else f"model_{stem}"  # "1-model.c": model_1_model_run
-    tuned = detect(target) if target else dev.target
-    passes = c_passes(tuned) if target else dev.passes
-    u = plan_units(g, passes, dev.openmp, None, dev.generic_kernels, tuned)
+    if target:  # another CPU's: compiled for it; else the units the plan ran
+        tuned = detect(target)
+        u = compile(g, c_passes(tuned), tuned, dev.openmp, dev.generic_kernels)
+    else:
+        tuned, u = dev.target, plan.product
     arg_of = {id(t.node.arg): j for j, t in enumerate(inputs_given)}
     blob, places, inputs = bytearray(), {}, {}  # places: buffer -> offset in the .bin bytes
 

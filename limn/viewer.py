@@ -40,7 +40,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from ir.c.units import generic, generic_name
+from ir.c.units import generic, generic_function
 from ir.graph.node import Node, format_node, toposort
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
@@ -65,8 +65,9 @@ stats_source: Stats | None = None
 def _c_target():
     from ir.c.passes import c_passes
     from ir.c.render import render_mapped
+    from limn.runtime.target import detect
 
-    return c_passes(), render_mapped
+    return c_passes(detect()), render_mapped
 
 
 def _cuda_target():
@@ -183,7 +184,7 @@ def fill_kernels(data: dict, graph: KernelGraph, stats=None) -> None:
             if name == "c" and i not in on_host and generic(graph, k, list(passes)):
                 # a size-generic kernel: the nest and function the c device runs
                 nest, sizes = lower_generic(graph, i)
-                fn = generic_name(apply_passes(nest, GENERIC_PASSES))
+                fn = generic_function(nest)[0]
                 pipe = _pipeline(nest, graph, i, GENERIC_PASSES, render, sizes, fn)
             else:
                 pipe = _pipeline(lowered, graph, i, passes, render)
@@ -200,10 +201,12 @@ def _custom_pipelines(k) -> dict:
     params where a nest would be, and the very source the device compiles."""
     from ir.c import sdpa as c_sdpa
     from ir.cuda import sdpa as cuda_sdpa
+    from limn.runtime.target import detect
 
-    pipes = {}
-    for name, target in (("c", c_sdpa), ("cuda", cuda_sdpa)):
-        got = target.kernel_source(k, [f"buf{b}" for b in k.inputs])
+    pipes, names = {}, [f"buf{b}" for b in k.inputs]
+    c_source = lambda k, names: c_sdpa.kernel_source(k, detect(), names)  # noqa: E731
+    for name, source in (("c", c_source), ("cuda", cuda_sdpa.kernel_source)):
+        got = source(k, names)
         if got is not None:
             step = {"pass": "CUSTOM", "lines": [got[0]], "rows": [-1]}
             pipes[name] = {"steps": [step], "source": got[1].splitlines()}

@@ -17,6 +17,7 @@ from ir.kernel.schedule import schedule
 from limn import Tensor, nn, sdpa
 from limn.attention import composed, fused_on
 from limn.runtime.device import get_device
+from limn.runtime.target import detect
 
 sdpa_fn = nn.scaled_dot_product_attention
 REF = sdpa.KERNELS  # the numpy reference, params (scale, causal, heads)
@@ -758,8 +759,8 @@ def test_ir_prints_the_attention_kernels_sources_that_the_devices_compile():
     o.sum().backward()
     text = limn.ir([o, q.grad], stage="c")
     for part in ("fwd", "bwd"):
-        assert c_sdpa.unit(part, dtypes.float32) in text
-        assert text.count(c_sdpa.unit(part, dtypes.float32)) == 1  # siblings share it
+        assert c_sdpa.unit(part, dtypes.float32, detect()) in text
+        assert text.count(c_sdpa.unit(part, dtypes.float32, detect())) == 1  # siblings share it
     assert "CUSTOM sdpa[0]: limn_sdpa_fwd_float32(q=buf0, k=buf0, v=buf0" in text
     assert "CUSTOM sdpa_bwd_kv[1]: limn_sdpa_bwd_float32(" in text and "causal=1" in text
     cuda = limn.ir([o, q.grad], stage="cuda")
@@ -782,12 +783,15 @@ def test_the_profiler_and_the_viewer_show_the_source_a_custom_kernel_runs(tmp_pa
     rows = {r["kernel"]: r for r in limn.runtime.profile.stats(nest=True)}
     fwd = next(r for name, r in rows.items() if name.startswith("CUSTOM sdpa "))
     assert "limn_sdpa_fwd_float32" in fwd["kernel"]
-    assert fwd["nest"].endswith(c_sdpa.unit("fwd", dtypes.float32))
+    assert fwd["nest"].endswith(c_sdpa.unit("fwd", dtypes.float32, detect()))
     data, graph = viewer.graph_data([sdpa_fn(q, q, q, is_causal=True).node])
     viewer.fill_kernels(data, graph)
     custom = [k for k in data["kernels"] if k["kind"] == "CUSTOM"]
     assert custom and all(k["pipelines"]["c"]["source"] for k in custom)
-    assert custom[0]["pipelines"]["c"]["source"] == c_sdpa.unit("fwd", dtypes.float32).splitlines()
+    assert (
+        custom[0]["pipelines"]["c"]["source"]
+        == c_sdpa.unit("fwd", dtypes.float32, detect()).splitlines()
+    )
     assert "scale=" in custom[0]["pipelines"]["c"]["steps"][0]["lines"][0]
 
 

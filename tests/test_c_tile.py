@@ -16,12 +16,13 @@ import limn
 from ir.c import block, tile
 from ir.c.passes import c_passes
 from ir.c.render import fma_isa, vector_helpers
-from ir.c.target import ISAS, detect
+from ir.c.target import ISAS
 from ir.graph import dtypes
 from ir.loop.interp import fused_multiply_add, run
 from limn import Tensor, nn
 from limn.runtime.c import CDevice
 from limn.runtime.device import get_device
+from limn.runtime.target import detect
 
 SCHEDULE = ("tile_contraction", "block_contraction", "pack_operands", "vectorize_tile")
 
@@ -120,19 +121,19 @@ def test_every_targets_tiles_give_the_interpreters_bits_here(isa, devices, monke
 def test_float64_tiles_are_eight_lanes_and_keep_the_interpreters_bits(devices, monkeypatch):
     monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)
     builds = {k: v for k, v in _layouts(13, 20, 40, np.float64, 1).items() if k != "conv"}
-    assert f"float64x{detect().lanes(8)}" in _check(builds, c_passes(), devices)
+    assert f"float64x{detect().lanes(8)}" in _check(builds, c_passes(detect()), devices)
 
 
 def test_edges_past_every_tile_size_keep_the_interpreters_bits(devices, monkeypatch):
     monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)
     for m, k, n in ((1, 5, 9), (7, 4, 17), (25, 3, 33)):
         builds = {k2: v for k2, v in _layouts(m, k, n, np.float32, m).items() if "@" in k2}
-        _check(builds, c_passes(), devices)
+        _check(builds, c_passes(detect()), devices)
 
 
 @pytest.mark.slow
 def test_a_tall_tiled_contraction_keeps_the_interpreters_bits(devices):
-    _check(_layouts(33, 70, 100, np.float32, 3), c_passes(), devices, threads=(1, 2, 3))
+    _check(_layouts(33, 70, 100, np.float32, 3), c_passes(detect()), devices, threads=(1, 2, 3))
 
 
 def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(devices):
@@ -146,9 +147,9 @@ def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(dev
     for name, build in {"x@W": lambda a: Tensor(a) @ Tensor(w),
                         "x@W.T": lambda a: Tensor(a) @ Tensor(w.T.copy()).T}.items():  # fmt: skip
         full = make().realize([build(x).node])[0].data
-        text = limn.ir(build(x[2:3]), passes=c_passes())
+        text = limn.ir(build(x[2:3]), passes=c_passes(detect()))
         assert "tile=1x" in text and "FMA" in text, name
-        want = run([build(x[2:3]).node], passes=c_passes())[0]
+        want = run([build(x[2:3]).node], passes=c_passes(detect()))[0]
         assert want.tobytes() == full[2:3].tobytes(), name
         for dev in (make(), serial):
             assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
@@ -224,7 +225,7 @@ def test_a_large_matmul_is_the_same_on_every_thread_count_and_close_to_numpy(dev
     assert all(o.tobytes() == outs[0].tobytes() for o in outs)
     want = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(outs[0] - want).max() / np.abs(want).max() < 1e-5
-    text = limn.ir(Tensor(a) @ Tensor(b), passes=c_passes())
+    text = limn.ir(Tensor(a) @ Tensor(b), passes=c_passes(detect()))
     assert "LOOP    r2c < 533 step" in text  # the reduce is cut into blocks
 
 
@@ -245,8 +246,8 @@ def test_convolutions_and_their_gradients_are_scheduled_contractions(devices):
         "weight grad": lambda: grads()[1],
     }
     for name, build in builds.items():
-        assert LANES in limn.ir(build(), passes=c_passes()), f"{name} is not vectorized"
-    _check(builds, c_passes(), devices)
+        assert LANES in limn.ir(build(), passes=c_passes(detect())), f"{name} is not vectorized"
+    _check(builds, c_passes(detect()), devices)
 
 
 def test_a_small_output_over_a_long_reduce_is_split_into_blocks_for_the_team():
@@ -326,7 +327,7 @@ def test_special_values_fold_through_a_vector_tile_as_through_the_interpreter(de
     b = rng.standard_normal((40, 48)).astype(np.float32)
     a[3, 5], a[7, :], b[2, 9], b[:, 30] = np.nan, np.inf, -np.inf, -0.0
     a[10, :] = -0.0
-    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(), devices)
+    _check({"x@W": lambda: Tensor(a) @ Tensor(b)}, c_passes(detect()), devices)
 
 
 # each ISA's gcc, and the fused instruction its vector FMA must be
@@ -360,7 +361,7 @@ def test_gcc_builds_the_vector_fma_from_its_builtins_without_the_intrinsics_head
 
 def test_each_targets_units_spell_only_that_targets_fma():
     from ir.c.render import FMAS
-    from ir.c.units import plan_units
+    from ir.c.units import compile
     from ir.kernel.schedule import schedule
 
     x = Tensor(np.ones((64, 64), np.float32))
@@ -368,9 +369,7 @@ def test_each_targets_units_spell_only_that_targets_fma():
     for isa in ("avx512", "avx2", "neon", "generic"):
         for gcc in (True, False):
             target = replace(detect(isa), gcc=gcc)
-            text = "\n".join(
-                src for _, src in plan_units(graph, c_passes(target), target=target).units
-            )
+            text = "\n".join(u.source for u in compile(graph, c_passes(target), target).units)
             words = lambda row: (*row[1:3], *row[4:])  # noqa: E731 (the header is shared)
             spelled = {i for i, row in FMAS.items() for word in words(row) if word in text}
             assert spelled == ({isa} if isa in FMAS else set()), (isa, gcc, spelled)
@@ -454,13 +453,13 @@ def test_a_cold_matmul_on_c_converts_no_flat_nest_to_a_tree():
     import cProfile
     import pstats
 
-    from ir.c.units import plan_units
+    from ir.c.units import compile
     from ir.kernel.schedule import schedule
 
     a, b = (Tensor(np.ones((256, 256), np.float32)) for _ in range(2))
     graph = schedule([(a @ b).node]).graph
     prof = cProfile.Profile()
-    prof.runcall(plan_units, graph, target=detect("avx2"))
+    prof.runcall(compile, graph, None, detect("avx2"))
     stats = pstats.Stats(prof).stats
     names = {fn for (_, _, fn) in stats}
     assert not names & {"to_tree", "flatten", "_each_block", "_pass", "_descend", "_swap"}

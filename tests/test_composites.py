@@ -20,6 +20,7 @@ from ir.graph.node import toposort
 from ir.graph.ops import COMPOSITE, PRIMITIVE, TABLE, Op
 from limn import Tensor
 from limn.runtime.device import get_device, install
+from limn.runtime.target import detect
 
 torch = pytest.importorskip("torch")
 
@@ -243,7 +244,7 @@ def test_the_c_kernel_of_a_composite_is_a_few_hundred_lines():
         x = xp.asarray(np.ones(1 << 10, np.float32))
         graph = schedule([fn(x).node]).graph
         assert len(graph.kernels) == 1
-        src = program([render(lower(graph, 0), "k0")])
+        src = program([render(lower(graph, 0), "k0")], detect())
         assert len(src.splitlines()) < 300, (fn.__name__, len(src.splitlines()))
 
 

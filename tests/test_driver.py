@@ -11,6 +11,7 @@ import limn
 from limn import Tensor, nn, optim
 from limn.runtime.device import get_device, install
 from limn.runtime.driver import COPY, HOST, pack
+from limn.runtime.target import detect
 
 
 def _device(**settings):
@@ -129,7 +130,7 @@ def test_ir_prints_the_plan_the_device_runs_with_its_passes_and_held_values():
     it prints holds every function those rows call."""
     from ir.c.passes import c_passes
 
-    dev = _device(passes=c_passes()[:-1])
+    dev = _device(passes=c_passes(detect())[:-1])
     old = install("c", dev)
     try:
         rng = np.random.default_rng(0)

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import limn
-from ir.c.target import ISAS, detect
+from ir.c.target import ISAS
 from limn import Tensor, nn
 from limn.export import export_c
 from limn.generate import empty_cache, step_function
 from limn.runtime import driver
+from limn.runtime.target import detect
 
 CC = shutil.which("cc")
 pytestmark = pytest.mark.skipif(CC is None, reason="needs a C compiler")

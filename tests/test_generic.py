@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ir.c.passes import c_passes
-from ir.c.units import generic, plan_units
+from ir.c.units import compile, generic
 from ir.graph import dtypes
 from ir.kernel.schedule import schedule
 from ir.loop.generic import GENERIC_PASSES, lower_generic
@@ -17,6 +17,7 @@ from ir.loop.passes import apply_passes
 from ir.printer import ir
 from limn import Tensor, where
 from limn.runtime.c import CDevice
+from limn.runtime.target import detect
 from limn.tensor import cat, stack
 
 
@@ -149,7 +150,7 @@ def test_generic_kernels_match_specialized_bits_and_compile_once(name, devices):
     for k, shape in enumerate(shapes):
         outs = build(shape)
         graph = schedule([t.node for t in outs]).graph
-        calls = plan_units(graph).calls
+        calls = compile(graph, None, detect()).calls
         assert len(calls) == len(graph.kernels), f"{name}: a kernel specialized at {shape}"
         used = set(f for f, _ in calls.values())
         if functions is None:
@@ -181,11 +182,11 @@ def test_the_generic_nest_is_what_runs(devices):
         interpret(nest, [a], out, sizes)
         assert np.array_equal(_bits(out.reshape(-1)), _bits(_realize(gen, [x])[0].reshape(-1)))
         # the printed stages: the nest with this call's sizes, and the C function called
-        printed = ir(x, passes=c_passes())
+        printed = ir(x, passes=c_passes(detect()))
         assert nest.format(["buf0"], "buf1", sizes) in printed
-        ((name, _),) = plan_units(graph).calls.values()
+        ((name, _),) = compile(graph, None, detect()).calls.values()
         assert f"void {name}(void *const *args, int64_t *err, const int64_t *sizes)" in ir(
-            x, stage="c"
+            x, stage="c", target=detect()
         )
         assert name in gen.tiers
 
@@ -194,7 +195,7 @@ def test_a_generic_nest_prints_each_run_time_value_by_name_with_the_value_it_has
     """A constant and a loop's stop read ``c0 (=2.5)``, ``n0 (=4)`` (not the bits of 2.5);
     with those written as their values, each CONST and LOOP line is the specialized one."""
     x = Tensor(_data((4, 3), np.float32, 21)) * 2.5 + 1.0
-    generic, special = ir(x, passes=c_passes()), ir(x)
+    generic, special = ir(x, passes=c_passes(detect())), ir(x)
     assert "CONST   v1 = c0 (=2.5) : float32" in generic and "LOOP    i0 < n0 (=4)" in generic
     assert "c0=2.5, c1=1.0" in generic and str(np.float32(2.5).view(np.int32)) not in generic
     lines = [ln for ln in generic.splitlines() if ln.strip().startswith(("CONST", "LOOP"))]
@@ -225,7 +226,7 @@ def test_a_scalar_read_of_nested_pads_lowers_as_small_as_the_specialized_nest(de
     for n, row, col in [(3, 0, 0), (4, 1, 5), (2, 1, 1), (5, 0, 3)]:
         t = _scalar_of_nested_pads(n, row, col)
         graph = schedule([t.node]).graph
-        assert len(plan_units(graph).calls) == len(graph.kernels)
+        assert len(compile(graph, None, detect()).calls) == len(graph.kernels)
         for i in range(len(graph.kernels)):
             small = len(lower(graph, i).body)
             assert len(lower_generic(graph, i)[0].body) <= 2 * small
@@ -240,7 +241,7 @@ def test_an_out_of_range_index_fails_in_a_generic_kernel(devices):
         index = np.array([[0, bad], [1, 2]], np.int64)
         x = Tensor(np.ones((2, 3), np.float32)).gather(1, Tensor(index))
         graph = schedule([x.node]).graph
-        assert plan_units(graph).calls, "the gather went generic"
+        assert compile(graph, None, detect()).calls, "the gather went generic"
         with pytest.raises(IndexError, match="out of range for axis 1 of size 3"):
             gen.realize([x.node])
 
@@ -252,7 +253,7 @@ def test_which_kernels_stay_specialized():
 
     def is_generic(t, passes=None):
         graph = schedule([t.node]).graph
-        return generic(graph, graph.kernels[-1], passes or c_passes())
+        return generic(graph, graph.kernels[-1], passes or c_passes(detect()))
 
     small = rng.standard_normal((4, 8)).astype(np.float32)
     assert is_generic(Tensor(small) + 1.0)
@@ -262,7 +263,7 @@ def test_which_kernels_stay_specialized():
     assert is_generic(Tensor(rng.integers(0, 9, (2, 500)).astype(np.int32)).sum(axis=1))
     w = Tensor(rng.standard_normal((8, 8)).astype(np.float32))
     assert not is_generic(Tensor(small) @ w)
-    assert not is_generic(Tensor(small) + 1.0, passes=c_passes()[:-1])
+    assert not is_generic(Tensor(small) + 1.0, passes=c_passes(detect())[:-1])
 
 
 def test_limn_generic_0_specializes_every_kernel(monkeypatch):

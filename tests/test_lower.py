@@ -388,7 +388,7 @@ def test_the_docs_unroll_pass_is_the_example_and_its_note_is_what_the_c_passes_p
     import re
 
     from ir.c.passes import c_passes
-    from ir.c.target import detect
+    from limn.runtime.target import detect
 
     doc = (ROOT / "docs" / "passes.md").read_text()
     code = re.search(r"```python\n(def unroll_by_2.*?)```", doc, re.S).group(1)

@@ -15,6 +15,7 @@ from ir.graph.compose import arange
 from limn import Tensor
 from limn.runtime import cc, plan_cache
 from limn.runtime.c import CDevice
+from limn.runtime.target import detect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,7 +131,7 @@ def test_a_change_of_the_code_or_the_settings_is_a_new_entry(cache, monkeypatch)
 
 
 def test_plans_are_not_kept_with_other_passes_or_when_turned_off(cache, monkeypatch):
-    custom = _device(cache, passes=c_passes()[:-1])
+    custom = _device(cache, passes=c_passes(detect())[:-1])
     assert not custom.keep_plans
     _run(custom)
     assert not (cache / "plans").exists()
@@ -182,7 +183,7 @@ def test_a_plan_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
     first = _device(cache)
     want = _run(first)
     (plan_file,) = (cache / "plans").glob("*.plan")
-    settings, key, graph, steps, slots, kept = pickle.loads(plan_file.read_bytes()[32:])
+    settings, key, graph, steps, slots, kept, units = pickle.loads(plan_file.read_bytes()[32:])
     host = next(i for i, step in enumerate(steps) if isinstance(step, Constant))
     wrong_value = [*steps]
     wrong_value[host] = Constant(steps[host].value[:1])  # would broadcast into the output
@@ -193,11 +194,11 @@ def test_a_plan_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
     wrong = {
         "not a pickle": b"\x80\x05 not a pickle",
         "another tuple": (settings, key),
-        "another object": (settings, key, "graph", steps, slots, kept),
-        "a kernel's step missing": (settings, key, graph, steps[:-1], slots, kept),
-        "a call into no function": (settings, key, graph, no_function, slots, kept),
-        "a constant of another shape": (settings, key, graph, wrong_value, slots, kept),
-        "slots for other inputs": (settings, key, graph, steps, slots[:-1], kept),
+        "another object": (settings, key, "graph", steps, slots, kept, units),
+        "a kernel's step missing": (settings, key, graph, steps[:-1], slots, kept, units),
+        "a call into no function": (settings, key, graph, no_function, slots, kept, units),
+        "a constant of another shape": (settings, key, graph, wrong_value, slots, kept, units),
+        "slots for other inputs": (settings, key, graph, steps, slots[:-1], kept, units),
         "a kept value of no buffer": (
             settings,
             key,
@@ -205,7 +206,9 @@ def test_a_plan_that_verifies_but_holds_the_wrong_content_is_built_again(cache):
             steps,
             slots,
             ((len(graph.buffers), 0),),
+            units,
         ),
+        "no units": (settings, key, graph, steps, slots, kept, "units"),
     }
     blob = plan_file.read_bytes()
     plan_file.write_bytes(blob[:100] + bytes([blob[100] ^ 4]) + blob[101:])  # a flipped bit

@@ -24,6 +24,7 @@ from ir.graph.ops import Op
 from ir.loop import interp
 from limn import Tensor
 from limn.runtime.device import get_device, install
+from limn.runtime.target import detect
 
 REAL = (
     "bool",
@@ -243,7 +244,7 @@ def test_a_sort_of_many_rows_runs_them_on_the_team():
 
     t = Tensor(np.zeros((64, 5000), np.float32), device="numpy").p_argsort()
     graph = schedule([t.node]).graph
-    nest = apply_passes(lower(graph, 0), c_passes())
+    nest = apply_passes(lower(graph, 0), c_passes(detect()))
     loops = [i for i in nest.body if type(i).__name__ == "Loop"]
     assert loops[0].parallel == 1
     assert "SORT" in nest.format()
@@ -274,5 +275,5 @@ def test_the_cuda_stage_prints_the_network_and_the_c_stage_one_sort():
     perm = xp.argsort(x)._t
     cuda = ir(perm, stage="cuda")
     assert "argsort" not in cuda and cuda.count("__global__") > 10  # 10 rounds at 16
-    c = ir(perm, stage="c")
+    c = ir(perm, stage="c", target=detect())
     assert c.count("limn_argsort_float64_a(") == 2  # its definition and the one call

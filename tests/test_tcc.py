@@ -2,14 +2,17 @@
 same bits as the same units built by gcc, on a spread of kernels and special values."""
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from ir.c.units import QUICK
+from ir.c.units import Unit, compile, unit
+from ir.kernel.schedule import schedule
 from limn import Tensor, where
 from limn.runtime import tcc
 from limn.runtime.c import CDevice
+from limn.runtime.target import detect
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tcc") is None,
@@ -120,14 +123,25 @@ def test_tcc_units_give_gcc_bits(name, kind, devices):
 
 
 def test_which_units_go_to_tcc():
-    body = "void f(void *const *a, int64_t *e) { float x = 1.0f; (void)x; }\n"
-    assert tcc.builds(QUICK + body)
-    assert not tcc.builds(body)  # an -O3 unit: large or specialized kernels stay on gcc
-    assert not tcc.builds(QUICK + "_Float16 h;\n" + body)  # tcc has no half type
-    assert not tcc.builds(QUICK + "#pragma omp parallel for\n" + body)
-    assert tcc.builds(QUICK + "#pragma omp simd reduction(|:limn_far)\n" + body)  # lanes
-    assert not tcc.builds(QUICK + "float y = __builtin_sqrtf(2.0f);\n" + body)
-    assert tcc.builds(QUICK + "float y = __builtin_rintf(2.5f);\n" + body)
+    """What the renderer records of a unit decides, never its text: a quick unit of plain C;
+    not one with a half type, an OpenMP team or the vector extension."""
+    from ir.c.target import Target
+
+    target = Target("generic", 16, 16, 4, 1 << 15, 1 << 20, 1 << 23, 2, ())
+    plain = unit([("void f(void) {}", set())], target, quick=True)
+    assert tcc.builds(plain) and plain.needs == frozenset()
+    assert not tcc.builds(Unit(plain.source))  # an -O3 unit: large kernels stay on gcc
+    for needs in ("half", "threads", "vectors"):
+        assert not tcc.builds(Unit(plain.source, quick=True, needs=frozenset({needs})))
+    w = Tensor(np.ones((256, 256), np.float32))
+    for value, needs in (
+        (Tensor(np.ones(8, np.float16)) * 2, {"half"}),  # small: quick, but not for tcc
+        (Tensor(np.ones(8, np.float32)).floor(), set()),  # small: quick and tcc's
+        (w @ w, {"threads", "vectors"}),  # a tiled contraction: -O3 by gcc
+    ):
+        graph = schedule([value.node]).graph
+        (u,) = compile(graph, None, replace(detect(), cores=1), generic_kernels=False).all()
+        assert (u.needs, u.quick, tcc.builds(u)) == (needs, not needs - {"half"}, not needs)
     assert "#define __builtin_rintf rintf" in tcc.PRELUDE
 
 
@@ -138,7 +152,7 @@ def test_the_switch_and_the_cache_key(monkeypatch):
     monkeypatch.delenv("LIMN_TCC")
     on = CDevice()
     assert on.toolchain.tcc is not None
-    src = QUICK + "int limn_f(int x) { return x + 1; }\n"
-    assert on.toolchain._key(src) != off.toolchain._key(src)  # the compiler is in the key
     big = "int limn_f(int x) { return x + 1; }\n"
-    assert on.toolchain._key(big) == off.toolchain._key(big)  # gcc builds it either way
+    src = Unit(big, quick=True)
+    assert on.toolchain.key(src) != off.toolchain.key(src)  # the compiler is in the key
+    assert on.toolchain.key(Unit(big)) == off.toolchain.key(Unit(big))  # gcc builds it either way

@@ -16,7 +16,7 @@ import limn
 from ir import ir
 from ir.c.passes import c_passes
 from ir.c.render import render, render_mapped
-from ir.c.units import generic, kernel_key, plan_units
+from ir.c.units import compile, generic, kernel_key
 from ir.cuda import render as cu
 from ir.cuda.passes import cuda_passes
 from ir.graph.node import format_graph
@@ -27,6 +27,7 @@ from ir.loop.lower import lower
 from ir.loop.nest import Accum, Arith, DefAcc, Load, Loop, Store, walk
 from ir.loop.passes import apply_passes
 from limn import Tensor
+from limn.runtime.target import detect
 from limn.viewer import fill_kernels, graph_data, page
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,14 +54,14 @@ def test_page_data_is_the_printed_stages(case):
     blocks = str(graph).split("\n\n")
     assert ["\n".join(k["block"]) for k in data["kernels"]] == blocks[:-1]
     assert "\n".join(data["sinks"]) == blocks[-1]
-    nests = ir(outs, passes=c_passes()).split("\n\n")
-    compiled = ir(outs, stage="c")  # what the c device compiles
+    nests = ir(outs, passes=c_passes(detect())).split("\n\n")
+    compiled = ir(outs, stage="c", target=detect())  # what the c device compiles
     try:
         cuda_program = ir(outs, stage="cuda")
     except TypeError:  # a kernel the cuda device declines (the page says so in its tab)
         cuda_program = None
     keys = [kernel_key(graph, k) for k in graph.kernels]
-    generic_calls = plan_units(graph).calls
+    generic_calls = compile(graph, None, detect()).calls
     for i, k in enumerate(data["kernels"]):
         if k["kind"] == "CUSTOM":
             continue
@@ -69,7 +70,7 @@ def test_page_data_is_the_printed_stages(case):
         source = "\n".join(pipe["source"])
         if pipe.get("on_host"):  # a constant kernel: computed when the plan is built
             assert "constant: numpy computes it once, at plan time" in nests[i].splitlines()[0]
-            assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
+            assert source == render(apply_passes(lower(graph, i), c_passes(detect())), k["name"])[0]
             assert f"void k{i}(" not in compiled and i in constant_kernels(graph)
             continue
         assert "\n".join(final["lines"]) == nests[i]
@@ -78,7 +79,7 @@ def test_page_data_is_the_printed_stages(case):
             assert source == render(nest, generic_calls[i][0])[0]
             assert source in compiled
         else:
-            assert source == render(apply_passes(lower(graph, i), c_passes()), k["name"])[0]
+            assert source == render(apply_passes(lower(graph, i), c_passes(detect())), k["name"])[0]
             # a kernel equal to an earlier one over other buffers is compiled once: the
             # copy's function calls the first's, which is this same source under its name
             j = next(j for j, o in enumerate(graph.kernels) if kernel_key(graph, o) == keys[i])
@@ -101,7 +102,7 @@ def test_each_nest_step_is_that_pass_applied_to_the_one_before(case):
         if k["kind"] == "CUSTOM":
             continue
         steps = k["pipelines"]["c"]["steps"]
-        passes, sizes = c_passes(), None
+        passes, sizes = c_passes(detect()), None
         on_host = i in constant_kernels(graph)
         if not on_host and generic(graph, graph.kernels[i], passes):  # what the c device runs
             first, passes = "lower_generic", GENERIC_PASSES
@@ -128,7 +129,7 @@ def test_each_c_statement_maps_to_the_instruction_it_spells():
         for i, k in enumerate(graph.kernels):
             if k.kind == "CUSTOM":
                 continue
-            nest = apply_passes(lower(graph, i), c_passes())
+            nest = apply_passes(lower(graph, i), c_passes(detect()))
             text, _, origins = render_mapped(nest, f"k{i}")
             lines = text.splitlines()
             assert len(origins) == len(lines) and text == render(nest, f"k{i}")[0]
@@ -153,7 +154,7 @@ def test_nest_lines_carry_the_row_that_computes_them():
         for i, k in enumerate(graph.kernels):
             if k.kind == "CUSTOM":
                 continue
-            for ins in walk(apply_passes(lower(graph, i), c_passes()).body):
+            for ins in walk(apply_passes(lower(graph, i), c_passes(detect())).body):
                 if isinstance(ins, Arith) and ins.op.value not in ("CAST", "WHERE"):
                     assert ins.row is not None and k.rows[ins.row].op == ins.op, (case.name, ins)
                 if isinstance(ins, Load):

@@ -22,7 +22,7 @@ from functools import cache, partial, update_wrapper
 
 from ir.c import block
 from ir.c.block import block_contraction, pack_operands, vectorize_tile
-from ir.c.target import Target, detect
+from ir.c.target import Target
 from ir.c.tile import tile_contraction
 from ir.graph.dtypes import bool_
 from ir.graph.semantics import LANE_BYTES, SUM_BLOCK
@@ -468,11 +468,11 @@ C_PASSES = [
 ]
 
 
-def c_passes(target: Target | None = None) -> list[Pass]:
+def c_passes(target: Target) -> list[Pass]:
     """The c device's passes: the default list, then the C ones, the contraction's tuned
-    for ``target`` (default: ``detect()``). The same objects for the same target, so two
-    lists of one target compare equal."""
-    return list(_tuned(target or detect()))
+    for ``target``. The same objects for the same target, so two lists of one target
+    compare equal."""
+    return list(_tuned(target))
 
 
 TUNED = (tile_contraction, block_contraction, vectorize_tile)  # they take ``target=``

@@ -37,7 +37,7 @@ import math
 from ir.c import sort
 from ir.c.libm import available, definitions
 from ir.c.spell import HELPERS, OPS, cast, ctype, helpers, index, literal, spell
-from ir.c.target import Target, detect
+from ir.c.target import Target
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
 from ir.graph.ops import Op
@@ -418,6 +418,8 @@ class _Renderer(Statements):
         self.lines.append("  (void)err;")
         self.items(nest.body, 1)
         self.lines.append("}")
+        if dtypes.float16 in {*self.bufs.values(), *self.dtype_of.values()}:
+            self.used.add(("needs", "half"))
         return "\n".join(self.lines), self.used
 
     def items(self, items, depth: int, collapse: int = 0) -> None:
@@ -441,6 +443,7 @@ class _Renderer(Statements):
         if par and self.openmp and not collapse:
             self.lines.append(f"{pad}#pragma omp parallel for collapse({par}) schedule(static)")
             collapse, self.team = par, True
+            self.used.add(("needs", "threads"))
         start, stop = str(lp.start), str(lp.stop)
         for e in lp.lo:
             start = f"limn_max64({start}, {index(e, self.values)})"
@@ -570,7 +573,7 @@ def vector_helpers(v: str) -> str:
     return VECTORS.format(t=t, n=n, c=c, b=int(n) * (4 if t == "f32" else 8), f=f)
 
 
-def program(functions: list[tuple[str, set]], target: Target | None = None) -> str:
+def program(functions: list[tuple[str, set]], target: Target) -> str:
     """One translation unit: the target it is for, the prelude, the helpers any kernel
     needs, every kernel."""
     used = set().union(*(u for _, u in functions)) if functions else set()
@@ -579,7 +582,6 @@ def program(functions: list[tuple[str, set]], target: Target | None = None) -> s
         "  (void)n;\n}\n"
     )
     maths = definitions(u[1] for u in used if u[0] == "math")
-    target = target or detect()
     parts = [str(target), PRELUDE, _sort_and_vector_helpers(used, target), helpers(used)]
     parts += [maths, setter]
     parts += [f for f, _ in functions]

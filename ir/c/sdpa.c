@@ -235,7 +235,7 @@ static __attribute__((noinline)) int NAME(sdpa_nonfinite)(const T *X, int64_t b,
     return bad;
 }
 
-/* ==== the forward ==== */
+#if SDPA_BACKWARD == 0 /* ==== the forward ==== */
 
 /* where V holds an inf or nan: a hidden key's value times its 0 probability is nan in
    every row the key is hidden from (the query rows [i0, i0 + nq) of head b) */
@@ -333,7 +333,7 @@ void NAME(limn_sdpa_fwd)(const T *Q, const T *K, const T *V, const uint8_t *M, T
     free(vbad);
 }
 
-/* ==== the backward ==== */
+#else /* ==== the backward ==== */
 
 /* R key rows (keys key0.., n of them left in the tile) against a tile's BK query columns:
    the probabilities p and the score gradients ds = p * (dp - D), in dpr on entry; a
@@ -501,3 +501,4 @@ void NAME(limn_sdpa_bwd)(const T *Q, const T *K, const T *V, const T *DO, const 
         free(ks);
     }
 }
+#endif

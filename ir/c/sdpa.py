@@ -1,10 +1,11 @@
 """The C of fused attention's CUSTOM kernels: ``sdpa.c`` beside this file, unit by unit.
 
-The c device compiles ``unit(part, dtype)`` and calls its one function, ``entry``; the
-printer (``ir(x, stage="c")``), the stage viewer and the profiler show ``kernel_source``,
-that same unit and the call, so what prints is what runs. A unit is the storage dtype's
-``SDPA_*`` definitions, the common part of ``sdpa.c`` and one pass: the forward
-(``limn_sdpa_fwd_<dtype>``) or the backward (``limn_sdpa_bwd_<dtype>``, three modes). A
+The c device compiles ``unit(part, dtype, target)`` and calls its one function, ``entry``;
+the printer (``ir(x, stage="c")``), the stage viewer and the profiler show
+``kernel_source``, that same unit and the call, so what prints is what runs. A unit is the
+storage dtype's ``SDPA_*`` definitions, then ``sdpa.c``, whose ``SDPA_BACKWARD`` keeps one
+pass: the forward (``limn_sdpa_fwd_<dtype>``) or the backward (``limn_sdpa_bwd_<dtype>``,
+three modes). A
 program compiles only what it runs: a float32 GPT step two small units, about 1 s of gcc
 -O3, where one unit of every dtype's kernels cost 7 s (15-20 s under load).
 
@@ -49,12 +50,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ir.c.render import PRELUDE, fma_isa, vector_helpers
-from ir.c.target import Target, detect
+from ir.c.target import Target
 from ir.graph import dtypes
 
-SOURCE = Path(__file__).with_name("sdpa.c").read_text()
-COMMON, _, _rest = SOURCE.partition("/* ==== the forward ==== */")
-PARTS = dict(zip(("fwd", "bwd"), _rest.split("/* ==== the backward ==== */")))
+SOURCE = Path(__file__).with_name("sdpa.c").read_text()  # its part chosen by SDPA_BACKWARD
 
 DTYPES = {  # storage dtype: (its name, C type, computes in double, load, store)
     dtypes.float32: ("float32", "float", 0, "(x)", "(x)"),
@@ -78,29 +77,25 @@ def check(dtype) -> dtypes.DType:
     return d
 
 
-def unit(part: str, dtype, target: Target | None = None) -> str:
+def unit(part: str, dtype, target: Target) -> str:
     """The translation unit of ``part`` ("fwd" or "bwd") for storage ``dtype``."""
     name, ctype, wide, load, store = DTYPES[check(dtype)]
     vec = "limn_f64x8" if wide else "limn_f32x16"  # FOLD_BYTES of the compute type
     defs = (
         f"#define SDPA_T {ctype}\n#define SDPA_NAME {name}\n#define SDPA_WIDE {wide}\n"
         f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n#define SDPA_VFMA {vec}_fma\n"
+        f"#define SDPA_BACKWARD {int(part == 'bwd')}\n"
         f"#ifndef LIMN_NEG /* once: an exported program holds the prelude already */\n"
-        f"{PRELUDE}#endif\n{fma_isa(target or detect())}\n{vector_helpers(vec)}\n"
+        f"{PRELUDE}#endif\n{fma_isa(target)}\n{vector_helpers(vec)}\n"
     )
-    return (
-        defs
-        + COMMON
-        + f"/* ==== the {'forward' if part == 'fwd' else 'backward'} ==== */"
-        + PARTS[part]
-    )
+    return defs + SOURCE
 
 
 def entry(part: str, dtype) -> str:
     return f"limn_sdpa_{part}_{DTYPES[check(dtype)][0]}"
 
 
-def kernel_source(k, names: list[str] | None = None) -> tuple[str, str] | None:
+def kernel_source(k, target: Target, names: list[str] | None = None) -> tuple[str, str] | None:
     """(the call, the unit) of CUSTOM kernel ``k`` on the c device: the function it runs
     with its buffers (``names``: of the kernel's inputs) and params, and the source that
     function is compiled from; None for a CUSTOM kernel with no C here (one the device
@@ -117,4 +112,4 @@ def kernel_source(k, names: list[str] | None = None) -> tuple[str, str] | None:
     args = ", ".join(f"{a}={b}" for a, b in zip(SOURCES[part], srcs))
     call = f"{entry(part, dtype)}({args}; scale={scale!r}, causal={int(causal)}, heads={heads}"
     call += (f", mode={mode}, or 3 with its sibling" if mode else "") + ")"
-    return call, unit(part, dtype)
+    return call, unit(part, dtype, target)

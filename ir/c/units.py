@@ -3,10 +3,12 @@
 ``ir/c/render.py`` turns one loop nest into one C function; this file decides, for a
 whole kernel graph, which functions exist and how they are grouped for ``cc``: kernels of
 one structure share a function (``kernel_key``); small kernels (``SMALL_WORK``) go in
-units marked ``QUICK`` that are built without optimization (or by tcc, ``limn/runtime/cc``);
+``quick`` units that are built without optimization (or by tcc, ``limn/runtime/cc``);
 small kernels the rule ``generic`` admits are size-generic, one function per structure
 called with its sizes (``ir/loop/generic.py``); big plans are cut into one unit per core.
-``plan_units`` is what the c device hands to ``cc`` and what ``ir(x, stage="c")`` prints.
+``compile`` is what the c device hands to ``cc``, keeps in its plan and prints. Each unit
+is a record (``Unit``) of what the renderer knew while writing it; nothing downstream
+reads a decision back from the C text.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from ir.c.passes import c_passes, default_passes
 from ir.c.render import program, render
 from ir.c.spell import CTYPE
-from ir.c.target import FOLD_BYTES, Target, detect
+from ir.c.target import FOLD_BYTES, Target
 from ir.graph.dtypes import acc_dtype
 from ir.graph.ops import Op
 from ir.kernel.kernel import KernelGraph, constant_kernels
@@ -32,9 +34,8 @@ MIN_PART = 24  # kernels per translation unit before a plan is worth splitting
 # A kernel of at most this many loop iterations costs its compile, not its run: it goes in
 # a unit of its own that ``cc`` builds at -O0 (a quarter of -O3's time; the results are the
 # same, as no flag the c device uses lets the compiler change what a float operation
-# computes). The marker line, part of the source, is what the toolchain reads.
+# computes): a ``quick`` unit.
 SMALL_WORK = 1 << 12
-QUICK = "/* limn: small kernels, compiled at -O0 */\n"
 
 
 def work(nest: LoopNest) -> int:
@@ -62,25 +63,46 @@ def split_for_cores(funcs: list, cores: int) -> list[list]:
     return [sorted(p, key=lambda f: f[0]) for p in parts if p]
 
 
+@dataclass(frozen=True)
+class Unit:
+    """One translation unit as the renderer made it: its C, the plan's kernels it defines
+    (``k<i>``), and what the renderer knew, which the toolchain reads instead of the text:
+    ``quick`` (small kernels only: built without optimization) and ``needs``, the C beyond
+    C11 and libm it uses ("vectors": GCC's vector extension and ISA builtins, "threads":
+    OpenMP teams, "half": ``_Float16``)."""
+
+    source: str
+    kernels: frozenset[int] = frozenset()
+    quick: bool = False
+    needs: frozenset = frozenset()
+
+
+def unit(functions: list[tuple[str, set]], target: Target, kernels=(), quick=False) -> Unit:
+    """The unit of ``functions`` (each its text and the helpers it uses) for ``target``."""
+    used = set().union(*(u for _, u in functions)) if functions else set()
+    needs = {u[1] for u in used if u[0] == "needs"} | {"vectors" for u in used if u[0] == "vec"}
+    return Unit(program(functions, target), frozenset(kernels), quick, frozenset(needs))
+
+
 @dataclass
 class Units:
     """What a plan compiles to: the specialized translation units, and the size-generic
     kernels, each a C function named by a hash of its text, called with its sizes."""
 
-    units: list[tuple[list[int], str]]  # (kernel indices, translation unit), in cc's order
+    units: list[Unit]  # in cc's order
     generic: dict[str, tuple[str, set]]  # function name -> (its text, the helpers it needs)
     calls: dict[int, tuple[str, tuple[int, ...]]]  # generic kernel -> (function, its sizes)
+    target: Target
     functions: list = field(default_factory=list)  # every function's (text, helpers), in order
 
-    def sources(self) -> list[str]:
+    def all(self) -> list[Unit]:
         """Every translation unit, the generic kernels' last (what ``ir(stage="c")`` prints)."""
-        gen = [generic_unit(self.generic)] if self.generic else []
-        return [src for _, src in self.units] + gen
+        return self.units + ([generic_unit(self.generic, self.target)] if self.generic else [])
 
 
-def generic_unit(functions: dict[str, tuple[str, set]]) -> str:
-    """One translation unit of size-generic kernels (small by the rule: built at -O0)."""
-    return QUICK + program([functions[name] for name in sorted(functions)])
+def generic_unit(functions: dict[str, tuple[str, set]], target: Target) -> Unit:
+    """One translation unit of size-generic kernels (small by the rule: a quick unit)."""
+    return unit([functions[name] for name in sorted(functions)], target, quick=True)
 
 
 GENERIC_WORK = SMALL_WORK  # the most loop iterations a size-generic kernel does
@@ -117,24 +139,24 @@ def generic(graph: KernelGraph, k, passes) -> bool:
     return True
 
 
-def plan_units(
+def compile(
     graph: KernelGraph,
-    passes=None,
+    passes,
+    target: Target,
     openmp: bool = True,
-    cores: int | None = None,
     generic_kernels: bool = True,
-    target: Target | None = None,
+    cores: int | None = None,
 ) -> Units:
-    """The C a plan compiles to. This is the one function that makes what the c device hands
-    to ``cc``, and what ``ir(x, stage="c")`` prints.
+    """The C a plan compiles to, for ``target`` with ``passes`` (None: the c device's, for
+    that target). This is the one function that makes what the c device hands to ``cc``,
+    keeps in its plan and prints (``ir(x, stage="c")``).
 
     Kernel ``i`` is the C function ``k<i>``, or for a generic kernel (``generic``) the
     function ``g_<hash>`` that every kernel of its structure shares; CUSTOM kernels have
-    none, nor do the ``constant_kernels`` (the device computes those on the host).
-    ``passes`` default to the c device's (``c_passes()``). Kernels of at most
-    ``SMALL_WORK`` iterations go in units of their own, marked ``QUICK``. With
-    ``generic_kernels=False`` every kernel is specialized to its sizes. ``target`` (default:
-    ``detect()``) is the CPU the default passes tune for, printed at each unit's head.
+    none, nor do the ``constant_kernels`` (the device computes those on the host). Kernels
+    of at most ``SMALL_WORK`` iterations go in ``quick`` units of their own. With
+    ``generic_kernels=False`` every kernel is specialized to its sizes. Big plans are cut
+    into ``cores`` units (default: the target's cores).
     """
     for spec in graph.buffers:
         if spec.dtype not in CTYPE:
@@ -143,7 +165,6 @@ def plan_units(
                 f"device computes {', '.join(map(str, CTYPE))}; use the numpy device "
                 f"for {spec.dtype}"
             )
-    target = target or detect()
     passes = c_passes(target) if passes is None else passes
     first: dict[tuple, int] = {}  # a kernel's structure -> the first kernel that has it
     copies: dict[int, list[int]] = {}
@@ -170,19 +191,21 @@ def plan_units(
             text += f"\nvoid k{j}(void *const *args, int64_t *err) {{ k{i}(args, err); }}"
         (small if work(nest) <= SMALL_WORK else large).append((same, (text, used)))
     out = []
-    for funcs, mark in ((large, ""), (small, QUICK)):
+    for funcs, quick in ((large, False), (small, True)):
         for part in split_for_cores(funcs, cores or target.cores) if funcs else []:
             kernels = sorted(i for same, _ in part for i in same)
-            out.append((kernels, mark + program([f for _, f in part], target)))
+            out.append(unit([f for _, f in part], target, kernels, quick))
     funcs = [f for _, f in large + small] + [gen[name] for name in sorted(gen)]
-    return Units(out, gen, calls, funcs)
+    return Units(out, gen, calls, target, funcs)
 
 
 _GENERIC_SEEN: dict[tuple, tuple[str, tuple[str, set]]] = {}
 
 
 def generic_function(nest: LoopNest, openmp: bool = True) -> tuple[str, tuple[str, set]]:
-    """A lowered generic nest's C function: its name, and its text and helpers.
+    """A lowered generic nest's C function: its name, and its text and helpers. The name is
+    ``g_`` and a hash of the text, so every kernel of one structure, in any plan, is the
+    same function.
 
     Remembered by what decides the text (the body, the buffers' dtypes, the sizes' names;
     a nest's shapes are only its header), so another kernel of the same structure skips
@@ -190,17 +213,10 @@ def generic_function(nest: LoopNest, openmp: bool = True) -> tuple[str, tuple[st
     key = (nest.kind, nest.body, tuple(b.dtype for b in nest.inputs), nest.output.dtype)
     key += (nest.sizes, openmp)
     if key not in _GENERIC_SEEN:
-        nest = apply_passes(nest, GENERIC_PASSES)
-        name = generic_name(nest, openmp)
-        _GENERIC_SEEN[key] = (name, render(nest, name, openmp))
+        text, used = render(apply_passes(nest, GENERIC_PASSES), "g_", openmp)
+        name = "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        _GENERIC_SEEN[key] = (name, (text.replace("void g_(", f"void {name}(", 1), used))
     return _GENERIC_SEEN[key]
-
-
-def generic_name(nest: LoopNest, openmp: bool = True) -> str:
-    """The C name of a size-generic kernel: ``g_`` and a hash of its text, so every kernel
-    of one structure, in any plan, is the same function."""
-    text, _ = render(nest, "limn_generic_kernel", openmp)
-    return "g_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def kernel_key(graph: KernelGraph, k) -> tuple:

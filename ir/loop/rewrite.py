@@ -245,12 +245,16 @@ class Fresh:
 
     def __init__(self, body):
         self.used = {n for ins in walk(body) for n in (defines(ins), getattr(ins, "var", None))}
+        self.next: dict[tuple, int] = {}  # the first number the next name may take: every
+        # name of a prefix below it is taken (names are only ever added), so a scan is linear
 
     def __call__(self, prefix: str, bare: bool = False) -> str:
-        k, name = 0, prefix if bare else f"{prefix}0"
+        k = self.next.get((prefix, bare), 0)
+        name = prefix if bare and not k else f"{prefix}{k}"
         while name in self.used:
             k += 1
             name = f"{prefix}{k}"
+        self.next[prefix, bare] = k
         self.used.add(name)
         return name
 

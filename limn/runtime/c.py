@@ -44,15 +44,13 @@ import numpy as np
 
 from ir.c import sdpa
 from ir.c.passes import c_passes
-from ir.c.render import program, render, renders
-from ir.c.units import QUICK, generic_function, generic_unit, plan_units
+from ir.c.render import program, renders
+from ir.c.units import Units, compile, generic_unit
 from ir.graph import dtypes
 from ir.graph.dtypes import compute_dtype
 from ir.kernel.kernel import KernelGraph, constant_kernels
-from ir.loop.generic import lower_generic
-from ir.loop.lower import lower
-from ir.loop.passes import Pass, apply_passes
-from ir.printer import custom_sources, format_loops
+from ir.loop.passes import Pass
+from ir.printer import c_sources, format_loops
 from limn.runtime import driver, plan_cache
 from limn.runtime.cc import CompilerError, find_toolchain
 from limn.runtime.device import env_number
@@ -68,22 +66,7 @@ from limn.runtime.driver import (
 )
 from limn.runtime.jit import CompiledDevice, Plan
 from limn.runtime.numpy_ref import evaluate_kernel
-
-
-def physical_cores() -> int:
-    """One thread per physical core: count distinct (package, core) pairs we may run on."""
-    seen = set()
-    for cpu in os.sched_getaffinity(0):
-        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{base}/physical_package_id") as f:
-                pkg = f.read().strip()
-            with open(f"{base}/core_id") as f:
-                core = f.read().strip()
-        except OSError:
-            return len(os.sched_getaffinity(0))
-        seen.add((pkg, core))
-    return max(1, len(seen))
+from limn.runtime.target import physical_cores
 
 
 def default_threads() -> int:
@@ -134,7 +117,7 @@ class CDevice(CompiledDevice):
         )
         self.composites = composites  # False: render primitives only, as a new device would
         try:
-            # tcc builds the QUICK units where installed (None: unless LIMN_TCC=0)
+            # tcc builds the quick units where installed (None: unless LIMN_TCC=0)
             self.toolchain = find_toolchain(tcc)
         except CompilerError as e:
             raise RuntimeError(str(e)) from None
@@ -174,9 +157,8 @@ class CDevice(CompiledDevice):
         plan, inputs = self.plan_for(roots)
         g = plan.graph
         held = [f"buf{i} = held {n.op.value}" for i, n in enumerate(inputs) if n.srcs]
-        if stage == "c":
-            u = plan_units(g, self.passes, self.openmp, None, self.generic_kernels, self.target)
-            return "\n".join([*u.sources(), *custom_sources(g, sdpa)])
+        if stage == "c":  # the units the plan compiled, as it keeps them
+            return c_sources(g, plan.product)
         return "\n".join([*held, str(g) if stage == "kernel" else format_loops(g, self.passes)])
 
     def renders(self, node) -> bool:
@@ -188,14 +170,13 @@ class CDevice(CompiledDevice):
         self._driver.limn_driver_threads(n)
 
     def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
-        u = plan_units(graph, self.passes, self.openmp, None, self.generic_kernels, self.target)
+        u = compile(graph, self.passes, self.target, self.openmp, self.generic_kernels)
         # a generic kernel compiled for an earlier plan is called from that plan's library;
         # the ones this process has not compiled yet go in one unit with this plan's others
         missing = {name: f for name, f in u.generic.items() if name not in self.tiers}
-        sources = [src for _, src in u.units] + ([generic_unit(missing)] if missing else [])
-        keys = [self.toolchain._key(src) for src in sources]
-        unit_key = {i: key for (kernels, _), key in zip(u.units, keys) for i in kernels}
-        quick = {i for kernels, src in u.units if src.startswith(QUICK) for i in kernels}
+        units = u.units + ([generic_unit(missing, self.target)] if missing else [])
+        keys = [self.toolchain.key(unit) for unit in units]
+        unit_key = {i: key for unit, key in zip(u.units, keys) for i in unit.kernels}
         steps: list = []
         consts: dict[int, np.ndarray] = {}  # constant kernels, computed here once
         on_host = constant_kernels(graph)
@@ -211,29 +192,30 @@ class CDevice(CompiledDevice):
             elif i in u.calls:
                 name, sizes = u.calls[i]
                 lib = self.tiers[name].lib if name in self.tiers else keys[-1]
-                steps.append(Kernel(lib, name, True, sizes))
+                steps.append(Kernel(lib, name, sizes))
             else:
-                steps.append(Kernel(unit_key[i], f"k{i}", i in quick))
+                steps.append(Kernel(unit_key[i], f"k{i}"))
         # the CUSTOM kernels' units are built beside the plan's (to the disk cache, where
         # the plan's first run loads them), not after it, one at a time
         custom = {sdpa.unit(s.part, s.dtype, self.target) for s in steps if getattr(s, "part", 0)}
-        self.by_key.update(zip(keys, self.toolchain.libraries(sources + sorted(custom))))
-        return self.plan(graph, tuple(steps), slots, kept, sites)
+        self.by_key.update(zip(keys, self.toolchain.libraries(units + sorted(custom))))
+        return self.plan(graph, tuple(steps), u, slots, kept, sites)
 
-    def plan(self, graph: KernelGraph, steps: tuple, slots=(), kept=(), sites=()) -> Plan:
+    def plan(self, graph: KernelGraph, steps: tuple, u: Units, slots=(), kept=(), sites=()) -> Plan:
         """The one place a plan is made, built now or loaded from disk: its ``steps`` (one
         per kernel) run by a driver whose rows' functions ``_function`` finds (a KeyError
-        names a library that is not there, an AttributeError a function it lacks)."""
+        names a library that is not there, an AttributeError a function it lacks), and
+        the units ``u`` it compiled, which it keeps: what prints and what builds hot."""
         held = [b for b, _ in kept]
-        driver = Driver(
-            self.drive, graph, steps, held, lambda row: self._function(graph, row, steps)
-        )
+        function = lambda row: self._function(graph, row, steps, u)  # noqa: E731
+        driver = Driver(self.drive, graph, steps, held, function, self.target)
         passes = tuple(self.passes)
-        return Plan(graph, steps, tuple(slots), tuple(kept), tuple(sites), passes, driver)
+        return Plan(graph, steps, tuple(slots), tuple(kept), tuple(sites), passes, driver, u)
 
-    def _function(self, graph: KernelGraph, row, steps) -> tuple:
+    def _function(self, graph: KernelGraph, row, steps, u: Units) -> tuple:
         """What driver row ``row`` calls: a C function's address (or a host step's
-        callable), and the ``_Tier`` of a quick build whose time decides its -O3 build."""
+        callable), and the ``_Tier`` of a quick build whose time decides its -O3 build:
+        the unit that defines it, built again at -O3."""
         step, i = steps[row.kernel] if row.kernel >= 0 else None, row.kernel
         if row.kind in (ATTENTION, ATTENTION_GRAD):
             return ctypes.cast(self.sdpa.fn(step.part, step.dtype), ctypes.c_void_p).value, None
@@ -246,14 +228,12 @@ class CDevice(CompiledDevice):
         fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
         if step.sizes is not None:  # generic: one build for every plan that calls it, there
             if row.fn not in self.tiers:
-                nest = lambda: lower_generic(graph, i)[0]  # noqa: E731
-                source = lambda: generic_function(nest(), self.openmp)  # noqa: E731
-                self.tiers[row.fn] = _Tier(self, fn, source, step.lib)
+                hot = program([u.generic[row.fn]], self.target)
+                self.tiers[row.fn] = _Tier(self, fn, row.fn, hot, step.lib)
             tier = self.tiers[row.fn]
         else:
-            nest = lambda: apply_passes(lower(graph, i), self.passes)  # noqa: E731
-            source = lambda: (row.fn, render(nest(), row.fn, self.openmp))  # noqa: E731
-            tier = _Tier(self, fn, source if step.quick else None)
+            unit = next(x for x in u.units if i in x.kernels)
+            tier = _Tier(self, fn, row.fn, unit.source if unit.quick else None)
         return tier.address(), tier if tier.spent is not None else None
 
     def _host(self, graph: KernelGraph, k, step: Custom):
@@ -286,11 +266,10 @@ class _Tier:
     """A kernel's build. A small one's is the quick build, timed, until its calls have
     spent the device's ``hot_s``, then its text built at -O3 (the module docstring)."""
 
-    def __init__(self, device: CDevice, fn, source=None, lib: str = ""):
-        # source() -> (the function's name, its text and helpers), made again when hot
-        # (a plan loaded from disk holds no text); None: a build to keep. lib: the cache
-        # key of the library it was first found in
-        self.device, self.fn, self.source, self.lib = device, fn, source, lib
+    def __init__(self, device: CDevice, fn, name: str, source: str | None = None, lib: str = ""):
+        # source: the unit that defines function ``name``, built at -O3 when hot; None: a
+        # build to keep. lib: the cache key of the library it was first found in
+        self.device, self.fn, self.name, self.source, self.lib = device, fn, name, source, lib
         self.spent = 0.0 if source else None
 
     def spend(self, seconds: float) -> None:
@@ -300,10 +279,9 @@ class _Tier:
         self.spent += seconds
         if self.spent >= self.device.hot_s:  # built again at -O3 (the quick build if that fails)
             self.spent = None  # once: a thread that runs meanwhile keeps the quick build
-            name, function = self.source()
             try:
                 dev = self.device
-                self.fn = getattr(dev.toolchain.library(program([function], dev.target)), name)
+                self.fn = getattr(dev.toolchain.library(self.source), self.name)
                 dev.stats["hot_kernels"] += 1
             except CompilerError:
                 pass

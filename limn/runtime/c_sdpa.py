@@ -33,7 +33,7 @@ class SdpaKernels:
         """The compiled ``part`` ("fwd" or "bwd") for storage ``dtype``, built on first use."""
         key = (part, np.dtype(dtype))
         if key not in self.functions:
-            lib = self.device.toolchain.library(source.unit(part, dtype))
+            lib = self.device.toolchain.library(source.unit(part, dtype, self.device.target))
             self.functions[key] = getattr(lib, source.entry(part, dtype))
         return self.functions[key]
 

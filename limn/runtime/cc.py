@@ -18,8 +18,9 @@ keep that cache safe:
 
 Within one process, compiling and publishing is serialized by a lock, so two threads that
 need the same new library build it once and neither sees the other's half-published pair.
-Who builds a unit is ``Toolchain.compiler_for``: gcc (``cc``) at -O3, a unit of small
-kernels at -O0, or by tcc where it is installed (``limn/runtime/tcc.py``).
+Who builds a unit is ``Toolchain.compiler_for``: gcc (``cc``) at -O3, a quick unit (small
+kernels, ``ir/c/units.Unit``) at -O0, or by tcc where it is installed
+(``limn/runtime/tcc.py``). A unit given as text alone is plain C, built at -O3.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ir.c.target import Target, detect
-from ir.c.units import QUICK
+from ir.c.target import Target
+from ir.c.units import Unit
 from limn.runtime import progress, tcc
+from limn.runtime.target import detect
 
 # -fno-unswitch-loops: gcc 12 at -O3 miscompiles a vectorized loop that it also unswitches
 # on a pad predicate (a reversed, masked read comes back in the wrong order; the corpus
@@ -88,26 +90,23 @@ class Toolchain:
     def flags(self) -> tuple[str, ...]:
         return FLAGS + self.target.flags + (("-fopenmp",) if self.openmp else ())
 
-    def flags_for(self, source: str) -> tuple[str, ...]:
-        """The flags, at -O0 for a unit the renderer marks as small kernels only."""
-        if source.startswith(QUICK):
-            return tuple("-O0" if f == "-O3" else f for f in self.flags)
-        return self.flags
-
-    def compiler_for(self, source: str) -> tuple[str, str, tuple[str, ...], str]:
-        """Who builds ``source``: (compiler, its version, flags, text put before the
-        source). The disk cache names a library by these and the source."""
-        if self.tcc is not None and tcc.builds(source):
+    def compiler_for(self, unit: Unit) -> tuple[str, str, tuple[str, ...], str]:
+        """Who builds ``unit``: (compiler, its version, flags, text put before the source),
+        a quick unit (small kernels only) at -O0. The disk cache names a library by these
+        and the source."""
+        if self.tcc is not None and tcc.builds(unit):
             return self.tcc, self.tcc_version, tcc.FLAGS, tcc.PRELUDE
-        return self.cc, self.version, self.flags_for(source), ""
+        flags = tuple("-O0" if f == "-O3" else f for f in self.flags) if unit.quick else self.flags
+        return self.cc, self.version, flags, ""
 
-    def library(self, source: str) -> ctypes.CDLL:
-        """The shared library built from ``source``: from the disk cache, or compiled now."""
-        return self.libraries([source])[0]
+    def library(self, unit: Unit | str) -> ctypes.CDLL:
+        """The shared library built from ``unit``: from the disk cache, or compiled now."""
+        return self.libraries([unit])[0]
 
-    def libraries(self, sources: list[str]) -> list[ctypes.CDLL]:
-        """One library per source; the ones not in the cache are compiled side by side."""
-        paths = [self.cache_dir / f"{self._key(src)}.so" for src in sources]
+    def libraries(self, units: list[Unit | str]) -> list[ctypes.CDLL]:
+        """One library per unit; the ones not in the cache are compiled side by side."""
+        sources = [u if isinstance(u, Unit) else Unit(u) for u in units]
+        paths = [self.cache_dir / f"{self.key(src)}.so" for src in sources]
         libs = [self._load_verified(so) for so in paths]
         if all(lib is not None for lib in libs):
             return libs
@@ -122,9 +121,10 @@ class Toolchain:
         """The library published under cache key ``key`` (``_key``), if it verifies."""
         return self._load_verified(self.cache_dir / f"{key}.so")
 
-    def _key(self, source: str) -> str:
-        cc, version, flags, prelude = self.compiler_for(source)
-        text = "\0".join((cc, version, " ".join(flags), self.target.key, prelude + source))
+    def key(self, unit: Unit) -> str:
+        """The cache key of ``unit``'s library: its compiler, flags, target and text."""
+        cc, version, flags, prelude = self.compiler_for(unit)
+        text = "\0".join((cc, version, " ".join(flags), self.target.key, prelude + unit.source))
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def _load_verified(self, so: Path) -> ctypes.CDLL | None:
@@ -139,8 +139,8 @@ class Toolchain:
         self.stats["loads"] += 1
         return ctypes.CDLL(str(so))
 
-    def _compile_many(self, jobs: list[tuple[str, Path]]) -> list[ctypes.CDLL]:
-        """Run one compiler per (source, library) at once, load each, then publish it.
+    def _compile_many(self, jobs: list[tuple[Unit, Path]]) -> list[ctypes.CDLL]:
+        """Run one compiler per (unit, library) at once, load each, then publish it.
 
         Each compile runs in a work directory of this process's own, under the name the
         cache entry will have, so the same source gives the same bytes in every process.
@@ -158,7 +158,7 @@ class Toolchain:
         try:
             for source, so in jobs:
                 cc, _, flags, prelude = self.compiler_for(source)
-                (work / f"{so.stem}.c").write_text(prelude + source)
+                (work / f"{so.stem}.c").write_text(prelude + source.source)
                 cmd = [cc, *flags, "-o", so.name, f"{so.stem}.c", "-lm"]
                 pipe = subprocess.PIPE
                 proc = subprocess.Popen(

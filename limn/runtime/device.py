@@ -35,10 +35,8 @@ def env_number(name: str, default: float, what: str, kind=int) -> float:
     """The environment variable ``name`` read as a ``kind`` at least 0, else ``default``;
     a value that is not one raises an error saying what the variable accepts."""
     value = os.environ.get(name, "").strip()
-    if not value:
-        return default
     try:
-        number = kind(value)
+        number = kind(value) if value else default
     except ValueError:
         number = -1
     if number < 0:

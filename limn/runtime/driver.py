@@ -102,14 +102,13 @@ OUTPUTS = {
 
 @dataclass(frozen=True)
 class Kernel:
-    """A compiled kernel: ``name`` in the library of cache key ``lib``, from a unit of small
-    kernels built by the quick compiler (``quick``) or at -O3. With ``sizes``, a
-    size-generic kernel (``ir/c/units.generic``; quick), shared by every plan of its
-    structure and called with these sizes; without, one compiled for this plan's."""
+    """A compiled kernel: ``name`` in the library of cache key ``lib`` (whose unit says how
+    it was built). With ``sizes``, a size-generic kernel (``ir/c/units.generic``; quick),
+    shared by every plan of its structure and called with these sizes; without, one
+    compiled for this plan's."""
 
     lib: str
     name: str
-    quick: bool
     sizes: tuple[int, ...] | None = None
 
 
@@ -254,8 +253,8 @@ class Driver:
     run's arrays) and its quick build's tier, on arenas made once and reused (one per
     thread running the plan at the same time)."""
 
-    def __init__(self, drive, graph, steps, kept, function):
-        self.drive, self.graph, self.kept = drive, graph, kept
+    def __init__(self, drive, graph, steps, kept, function, target):
+        self.drive, self.graph, self.kept, self.target = drive, graph, kept, target
         ks = zip(graph.kernels, steps)
         self.constants = {k.output: s.value for k, s in ks if isinstance(s, Constant)}
         values = {s.buffer: s for s in graph.sinks if s.source is None}
@@ -288,7 +287,7 @@ class Driver:
     def source(self, i: int) -> tuple[str, str] | None:
         """(the call, its unit) of kernel ``i`` where it is fused attention's."""
         k = self.graph.kernels[i]
-        return sdpa.kernel_source(k) if k.kind == "CUSTOM" else None
+        return sdpa.kernel_source(k, self.target) if k.kind == "CUSTOM" else None
 
     def _arena(self) -> tuple:
         """A run's memory: its buffer table, each placed buffer's array, the error record,

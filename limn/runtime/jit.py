@@ -25,6 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
 from ir.graph.decompose import decompose
@@ -148,6 +149,9 @@ class Plan:
     # returns the sinks' arrays (with ``keep``, the kept values' too) by buffer, with every
     # ASSIGN written; runner.stats: (profiler, its KernelStat per kernel), while profiled
     runner: object = field(default=None, repr=False)
+    # what the device compiled, as its compile made it (the c device's ``ir.c.units.Units``):
+    # what ``limn.ir`` and ``limn.export_c`` print and a hot build recompiles
+    product: object = field(default=None, repr=False)
 
 
 MAX_PLANS = 4096  # plans a compiled device keeps (LIMN_PLANS), the least recently used go
@@ -206,10 +210,8 @@ class CompiledDevice(Device):
         plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
-            try:
+            with suppress(KeyError):  # (another thread dropped it meanwhile: it still runs)
                 self.plans.move_to_end(key)  # the most recently used
-            except KeyError:
-                pass  # another thread dropped it meanwhile: this call still runs it
             return plan
         with self._build_lock:
             plan = self.plans.get(key)
@@ -224,8 +226,8 @@ class CompiledDevice(Device):
                 why = self.resized(key)
                 if prof is not None and why:
                     prof.resized.append(why)
-                line = progress.start()  # a live line on a terminal if this is slow
-                line.why = line.why or (f": {why}" if why else "")
+                # a live line on a terminal if this is slow
+                line = progress.start(why=f": {why}" if why else "")
                 try:
                     sched = schedule(decompose(roots, self.renders, held, spelled), held)
                     # a decomposition may meet its inputs in another order: the plan's slots

@@ -110,7 +110,8 @@ def save(device, key: tuple, plan: Plan, build_s: float = 1.0) -> None:
     path = plan_path(device, key, settings)
     try:
         data = pickle.dumps(
-            (settings, key, plan.graph, plan.steps, plan.slots, plan.kept), protocol=5
+            (settings, key, plan.graph, plan.steps, plan.slots, plan.kept, plan.product),
+            protocol=5,
         )
     except (pickle.PicklingError, TypeError, AttributeError):
         return  # an argument that does not pickle: this plan is built again next time
@@ -145,7 +146,7 @@ def load(device, key: tuple) -> Plan | None:
     enabled = gc.isenabled()
     gc.disable()
     try:  # a file that verifies but holds something else is built again, like a torn one
-        stored_settings, stored_key, graph, steps, slots, kept = pickle.loads(data)
+        stored_settings, stored_key, graph, steps, slots, kept, product = pickle.loads(data)
         if stored_settings != settings or stored_key != key:
             return None
         if not isinstance(graph, KernelGraph) or len(steps) != len(graph.kernels):
@@ -159,7 +160,7 @@ def load(device, key: tuple) -> Plan | None:
             for step, b in zip(steps, specs)
         ):
             return None
-        return device.plan(graph, steps, slots, kept)
+        return device.plan(graph, steps, product, slots, kept)
     except Exception:
         return None
     finally:

@@ -1,6 +1,6 @@
 """The quick tier: units of small kernels built by the Tiny C Compiler instead of gcc.
 
-A unit of small kernels (marked ``QUICK`` by ``ir/c/units.py``) costs its compile, not its
+A unit of small kernels (``quick``, says ``ir/c/units.py``'s record) costs its compile, not its
 run, and most of gcc's ~40 ms CPU on one is starting the compiler. Where tcc is installed
 (``LIMN_TCC=0`` turns it off) and passes a self-check (compile, load, call), those units
 are built by ``tcc -shared`` in a few milliseconds: measured, a scikit-learn client suite
@@ -11,8 +11,9 @@ operation computes, tcc evaluates float and double in SSE registers at their own
 and never contracts a*b+c, and the GCC builtins the renderer emits are mapped (``PRELUDE``)
 to the C library functions with the same results (``rint`` is round-to-nearest-even in the
 default mode, as ``__builtin_rint`` is; ``fma`` is exactly fused). A unit tcc cannot take
-stays on gcc by rule (``builds``): one with ``_Float16`` (tcc has no half type), with an
-OpenMP pragma other than ``omp simd``, or with a builtin the prelude does not map.
+stays on gcc by rule (``builds``), read from what its record says it needs: ``_Float16``
+(tcc has no half type), OpenMP teams, or the vector extension (whose ISA builtins the
+prelude does not map).
 ``tests/test_tcc.py`` compares the two compilers' bits op by op on special values.
 """
 
@@ -20,13 +21,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-from ir.c.units import QUICK
+from ir.c.units import Unit
 
 # What tcc needs to compute gcc's bits, put before a unit it builds. tcc has none of GCC's
 # math builtins: each one the renderer emits becomes the C library function with the same
@@ -50,22 +50,13 @@ PRELUDE = "".join(f"#define __builtin_{fn}{s} {fn}{s}\n" for fn in BUILTINS for 
     "#undef NAN\n#define NAN (limn_tcc_nan.f)\n"
 )
 FLAGS = ("-shared",)
-_BUILTIN = re.compile(r"__builtin_(\w+)")
-_MAPPED = frozenset(f"{fn}{s}" for fn in BUILTINS for s in ("f", ""))
-_OMP_PRAGMA = re.compile(r"#pragma omp (?!simd\b)")  # a team or work-sharing pragma
 
 
-def builds(source: str) -> bool:
-    """Whether tcc builds ``source``: a QUICK unit with no half type, no OpenMP pragma but
-    ``omp simd`` (which marks independent lanes, and whose only clause the renderer writes,
-    an or-reduction of a flag, is exact in any order; tcc runs the lanes in order) and no
-    builtin that ``PRELUDE`` does not map."""
-    return (
-        source.startswith(QUICK)
-        and "_Float16" not in source
-        and not _OMP_PRAGMA.search(source)
-        and set(_BUILTIN.findall(source)) <= _MAPPED
-    )
+def builds(unit: Unit) -> bool:
+    """Whether tcc builds ``unit``: a quick one that needs nothing beyond C11 and libm (an
+    ``omp simd`` pragma, which marks independent lanes, tcc ignores: its one clause the
+    renderer writes, an or-reduction of a flag, is exact in any order)."""
+    return unit.quick and not unit.needs
 
 
 _CHECK = """
