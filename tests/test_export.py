@@ -225,3 +225,35 @@ def _every_target(isa: str, tmp_path: Path, fn) -> None:
     for j, w in enumerate(want):
         got = np.fromfile(tmp_path / f"out{j}.bin", w.dtype, count=w.size).reshape(w.shape)
         assert got.tobytes() == w.tobytes(), f"output {j} of {len(want)} differs on {isa}"
+
+
+def test_limn_ir_export_c_and_the_viewer_print_the_units_the_plan_ran(tmp_path):
+    """One compiled product: what ``limn.ir(stage="c")`` prints, each function ``export_c``
+    writes and the C the viewer shows for a kernel are the plan's own units, not a second
+    derivation of them."""
+    from limn.viewer import fill_kernels, graph_data
+
+    w = Tensor(np.random.default_rng(3).standard_normal((24, 40)).astype(np.float32))
+    x = Tensor(np.random.default_rng(4).standard_normal((8, 24)).astype(np.float32))
+
+    def fn(x):
+        return ((x @ w).relu().exp() + 1.0).log().sum(1)  # tiled, quick and generic kernels
+
+    dev = limn.get_device("c")
+    y = fn(x)
+    plan, _ = dev.plan_for([y.node])
+    units = plan.product.all()
+    assert len({u.quick for u in units}) == 2  # an -O3 unit and a quick one
+    assert limn.ir(y, stage="c") == "\n".join(u.source for u in units)
+    written = export_c(fn, x, path=tmp_path / "model.c")["c"].read_text()
+    for text, _ in plan.product.functions:  # the plan's every function, as it compiled it
+        assert text in written
+    data, graph = graph_data([y.node])
+    fill_kernels(data, graph)
+    shown = {
+        k["name"]: "\n".join(k["pipelines"]["c"]["source"])
+        for k in data["kernels"]
+        if "c" in k["pipelines"] and not k["pipelines"]["c"].get("on_host")
+    }
+    compiled = "\n".join(u.source for u in units)
+    assert shown and all(source in compiled for source in shown.values())
