@@ -191,15 +191,16 @@ def test_tensor_sign_is_nan_at_nan_and_keeps_the_zero_sign_as_the_standard_says(
     check()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_tensor_erf_is_relatively_accurate_at_every_magnitude(device, dtype):
-    # erf(x) ~ 2x/sqrt(pi) near 0: an absolute error bound alone would give erf(1e-10) = 1e-9
-    x = np.concatenate([s * np.logspace(-30, 0.75, 240) for s in (1, -1)]).astype(dtype)
+@pytest.mark.parametrize("dtype, bound", [("float32", 1e-6), ("float64", 4.5e-16)])
+def test_tensor_erf_is_relatively_accurate_at_every_magnitude(device, dtype, bound):
+    # erf(x) ~ 2x/sqrt(pi) near 0: an absolute error bound alone would give erf(1e-10) = 1e-9;
+    # float64 holds to 4 ulp on each of its three pieces (|x| below 0.5, below 2.5, beyond)
+    x = np.concatenate([s * np.logspace(-30, 1, 2000) for s in (1, -1)]).astype(dtype)
     got = Tensor(x).erf().numpy().astype(np.float64)
     want = np.array([math.erf(v) for v in x.astype(np.float64)])
     rel = np.abs(got - want) / np.abs(want)
     worst = int(np.argmax(rel))
-    assert rel[worst] <= 1e-6, f"erf({x[worst]}) = {got[worst]}, want {want[worst]}"
+    assert rel[worst] <= bound, f"erf({x[worst]}) = {got[worst]}, want {want[worst]}"
 
 
 def test_tensor_mean_and_var_divide_correctly_rounded_as_torch_and_xp_do(device):
