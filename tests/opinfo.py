@@ -92,15 +92,15 @@ def op_db():
 
 def limn_op(name: str):
     """The limn function answering torch's op ``name`` (``nn.functional.relu`` is
-    ``limn.nn.functional.relu``; ``__radd__`` is the Tensor method), or None."""
+    ``limn.nn.functional.relu``; ``__radd__`` and ``mT`` are the Tensor's), or None."""
     if name.startswith("__"):
         return getattr(limn.Tensor, name, None)
     obj = limn
     for part in name.split("."):
         try:
             obj = getattr(obj, part)
-        except AttributeError:
-            return None
+        except AttributeError:  # a Tensor attribute alone (``mT``) is torch's too
+            return getattr(limn.Tensor, name, None) if "." not in name else None
     if not callable(obj) or isinstance(obj, dtypes.DType):  # limn.float is a dtype
         obj = getattr(limn.Tensor, name, None) if "." not in name else None
     return obj
