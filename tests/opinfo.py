@@ -312,6 +312,14 @@ def compare(want, got, name: str, tol=None) -> None:
 
 DRAWS = 200
 
+# Random ops drawing once per channel, not per element: how many leading dims of the input
+# hold the draws. The test takes one element of each channel (the rest repeat its draw).
+CHANNELS = {
+    "nn.functional.dropout2d": lambda x: 2 if x.ndim in (3, 4) else 1,
+    "nn.functional.dropout3d": lambda x: 2 if x.ndim == 5 else 1,
+    "nn.functional.feature_alpha_dropout": lambda x: 2,
+}
+
 
 def check_distribution(o, s, draws: bool = True) -> str:
     """Many draws of torch's and limn's outputs, pooled, by a two-sample KS test; shapes
@@ -326,19 +334,27 @@ def check_distribution(o, s, draws: bool = True) -> str:
         assert TORCH_DTYPES[w.dtype] == g.dtype, f"{op_id(o)}: dtype {g.dtype} != {w.dtype}"
     if not draws:
         return "shape"
-    n = max(1, DRAWS // max(1, sum(w.numel() for w in want)))
+    units = sum(w.numel() for w in want)
+    if o.name in CHANNELS:
+        units = math.prod(s.input.shape[: CHANNELS[o.name](s.input)])
+    n = max(1, DRAWS // max(1, units))
     tw, tg = [], []
     run, fn = runner(o), unseeded(o)
     limn.set_seed(1)
     for _ in range(n):
         # (a copy: a float64 in-place draw's .double() is the input itself, drawn again)
-        tw += [t.double().flatten().clone() for t in _tensors(fn(s.input, *s.args, **s.kwargs))]
+        tw += [t.double().clone() for t in _tensors(fn(s.input, *s.args, **s.kwargs))]
         out = run(to_limn(s.input), *to_limn(s.args), **to_limn(s.kwargs))
         tg += [t for t in _tensors(out)]
     limn.realize(*tg)
-    a = torch.cat(tw).numpy()
-    b = np.concatenate([t.numpy().astype(np.float64).reshape(-1) for t in tg])
+    a = np.concatenate([_draws(o, t.numpy(), units) for t in tw])
+    b = np.concatenate([_draws(o, t.numpy().astype(np.float64), units) for t in tg])
     if a.size and np.ptp(a) > 0 or b.size and np.ptp(b) > 0:
         p = ks_2samp(a, b).pvalue
         assert p > 1e-4, f"{op_id(o)}: limn's draws differ from torch's (KS p = {p:.2g})"
     return "distribution"
+
+
+def _draws(o, a: np.ndarray, units: int) -> np.ndarray:
+    """The independent draws of one output: every element, or one of each channel."""
+    return a.reshape(units, -1)[:, 0] if o.name in CHANNELS and a.size else a.reshape(-1)

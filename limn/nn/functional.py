@@ -55,6 +55,84 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     return x.dropout(p, training)
 
 
+def _feature_mask(x: Tensor, p: float, batched: int, name: str) -> Tensor:
+    """dropout's mask (0 or 1/(1-p)) drawn once per channel: over x's first ``batched``
+    dims (the batch and the channels), each broadcast over the rest."""
+    if x.ndim < batched:
+        raise ValueError(f"{name}: needs at least {batched} dims, got shape {x.shape}")
+    shape = x.shape[:batched] + (1,) * (x.ndim - batched)
+    return Tensor.ones(*shape, dtype=x.dtype, device=x.device).dropout(p)
+
+
+@inplace_flag
+def dropout1d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, L), or (C, L) unbatched."""
+    if x.ndim not in (2, 3):
+        raise ValueError(f"dropout1d: needs (N, C, L) or (C, L), got shape {x.shape}")
+    return _feature_dropout(x, p, training, x.ndim - 1, "dropout1d")
+
+
+@inplace_flag
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, H, W); a 3-d input is taken as (N, C, L), and any
+    other as unbatched (C, *), as torch does (with its warnings)."""
+    return _feature_dropout(x, p, training, 2 if x.ndim in (3, 4) else 1, "dropout2d")
+
+
+@inplace_flag
+def dropout3d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, D, H, W), or (C, D, H, W) unbatched."""
+    return _feature_dropout(x, p, training, 2 if x.ndim == 5 else 1, "dropout3d")
+
+
+def _feature_dropout(x: Tensor, p: float, training: bool, batched: int, name: str) -> Tensor:
+    """dropout with one draw (0 or 1/(1-p)) per channel: over x's first ``batched`` dims
+    (the batch and the channels), each broadcast over the rest."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"{name}: p must be in [0, 1], got {p}")
+    if x.ndim < batched or not x.ndim:
+        raise ValueError(f"{name}: needs at least {max(batched, 1)} dims, got shape {x.shape}")
+    if not training or p == 0:
+        return x
+    shape = x.shape[:batched] + (1,) * (x.ndim - batched)
+    return x * Tensor.ones(*shape, dtype=x.dtype, device=x.device).dropout(p)
+
+
+# -selu(-inf), SELU's floor: scale * alpha, as torch spells it (an ulp below the product)
+_SELU_SATURATION = 1.7580993408473766
+
+
+def _alpha_dropout(x, p, training, keep_shape, name):
+    """Dropped values go to SELU's floor, and the result is scaled and shifted so a
+    standard input keeps mean 0 and variance 1 (torch's formula)."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"{name}: p must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0
+    a = 1 / math.sqrt((_SELU_SATURATION**2 * p + 1) * (1 - p))
+    keep = Tensor.ones(*keep_shape, dtype=x.dtype, device=x.device).dropout(p) != 0
+    sa = _SELU_SATURATION * a
+    return keep.where(x * a + sa * p, x * 0 + (-sa + sa * p))  # (x * 0: a nan stays)
+
+
+@inplace_flag
+def alpha_dropout(x: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:  # fmt: skip
+    return _alpha_dropout(x, p, training, x.shape, "alpha_dropout")
+
+
+@inplace_flag
+def feature_alpha_dropout(x: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:  # fmt: skip
+    """alpha_dropout of whole channels: one draw per (sample, channel) of (N, C, *)."""
+    if x.ndim < 2 and training and p:
+        raise ValueError(f"feature_alpha_dropout: needs at least 2 dims, got shape {x.shape}")
+    shape = x.shape[:2] + (1,) * (x.ndim - 2)
+    return _alpha_dropout(x, p, training, shape, "feature_alpha_dropout")
+
+
 def softmax(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
     return x.softmax(-1 if dim is None else dim, dtype)
 
@@ -106,6 +184,19 @@ def _conv(x, weight, bias, stride, padding, dilation, groups, n: int) -> Tensor:
 @inplace_flag
 def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
+
+
+@inplace_flag
+def rrelu(x: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:  # fmt: skip
+    """leaky_relu whose negative slope is drawn from U(lower, upper) per element in
+    training, and is their mean in evaluation."""
+    if not x.dtype.is_float:
+        raise TypeError(f"rrelu: needs a float input, got {x.dtype}")
+    if not training:
+        return leaky_relu(x, (lower + upper) / 2)
+    slope = Tensor.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
+    return (x >= 0).where(x, x * slope)
 
 
 def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
