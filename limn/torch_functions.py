@@ -192,6 +192,41 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     return Tensor.randn(size, dtype=d, device=device, generator=generator) * std + mean
 
 
+# ---- the norms with the statistics they saved (torch.native_*) ------------------------
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps: float):
+    """(layer_norm, its mean, 1/sqrt(var + eps)), the statistics kept as size-1 dims."""
+    from limn.nn import functional as F
+
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    mean = input.mean(axes, keepdim=True)
+    rstd = (input.var(axes, keepdim=True, correction=0) + eps).rsqrt()
+    return F.layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd
+
+
+def native_group_norm(input, weight, bias, N: int, C: int, HxW: int, group: int, eps: float):
+    """(group_norm, each (sample, group)'s mean and 1/sqrt(var + eps)), each (N, group)."""
+    from limn.nn import functional as F
+
+    g = input.reshape(N, group, C // group * HxW)
+    rstd = (g.var(-1, correction=0) + eps).rsqrt()
+    return F.group_norm(input, group, weight, bias, eps), g.mean(-1), rstd
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training: bool,
+                      momentum: float, eps: float):  # fmt: skip
+    """(batch_norm, the batch's mean and 1/sqrt(var + eps) per channel); in evaluation
+    the two are empty, as torch's. Training writes the running statistics."""
+    from limn.nn import functional as F
+
+    out = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    if not training:
+        return out, input.new_zeros(0), input.new_zeros(0)
+    axes = (0, *range(2, input.ndim))
+    return out, input.mean(axes), (input.var(axes, correction=0) + eps).rsqrt()
+
+
 def _tri_indices(row: int, col: int, offset: int, keep, dtype, device):
     i, j = np.indices((row, col))
     r, c = np.nonzero(keep(j - i, offset))

@@ -493,7 +493,7 @@ def test_a_missing_torch_name_says_so_in_torchs_terms_never_a_limn_internal():
     cases = [
         ("version2", "torch.version2 is not in limn.*did you mean limn.version\\?"),
         ("Generatr", "did you mean limn.Generator\\?"),
-        ("fft", "torch.fft is not in limn; the Array API namespace has one: limn_array.fft"),
+        ("jit", "torch.jit is not in limn; limn compiles every realize already"),
         ("zeross", "did you mean limn.zeros\\?"),
     ]
     for name, said in cases:
@@ -506,7 +506,28 @@ def test_a_missing_torch_name_says_so_in_torchs_terms_never_a_limn_internal():
     assert "versions" not in last and "torch.versio is not in limn" in last, last
     with pytest.raises(AttributeError, match="torch.cuda.Stream is not in limn"):
         limn.cuda.Stream  # noqa: B018
+    with pytest.raises(
+        AttributeError, match="torch.fft.rfft is not in limn; its result is complex"
+    ):
+        limn.fft.rfft  # noqa: B018
+    with pytest.raises(AttributeError, match="did you mean limn.fft.fftshift\\?"):
+        limn.fft.fftshit  # noqa: B018
     assert limn.version is not limn.versions and limn.__version__ == limn.version.__version__
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_fft_sample_frequencies_are_torchs(n):
+    for d in (1.0, 0.25):
+        for ours, theirs in (
+            (limn.fft.fftfreq, torch.fft.fftfreq),
+            (limn.fft.rfftfreq, torch.fft.rfftfreq),
+        ):
+            np.testing.assert_array_equal(ours(n, d).numpy(), theirs(n, d).numpy())
+        got = limn.fft.fftfreq(n, d, dtype=limn.float64)
+        assert got.dtype == limn.float64
+        np.testing.assert_allclose(
+            got.numpy(), torch.fft.fftfreq(n, d, dtype=torch.float64).numpy()
+        )
 
 
 def test_a_device_prints_as_torchs_and_is_the_name_its_tensors_carry():

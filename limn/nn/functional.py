@@ -240,7 +240,13 @@ def _trailing(x: Tensor, shape: tuple, op: str) -> tuple[int, ...]:
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing dims (biased variance), then scale and shift."""
-    axes = _trailing(x, tuple(normalized_shape), "layer_norm")
+    shape = tuple(normalized_shape)
+    if not shape:
+        raise ValueError("layer_norm: normalized_shape needs at least one dim")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"layer_norm: {name} {t.shape} must have normalized_shape {shape}")
+    axes = _trailing(x, shape, "layer_norm")
     mean = x.mean(axes, keepdim=True)
     y = (x - mean) * (x.var(axes, keepdim=True, correction=0) + eps).rsqrt()
     y = y if weight is None else y * weight
