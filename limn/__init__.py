@@ -53,6 +53,7 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     pairs,
     serialize,
     signal,
+    special,
     utils,
     version,
     view_scatter,
@@ -68,6 +69,7 @@ from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime.device import held
 from limn.runtime.profile import profile
+from limn.special import polygamma  # noqa: F401  (torch.polygamma(n, x): n first)
 from limn.tensor import Tensor, cat, realize, stack, where
 from limn.torch_extras import empty_permuted, empty_strided, unravel_index  # noqa: F401
 from limn.torch_functions import (  # noqa: F401  (torch's free functions)
@@ -93,7 +95,6 @@ from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     normal,
     row_stack,
     scalar_tensor,
-    special,
     tensordot,
     tril_indices,
     triu_indices,

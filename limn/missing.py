@@ -25,9 +25,6 @@ LACKS = {
     "sparse": "limn's tensors are dense",
     "complex": "limn has no complex dtypes",
     "view_as_real": "limn has no complex dtypes",
-    "lgamma": "",
-    "digamma": "",
-    "erfinv": "",
 }
 
 

@@ -1,5 +1,6 @@
 """torch's free functions that are not a Tensor method: stacks, grids, ranges, index
-tables, and the ``limn.linalg`` and ``limn.special`` names torch programs call.
+tables, the norms with their statistics (``native_*``), and the ``limn.linalg`` names
+torch programs call.
 
 Each is a composition of Tensor methods; ``limn/__init__.py`` exports them under torch's
 names (the Tensor methods are exported there too, as functions).
@@ -416,44 +417,4 @@ linalg = types.SimpleNamespace(
 # Tensor.norm(p="nuc") (limn.torch_methods, which this module imports) is linalg's
 TorchMethods._nuclear_norm = lambda x, dims, keepdim, dtype: linalg.matrix_norm(
     x, "nuc", dims, keepdim, dtype=dtype
-)
-
-
-def _ndtr(x):
-    x = x._float()
-    return (1 + (x * (1 / math.sqrt(2))).erf()) * 0.5
-
-
-def _entr(x):
-    x = x._float()
-    return (x > 0).where(-x * x.log(), (x == 0).where(0.0, x.isnan().where(x, -math.inf)))
-
-
-def _xlog1py(x, y):
-    x, y = (
-        (x if isinstance(x, Tensor) else y._lift(x)),
-        (y if isinstance(y, Tensor) else x._lift(y)),
-    )
-    a, b = x._align(y, "xlog1py")
-    a, b = a._float(), b._float()
-    return ((a == 0) & ~b.isnan()).where(0.0, a * b.log1p()).cast(a.dtype)
-
-
-special = types.SimpleNamespace(
-    __name__="limn.special",
-    ndtr=_ndtr,
-    entr=_entr,
-    xlog1py=_xlog1py,
-    expit=Tensor.sigmoid,
-    logit=lambda x, eps=None: x.logit(eps),
-    erfc=lambda x: x.erfc(),
-    log1p=Tensor.log1p,
-    expm1=Tensor.expm1,
-    exp2=Tensor.exp2,
-    sinc=lambda x: x.sinc(),
-    xlogy=lambda x, y: x.xlogy(y) if isinstance(x, Tensor) else y._lift(x).xlogy(y),
-    softmax=lambda x, dim, dtype=None: x.softmax(dim, dtype),
-    log_softmax=lambda x, dim, dtype=None: x.log_softmax(dim, dtype),
-    logsumexp=lambda x, dim, keepdim=False: x.logsumexp(dim, keepdim),
-    round=lambda x, decimals=0: x.round(decimals),
 )
