@@ -253,7 +253,7 @@ def _erfinv_abs(a: Tensor, c: Tensor) -> Tensor:
     """x >= 0 with erf(x) = a, for a in [0, 1] given with c = 1 - a (exactly): Winitzki's
     estimate, then Halley on erf where a < 0.5 and on erfc(x) = c beyond, so the tail
     keeps the relative precision c has."""
-    inner = (a < 1).where(c * (2 - c), 1.0)  # 1 - a*a, kept clear of log(0)
+    inner = (c > 0).where(c * (2 - c), 1.0)  # 1 - a*a, kept clear of log(0)
     w = inner.log()
     k = 0.147
     b = 2 / (math.pi * k) + w / 2
@@ -262,7 +262,7 @@ def _erfinv_abs(a: Tensor, c: Tensor) -> Tensor:
     central = _halley(x0, lambda x: (x.erf() - a) * (x * x).exp() * half)
     tail = _halley(x0, lambda x: (c * (x * x).exp() - _erfcx64(x)) * half)
     x = (a < 0.5).where(central, tail)
-    x = (a == 1).where(math.inf, (a > 1).where(math.nan, x))
+    x = (c == 0).where(math.inf, (c < 0).where(math.nan, x))  # (c: a may round to 1)
     return (a == 0).where(0.0, x)
 
 
