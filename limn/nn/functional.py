@@ -28,6 +28,9 @@ from limn.nn.functional_pool import (  # noqa: F401
     max_pool1d,
     max_pool2d,
     max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
     pad,
     unfold,
 )
@@ -403,6 +406,35 @@ def cross_entropy(
     if target.dtype.is_float and target.shape == logits.shape and logits.ndim:
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
     return _nll(logits, target, weight, reduction, ignore_index, "cross_entropy", label_smoothing)
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias=None, weight=None, reduction: str = "mean",
+                         ignore_index: int | None = None, label_smoothing: float = 0.0,
+                         options=None) -> Tensor:  # fmt: skip
+    """cross_entropy of the logits ``input`` projected by ``linear_weight`` (C, *K, in): the
+    classes, and any further dims of a K-dimensional loss. torch's ``options`` choose how it
+    chunks the batch to save memory; limn computes the logits whole and ignores them."""
+    name = "linear_cross_entropy"
+    if input.ndim not in (1, 2) or linear_weight.ndim < 2:
+        raise ValueError(f"{name}: needs an input (N, in) or (in,) and a linear_weight "
+                         f"(C, *K, in), got {input.shape} and {linear_weight.shape}")  # fmt: skip
+    if linear_weight.shape[-1] != input.shape[-1] or input.ndim == 1 and linear_weight.ndim > 2:
+        n = input.shape[-1]
+        raise ValueError(f"{name}: linear_weight {linear_weight.shape} must be (C, {n}), or "
+                         f"(C, *K, {n}) for a batched input, got input {input.shape}")  # fmt: skip
+    if linear_bias is not None and tuple(linear_bias.shape) != tuple(linear_weight.shape[:-1]):
+        raise ValueError(
+            f"{name}: linear_bias {linear_bias.shape} must be {linear_weight.shape[:-1]}"
+        )
+    if ignore_index is not None and target.dtype.is_float:
+        raise ValueError(f"{name}: ignore_index cannot be given with a target of probabilities")
+    w = linear_weight.reshape(-1, linear_weight.shape[-1])
+    logits = (input @ w.T).reshape(*input.shape[:-1], *linear_weight.shape[:-1])
+    logits = logits if linear_bias is None else logits + linear_bias
+    ignore = -100 if ignore_index is None else ignore_index
+    return cross_entropy(logits, target, weight, ignore_index=ignore, reduction=reduction,
+                         label_smoothing=label_smoothing)  # fmt: skip
 
 
 def nll_loss(

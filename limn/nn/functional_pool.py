@@ -327,3 +327,54 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     n, c, oh, ow = cols.shape[:4]
     out = cols.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kernel[0] * kernel[1], oh * ow)
     return out if input.ndim == 4 else out[0]
+
+
+# ---- unpooling ------------------------------------------------------------------------
+
+
+def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
+    """max_pool undone: each value written at its flat index within its (sample, channel)
+    plane of the output, zeros elsewhere (of torch's size, or ``output_size``). An index
+    named twice (torch keeps one write, unspecified which) keeps the larger value."""
+    if x.ndim not in (n + 1, n + 2) or tuple(indices.shape) != tuple(x.shape):
+        raise ValueError(
+            f"{op}: needs a {n + 1}-d or {n + 2}-d input and indices of its shape, got "
+            f"{x.shape} and {indices.shape}"
+        )
+    if not indices.dtype.is_int or indices.dtype == dtypes.bool_:
+        raise TypeError(f"{op}: indices must be integers, got {indices.dtype}")
+    kernel = _ints(kernel_size, n, "kernel_size", op)
+    stride = _ints(kernel if stride is None or stride in ([], ()) else stride, n, "stride", op)
+    padding = _ints(padding, n, "padding", op)
+    default = [(x.shape[-n + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in range(n)]
+    size = default if output_size is None else list(output_size)
+    size = size[2:] if len(size) == n + 2 else size
+    if len(size) != n or any(
+        not d - s < o < d + s for d, s, o in zip(default, stride, size)
+    ):  # fmt: skip
+        raise ValueError(
+            f"{op}: output_size {output_size} must be {n} sizes (or the whole shape), each "
+            f"within a stride of {tuple(default)}"
+        )
+    lead = x.shape[:-n]
+    flat = Tensor.zeros(*lead, math.prod(size), dtype=x.dtype, device=x.device)
+    plane = x.reshape(*lead, -1)
+    # overlapping windows may name one cell twice, with one value: written once, as torch's
+    idx = indices.reshape(*lead, -1).cast(dtypes.int64)
+    out = flat.scatter_reduce(-1, idx, plane, "amax", include_self=False)
+    return out.reshape(*lead, *size)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size,
+                       "max_unpool1d")  # fmt: skip
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size,
+                       "max_unpool2d")  # fmt: skip
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size,
+                       "max_unpool3d")  # fmt: skip
