@@ -44,6 +44,7 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     decompositions,
     distributed,
     fft,
+    masked,
     missing,
     moments,
     nn,

@@ -16,7 +16,7 @@ import difflib
 # limn's modules that stand for torch's of the same name (the rest are limn's own)
 TORCH_MODULES = {
     "_inductor", "accelerator", "amp", "autograd", "backends", "cuda", "distributed", "fft",
-    "linalg", "nn", "onnx", "optim", "signal", "special", "utils", "version",
+    "linalg", "masked", "nn", "onnx", "optim", "signal", "special", "utils", "version",
 }  # fmt: skip
 
 # torch.<name> -> what limn offers instead (an empty string: nothing)
