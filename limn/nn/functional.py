@@ -196,6 +196,8 @@ def rrelu(x: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool 
     training, and is their mean in evaluation."""
     if not x.dtype.is_float:
         raise TypeError(f"rrelu: needs a float input, got {x.dtype}")
+    if lower > upper:
+        raise ValueError(f"rrelu: lower {lower} must be at most upper {upper}")
     if not training:
         return leaky_relu(x, (lower + upper) / 2)
     slope = Tensor.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
