@@ -185,7 +185,8 @@ def to_torch(out):
 
 def _torch_out(o, s):
     torch.manual_seed(0)
-    if (o.name.removeprefix("special."), str(s.input.dtype).removeprefix("torch.")) in UPCAST:
+    dtype = str(getattr(s.input, "dtype", "")).removeprefix("torch.")
+    if (o.name.removeprefix("special."), dtype) in UPCAST:
         out = o(*_float64((s.input, *s.args)), **_float64(s.kwargs))
         return _tensors(out)[0].to(s.input.dtype) if isinstance(out, torch.Tensor) else out
     return o(s.input, *s.args, **s.kwargs)
