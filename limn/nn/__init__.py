@@ -50,6 +50,7 @@ from limn.nn.layers import (  # noqa: F401
     MultiHeadAttention,
     RMSNorm,
     RReLU,
+    Upsample,
 )
 from limn.nn.module import (  # noqa: F401
     Module,

@@ -25,6 +25,7 @@ from limn.nn.functional_pool import (  # noqa: F401
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
+    interpolate,
     max_pool1d,
     max_pool2d,
     max_pool3d,
@@ -33,6 +34,9 @@ from limn.nn.functional_pool import (  # noqa: F401
     max_unpool3d,
     pad,
     unfold,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
 )
 from limn.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather

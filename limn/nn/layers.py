@@ -345,3 +345,16 @@ class GPTBlock(Module):
         """``cache``: generate one position over a ``limn.generate.KVCache``."""
         x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True, cache=cache)
         return x + self.fc2(getattr(self.fc1(self.ln2(x)), self.activation)())
+
+
+class Upsample(Module):
+    """F.interpolate as a layer: to ``size`` or by ``scale_factor``, in ``mode``."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):  # fmt: skip
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)  # fmt: skip
