@@ -14,7 +14,9 @@ the math, with coefficients computed here from their formulas:
   asymptotic series beyond;
 - erfcx is exp(x*x) erfc(x), with erfc's continued fraction past 2.5; erfinv and ndtri
   refine an estimate by Halley's method on erf (near 0) or on erfc (in the tails, so the
-  tails keep their relative precision).
+  tails keep their relative precision);
+- the orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre) run their
+  three-term recurrences up to the largest degree asked for.
 """
 
 from __future__ import annotations
@@ -281,6 +283,65 @@ def ndtri(input) -> Tensor:
     q = (p < 0.5).where(p, 1 - p)
     x = _erfinv_abs(1 - 2 * q, 2 * q) * math.sqrt(2)
     return p.isnan().where(p, (p < 0.5).where(-x, x)).cast(out)
+
+
+# ---- orthogonal polynomials ----------------------------------------------------------
+
+
+def _polynomial(name: str, first, step, shifted: bool = False):
+    """torch.special's ``name``(x, n): the degree-n member of a family by its three-term
+    recurrence, p(k+1) = step(k, x, p(k), p(k-1)) from p(0) = 1 and p(1) = first(x). n is
+    truncated to an integer, and a negative degree gives 0 (torch's rules)."""
+
+    def fn(input, n) -> Tensor:
+        x = input if isinstance(input, Tensor) else n._lift(input)
+        n = n if isinstance(n, Tensor) else x._lift(n)
+        x, n = x._align(n, name)
+        out = x.dtype if x.dtype.is_float else dtypes.float32
+        x, k = x.cast(F64), n.cast(F64).trunc()
+        x = 2 * x - 1 if shifted else x
+        top = int(k.max().item()) if k.numel() else 0
+        prev, cur = x * 0 + 1, first(x)
+        result = (k == 1).where(cur, prev)
+        for j in range(1, top):
+            prev, cur = cur, step(j, x, cur, prev)
+            result = (k == j + 1).where(cur, result)
+        return (k < 0).where(0.0, result).cast(out)
+
+    fn.__name__ = name
+    return fn
+
+
+def _chebyshev(name: str, first, shifted: bool = False):
+    return _polynomial(name, first, lambda j, x, p, q: 2 * x * p - q, shifted)
+
+
+chebyshev_polynomial_t = _chebyshev("chebyshev_polynomial_t", lambda x: x)
+chebyshev_polynomial_u = _chebyshev("chebyshev_polynomial_u", lambda x: 2 * x)
+chebyshev_polynomial_v = _chebyshev("chebyshev_polynomial_v", lambda x: 2 * x - 1)
+chebyshev_polynomial_w = _chebyshev("chebyshev_polynomial_w", lambda x: 2 * x + 1)
+shifted_chebyshev_polynomial_t = _chebyshev("shifted_chebyshev_polynomial_t", lambda x: x, True)
+shifted_chebyshev_polynomial_u = _chebyshev("shifted_chebyshev_polynomial_u", lambda x: 2 * x, True)
+shifted_chebyshev_polynomial_v = _chebyshev(
+    "shifted_chebyshev_polynomial_v", lambda x: 2 * x - 1, True
+)
+shifted_chebyshev_polynomial_w = _chebyshev(
+    "shifted_chebyshev_polynomial_w", lambda x: 2 * x + 1, True
+)
+hermite_polynomial_h = _polynomial(
+    "hermite_polynomial_h", lambda x: 2 * x, lambda j, x, p, q: 2 * x * p - 2 * j * q
+)
+hermite_polynomial_he = _polynomial(
+    "hermite_polynomial_he", lambda x: x, lambda j, x, p, q: x * p - j * q
+)
+laguerre_polynomial_l = _polynomial(
+    "laguerre_polynomial_l",
+    lambda x: 1 - x,
+    lambda j, x, p, q: ((2 * j + 1 - x) * p - j * q) / (j + 1),
+)
+legendre_polynomial_p = _polynomial(
+    "legendre_polynomial_p", lambda x: x, lambda j, x, p, q: ((2 * j + 1) * x * p - j * q) / (j + 1)
+)
 
 
 # ---- the rest of torch.special -------------------------------------------------------

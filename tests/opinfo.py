@@ -66,6 +66,8 @@ LENIENT = {
 UPCAST = {
     ("polygamma", "float32"): "torch's float32 zeta is 1e-5 off near the poles (trigamma at "
     "-3.973: 1377.0603 where torch's float64, mpmath and limn give 1377.0506)",
+    ("hermite_polynomial_he", "float32"): "torch's float32 recurrence cancels: 1.9562988 "
+    "where torch's float64 and limn give 1.9563218",
 }
 
 # Ops whose torch result is uninitialized memory: limn's is zeros; shapes and dtypes compare.
