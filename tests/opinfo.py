@@ -108,8 +108,10 @@ def limn_op(name: str):
     for part in name.split("."):
         try:
             obj = getattr(obj, part)
-        except AttributeError:  # a Tensor attribute alone (``mT``) is torch's too
-            return getattr(limn.Tensor, name, None) if "." not in name else None
+        except AttributeError:  # a Tensor attribute alone (``mT``), or its in-place form
+            if "." in name:  # alone (``cauchy``: Tensor.cauchy_), is torch's too
+                return None
+            return getattr(limn.Tensor, name, None) or getattr(limn.Tensor, name + "_", None)
     if not callable(obj) or isinstance(obj, dtypes.DType):  # limn.float is a dtype
         obj = getattr(limn.Tensor, name, None) if "." not in name else None
     return obj
