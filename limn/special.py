@@ -25,6 +25,7 @@ import math
 from fractions import Fraction
 
 from ir.graph import dtypes
+from limn import torch_inplace
 from limn.tensor import Tensor
 
 F64 = dtypes.float64
@@ -403,7 +404,9 @@ def round(input, decimals=0) -> Tensor:  # noqa: A001
     return input.round(decimals)
 
 
-# the Tensor methods torch has for these (and so limn.lgamma, ... as functions)
+# the Tensor methods torch has for these (and so limn.lgamma, ... as functions), and
+# their in-place forms (lgamma_, ...)
 for _fn in (lgamma, digamma, mvlgamma, erfinv, i0):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.polygamma = lambda self, n: polygamma(n, self)
+torch_inplace.install(Tensor)
