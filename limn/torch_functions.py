@@ -393,6 +393,7 @@ linalg = types.SimpleNamespace(
     vecdot=_vecdot,
     multi_dot=_multi_dot,
     matrix_power=_matrix_power,
+    matrix_exp=decompositions.matrix_exp,
     cross=lambda a, b, *, dim=-1: cross(a, b, dim),
     diagonal=lambda a, *, offset=0, dim1=-2, dim2=-1: a.diagonal(offset, dim1, dim2),
     # computed on the host (limn/decompositions.py)
