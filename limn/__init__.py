@@ -43,6 +43,8 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     cuda,
     decompositions,
     distributed,
+    fft,
+    masked,
     missing,
     moments,
     nn,
@@ -52,6 +54,7 @@ from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor
     pairs,
     serialize,
     signal,
+    special,
     utils,
     version,
     view_scatter,
@@ -68,6 +71,7 @@ from limn.runtime import profile as _profile
 from limn.runtime import target as _target
 from limn.runtime.device import held
 from limn.runtime.profile import profile
+from limn.special import polygamma  # noqa: F401  (torch.polygamma(n, x): n first)
 from limn.tensor import Tensor, cat, realize, stack, where
 from limn.torch_extras import empty_permuted, empty_strided, unravel_index  # noqa: F401
 from limn.torch_functions import (  # noqa: F401  (torch's free functions)
@@ -87,10 +91,12 @@ from limn.torch_functions import (  # noqa: F401  (torch's free functions)
     linspace,
     logspace,
     meshgrid,
+    native_batch_norm,
+    native_group_norm,
+    native_layer_norm,
     normal,
     row_stack,
     scalar_tensor,
-    special,
     tensordot,
     tril_indices,
     triu_indices,

@@ -15,29 +15,27 @@ import difflib
 
 # limn's modules that stand for torch's of the same name (the rest are limn's own)
 TORCH_MODULES = {
-    "_inductor", "accelerator", "amp", "autograd", "backends", "cuda", "distributed",
-    "linalg", "nn", "onnx", "optim", "signal", "special", "utils", "version",
+    "_inductor", "accelerator", "amp", "autograd", "backends", "cuda", "distributed", "fft",
+    "linalg", "masked", "nn", "onnx", "optim", "signal", "special", "utils", "version",
 }  # fmt: skip
 
 # torch.<name> -> what limn offers instead (an empty string: nothing)
 LACKS = {
-    "fft": "the Array API namespace has one: limn_array.fft (limn.array_namespace())",
     "jit": "limn compiles every realize already; limn.capture(step) also skips the Python",
     "sparse": "limn's tensors are dense",
     "complex": "limn has no complex dtypes",
     "view_as_real": "limn has no complex dtypes",
-    "lgamma": "",
-    "digamma": "",
-    "erfinv": "",
 }
 
 
-def no_such_name(module: str, name: str, answers: list[str]) -> AttributeError:
-    """The error for ``module.name``: torch's name is not in limn, and what instead."""
+def no_such_name(module: str, name: str, answers: list[str], instead: str = "") -> AttributeError:
+    """The error for ``module.name``: torch's name is not in limn, and what instead
+    (``instead``, or ``LACKS``'s word for a name of limn's top level)."""
     torch_path = "torch" + module.removeprefix("limn")
     said = f"module {module!r} has no attribute {name!r}: {torch_path}.{name} is not in limn"
-    if LACKS.get(name) and module == "limn":
-        said += f"; {LACKS[name]}"
+    instead = instead or (LACKS.get(name, "") if module == "limn" else "")
+    if instead:
+        said += f"; {instead}"
     elif name not in LACKS:
         near = difflib.get_close_matches(name, answers, n=1, cutoff=0.8)
         said += f" (did you mean {module}.{near[0]}?)" if near else ""

@@ -1,5 +1,6 @@
 """torch's free functions that are not a Tensor method: stacks, grids, ranges, index
-tables, and the ``limn.linalg`` and ``limn.special`` names torch programs call.
+tables, the norms with their statistics (``native_*``), and the ``limn.linalg`` names
+torch programs call.
 
 Each is a composition of Tensor methods; ``limn/__init__.py`` exports them under torch's
 names (the Tensor methods are exported there too, as functions).
@@ -192,6 +193,41 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     return Tensor.randn(size, dtype=d, device=device, generator=generator) * std + mean
 
 
+# ---- the norms with the statistics they saved (torch.native_*) ------------------------
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps: float):
+    """(layer_norm, its mean, 1/sqrt(var + eps)), the statistics kept as size-1 dims."""
+    from limn.nn import functional as F
+
+    axes = tuple(range(input.ndim - len(normalized_shape), input.ndim))
+    mean = input.mean(axes, keepdim=True)
+    rstd = (input.var(axes, keepdim=True, correction=0) + eps).rsqrt()
+    return F.layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd
+
+
+def native_group_norm(input, weight, bias, N: int, C: int, HxW: int, group: int, eps: float):
+    """(group_norm, each (sample, group)'s mean and 1/sqrt(var + eps)), each (N, group)."""
+    from limn.nn import functional as F
+
+    g = input.reshape(N, group, C // group * HxW)
+    rstd = (g.var(-1, correction=0) + eps).rsqrt()
+    return F.group_norm(input, group, weight, bias, eps), g.mean(-1), rstd
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training: bool,
+                      momentum: float, eps: float):  # fmt: skip
+    """(batch_norm, the batch's mean and 1/sqrt(var + eps) per channel); in evaluation
+    the two are empty, as torch's. Training writes the running statistics."""
+    from limn.nn import functional as F
+
+    out = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    if not training:
+        return out, input.new_zeros(0), input.new_zeros(0)
+    axes = (0, *range(2, input.ndim))
+    return out, input.mean(axes), (input.var(axes, correction=0) + eps).rsqrt()
+
+
 def _tri_indices(row: int, col: int, offset: int, keep, dtype, device):
     i, j = np.indices((row, col))
     r, c = np.nonzero(keep(j - i, offset))
@@ -357,6 +393,7 @@ linalg = types.SimpleNamespace(
     vecdot=_vecdot,
     multi_dot=_multi_dot,
     matrix_power=_matrix_power,
+    matrix_exp=decompositions.matrix_exp,
     cross=lambda a, b, *, dim=-1: cross(a, b, dim),
     diagonal=lambda a, *, offset=0, dim1=-2, dim2=-1: a.diagonal(offset, dim1, dim2),
     # computed on the host (limn/decompositions.py)
@@ -381,44 +418,4 @@ linalg = types.SimpleNamespace(
 # Tensor.norm(p="nuc") (limn.torch_methods, which this module imports) is linalg's
 TorchMethods._nuclear_norm = lambda x, dims, keepdim, dtype: linalg.matrix_norm(
     x, "nuc", dims, keepdim, dtype=dtype
-)
-
-
-def _ndtr(x):
-    x = x._float()
-    return (1 + (x * (1 / math.sqrt(2))).erf()) * 0.5
-
-
-def _entr(x):
-    x = x._float()
-    return (x > 0).where(-x * x.log(), (x == 0).where(0.0, x.isnan().where(x, -math.inf)))
-
-
-def _xlog1py(x, y):
-    x, y = (
-        (x if isinstance(x, Tensor) else y._lift(x)),
-        (y if isinstance(y, Tensor) else x._lift(y)),
-    )
-    a, b = x._align(y, "xlog1py")
-    a, b = a._float(), b._float()
-    return ((a == 0) & ~b.isnan()).where(0.0, a * b.log1p()).cast(a.dtype)
-
-
-special = types.SimpleNamespace(
-    __name__="limn.special",
-    ndtr=_ndtr,
-    entr=_entr,
-    xlog1py=_xlog1py,
-    expit=Tensor.sigmoid,
-    logit=lambda x, eps=None: x.logit(eps),
-    erfc=lambda x: x.erfc(),
-    log1p=Tensor.log1p,
-    expm1=Tensor.expm1,
-    exp2=Tensor.exp2,
-    sinc=lambda x: x.sinc(),
-    xlogy=lambda x, y: x.xlogy(y) if isinstance(x, Tensor) else y._lift(x).xlogy(y),
-    softmax=lambda x, dim, dtype=None: x.softmax(dim, dtype),
-    log_softmax=lambda x, dim, dtype=None: x.log_softmax(dim, dtype),
-    logsumexp=lambda x, dim, keepdim=False: x.logsumexp(dim, keepdim),
-    round=lambda x, decimals=0: x.round(decimals),
 )

@@ -70,7 +70,19 @@ class TorchMovement:
 
     @property
     def mT(self) -> Self:
-        return self.transpose(-2, -1)
+        """The last two dims swapped; a 0-d tensor as it is. limn's values are real, so
+        the conjugates (``mH``, ``H``) are the same."""
+        if self.ndim == 1:
+            raise ValueError(f"mT: needs a matrix or a batch of them, got shape {self.shape}")
+        return self.transpose(-2, -1) if self.ndim else self
+
+    mH = mT
+
+    @property
+    def H(self) -> Self:
+        if self.ndim not in (0, 2):
+            raise ValueError(f"H: needs a matrix (2 dims), got shape {self.shape}; use mH")
+        return self.mT
 
     def expand(self, *shape) -> Self:
         shape = _shape_arg(shape)

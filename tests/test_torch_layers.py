@@ -5,6 +5,7 @@ stand-ins answer as they say they do."""
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import subprocess
 import sys
@@ -256,6 +257,8 @@ def test_generate_samples_a_model_that_returns_logits_and_loss():
 
 FORK = """
 import multiprocessing as mp
+import math
+
 import numpy as np
 from limn import Tensor
 
@@ -493,7 +496,7 @@ def test_a_missing_torch_name_says_so_in_torchs_terms_never_a_limn_internal():
     cases = [
         ("version2", "torch.version2 is not in limn.*did you mean limn.version\\?"),
         ("Generatr", "did you mean limn.Generator\\?"),
-        ("fft", "torch.fft is not in limn; the Array API namespace has one: limn_array.fft"),
+        ("jit", "torch.jit is not in limn; limn compiles every realize already"),
         ("zeross", "did you mean limn.zeros\\?"),
     ]
     for name, said in cases:
@@ -506,7 +509,28 @@ def test_a_missing_torch_name_says_so_in_torchs_terms_never_a_limn_internal():
     assert "versions" not in last and "torch.versio is not in limn" in last, last
     with pytest.raises(AttributeError, match="torch.cuda.Stream is not in limn"):
         limn.cuda.Stream  # noqa: B018
+    with pytest.raises(
+        AttributeError, match="torch.fft.rfft is not in limn; its result is complex"
+    ):
+        limn.fft.rfft  # noqa: B018
+    with pytest.raises(AttributeError, match="did you mean limn.fft.fftshift\\?"):
+        limn.fft.fftshit  # noqa: B018
     assert limn.version is not limn.versions and limn.__version__ == limn.version.__version__
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_fft_sample_frequencies_are_torchs(n):
+    for d in (1.0, 0.25):
+        for ours, theirs in (
+            (limn.fft.fftfreq, torch.fft.fftfreq),
+            (limn.fft.rfftfreq, torch.fft.rfftfreq),
+        ):
+            np.testing.assert_array_equal(ours(n, d).numpy(), theirs(n, d).numpy())
+        got = limn.fft.fftfreq(n, d, dtype=limn.float64)
+        assert got.dtype == limn.float64
+        np.testing.assert_allclose(
+            got.numpy(), torch.fft.fftfreq(n, d, dtype=torch.float64).numpy()
+        )
 
 
 def test_a_device_prints_as_torchs_and_is_the_name_its_tensors_carry():
@@ -570,3 +594,55 @@ def test_torchs_process_group_calls_refuse_before_init_and_zero_is_the_optimizer
     model = nn.Linear(2, 2)
     zero = dist.optim.ZeroRedundancyOptimizer(model.parameters(), limn.optim.AdamW, lr=0.1)
     assert isinstance(zero, limn.optim.AdamW) and zero.param_groups[0]["lr"] == 0.1
+
+
+@pytest.mark.parametrize(
+    "fn, shape, channels",
+    [
+        (lambda x: limn.nn.functional.dropout1d(x, 0.5), (4, 6, 5), 2),
+        (lambda x: limn.nn.functional.dropout2d(x, 0.5), (4, 6, 3, 3), 2),
+        (lambda x: limn.nn.functional.dropout2d(x, 0.5), (6, 3, 3), 2),  # taken as (N, C, L)
+        (lambda x: limn.nn.functional.dropout3d(x, 0.5), (6, 2, 2, 2), 1),  # unbatched
+        (lambda x: limn.nn.functional.feature_alpha_dropout(x, 0.5, True), (4, 6, 3), 2),
+        (lambda x: limn.nn.Dropout2d(0.5)(x), (4, 6, 3, 3), 2),
+    ],
+)
+def test_channel_dropouts_drop_whole_channels_and_keep_some(fn, shape, channels):
+    limn.manual_seed(3)
+    y = fn(limn.ones(*shape)).numpy().reshape(math.prod(shape[:channels]), -1)
+    assert (y == y[:, :1]).all(), "a channel mixes kept and dropped elements"
+    assert len(np.unique(y[:, 0])) == 2, "every channel was dropped, or none"
+
+
+def test_native_norms_give_torchs_statistics_and_batch_norm_writes_its_running_ones():
+    x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    lx, tx = limn.tensor(x), torch.from_numpy(x)
+    pairs = [
+        (limn.native_layer_norm, torch.native_layer_norm, ((5,), None, None, 1e-5)),
+        (limn.native_group_norm, torch.native_group_norm, (None, None, 3, 4, 5, 2, 1e-5)),
+    ]
+    for ours, theirs, args in pairs:
+        got, want = ours(lx, *args), theirs(tx, *args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    rm, rv = limn.zeros(4), limn.ones(4)
+    trm, trv = torch.zeros(4), torch.ones(4)
+    got = limn.native_batch_norm(lx, None, None, rm, rv, True, 0.1, 1e-5)
+    want = torch.native_batch_norm(tx, None, None, trm, trv, True, 0.1, 1e-5)
+    for g, w in zip([*got, rm, rv], [*want, trm, trv]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_interpolate_refuses_what_torch_refuses_naming_the_op():
+    x = limn.ones(1, 1, 4, 4)
+    cases = [
+        (dict(size=2, mode="nearest", align_corners=True), "align_corners is for"),
+        (dict(size=2, scale_factor=2.0), "give exactly one of size and scale_factor"),
+        (dict(size=2, mode="linear"), "mode 'linear' needs a 3-d input"),
+        (dict(size=2, mode="cubic"), "mode 'cubic' is not one of"),
+    ]
+    for kwargs, said in cases:
+        with pytest.raises(ValueError, match=f"interpolate: {said}"):
+            limn.nn.functional.interpolate(x, **kwargs)
+        with pytest.raises(Exception):  # noqa: B017  (torch refuses each too)
+            torch.nn.functional.interpolate(torch.ones(1, 1, 4, 4), **kwargs)

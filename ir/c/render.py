@@ -211,14 +211,7 @@ class Statements:
         self.heap: set[str] = set()  # the ones too large for the stack, freed after their FOLD
         self.vectors: dict[str, int] = {}  # vector values and registers: their lanes
 
-    def ctype(self, d: DType) -> str:
-        return ctype(d)
-
-    def literal(self, value, d: DType) -> str:
-        return literal(value, d)
-
-    def cast(self, src: str, s: DType, d: DType) -> str:
-        return cast(src, s, d)
+    ctype, literal, cast = staticmethod(ctype), staticmethod(literal), staticmethod(cast)
 
     def preds(self, preds: tuple[Range, ...]) -> str:
         return _preds(preds, self.values)

@@ -81,14 +81,13 @@ def unit(part: str, dtype, target: Target) -> str:
     """The translation unit of ``part`` ("fwd" or "bwd") for storage ``dtype``."""
     name, ctype, wide, load, store = DTYPES[check(dtype)]
     vec = "limn_f64x8" if wide else "limn_f32x16"  # FOLD_BYTES of the compute type
-    defs = (
+    return (
         f"#define SDPA_T {ctype}\n#define SDPA_NAME {name}\n#define SDPA_WIDE {wide}\n"
         f"#define SDPA_LD(x) {load}\n#define SDPA_ST(x) {store}\n#define SDPA_VFMA {vec}_fma\n"
         f"#define SDPA_BACKWARD {int(part == 'bwd')}\n"
         f"#ifndef LIMN_NEG /* once: an exported program holds the prelude already */\n"
-        f"{PRELUDE}#endif\n{fma_isa(target)}\n{vector_helpers(vec)}\n"
+        f"{PRELUDE}#endif\n{fma_isa(target)}\n{vector_helpers(vec)}\n{SOURCE}"
     )
-    return defs + SOURCE
 
 
 def entry(part: str, dtype) -> str:

@@ -12,7 +12,7 @@ must not contract a*b+c into an FMA or reassociate (no -ffast-math).
 from __future__ import annotations
 
 from ir.graph import dtypes
-from ir.graph.compose import sub
+from ir.graph.compose import horner, sub  # noqa: F401  (horner: re-exported)
 from ir.graph.dtypes import DType
 
 F64 = dtypes.float64
@@ -26,14 +26,6 @@ def const(x, v):
 
 def select(cond, a, b):
     return cond.p_where(a, b)
-
-
-def horner(x, coeffs):
-    """coeffs[0] * x**n + ... + coeffs[-1], highest power first."""
-    r = const(x, coeffs[0])
-    for c in coeffs[1:]:
-        r = r.p_mul(x).p_add(const(x, c))
-    return r
 
 
 def via_float64(fn):

@@ -30,11 +30,16 @@ from limn.nn.conv import (  # noqa: F401
 )
 from limn.nn.functional import cross_entropy, mse_loss  # noqa: F401
 from limn.nn.layers import (  # noqa: F401
+    AlphaDropout,
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
     Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
     Embedding,
+    FeatureAlphaDropout,
     GPTBlock,
     GroupNorm,
     InstanceNorm1d,
@@ -44,6 +49,8 @@ from limn.nn.layers import (  # noqa: F401
     Linear,
     MultiHeadAttention,
     RMSNorm,
+    RReLU,
+    Upsample,
 )
 from limn.nn.module import (  # noqa: F401
     Module,

@@ -25,11 +25,18 @@ from limn.nn.functional_pool import (  # noqa: F401
     avg_pool1d,
     avg_pool2d,
     avg_pool3d,
+    interpolate,
     max_pool1d,
     max_pool2d,
     max_pool3d,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
     pad,
     unfold,
+    upsample,
+    upsample_bilinear,
+    upsample_nearest,
 )
 from limn.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
@@ -53,6 +60,84 @@ def silu(x: Tensor, inplace: bool = False) -> Tensor:
 @inplace_flag
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     return x.dropout(p, training)
+
+
+def _feature_mask(x: Tensor, p: float, batched: int, name: str) -> Tensor:
+    """dropout's mask (0 or 1/(1-p)) drawn once per channel: over x's first ``batched``
+    dims (the batch and the channels), each broadcast over the rest."""
+    if x.ndim < batched:
+        raise ValueError(f"{name}: needs at least {batched} dims, got shape {x.shape}")
+    shape = x.shape[:batched] + (1,) * (x.ndim - batched)
+    return Tensor.ones(*shape, dtype=x.dtype, device=x.device).dropout(p)
+
+
+@inplace_flag
+def dropout1d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, L), or (C, L) unbatched."""
+    if x.ndim not in (2, 3):
+        raise ValueError(f"dropout1d: needs (N, C, L) or (C, L), got shape {x.shape}")
+    return _feature_dropout(x, p, training, x.ndim - 1, "dropout1d")
+
+
+@inplace_flag
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, H, W); a 3-d input is taken as (N, C, L), and any
+    other as unbatched (C, *), as torch does (with its warnings)."""
+    return _feature_dropout(x, p, training, 2 if x.ndim in (3, 4) else 1, "dropout2d")
+
+
+@inplace_flag
+def dropout3d(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Whole channels zeroed: (N, C, D, H, W), or (C, D, H, W) unbatched."""
+    return _feature_dropout(x, p, training, 2 if x.ndim == 5 else 1, "dropout3d")
+
+
+def _feature_dropout(x: Tensor, p: float, training: bool, batched: int, name: str) -> Tensor:
+    """dropout with one draw (0 or 1/(1-p)) per channel: over x's first ``batched`` dims
+    (the batch and the channels), each broadcast over the rest."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"{name}: p must be in [0, 1], got {p}")
+    if x.ndim < batched or not x.ndim:
+        raise ValueError(f"{name}: needs at least {max(batched, 1)} dims, got shape {x.shape}")
+    if not training or p == 0:
+        return x
+    shape = x.shape[:batched] + (1,) * (x.ndim - batched)
+    return x * Tensor.ones(*shape, dtype=x.dtype, device=x.device).dropout(p)
+
+
+# -selu(-inf), SELU's floor: scale * alpha, as torch spells it (an ulp below the product)
+_SELU_SATURATION = 1.7580993408473766
+
+
+def _alpha_dropout(x, p, training, keep_shape, name):
+    """Dropped values go to SELU's floor, and the result is scaled and shifted so a
+    standard input keeps mean 0 and variance 1 (torch's formula)."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"{name}: p must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0
+    a = 1 / math.sqrt((_SELU_SATURATION**2 * p + 1) * (1 - p))
+    keep = Tensor.ones(*keep_shape, dtype=x.dtype, device=x.device).dropout(p) != 0
+    sa = _SELU_SATURATION * a
+    return keep.where(x * a + sa * p, x * 0 + (-sa + sa * p))  # (x * 0: a nan stays)
+
+
+@inplace_flag
+def alpha_dropout(x: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:  # fmt: skip
+    return _alpha_dropout(x, p, training, x.shape, "alpha_dropout")
+
+
+@inplace_flag
+def feature_alpha_dropout(x: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:  # fmt: skip
+    """alpha_dropout of whole channels: one draw per (sample, channel) of (N, C, *)."""
+    if x.ndim < 2 and training and p:
+        raise ValueError(f"feature_alpha_dropout: needs at least 2 dims, got shape {x.shape}")
+    shape = x.shape[:2] + (1,) * (x.ndim - 2)
+    return _alpha_dropout(x, p, training, shape, "feature_alpha_dropout")
 
 
 def softmax(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
@@ -108,6 +193,21 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -
     return (x > 0).where(x, x * negative_slope)  # at 0 the gradient is the slope, as torch's
 
 
+@inplace_flag
+def rrelu(x: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:  # fmt: skip
+    """leaky_relu whose negative slope is drawn from U(lower, upper) per element in
+    training, and is their mean in evaluation."""
+    if not x.dtype.is_float:
+        raise TypeError(f"rrelu: needs a float input, got {x.dtype}")
+    if lower > upper:
+        raise ValueError(f"rrelu: lower {lower} must be at most upper {upper}")
+    if not training:
+        return leaky_relu(x, (lower + upper) / 2)
+    slope = Tensor.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
+    return (x >= 0).where(x, x * slope)
+
+
 def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm=None,
               norm_type: float = 2.0, scale_grad_by_freq: bool = False,
               sparse: bool = False) -> Tensor:  # fmt: skip
@@ -149,7 +249,13 @@ def _trailing(x: Tensor, shape: tuple, op: str) -> tuple[int, ...]:
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing dims (biased variance), then scale and shift."""
-    axes = _trailing(x, tuple(normalized_shape), "layer_norm")
+    shape = tuple(normalized_shape)
+    if not shape:
+        raise ValueError("layer_norm: normalized_shape needs at least one dim")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"layer_norm: {name} {t.shape} must have normalized_shape {shape}")
+    axes = _trailing(x, shape, "layer_norm")
     mean = x.mean(axes, keepdim=True)
     y = (x - mean) * (x.var(axes, keepdim=True, correction=0) + eps).rsqrt()
     y = y if weight is None else y * weight
@@ -306,6 +412,35 @@ def cross_entropy(
     if target.dtype.is_float and target.shape == logits.shape and logits.ndim:
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
     return _nll(logits, target, weight, reduction, ignore_index, "cross_entropy", label_smoothing)
+
+
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias=None, weight=None, reduction: str = "mean",
+                         ignore_index: int | None = None, label_smoothing: float = 0.0,
+                         options=None) -> Tensor:  # fmt: skip
+    """cross_entropy of the logits ``input`` projected by ``linear_weight`` (C, *K, in): the
+    classes, and any further dims of a K-dimensional loss. torch's ``options`` choose how it
+    chunks the batch to save memory; limn computes the logits whole and ignores them."""
+    name = "linear_cross_entropy"
+    if input.ndim not in (1, 2) or linear_weight.ndim < 2:
+        raise ValueError(f"{name}: needs an input (N, in) or (in,) and a linear_weight "
+                         f"(C, *K, in), got {input.shape} and {linear_weight.shape}")  # fmt: skip
+    if linear_weight.shape[-1] != input.shape[-1] or input.ndim == 1 and linear_weight.ndim > 2:
+        n = input.shape[-1]
+        raise ValueError(f"{name}: linear_weight {linear_weight.shape} must be (C, {n}), or "
+                         f"(C, *K, {n}) for a batched input, got input {input.shape}")  # fmt: skip
+    if linear_bias is not None and tuple(linear_bias.shape) != tuple(linear_weight.shape[:-1]):
+        raise ValueError(
+            f"{name}: linear_bias {linear_bias.shape} must be {linear_weight.shape[:-1]}"
+        )
+    if ignore_index is not None and target.dtype.is_float:
+        raise ValueError(f"{name}: ignore_index cannot be given with a target of probabilities")
+    w = linear_weight.reshape(-1, linear_weight.shape[-1])
+    logits = (input @ w.T).reshape(*input.shape[:-1], *linear_weight.shape[:-1])
+    logits = logits if linear_bias is None else logits + linear_bias
+    ignore = -100 if ignore_index is None else ignore_index
+    return cross_entropy(logits, target, weight, ignore_index=ignore, reduction=reduction,
+                         label_smoothing=label_smoothing)  # fmt: skip
 
 
 def nll_loss(

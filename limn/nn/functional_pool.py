@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ir.graph import dtypes
 from limn.nn.conv import _unfold
 from limn.tensor import Tensor
@@ -327,3 +329,155 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     n, c, oh, ow = cols.shape[:4]
     out = cols.permute(0, 1, 4, 5, 2, 3).reshape(n, c * kernel[0] * kernel[1], oh * ow)
     return out if input.ndim == 4 else out[0]
+
+
+# ---- unpooling ------------------------------------------------------------------------
+
+
+def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
+    """max_pool undone: each value written at its flat index within its (sample, channel)
+    plane of the output, zeros elsewhere (of torch's size, or ``output_size``). An index
+    named twice (torch keeps one write, unspecified which) keeps the larger value."""
+    if x.ndim not in (n + 1, n + 2) or tuple(indices.shape) != tuple(x.shape):
+        raise ValueError(
+            f"{op}: needs a {n + 1}-d or {n + 2}-d input and indices of its shape, got "
+            f"{x.shape} and {indices.shape}"
+        )
+    if not indices.dtype.is_int or indices.dtype == dtypes.bool_:
+        raise TypeError(f"{op}: indices must be integers, got {indices.dtype}")
+    kernel = _ints(kernel_size, n, "kernel_size", op)
+    stride = _ints(kernel if stride is None or stride in ([], ()) else stride, n, "stride", op)
+    padding = _ints(padding, n, "padding", op)
+    default = [(x.shape[-n + i] - 1) * stride[i] - 2 * padding[i] + kernel[i] for i in range(n)]
+    size = default if output_size is None else list(output_size)
+    size = size[2:] if len(size) == n + 2 else size
+    if len(size) != n or any(
+        not d - s < o < d + s for d, s, o in zip(default, stride, size)
+    ):  # fmt: skip
+        raise ValueError(
+            f"{op}: output_size {output_size} must be {n} sizes (or the whole shape), each "
+            f"within a stride of {tuple(default)}"
+        )
+    lead = x.shape[:-n]
+    flat = Tensor.zeros(*lead, math.prod(size), dtype=x.dtype, device=x.device)
+    plane = x.reshape(*lead, -1)
+    # overlapping windows may name one cell twice, with one value: written once, as torch's
+    idx = indices.reshape(*lead, -1).cast(dtypes.int64)
+    out = flat.scatter_reduce(-1, idx, plane, "amax", include_self=False)
+    return out.reshape(*lead, *size)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size,
+                       "max_unpool1d")  # fmt: skip
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size,
+                       "max_unpool2d")  # fmt: skip
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size,
+                       "max_unpool3d")  # fmt: skip
+
+
+# ---- resampling -----------------------------------------------------------------------
+
+_MODE_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_CUBIC_A = -0.75  # the cubic convolution's free parameter, torch's (and OpenCV's) choice
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
+                align_corners=None, recompute_scale_factor=None, antialias=False):  # fmt: skip
+    """Resample the spatial dims (all but the first two) to ``size``, or by
+    ``scale_factor`` (each size floor(in * factor)), dim by dim: "nearest" and
+    "nearest-exact" pick a source element, "linear", "bilinear" and "trilinear" mix the two
+    around the source position, "bicubic" four by cubic convolution, "area" averages
+    (adaptive average pooling). The source position of output i is (i + 0.5) * scale - 0.5
+    (i * scale for "nearest"), with scale = in / out, or 1 / factor when a factor is given
+    and not recomputed; ``align_corners`` maps the corner elements onto each other
+    instead, scale = (in - 1) / (out - 1)."""
+    n = input.ndim - 2
+    op = "interpolate"
+    if mode not in (*_MODE_DIMS, "nearest", "nearest-exact", "area"):
+        raise ValueError(f"{op}: mode {mode!r} is not one of nearest, nearest-exact, linear, "
+                         "bilinear, bicubic, trilinear, area")  # fmt: skip
+    if not 1 <= n <= 3 or _MODE_DIMS.get(mode, n) != n:
+        want = _MODE_DIMS.get(mode)
+        raise ValueError(f"{op}: mode {mode!r} needs a {want + 2 if want else '3 to 5'}-d input "
+                         f"(N, C, *spatial), got shape {input.shape}")  # fmt: skip
+    if align_corners is not None and mode not in _MODE_DIMS:
+        raise ValueError(f"{op}: align_corners is for linear, bilinear, bicubic and trilinear, "
+                         f"not {mode!r}")  # fmt: skip
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: give exactly one of size and scale_factor")
+    if antialias:
+        raise NotImplementedError(f"{op}: antialias is not in limn")
+    if size is not None:
+        sizes, scales = _ints(size, n, "size", op), [None] * n
+    else:
+        factors = (scale_factor,) * n if isinstance(scale_factor, int | float) else scale_factor
+        if len(factors) != n:
+            raise ValueError(f"{op}: scale_factor needs {n} factors, got {scale_factor!r}")
+        sizes = tuple(math.floor(s * f) for s, f in zip(input.shape[2:], factors))
+        scales = [None] * n if recompute_scale_factor else list(factors)
+    if mode == "area":
+        return _adaptive_avg(input, n, sizes, "interpolate")
+    x = input
+    for i in range(n):
+        x = _resample(x, 2 + i, sizes[i], scales[i], mode, bool(align_corners))
+    return x
+
+
+def _resample(x: Tensor, axis: int, out: int, factor, mode: str, align: bool) -> Tensor:
+    """x resampled along ``axis`` to ``out`` elements: a sum of picks (index_select) times
+    their weights, which are computed in x's float dtype as torch computes them."""
+    size, f = x.shape[axis], np.float32 if x.dtype != dtypes.float64 else np.float64
+    i = np.arange(out).astype(f)
+    if align and mode in _MODE_DIMS:
+        scale = f((size - 1) / (out - 1)) if out > 1 else f(0)
+        src = i * scale
+    else:
+        scale = f(1 / factor) if factor else f(size) / f(out)
+        if mode == "nearest":
+            src = np.minimum(np.floor(i * np.float32(scale)), size - 1)
+            return x.index_select(axis, Tensor(src.astype(np.int64), device=x.device))
+        if mode == "nearest-exact":
+            src = np.minimum(np.floor((i + f(0.5)) * np.float32(scale)), size - 1)
+            return x.index_select(axis, Tensor(src.astype(np.int64), device=x.device))
+        src = scale * (i + f(0.5)) - f(0.5)
+        src = src if mode == "bicubic" else np.maximum(src, f(0))
+    base = np.floor(src)
+    t = (src - base).astype(f)
+    base = base.astype(np.int64)
+    if mode == "bicubic":
+        a = _CUBIC_A
+        near = lambda d: ((a + 2) * d - (a + 3)) * d * d + 1  # noqa: E731  (|d| <= 1)
+        far = lambda d: ((a * d - 5 * a) * d + 8 * a) * d - 4 * a  # noqa: E731  (1 < |d| < 2)
+        picks = [(base - 1, far(t + 1)), (base, near(t)), (base + 1, near(1 - t)),
+                 (base + 2, far(2 - t))]  # fmt: skip
+    else:
+        picks = [(base, 1 - t), (np.where(base < size - 1, base + 1, base), t)]
+    shape = [1] * x.ndim
+    shape[axis] = out
+    total = None
+    for idx, w in picks:
+        idx = Tensor(np.clip(idx, 0, size - 1), device=x.device)
+        term = x.index_select(axis, idx) * Tensor(w.astype(f), device=x.device).reshape(shape)
+        total = term if total is None else total + term
+    return total
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """interpolate under its older name."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """bilinear interpolate with the corners aligned, as torch's."""
+    return interpolate(input, size, scale_factor, "bilinear", align_corners=True)

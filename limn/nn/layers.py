@@ -236,6 +236,34 @@ class Dropout(Module):
         return F.dropout(x, self.p, self.training, self.inplace)
 
 
+def _dropout_kind(name: str, fn, doc: str) -> type:
+    """A Dropout whose draw is ``fn``'s (the same p, inplace and training switch)."""
+    forward = lambda self, x: fn(x, self.p, self.training, self.inplace)  # noqa: E731
+    return type(name, (Dropout,), {"forward": forward, "__doc__": doc, "__module__": __name__})
+
+
+Dropout1d, Dropout2d, Dropout3d = (
+    _dropout_kind(f"Dropout{n}d", getattr(F, f"dropout{n}d"), f"Zero whole channels of {n}-d maps.")
+    for n in (1, 2, 3)
+)
+AlphaDropout = _dropout_kind(
+    "AlphaDropout", F.alpha_dropout, "Dropout that keeps a SELU network's mean and variance."
+)
+FeatureAlphaDropout = _dropout_kind(
+    "FeatureAlphaDropout", F.feature_alpha_dropout, "AlphaDropout of whole channels."
+)
+
+
+class RReLU(Module):
+    """LeakyReLU with a slope drawn from U(lower, upper) while training; their mean in eval."""
+
+    def __init__(self, lower: float = 1 / 8, upper: float = 1 / 3, inplace: bool = False):
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rrelu(x, self.lower, self.upper, self.training, self.inplace)
+
+
 # ---- attention --------------------------------------------------------------------
 
 
@@ -317,3 +345,16 @@ class GPTBlock(Module):
         """``cache``: generate one position over a ``limn.generate.KVCache``."""
         x = x + self.attn(self.ln1(x), key_mask=key_mask, is_causal=True, cache=cache)
         return x + self.fc2(getattr(self.fc1(self.ln2(x)), self.activation)())
+
+
+class Upsample(Module):
+    """F.interpolate as a layer: to ``size`` or by ``scale_factor``, in ``mode``."""
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):  # fmt: skip
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)  # fmt: skip

@@ -1,0 +1,412 @@
+"""limn.special: torch.special's functions, and the gamma, Bessel and inverse-erf families
+torch also names at its top level and as Tensor methods (``lgamma``, ``digamma``,
+``polygamma``, ``mvlgamma``, ``erfinv``, ``i0``).
+
+Each is composed of Tensor methods, computed in float64 and rounded once to the input's
+float dtype (integers and bools give float32, as torch's do). The series are written from
+the math, with coefficients computed here from their formulas:
+
+- the gamma family shifts its argument up past 8 by the recurrence (Gamma(x+1) = x
+  Gamma(x)), reflects negative arguments (Gamma(x) Gamma(1-x) = pi / sin(pi x)), and sums
+  Stirling's series (Bernoulli numbers) there; polygamma is a Hurwitz zeta sum shifted the
+  same way, with Euler-Maclaurin's tail;
+- I0 and I1 sum their power series (all terms positive) up to |x| = 30 and their
+  asymptotic series beyond;
+- erfcx is exp(x*x) erfc(x), with erfc's continued fraction past 2.5; erfinv and ndtri
+  refine an estimate by Halley's method on erf (near 0) or on erfc (in the tails, so the
+  tails keep their relative precision);
+- the orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre) run their
+  three-term recurrences up to the largest degree asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from ir.graph import dtypes
+from limn import torch_inplace
+from limn.tensor import Tensor
+
+F64 = dtypes.float64
+
+
+def _bernoulli(n: int) -> list[Fraction]:
+    """B_0 .. B_n, from sum_{k<=m} C(m+1, k) B_k = 0."""
+    b = [Fraction(1)]
+    for m in range(1, n + 1):
+        b.append(-sum(math.comb(m + 1, k) * b[k] for k in range(m)) / (m + 1))
+    return b
+
+
+_B2K = [float(b) for b in _bernoulli(22)[2::2]]  # B_2, B_4, ..., B_22
+_SHIFT = 9  # arguments below are moved up by the recurrence
+
+
+def _in64(x) -> tuple[Tensor, object]:
+    """x as float64, and the float dtype the result rounds to."""
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    out = x.dtype if x.dtype.is_float else dtypes.float32
+    return x.cast(F64), out
+
+
+def _poly(z: Tensor, coeffs) -> Tensor:
+    """coeffs[0] + coeffs[1] z + coeffs[2] z**2 + ..."""
+    r = z * 0 + coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        r = r * z + c
+    return r
+
+
+# ---- the gamma family -----------------------------------------------------------------
+
+
+def _lgamma_positive(x: Tensor) -> Tensor:
+    """log Gamma(x) for x > 0 (x = +inf gives inf)."""
+    small = x < _SHIFT
+    z = small.where(x + _SHIFT, x)
+    prod = x
+    for k in range(1, _SHIFT):
+        prod = prod * (x + k)
+    w = 1 / (z * z)
+    series = _poly(w, [b / ((2 * k + 2) * (2 * k + 1)) for k, b in enumerate(_B2K)]) / z
+    stirling = (z - 0.5) * z.log() - z + 0.5 * math.log(2 * math.pi) + series
+    out = small.where(stirling - small.where(prod, 1.0).log(), stirling)
+    return x.isinf().where(x, out)
+
+
+def _sin_pi_abs(x: Tensor) -> Tensor:
+    """|sin(pi x)|, exact 0 at the integers: sin of pi times x's distance below an integer."""
+    r = x - x.floor()
+    return (r * math.pi).sin().abs()
+
+
+def lgamma(input) -> Tensor:
+    """log |Gamma(x)|; inf at 0 and the negative integers."""
+    x, out = _in64(input)
+    pos = _lgamma_positive((x > 0).where(x, 1 - x))
+    reflected = (math.pi / _sin_pi_abs(x)).log() - pos
+    return (x > 0).where(pos, x.isinf().where(math.inf, reflected)).cast(out)
+
+
+def _digamma_positive(x: Tensor) -> Tensor:
+    small = x < _SHIFT
+    z = small.where(x + _SHIFT, x)
+    steps = 1 / x
+    for k in range(1, _SHIFT):
+        steps = steps + 1 / (x + k)
+    w = 1 / (z * z)
+    series = w * _poly(w, [b / (2 * k + 2) for k, b in enumerate(_B2K)])
+    asym = z.log() - 0.5 / z - series
+    return small.where(asym - steps, asym)
+
+
+def digamma(input) -> Tensor:
+    """d/dx log Gamma(x): -inf at +0 (inf at -0.0), nan at the negative integers."""
+    x, out = _in64(input)
+    pos = _digamma_positive((x > 0).where(x, 1 - x))
+    frac = x - x.trunc()  # tan(pi x) = tan(pi frac), with no large multiple of pi to round
+    reflected = pos - math.pi / (frac * math.pi).tan()
+    at_int = (frac == 0) & (x < 0)
+    zero = (x == 0).where(x.signbit().where(math.inf, -math.inf), reflected)
+    got = (x > 0).where(pos, at_int.where(math.nan, zero))
+    return (x == math.inf).where(math.inf, got).cast(out)
+
+
+def _zeta_tail(s: int, z: Tensor) -> Tensor:
+    """sum_{k>=0} (z + k)**-s for z >= _SHIFT, by Euler-Maclaurin."""
+    zs = z ** (-s)
+    total = z * zs / (s - 1) + 0.5 * zs
+    rising, power = s, zs / z  # s (s+1) ... (s+2j-2), z**(-s-2j+1)
+    for j, b in enumerate(_B2K[:12], start=1):
+        total = total + power * (b / math.factorial(2 * j) * rising)
+        rising *= (s + 2 * j - 1) * (s + 2 * j)
+        power = power / (z * z)
+    return total
+
+
+def polygamma(n: int, input) -> Tensor:
+    """The n-th derivative of digamma: (-1)**(n+1) n! zeta(n + 1, x) for n >= 1."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"polygamma: n must be an integer >= 0, got {n!r}")
+    if n == 0:
+        return digamma(input)
+    x, out = _in64(input)
+    lowest = x.min().item() if x.numel() else _SHIFT
+    steps = max(0, math.ceil(_SHIFT - lowest)) if math.isfinite(lowest) else 0
+    total = _zeta_tail(n + 1, x + steps)
+    for k in range(steps):
+        r = 1 / (x + k)
+        total = total + r ** (n + 1)
+    return (total * ((-1) ** (n + 1) * math.factorial(n))).cast(out)
+
+
+def mvlgamma(input, p: int) -> Tensor:
+    """The multivariate log-gamma of dimension p: every element must exceed (p - 1) / 2."""
+    if not isinstance(p, int) or p < 1:
+        raise ValueError(f"mvlgamma: p must be an integer >= 1, got {p!r}")
+    x, out = _in64(input)
+    if x.numel() and not bool((x > (p - 1) / 2).all()):
+        raise ValueError(
+            f"mvlgamma: every element must be greater than (p - 1) / 2 = {(p - 1) / 2}"
+        )
+    total = lgamma(x)
+    for j in range(1, p):
+        total = total + lgamma(x - j / 2)
+    return (total + p * (p - 1) / 4 * math.log(math.pi)).cast(out)
+
+
+# ---- modified Bessel functions of the first kind ----------------------------------------
+
+_NEAR = 30.0  # the power series below, the asymptotic series above
+
+
+def _bessel_i(input, nu: int, scaled: bool) -> Tensor:
+    """I_nu(x) (times exp(-|x|) when ``scaled``) for nu in (0, 1)."""
+    x, out = _in64(input)
+    a = x.abs()
+    near = a <= _NEAR
+    q = near.where(a * a / 4, 0.0)  # (the series unused past _NEAR must not overflow)
+    series = _poly(q, [1 / (math.factorial(k) * math.factorial(k + nu)) for k in range(70)])
+    series = series * (a / 2) ** nu if nu else series
+    far = near.where(_NEAR, a)
+    terms, c = [], 1.0
+    for k in range(30):  # (-1)**k prod_{j<=k} (4 nu**2 - (2j-1)**2) / (k! 8**k)
+        terms.append(c)
+        c *= -(4 * nu * nu - (2 * k + 1) ** 2) / ((k + 1) * 8)
+    asym = _poly(1 / far, terms) / (2 * math.pi * far).sqrt()
+    if scaled:
+        value = near.where(series * (-a).exp(), asym)
+    else:  # e**a in halves: it overflows before I(a) does
+        value = near.where(series, asym * (far / 2).exp() * (far / 2).exp())
+    value = x.isnan().where(x, a.isinf().where(0.0 if scaled else math.inf, value))
+    return ((x < 0).where(-value, value) if nu else value).cast(out)
+
+
+def i0(input) -> Tensor:
+    return _bessel_i(input, 0, False)
+
+
+def i0e(input) -> Tensor:
+    return _bessel_i(input, 0, True)
+
+
+def i1(input) -> Tensor:
+    return _bessel_i(input, 1, False)
+
+
+def i1e(input) -> Tensor:
+    return _bessel_i(input, 1, True)
+
+
+modified_bessel_i0, modified_bessel_i1 = i0, i1
+
+
+def spherical_bessel_j0(input) -> Tensor:
+    """sin(x) / x: 1 at 0, 0 at the infinities."""
+    x, out = _in64(input)
+    j = (x == 0).where(1.0, x.sin() / x)
+    return x.isinf().where(0.0, j).cast(out)
+
+
+# ---- erf's relatives ------------------------------------------------------------------
+
+
+def _erfcx64(x: Tensor) -> Tensor:
+    """exp(x*x) erfc(x) in float64: directly below 2.5, by erfc's continued fraction
+    1 / sqrt(pi) / (x + (1/2) / (x + (2/2) / (x + ...))) at and beyond."""
+    below = x < 2.5
+    direct = below.where(x * x, 0.0).exp() * (1 - below.where(x, 0.0).erf())
+    t = below.where(2.5, x)
+    cf = t
+    for k in range(30, 0, -1):
+        cf = t + (k / 2) / cf
+    return below.where(direct, 1 / (cf * math.sqrt(math.pi)))
+
+
+def _erfc64(x: Tensor) -> Tensor:
+    """erfc in float64, relatively accurate in the right tail."""
+    return (x < 0.5).where(1 - x.erf(), (-x * x).exp() * _erfcx64(x))
+
+
+def erfcx(input) -> Tensor:
+    """exp(x*x) erfc(x), with no overflow where erfc underflows."""
+    x, out = _in64(input)
+    return _erfcx64(x).cast(out)
+
+
+def log_ndtr(input) -> Tensor:
+    """log of the standard normal CDF, accurate in both tails."""
+    x, out = _in64(input)
+    z = x * (1 / math.sqrt(2))
+    left = (_erfcx64(-z) / 2).log() - z * z
+    right = (-_erfc64(z) / 2).log1p()
+    return (x < -1).where(left, right).cast(out)
+
+
+def _halley(x: Tensor, step, iterations: int = 3) -> Tensor:
+    """x refined by Halley's method for erf-like f (f'' = -2 x f'): ``step(x)`` is f / f'."""
+    for _ in range(iterations):
+        d = step(x)
+        x = x - d / (1 + x * d)
+    return x
+
+
+def _erfinv_abs(a: Tensor, c: Tensor) -> Tensor:
+    """x >= 0 with erf(x) = a, for a in [0, 1] given with c = 1 - a (exactly): Winitzki's
+    estimate, then Halley on erf where a < 0.5 and on erfc(x) = c beyond, so the tail
+    keeps the relative precision c has."""
+    inner = (c > 0).where(c * (2 - c), 1.0)  # 1 - a*a, kept clear of log(0)
+    w = inner.log()
+    k = 0.147
+    b = 2 / (math.pi * k) + w / 2
+    x0 = ((b * b - w / k).sqrt() - b).sqrt()
+    half = math.sqrt(math.pi) / 2
+    central = _halley(x0, lambda x: (x.erf() - a) * (x * x).exp() * half)
+    tail = _halley(x0, lambda x: (c * (x * x).exp() - _erfcx64(x)) * half)
+    x = (a < 0.5).where(central, tail)
+    x = (c == 0).where(math.inf, (c < 0).where(math.nan, x))  # (c: a may round to 1)
+    return (a == 0).where(0.0, x)
+
+
+def erfinv(input) -> Tensor:
+    """The inverse of erf on [-1, 1]: +-inf at +-1, nan beyond."""
+    y, out = _in64(input)
+    a = y.abs()
+    x = _erfinv_abs(a, 1 - a)
+    return y.isnan().where(y, y.signbit().where(-x, x)).cast(out)
+
+
+def ndtri(input) -> Tensor:
+    """The standard normal quantile: ndtr(ndtri(p)) = p; -inf at 0, inf at 1."""
+    p, out = _in64(input)
+    # erfc(|x| / sqrt 2) = 2q for q = min(p, 1 - p), which is exact (Sterbenz)
+    q = (p < 0.5).where(p, 1 - p)
+    x = _erfinv_abs(1 - 2 * q, 2 * q) * math.sqrt(2)
+    return p.isnan().where(p, (p < 0.5).where(-x, x)).cast(out)
+
+
+# ---- orthogonal polynomials ----------------------------------------------------------
+
+
+def _polynomial(name: str, first, step, shifted: bool = False):
+    """torch.special's ``name``(x, n): the degree-n member of a family by its three-term
+    recurrence, p(k+1) = step(k, x, p(k), p(k-1)) from p(0) = 1 and p(1) = first(x). n is
+    truncated to an integer, and a negative degree gives 0 (torch's rules)."""
+
+    def fn(input, n) -> Tensor:
+        x = input if isinstance(input, Tensor) else n._lift(input)
+        n = n if isinstance(n, Tensor) else x._lift(n)
+        x, n = x._align(n, name)
+        out = x.dtype if x.dtype.is_float else dtypes.float32
+        x, k = x.cast(F64), n.cast(F64).trunc()
+        x = 2 * x - 1 if shifted else x
+        top = int(k.max().item()) if k.numel() else 0
+        prev, cur = x * 0 + 1, first(x)
+        result = (k == 1).where(cur, prev)
+        for j in range(1, top):
+            prev, cur = cur, step(j, x, cur, prev)
+            result = (k == j + 1).where(cur, result)
+        return (k < 0).where(0.0, result).cast(out)
+
+    fn.__name__ = name
+    return fn
+
+
+def _chebyshev(name: str, first, shifted: bool = False):
+    return _polynomial(name, first, lambda j, x, p, q: 2 * x * p - q, shifted)
+
+
+chebyshev_polynomial_t = _chebyshev("chebyshev_polynomial_t", lambda x: x)
+chebyshev_polynomial_u = _chebyshev("chebyshev_polynomial_u", lambda x: 2 * x)
+chebyshev_polynomial_v = _chebyshev("chebyshev_polynomial_v", lambda x: 2 * x - 1)
+chebyshev_polynomial_w = _chebyshev("chebyshev_polynomial_w", lambda x: 2 * x + 1)
+shifted_chebyshev_polynomial_t = _chebyshev("shifted_chebyshev_polynomial_t", lambda x: x, True)
+shifted_chebyshev_polynomial_u = _chebyshev("shifted_chebyshev_polynomial_u", lambda x: 2 * x, True)
+shifted_chebyshev_polynomial_v = _chebyshev(
+    "shifted_chebyshev_polynomial_v", lambda x: 2 * x - 1, True
+)
+shifted_chebyshev_polynomial_w = _chebyshev(
+    "shifted_chebyshev_polynomial_w", lambda x: 2 * x + 1, True
+)
+hermite_polynomial_h = _polynomial(
+    "hermite_polynomial_h", lambda x: 2 * x, lambda j, x, p, q: 2 * x * p - 2 * j * q
+)
+hermite_polynomial_he = _polynomial(
+    "hermite_polynomial_he", lambda x: x, lambda j, x, p, q: x * p - j * q
+)
+laguerre_polynomial_l = _polynomial(
+    "laguerre_polynomial_l",
+    lambda x: 1 - x,
+    lambda j, x, p, q: ((2 * j + 1 - x) * p - j * q) / (j + 1),
+)
+legendre_polynomial_p = _polynomial(
+    "legendre_polynomial_p", lambda x: x, lambda j, x, p, q: ((2 * j + 1) * x * p - j * q) / (j + 1)
+)
+
+
+# ---- the rest of torch.special -------------------------------------------------------
+
+
+def ndtr(input) -> Tensor:
+    x = input._float()
+    return (1 + (x * (1 / math.sqrt(2))).erf()) * 0.5
+
+
+def entr(input) -> Tensor:
+    """-x log x, 0 at 0, -inf below."""
+    x = input._float()
+    return (x > 0).where(-x * x.log(), (x == 0).where(0.0, x.isnan().where(x, -math.inf)))
+
+
+def xlog1py(input, other) -> Tensor:
+    """x * log1p(y), 0 where x is 0 (unless y is nan)."""
+    x = input if isinstance(input, Tensor) else other._lift(input)
+    y = other if isinstance(other, Tensor) else x._lift(other)
+    a, b = x._align(y, "xlog1py")
+    a, b = a._float(), b._float()
+    return ((a == 0) & ~b.isnan()).where(0.0, a * b.log1p()).cast(a.dtype)
+
+
+def xlogy(input, other) -> Tensor:
+    return input.xlogy(other) if isinstance(input, Tensor) else other._lift(input).xlogy(other)
+
+
+expit, log1p, expm1, exp2, erf = Tensor.sigmoid, Tensor.log1p, Tensor.expm1, Tensor.exp2, Tensor.erf
+gammaln, psi, multigammaln = lgamma, digamma, mvlgamma
+
+
+def logit(input, eps=None) -> Tensor:
+    return input.logit(eps)
+
+
+def erfc(input) -> Tensor:
+    return input.erfc()
+
+
+def sinc(input) -> Tensor:
+    return input.sinc()
+
+
+def softmax(input, dim, dtype=None) -> Tensor:
+    return input.softmax(dim, dtype)
+
+
+def log_softmax(input, dim, dtype=None) -> Tensor:
+    return input.log_softmax(dim, dtype)
+
+
+def logsumexp(input, dim, keepdim=False) -> Tensor:
+    return input.logsumexp(dim, keepdim)
+
+
+def round(input, decimals=0) -> Tensor:  # noqa: A001
+    return input.round(decimals)
+
+
+# the Tensor methods torch has for these (and so limn.lgamma, ... as functions), and
+# their in-place forms (lgamma_, ...)
+for _fn in (lgamma, digamma, mvlgamma, erfinv, i0):
+    setattr(Tensor, _fn.__name__, _fn)
+Tensor.polygamma = lambda self, n: polygamma(n, self)
+torch_inplace.install(Tensor)
