@@ -44,7 +44,7 @@ __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     buf = Buffer(dtype, data.shape, np.asarray(data, dtypes.to_numpy(dtype), order="C"))
-    return versions.owning(Node(Op.BUFFER, dtype, buf.shape, (), buf), True)
+    return Node(Op.BUFFER, dtype, buf.shape, (), versions.private(buf))
 
 
 # a movement torch copies for (a pad; and ``flip()``, whose negative-step indexing kin
@@ -282,6 +282,9 @@ class Tensor(
         torch does; any other gives a read-only array of its value now, which later writes
         to the tensor never change (they are new versions, ``limn/versions.py``): torch's
         array would share the tensor's memory, but a lazy value has none to share."""
+        return self._read(expose=True)
+
+    def _read(self, expose: bool) -> np.ndarray:
         st = self._st
         if st is not None and st.shared and self._moves:  # the array's bytes now, moved
             return Tensor._make(versions.view_node(st.node, self._moves), self.device).numpy()
@@ -289,6 +292,8 @@ class Tensor(
         data = self.node.arg.data
         if st is not None and st.shared and not self._moves:
             return data
+        if expose:  # its bytes now have a reader limn cannot see: never overwritten
+            versions.exposed(self.node.arg)
         out = data.view()
         out.flags.writeable = False
         return out
@@ -302,10 +307,10 @@ class Tensor(
     def item(self):
         if self.size != 1:
             raise ValueError(f"item: needs a tensor of one element, got shape {self.shape}")
-        return self.numpy().reshape(()).item()
+        return self._read(expose=False).reshape(()).item()  # (a copy: nothing handed out)
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self._read(expose=False).tolist()
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -504,7 +509,7 @@ class Tensor(
                     "(or the tensor it is a view of) or the value requires grad; write under "
                     "limn.no_grad() or write value.detach()"
                 )
-        st = self._storage()
+        st, base = self._storage(), None
         node = value.node
         if self._moves:
             write.check_writable(st.node.shape, self._moves, op)
@@ -515,6 +520,7 @@ class Tensor(
         if versions.watch is not None:
             versions.watch.append(op)
         if st.shared or st.pending > versions.MAX_PENDING:
+            node = value = base = None  # (a node held here reads as a reader of the old bytes)
             versions.realize_on(self.device, [(st, None)])
         return self
 

@@ -25,16 +25,18 @@ Here no write changes bytes that anything can still read:
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import sys
+import weakref
 
 import numpy as np
 
 from ir.graph import dtypes, write
-from ir.graph.node import Node
+from ir.graph.node import Node, toposort
 from ir.graph.ops import Op
 from ir.graph.view import View
-from limn.runtime.device import Buffer, get_device, observers, recall
+from limn.runtime import profile
+from limn.runtime.device import Buffer, get_device, observers, recall, remember
 
 # Set to a list by a caller that must know whether code it runs writes a tensor (an export
 # of a function, which must be pure): each write appends its op's name.
@@ -161,94 +163,82 @@ def place(base, moves, value):
     return m.p_where(v, base)
 
 
-def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> tuple:
-    """(the ids of the ``donors`` (buffer nodes) whose bytes a batch computing ``roots`` may
-    overwrite: nothing outside the batch reads the donor, nor any node of the batch through
-    which a root reaches it, and no array shares its bytes. ``holders`` counts, by id, the
-    references the caller's storages hold (its ``node`` and ``donor``), which are not
-    readers.
-
-    References are counted, as numpy counts them to reuse a temporary: a node's count
-    beyond its edges from this batch and its holders is a reader this batch cannot see (a
-    lazy value built before the write, another tensor holding it), and then the old bytes
-    stay as they are. Also answered: the ids of the batch's nodes read from outside it
-    (a root among them gets a buffer other nodes may know it by: ``owning``)."""
-    order, edges = _walk(roots)
-    # a node with a reader outside the batch: what it reads keeps its bytes (counted
-    # besides: the argument, ``order``, and ``n``)
-    tainted = [
-        n for n in order if sys.getrefcount(n) - 3 > edges.get(id(n), 0) + holders.get(id(n), 0)
-    ]
-    seen = _below(tainted)
-    shared = {id(n) for n in tainted}
-    del order, tainted
-    ok = set()
-    for d in donors:
-        if id(d) not in seen and _free(d, edges, holders):
-            ok.add(id(d))
-    return ok, shared
+# Buffers whose bytes only limn knows: made by a Tensor from host data, or computed by a
+# realize. Each maps to a weak reference to the node whose value it holds (None for host
+# data): through that node the device's record (``recall``) finds the same bytes, so while
+# it lives the buffer is not its storage's alone. Bytes handed out (``exposed``) leave.
+_private: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _walk(roots) -> tuple[list[Node], dict[int, int]]:
-    """The batch's nodes (its inputs, which it reads and does not expand, included) and how
-    many edges of the batch reach each."""
-    edges: dict[int, int] = {}
-    seen: set[int] = set()
-    order: list[Node] = []
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        if n.op is Op.BUFFER or recall(n) is not None:  # an input: its sources are not read
-            continue
-        for s in n.srcs:
-            edges[id(s)] = edges.get(id(s), 0) + 1
-            stack.append(s)
-    return order, edges
+def private(buf: Buffer, named: Node | None = None) -> Buffer:
+    """``buf`` holds bytes no one else has (the value of ``named``, if given)."""
+    _private[buf] = None if named is None else weakref.ref(named)
+    return buf
 
 
-def _below(tops) -> set[int]:
-    """The ids of the nodes the batch reads under ``tops``."""
-    seen: set[int] = set()
-    stack = list(tops)
-    while stack:
-        n = stack.pop()
-        if id(n) not in seen:
-            seen.add(id(n))
-            if n.op is not Op.BUFFER and recall(n) is None:
-                stack += n.srcs
-    return seen
+def exposed(buf: Buffer) -> None:
+    """``buf``'s bytes were handed out (a numpy array over them): never overwritten."""
+    _private.pop(buf, None)
 
 
-def _free(d: Node, edges: dict, holders: dict) -> bool:
-    """Whether only the batch and its holders reference the donor ``d``, whose buffer is
-    its own (``owns``), and only the buffer its array (no numpy array shares it)."""
-    # counted besides: the argument, the parameter, the caller's ``d``
-    if sys.getrefcount(d) - 3 > edges.get(id(d), 0) + holders.get(id(d), 0):
+def _only_ours(buf: Buffer) -> bool:
+    if buf not in _private:
         return False
-    return d.__dict__.get("own", False) and sys.getrefcount(d.arg.data) == 2
+    named = _private[buf]
+    return named is None or named() is None
 
 
-def sole(roots: list[Node]) -> list[bool]:
-    """For each root about to be realized, whether its holder (a tensor or storage) and
-    ``roots`` are all that reference it and no realize computed it before: then the
-    buffer it gets is known by no other node (``owning``)."""
-    out = []
-    for n in roots:  # counted besides: the argument, ``roots``, ``n``, the holder
-        out.append(sys.getrefcount(n) <= 4 and recall(n) is None)
-    return out
+def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int, Node]]:
+    """The batch's graph built again, with a fresh node over each donor's buffer in place of
+    the donor: (the new roots, donor id -> its fresh node). A node that reads no donor, and
+    an input (a buffer, a value the device holds), is itself. The copies are charged, in a
+    profile, to the lines that made the nodes they copy."""
+    fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), d.arg) for d in donors}
+    new: dict[int, Node] = dict(fresh)
+    prof = profile.active()
+    for n in toposort(roots, stop=lambda n: n.op is Op.BUFFER or recall(n) is not None):
+        if id(n) in new or n.op is Op.BUFFER or not n.srcs or recall(n) is not None:
+            continue
+        srcs = tuple(new.get(id(s), s) for s in n.srcs)
+        if any(a is not b for a, b in zip(srcs, n.srcs)):
+            new[id(n)] = copy = Node(n.op, n.dtype, n.shape, srcs, n.arg)
+            if prof is not None and n in prof.sites:
+                prof.sites[copy] = prof.sites[n]
+    return [new.get(id(r), r) for r in roots], fresh
 
 
-def owning(node: Node, own: bool) -> Node:
-    """``node`` (a BUFFER), marked as the only node its buffer's value is known by (a new
-    array, or a value computed for one storage whose node nothing else held): only then
-    may a write reuse its bytes. A buffer a node shares with another (two tensors that
-    held one value, each given a node over its buffer) is never overwritten."""
-    node.__dict__["own"] = own
-    return node
+def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, dict]:
+    """Whether the batch may overwrite each donor's bytes, decided by who still reads it.
+
+    Every value that can still read a donor's bytes holds the donor's node, through the
+    sources of the nodes it was built from: readers are recorded by the graphs themselves,
+    as they are built. So the batch's storages and tensors are pointed at the batch built
+    again over fresh nodes (``_mirror``) and the graph they held is let go (``roots`` and
+    ``donors`` are emptied): a donor whose node then lives on has a reader outside the
+    batch (a lazy value built before the write, an autograd record, another tensor), and
+    its bytes stay as they are. A donor is overwritten only when, besides, its buffer is
+    limn's alone (``_private``) and no other storage of the batch starts from it.
+
+    Answers (fresh donor id -> (a weak reference to the donor it replaced, whether it may
+    be overwritten)), and (new root id -> a weak reference to the root it replaced)."""
+    new_roots, fresh = _mirror(roots, donors)
+    names = {id(n): weakref.ref(r) for n, r in zip(new_roots, roots)}
+    ids = [id(d) for d in donors]
+    olds = {id(fresh[id(d)]): (weakref.ref(d), d.arg, ids.count(id(d)) == 1) for d in donors}
+    it, seen = iter(new_roots), set()
+    for st, t in items:
+        if st is None:
+            t._node = next(it)
+        elif id(st) not in seen:
+            seen.add(id(st))
+            st.node = next(it)
+            if st.donor is not None:
+                st.donor = fresh[id(st.donor)]
+    roots.clear(), donors.clear(), new_roots.clear()
+    free = {}
+    for i, (ref, buf, once) in olds.items():
+        free[i] = (ref, once and ref() is None and _only_ours(buf))
+    return free, names
 
 
 # A capture that records a step sets this to a list: each write realized meanwhile is done
@@ -256,36 +246,33 @@ def owning(node: Node, own: bool) -> Node:
 recording: list | None = None
 
 
-def hand_over(st: Storage, old: Node, snapshot: np.ndarray) -> None:
-    """``old``, a buffer node whose bytes were just overwritten in place for ``st``, was
-    read by values outside the write: they get ``snapshot`` (its bytes before) in a buffer
-    of their own, and ``st`` a new node over the written buffer."""
+def hand_over(old: Node, snapshot: np.ndarray) -> None:
+    """``old``, a buffer node whose bytes are being overwritten in place while values
+    outside the write still read it: they get ``snapshot`` (its bytes before) in a buffer
+    of their own. (The one place a node changes: its readers are not known one by one.)"""
     buf = old.arg
     old.__dict__["arg"] = Buffer(buf.dtype, buf.shape, snapshot)
-    st.node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), False)
 
 
 def realize_on(name: str, items: list) -> None:
     """Realize on device ``name`` the ``items``, each (storage, None) for a storage's
-    value or (None, tensor) for a tensor with none, in one batch (``tensor._realize``)."""
-    seen, roots, donors, holders = set(), [], [], {}
+    value or (None, tensor) for a tensor with none, in one batch (``tensor._realize``).
+    The caller holds no node of the batch (only tensors and storages): a node held
+    elsewhere is a reader (``_rebuild``)."""
+    seen, roots, donors = set(), [], []
     for st, t in items:
         if st is None:
-            roots.append(t.node)  # (held by t as well)
+            roots.append(t.node)
         elif id(st) not in seen:
             seen.add(id(st))
-            roots.append(st.node)  # (held by st as well)
+            roots.append(st.node)
             if st.donor is not None:
                 donors.append(st.donor)
-                holders[id(st.donor)] = holders.get(id(st.donor), 0) + 2  # st.donor, donors
-    for i in map(id, roots):  # the list, and the tensor or storage that holds it
-        holders[i] = holders.get(i, 0) + 2
-    if donors or any(st is not None for st, _ in items):
-        free, shared = donatable(roots, donors, holders)
-        own = {id(r): id(r) not in shared and recall(r) is None for r in roots}
+    if donors:
+        free, names = _rebuild(items, roots, donors)
     else:
-        free, own = (), dict(zip(map(id, roots), sole(roots)))
-    del donors, roots
+        free, names = {}, {id(r): weakref.ref(r) for r in roots}
+    del roots, donors
     jobs, written, copies = [], [], []
     for st, t in items:
         if st is None:
@@ -293,14 +280,14 @@ def realize_on(name: str, items: list) -> None:
         elif id(st) in seen:
             seen.discard(id(st))
             d = st.donor
-            if d is not None and (id(d) in free or st.pinned or recording is not None):
+            old, ok = free.get(id(d), (None, False))
+            if d is not None and (ok or st.pinned or recording is not None):
                 # a shared array, or a buffer a recorded step writes (its replays write it
                 # again), is written in place whoever reads it; those readers get a copy
                 # of its bytes before, once the batch (which reads first) has run
-                if id(d) not in free:
-                    copies.append((st, d, d.arg.data.copy()))
+                if old is not None and old() is not None:
+                    copies.append((old(), d.arg.data.copy()))
                 jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
-                own[id(jobs[-1][2])] = d.__dict__.get("own", False)
                 written.append(st)
             elif st.node.op is Op.BUFFER:  # a whole other buffer written: it is the value
                 st.donor, st.pending = None, 0
@@ -310,13 +297,21 @@ def realize_on(name: str, items: list) -> None:
     for see in observers:
         see(name, [j[2] for j in jobs])
     bufs = get_device(name).realize([j[2] for j in jobs])
+    given = collections.Counter(b.data.ctypes.data for b in bufs)  # (by the bytes' address)
     for (st, t, root), buf in zip(jobs, bufs):
-        node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), own.get(id(root), False))
+        node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+        if root.op is not Op.ASSIGN:  # (an ASSIGN's buffer stays as private as it was)
+            before = names[id(root)]()
+            if before is not None and before is not root:
+                remember(before, buf)  # what held the graph it replaced reads the value
+            private(buf, before if before is not None else root)
+        if given[buf.data.ctypes.data] > 1:  # bytes given to two values: neither overwrites
+            exposed(buf)
         if st is None:
             t._node = node
         else:
             st.node, st.donor, st.pending = node, None, 0
-    for st, d, snapshot in copies:
-        hand_over(st, d, snapshot)
+    for old, snapshot in copies:
+        hand_over(old, snapshot)
     if recording is not None:
         recording.extend((st, st.node) for st in written)
