@@ -324,3 +324,15 @@ def test_a_view_read_alone_is_then_viewed_in_its_storages_layout(device):
     """Found while fuzzing: the diagonal of a transpose read (tolist) before, written."""
     prog = [("transpose", 0, 0, 2.0), ("tolist", 3, 0, 2.0), ("diagonal", 3, 0, 2.0)]
     check(("sgd", [*prog, ("add_", 4, 0, 2.0)]), 3, device)
+
+
+def test_two_views_of_one_element_that_torch_strides_alike_copy_into_each_other(device):
+    """Found by the slow fuzz: copy_ between a narrow and a slice of one column's element
+    (torch: the same strides, a full overlap, accepted); one row as two slices of steps
+    2 and 3 differs on the size-1 dim's stride (a partial overlap): refused."""
+    steps = [("select1", 0, 0, 2.0), ("rows", 3, 0, 0.5), ("narrow", 3, 0, 2.0)]
+    check(("sgd", [*steps, ("copy_", 5, 4, 2.0)]), 0, device)
+    for lib in (torch, limn):
+        t = lib.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t[2::2].copy_(t[2::3])
