@@ -269,7 +269,8 @@ def _still_held(rec: tuple) -> bool:
         return False
     for i, st in enumerate(stores):
         buf = st.node.arg
-        st.node, st.gen = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), st.gen + 1
+        st.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+        st.renew()
         old = nodes[i]()
         if old is not None:
             versions.hand_over(old, buf.data.copy())

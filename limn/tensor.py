@@ -151,6 +151,7 @@ class Tensor(
         t._st, t._moves, t._vc = st, self._moves + moves, self._vc if counter else [0]
         if t._moves:
             t._seen = st.gen
+            st.views.add(t)
             if t._node is None or moves == ():
                 t._node = now
         else:
@@ -555,7 +556,7 @@ def realize(*tensors: Tensor) -> None:
 
 def _realize(*tensors: Tensor) -> None:
     """Each device's tensors in one batch. A storage whose pending writes started from a
-    buffer nothing else reads (``versions.donatable``) has the new value written into
+    buffer nothing else reads (``versions.realize_on``) has the new value written into
     that buffer; one shared with a numpy array, or written while a capture records, is
     written in place whatever reads it (those readers get a copy of the old bytes)."""
     by_device: dict[str, list] = {}

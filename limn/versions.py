@@ -14,10 +14,13 @@ Here no write changes bytes that anything can still read:
   view's elements replaced (``ir/graph/write.place``), which every alias then reads.
   torch's functionalization does the same: views replayed from their base after a
   mutation.
-* Reusing the old bytes is the planner's choice (``donatable``): when a storage's write
+* Reusing the old bytes is the planner's choice (``_rebuild``): when a storage's write
   is realized and its previous buffer can no longer be read by anything but the values
   computed in this batch, the batch writes the new value into it (an ASSIGN), as JAX
-  does with donated buffers; otherwise the new value gets bytes of its own.
+  does with donated buffers; otherwise the new value gets bytes of its own. Who can
+  still read the old value is recorded by the graphs as they are built: a reader holds
+  the old node through its sources, so the old node outlives the batch's own use of it
+  exactly when a reader remains (a weak reference says so). No reference is counted.
 * Each tensor has torch's version counter (``vc``, shared by views and ``detach()``, not
   by ``.data``): autograd records the versions it saw and ``backward`` refuses, as torch
   does, a value written since.
@@ -55,22 +58,32 @@ class Storage:
     realize may reuse; ``pending`` the length of that chain of writes; ``shared`` marks a
     buffer a numpy array shares (``from_numpy``): its writes happen in it, at once;
     ``pinned`` one whose writes land in its bytes when realized (a gradient bucket's slot,
-    ``limn/distributed.py``), whoever reads them (they get a copy).
+    ``limn/distributed.py``), whoever reads them (they get a copy); ``views`` the view
+    tensors taken of it (weakly), whose cached nodes a new value makes stale.
     """
 
-    __slots__ = ("node", "gen", "donor", "pending", "shared", "pinned")
+    __slots__ = ("node", "gen", "donor", "pending", "shared", "pinned", "views")
 
     def __init__(self, node: Node, shared: bool = False):
         self.node, self.gen, self.donor, self.pending, self.shared = node, 0, None, 0, shared
         self.pinned = shared  # its bytes are memory others see: writes land in them
+        self.views: weakref.WeakSet = weakref.WeakSet()
 
     def write(self, node: Node) -> None:
         """The storage's next value is ``node``."""
         if self.node.op is Op.BUFFER:
             self.donor, self.pending = self.node, 0
         self.node = node
-        self.gen += 1
+        self.renew()
         self.pending += 1
+
+    def renew(self) -> None:
+        """A new value: each view derives its node again when next read, and lets go of
+        the one it cached, which read the old value as no reader does (``_rebuild``)."""
+        self.gen += 1
+        for t in self.views:
+            if t._st is self and t._moves:  # (still a view of this storage)
+                t._node = None
 
 
 def _move(v: View, kind: str, arg) -> View | None:
@@ -225,10 +238,14 @@ def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, 
     names = {id(n): weakref.ref(r) for n, r in zip(new_roots, roots)}
     ids = [id(d) for d in donors]
     olds = {id(fresh[id(d)]): (weakref.ref(d), d.arg, ids.count(id(d)) == 1) for d in donors}
+    for st in {id(st): st for st, _ in items if st is not None}.values():
+        st.renew()
     it, seen = iter(new_roots), set()
     for st, t in items:
         if st is None:
             t._node = next(it)
+            if t._st is not None:  # (a view realized alone)
+                t._seen = t._st.gen
         elif id(st) not in seen:
             seen.add(id(st))
             st.node = next(it)

@@ -225,3 +225,19 @@ def test_no_reference_count_decides_anything_in_limn():
     root = pathlib.Path(limn.__file__).parent
     found = [p.name for p in root.rglob("*.py") if "getrefcount" in p.read_text()]
     assert found == []
+
+
+def test_a_write_through_a_held_slice_is_one_kernel_and_reuses_the_bases_bytes(device):
+    x = _x()
+    mine = _buffer(x)
+    y = x[1:3]
+    y.mul_(2)
+    if device == "c":
+        import re
+
+        assert re.findall(r"^k\d+", limn.ir(x.sum(), stage="kernel"), re.M) == ["k0"]
+        assert x.sum().item() == 18.0  # (a sum held would read x's old bytes: not reused)
+    x.realize()  # the view y cached no reader of the old bytes: they take the write
+    assert x.node.arg is mine()
+    np.testing.assert_array_equal(y.numpy(), [2, 4])
+    np.testing.assert_array_equal(x.numpy(), [0, 2, 4, 3, 4, 5])
