@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
+import operator
 import weakref
 
 import numpy as np
 
 from ir.graph import dtypes, write
-from ir.graph.node import Node, toposort
+from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.graph.view import View
 from limn.runtime import profile
@@ -207,16 +209,33 @@ def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int
     an input (a buffer, a value the device holds), is itself. The copies are charged, in a
     profile, to the lines that made the nodes they copy."""
     fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), d.arg) for d in donors}
-    new: dict[int, Node] = dict(fresh)
-    prof = profile.active()
-    for n in toposort(roots, stop=lambda n: n.op is Op.BUFFER or recall(n) is not None):
-        if id(n) in new or n.op is Op.BUFFER or not n.srcs or recall(n) is not None:
-            continue
-        srcs = tuple(new.get(id(s), s) for s in n.srcs)
-        if any(a is not b for a, b in zip(srcs, n.srcs)):
-            new[id(n)] = copy = Node(n.op, n.dtype, n.shape, srcs, n.arg)
-            if prof is not None and n in prof.sites:
-                prof.sites[copy] = prof.sites[n]
+    new: dict[int, Node] = dict(fresh)  # id -> the node that replaces it
+    done: set[int] = set(fresh)
+    prof, stack = profile.active(), [(r, False) for r in roots]
+    collecting = gc.isenabled()
+    gc.disable()  # (what it makes is acyclic: a collection meanwhile would walk it for nothing)
+    try:
+        while stack:  # sources first: a node is rebuilt when one of its sources was
+            n, ready = stack.pop()
+            if id(n) in done:
+                continue
+            srcs = n.srcs
+            if not ready:
+                if not srcs or n.op is Op.BUFFER or recall(n) is not None:  # an input
+                    done.add(id(n))
+                else:
+                    stack.append((n, True))
+                    stack += [(s, False) for s in srcs if id(s) not in done]
+                continue
+            done.add(id(n))
+            moved = [new.get(id(s), s) for s in srcs]
+            if any(map(operator.is_not, moved, srcs)):
+                new[id(n)] = copy = Node(n.op, n.dtype, n.shape, tuple(moved), n.arg)
+                if prof is not None and n in prof.sites:
+                    prof.sites[copy] = prof.sites[n]
+    finally:
+        if collecting:
+            gc.enable()
     return [new.get(id(r), r) for r in roots], fresh
 
 
