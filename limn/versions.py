@@ -120,6 +120,23 @@ def layout_node(t) -> Node:
     return view_node(st.node, t._moves)
 
 
+def layout_view(t) -> View | None:
+    """The View by which tensor t reads its storage's value: its moves replayed on the
+    storage's row-major layout, whatever node holds that value now (a write's result may
+    itself be a VIEW node, which ``layout_node`` would compose into), or None where a move
+    is no View (t reads a copy). A tensor with no storage: its node's own View."""
+    st = t._st
+    if st is None:
+        node = t.node
+        return node.arg if node.op is Op.VIEW else View.contiguous(node.shape)
+    v = View.contiguous(st.node.shape)
+    for kind, arg in t._moves:
+        v = _move(v, kind, arg)
+        if v is None:
+            return None
+    return v
+
+
 def view_node(node: Node, moves) -> Node:
     """The node a view taken by ``moves`` (``(kind, arg)`` pairs) of ``node`` is: the
     movements composed into one VIEW of the node's source, as ``Primitives._view``
@@ -236,7 +253,8 @@ def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int
     finally:
         if collecting:
             gc.enable()
-    return [new.get(id(r), r) for r in roots], fresh
+    # (a root that is a buffer is a value held, not computed: it stays the node it is)
+    return [r if r.op is Op.BUFFER else new.get(id(r), r) for r in roots], fresh
 
 
 def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, dict]:

@@ -241,3 +241,20 @@ def test_a_write_through_a_held_slice_is_one_kernel_and_reuses_the_bases_bytes(d
     assert x.node.arg is mine()
     np.testing.assert_array_equal(y.numpy(), [2, 4])
     np.testing.assert_array_equal(x.numpy(), [0, 2, 4, 3, 4, 5])
+
+
+def test_a_storage_given_another_storages_bytes_keeps_them_when_that_one_is_written(device):
+    x, y = limn.zeros(6).realize(), _x()
+    x.copy_(y)  # x's value is y's buffer itself
+    y.add_(1)
+    limn.realize(x, y)
+    np.testing.assert_array_equal(x.numpy(), X)
+    np.testing.assert_array_equal(y.numpy(), X + 1)
+    a = X.copy()
+    t, z = limn.from_numpy(a), limn.zeros(6).realize()
+    z.copy_(t)
+    z.copy_(t)  # (the buffer it holds is also where its writes start from)
+    repr(z)
+    t.mul_(-2)  # lands in a at once
+    np.testing.assert_array_equal(z.numpy(), X)
+    np.testing.assert_array_equal(a, X * -2)
