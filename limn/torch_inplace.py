@@ -31,7 +31,6 @@ import math
 import numpy as np
 
 from ir.graph import dtypes, write
-from ir.graph.ops import Op
 from ir.graph.view import View
 from limn import autograd, versions
 
@@ -105,15 +104,9 @@ def _assign(x, name: str, value):
 def storage_view(x):
     """The View x reads its storage's value by (one with no pad or flip), or None where
     x is no such view (a copy, or a padded or flipped one)."""
-    st = x._storage()
-    node = versions.layout_node(x)
-    if node is st.node:
-        v = View.contiguous(node.shape)
-    elif node.op is Op.VIEW and node.srcs[0] is st.node:
-        v = node.arg
-    else:
-        return None
-    return v if v.mask is None and min(v.strides, default=0) >= 0 else None
+    x._storage()
+    v = versions.layout_view(x)
+    return v if v is not None and v.mask is None and min(v.strides, default=0) >= 0 else None
 
 
 def _span(v: View) -> tuple[int, int] | None:

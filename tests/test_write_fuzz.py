@@ -336,3 +336,15 @@ def test_two_views_of_one_element_that_torch_strides_alike_copy_into_each_other(
         t = lib.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
         with pytest.raises(RuntimeError, match="single memory location"):
             t[2::2].copy_(t[2::3])
+
+
+def test_a_diagonal_of_a_transposes_chunk_after_an_index_write_is_a_view(device):
+    """Found by the slow fuzz: after ``t[idx] = v`` the storage's value is itself a VIEW
+    node; the chunk's layout was judged against that node's view, not the storage's, and
+    the diagonal became a copy that a later square_ of the transpose did not reach."""
+    prog = [("T", 1, 1, 3.0), ("chunk", 3, 2, 3.0), ("index_set", 6, 6, -1.5)]
+    check(("sgd", [*prog, ("diagonal", 4, 3, 2.0), ("square_", 3, 6, 0.5)]), 7251, device)
+    for lib in (torch, limn):
+        x = lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        x[lib.tensor([0])] = -1.0
+        assert x.contiguous() is x  # (the storage's own layout: torch's contiguous() is x)
