@@ -224,7 +224,7 @@ def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int
     """The batch's graph built again, with a fresh node over each donor's buffer in place of
     the donor: (the new roots, donor id -> its fresh node). A node that reads no donor, and
     an input (a buffer, a value the device holds), is itself. The copies are charged, in a
-    profile, to the lines that made the nodes they copy."""
+    profile, to the lines and modules that made the nodes they copy."""
     fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), d.arg) for d in donors}
     new: dict[int, Node] = dict(fresh)  # id -> the node that replaces it
     done: set[int] = set(fresh)
@@ -248,13 +248,20 @@ def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int
             moved = [new.get(id(s), s) for s in srcs]
             if any(map(operator.is_not, moved, srcs)):
                 new[id(n)] = copy = Node(n.op, n.dtype, n.shape, tuple(moved), n.arg)
-                if prof is not None and n in prof.sites:
-                    prof.sites[copy] = prof.sites[n]
+                if prof is not None:
+                    _blame(prof, n, copy)
     finally:
         if collecting:
             gc.enable()
     # (a root that is a buffer is a value held, not computed: it stays the node it is)
     return [r if r.op is Op.BUFFER else new.get(id(r), r) for r in roots], fresh
+
+
+def _blame(prof, n: Node, copy: Node) -> None:
+    """The profiler charges ``copy`` to the line and module that made ``n``."""
+    for where in (prof.sites, prof.modules):
+        if n in where:
+            where[copy] = where[n]
 
 
 def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, dict]:
