@@ -280,8 +280,8 @@ def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, 
     be overwritten)), and (new root id -> a weak reference to the root it replaced)."""
     new_roots, fresh = _mirror(roots, donors)
     names = {id(n): weakref.ref(r) for n, r in zip(new_roots, roots)}
-    ids = [id(d) for d in donors]
-    olds = {id(fresh[id(d)]): (weakref.ref(d), d.arg, ids.count(id(d)) == 1) for d in donors}
+    starts = collections.Counter(map(id, donors))
+    olds = {id(fresh[id(d)]): (weakref.ref(d), d.arg, starts[id(d)] == 1) for d in donors}
     for st in {id(st): st for st, _ in items if st is not None}.values():
         st.renew()
     it, seen = iter(new_roots), set()
