@@ -53,9 +53,9 @@ every time.
 from __future__ import annotations
 
 import enum
-import sys
 import types
 import warnings
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -252,33 +252,29 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
         if s[0] == "fixed"
     }
     stores = [st for st, n in wrote if id(n.arg) in fixed]
-    nodes = [n for st, n in wrote if id(n.arg) in fixed]
+    nodes = [weakref.ref(n) for st, n in wrote if id(n.arg) in fixed]
     del wrote
-    return (steps, _rebuild(result, bare), outs, stores, nodes, _counts(nodes)), result
-
-
-def _counts(nodes: list) -> list[int]:
-    out = []
-    for n in nodes:
-        out.append(sys.getrefcount(n))
-    return out
+    return (steps, _rebuild(result, bare), outs, stores, nodes), result
 
 
 def _still_held(rec: tuple) -> bool:
     """Whether the buffers the recorded step writes in place (parameters, state) still
-    hold their tensors' values; if so, a value built since that reads one (its buffer
-    node is referenced by more than after the recording) is given a copy of its bytes
-    (``versions.hand_over``), so it keeps the old value as with an ordinary call, and the
-    replay may overwrite them. A tensor given another value since makes the call record
-    again."""
-    stores, nodes, counts = rec[3:]
-    if any(st.node is not n for st, n in zip(stores, nodes)):
+    hold their tensors' values (a tensor given another value since makes the call record
+    again); if so, each storage is given a fresh node over its buffer. An old node that
+    lives on was read by a value built since (its graph holds it), which is given a copy
+    of the bytes (``versions.hand_over``), so it keeps the old value as with an ordinary
+    call, and the replay may overwrite them."""
+    stores, nodes = rec[3:]
+    if any(st.node is not ref() for st, ref in zip(stores, nodes)):
         return False
-    now = _counts(nodes)
-    for i in [i for i, (a, b) in enumerate(zip(now, counts)) if a > b]:
-        versions.hand_over(stores[i], nodes[i], nodes[i].arg.data.copy())
-        nodes[i] = stores[i].node
-    counts[:] = _counts(nodes)
+    for i, st in enumerate(stores):
+        buf = st.node.arg
+        st.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+        st.renew()
+        old = nodes[i]()
+        if old is not None:
+            versions.hand_over(old, buf.data.copy())
+        nodes[i], old = weakref.ref(st.node), None
     return True
 
 

@@ -44,7 +44,7 @@ __all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
     buf = Buffer(dtype, data.shape, np.asarray(data, dtypes.to_numpy(dtype), order="C"))
-    return versions.owning(Node(Op.BUFFER, dtype, buf.shape, (), buf), True)
+    return Node(Op.BUFFER, dtype, buf.shape, (), versions.private(buf))
 
 
 # a movement torch copies for (a pad; and ``flip()``, whose negative-step indexing kin
@@ -151,6 +151,7 @@ class Tensor(
         t._st, t._moves, t._vc = st, self._moves + moves, self._vc if counter else [0]
         if t._moves:
             t._seen = st.gen
+            st.views.add(t)
             if t._node is None or moves == ():
                 t._node = now
         else:
@@ -282,6 +283,9 @@ class Tensor(
         torch does; any other gives a read-only array of its value now, which later writes
         to the tensor never change (they are new versions, ``limn/versions.py``): torch's
         array would share the tensor's memory, but a lazy value has none to share."""
+        return self._read(expose=True)
+
+    def _read(self, expose: bool) -> np.ndarray:
         st = self._st
         if st is not None and st.shared and self._moves:  # the array's bytes now, moved
             return Tensor._make(versions.view_node(st.node, self._moves), self.device).numpy()
@@ -289,6 +293,8 @@ class Tensor(
         data = self.node.arg.data
         if st is not None and st.shared and not self._moves:
             return data
+        if expose:  # its bytes now have a reader limn cannot see: never overwritten
+            versions.exposed(self.node.arg)
         out = data.view()
         out.flags.writeable = False
         return out
@@ -302,10 +308,10 @@ class Tensor(
     def item(self):
         if self.size != 1:
             raise ValueError(f"item: needs a tensor of one element, got shape {self.shape}")
-        return self.numpy().reshape(()).item()
+        return self._read(expose=False).reshape(()).item()  # (a copy: nothing handed out)
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self._read(expose=False).tolist()
 
     def __bool__(self) -> bool:
         if self.size != 1:
@@ -504,7 +510,7 @@ class Tensor(
                     "(or the tensor it is a view of) or the value requires grad; write under "
                     "limn.no_grad() or write value.detach()"
                 )
-        st = self._storage()
+        st, base = self._storage(), None
         node = value.node
         if self._moves:
             write.check_writable(st.node.shape, self._moves, op)
@@ -515,6 +521,7 @@ class Tensor(
         if versions.watch is not None:
             versions.watch.append(op)
         if st.shared or st.pending > versions.MAX_PENDING:
+            node = value = base = None  # (a node held here reads as a reader of the old bytes)
             versions.realize_on(self.device, [(st, None)])
         return self
 
@@ -549,7 +556,7 @@ def realize(*tensors: Tensor) -> None:
 
 def _realize(*tensors: Tensor) -> None:
     """Each device's tensors in one batch. A storage whose pending writes started from a
-    buffer nothing else reads (``versions.donatable``) has the new value written into
+    buffer nothing else reads (``versions.realize_on``) has the new value written into
     that buffer; one shared with a numpy array, or written while a capture records, is
     written in place whatever reads it (those readers get a copy of the old bytes)."""
     by_device: dict[str, list] = {}

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 
 import numpy as np
 
 from ir.graph import dtypes, write
-from ir.graph.ops import Op
 from ir.graph.view import View
 from limn import autograd, versions
 
@@ -104,15 +104,9 @@ def _assign(x, name: str, value):
 def storage_view(x):
     """The View x reads its storage's value by (one with no pad or flip), or None where
     x is no such view (a copy, or a padded or flipped one)."""
-    st = x._storage()
-    node = versions.layout_node(x)
-    if node is st.node:
-        v = View.contiguous(node.shape)
-    elif node.op is Op.VIEW and node.srcs[0] is st.node:
-        v = node.arg
-    else:
-        return None
-    return v if v.mask is None and min(v.strides, default=0) >= 0 else None
+    x._storage()
+    v = versions.layout_view(x)
+    return v if v is not None and v.mask is None and min(v.strides, default=0) >= 0 else None
 
 
 def _span(v: View) -> tuple[int, int] | None:
@@ -124,6 +118,70 @@ def _span(v: View) -> tuple[int, int] | None:
             return None
         expected *= s
     return v.offset, v.offset + v.size
+
+
+def _view_strides(shape, strides, new) -> tuple | None:
+    """The strides torch's ``view`` gives ``new`` from (shape, strides) (its
+    ``computeStride``, size-1 dims included), or None where it would copy."""
+    out, d = [0] * len(new), len(new) - 1
+    base, numel, vnumel = (strides[-1] if strides else 1), 1, 1
+    for i in range(len(shape) - 1, -1, -1):
+        numel *= shape[i]
+        if i == 0 or shape[i - 1] != 1 and strides[i - 1] != numel * base:
+            while d >= 0 and (vnumel < numel or new[d] == 1):
+                out[d], vnumel, d = vnumel * base, vnumel * new[d], d - 1
+            if vnumel != numel:
+                return None
+            if i > 0:
+                base, numel, vnumel = strides[i - 1], 1, 1
+    return tuple(out) if d == -1 else None
+
+
+def _reshape_strides(shape, strides, new) -> tuple | None:
+    """A reshape's strides as torch's view ops give them: where it only drops or adds
+    size-1 dims (a select, squeeze, unsqueeze), each other dim keeps its stride and an
+    added dim takes unsqueeze's (the next dim's extent, or 1 last); else ``view``'s."""
+    new = tuple(new)
+    if [s for s in shape if s != 1] != [s for s in new if s != 1]:
+        return _view_strides(shape, strides, new) if shape and new else None
+    out, i = [], 0
+    for n in new:
+        while i < len(shape) and shape[i] == 1 and n != 1:  # a size-1 dim dropped
+            i += 1
+        if i < len(shape) and (shape[i] == n):
+            out.append(strides[i])
+            i += 1
+        else:  # a size-1 dim added before old dim i
+            out.append(shape[i] * strides[i] if i < len(shape) else 1)
+    return tuple(out)
+
+
+def torch_strides(x) -> tuple | None:
+    """The strides torch gives the view x, its size-1 dims' too (which a View leaves 0
+    as they move no address): its storage's row-major strides through x's moves. None
+    where a move is none of those torch strides this way."""
+    shape = x._st.node.shape
+    strides = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    for kind, arg in x._moves:
+        if kind == "shrink":
+            shape = tuple(e - b for b, e in arg)
+        elif kind == "step":
+            shape = tuple(-(-s // k) for s, k in zip(shape, arg))
+            strides = tuple(st * k for st, k in zip(strides, arg))
+        elif kind == "permute":
+            shape, strides = tuple(shape[i] for i in arg), tuple(strides[i] for i in arg)
+        elif kind == "expand":
+            lead = len(arg) - len(shape)
+            kept = (st if s == n else 0 for s, n, st in zip(shape, arg[lead:], strides))
+            shape, strides = tuple(arg), (0,) * lead + tuple(kept)
+        elif kind == "reshape":
+            strides = strides if tuple(arg) == shape else _reshape_strides(shape, strides, arg)
+            if strides is None:
+                return None
+            shape = tuple(arg)
+        else:
+            return None
+    return strides
 
 
 def _check_overlap(x, name: str, args, any_overlap: bool) -> None:
@@ -141,6 +199,7 @@ def _check_overlap(x, name: str, args, any_overlap: bool) -> None:
         # the same memory in the same layout is torch's full overlap, accepted; torch
         # compares strides, a size-1 dim's too, which the moves that made them stand for
         same = va == vx and (a._moves == x._moves or 1 not in va.shape)
+        same = same or va == vx and torch_strides(a) == torch_strides(x) is not None
         if same and not any_overlap:
             continue
         sa, sx = _span(va), _span(vx)

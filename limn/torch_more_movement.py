@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 
 from ir.graph import compose, dtypes
-from ir.graph.ops import Op
-from ir.graph.view import View
 from limn import autograd, versions
 from limn.torch_inplace import storage_view as _storage_view
 from limn.torch_methods import accept_torch_names
@@ -480,9 +478,8 @@ def copy_of(out, src):
 
 def _flattens(x) -> bool:
     """Whether x's last two dims flatten into one as a view (no copy)."""
-    node = versions.layout_node(x)
-    v = node.arg if node.op is Op.VIEW else View.contiguous(node.shape)
-    return v.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],)) is not None
+    v = versions.layout_view(x)
+    return v is not None and v.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],)) is not None
 
 
 def _ints(v) -> list[int]:

@@ -171,13 +171,11 @@ class TorchMovement:
     def contiguous(self) -> Self:
         """torch's: the tensor itself where its elements are in row-major order already
         (a write to either is a write to both), else a copy in that order."""
-        node = versions.layout_node(self)
-        if node.op is not Op.VIEW:
-            return self
-        v = node.arg
-        if v.mask is None and all(
-            st == c or s == 1 for s, st, c in zip(v.shape, v.strides, contiguous_strides(v.shape))
-        ):
+        v = versions.layout_view(self)
+        if v is None or v.mask is not None:
+            return self.p_contiguous()
+        rows = contiguous_strides(v.shape)
+        if all(st == c or s == 1 for s, st, c in zip(v.shape, v.strides, rows)):
             return self
         return self.p_contiguous()
 

@@ -14,10 +14,13 @@ Here no write changes bytes that anything can still read:
   view's elements replaced (``ir/graph/write.place``), which every alias then reads.
   torch's functionalization does the same: views replayed from their base after a
   mutation.
-* Reusing the old bytes is the planner's choice (``donatable``): when a storage's write
+* Reusing the old bytes is the planner's choice (``_rebuild``): when a storage's write
   is realized and its previous buffer can no longer be read by anything but the values
   computed in this batch, the batch writes the new value into it (an ASSIGN), as JAX
-  does with donated buffers; otherwise the new value gets bytes of its own.
+  does with donated buffers; otherwise the new value gets bytes of its own. Who can
+  still read the old value is recorded by the graphs as they are built: a reader holds
+  the old node through its sources, so the old node outlives the batch's own use of it
+  exactly when a reader remains (a weak reference says so). No reference is counted.
 * Each tensor has torch's version counter (``vc``, shared by views and ``detach()``, not
   by ``.data``): autograd records the versions it saw and ``backward`` refuses, as torch
   does, a value written since.
@@ -25,8 +28,11 @@ Here no write changes bytes that anything can still read:
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import sys
+import gc
+import operator
+import weakref
 
 import numpy as np
 
@@ -34,7 +40,8 @@ from ir.graph import dtypes, write
 from ir.graph.node import Node
 from ir.graph.ops import Op
 from ir.graph.view import View
-from limn.runtime.device import Buffer, get_device, observers, recall
+from limn.runtime import profile
+from limn.runtime.device import Buffer, get_device, observers, recall, remember
 
 # Set to a list by a caller that must know whether code it runs writes a tensor (an export
 # of a function, which must be pure): each write appends its op's name.
@@ -53,22 +60,32 @@ class Storage:
     realize may reuse; ``pending`` the length of that chain of writes; ``shared`` marks a
     buffer a numpy array shares (``from_numpy``): its writes happen in it, at once;
     ``pinned`` one whose writes land in its bytes when realized (a gradient bucket's slot,
-    ``limn/distributed.py``), whoever reads them (they get a copy).
+    ``limn/distributed.py``), whoever reads them (they get a copy); ``views`` the view
+    tensors taken of it (weakly), whose cached nodes a new value makes stale.
     """
 
-    __slots__ = ("node", "gen", "donor", "pending", "shared", "pinned")
+    __slots__ = ("node", "gen", "donor", "pending", "shared", "pinned", "views")
 
     def __init__(self, node: Node, shared: bool = False):
         self.node, self.gen, self.donor, self.pending, self.shared = node, 0, None, 0, shared
         self.pinned = shared  # its bytes are memory others see: writes land in them
+        self.views: weakref.WeakSet = weakref.WeakSet()
 
     def write(self, node: Node) -> None:
         """The storage's next value is ``node``."""
         if self.node.op is Op.BUFFER:
             self.donor, self.pending = self.node, 0
         self.node = node
-        self.gen += 1
+        self.renew()
         self.pending += 1
+
+    def renew(self) -> None:
+        """A new value: each view derives its node again when next read, and lets go of
+        the one it cached, which read the old value as no reader does (``_rebuild``)."""
+        self.gen += 1
+        for t in self.views:
+            if t._st is self and t._moves:  # (still a view of this storage)
+                t._node = None
 
 
 def _move(v: View, kind: str, arg) -> View | None:
@@ -101,6 +118,23 @@ def layout_node(t) -> Node:
     if st is None or not t._moves:
         return t.node
     return view_node(st.node, t._moves)
+
+
+def layout_view(t) -> View | None:
+    """The View by which tensor t reads its storage's value: its moves replayed on the
+    storage's row-major layout, whatever node holds that value now (a write's result may
+    itself be a VIEW node, which ``layout_node`` would compose into), or None where a move
+    is no View (t reads a copy). A tensor with no storage: its node's own View."""
+    st = t._st
+    if st is None:
+        node = t.node
+        return node.arg if node.op is Op.VIEW else View.contiguous(node.shape)
+    v = View.contiguous(st.node.shape)
+    for kind, arg in t._moves:
+        v = _move(v, kind, arg)
+        if v is None:
+            return None
+    return v
 
 
 def view_node(node: Node, moves) -> Node:
@@ -161,94 +195,111 @@ def place(base, moves, value):
     return m.p_where(v, base)
 
 
-def donatable(roots: list[Node], donors: list[Node], holders: dict[int, int]) -> tuple:
-    """(the ids of the ``donors`` (buffer nodes) whose bytes a batch computing ``roots`` may
-    overwrite: nothing outside the batch reads the donor, nor any node of the batch through
-    which a root reaches it, and no array shares its bytes. ``holders`` counts, by id, the
-    references the caller's storages hold (its ``node`` and ``donor``), which are not
-    readers.
-
-    References are counted, as numpy counts them to reuse a temporary: a node's count
-    beyond its edges from this batch and its holders is a reader this batch cannot see (a
-    lazy value built before the write, another tensor holding it), and then the old bytes
-    stay as they are. Also answered: the ids of the batch's nodes read from outside it
-    (a root among them gets a buffer other nodes may know it by: ``owning``)."""
-    order, edges = _walk(roots)
-    # a node with a reader outside the batch: what it reads keeps its bytes (counted
-    # besides: the argument, ``order``, and ``n``)
-    tainted = [
-        n for n in order if sys.getrefcount(n) - 3 > edges.get(id(n), 0) + holders.get(id(n), 0)
-    ]
-    seen = _below(tainted)
-    shared = {id(n) for n in tainted}
-    del order, tainted
-    ok = set()
-    for d in donors:
-        if id(d) not in seen and _free(d, edges, holders):
-            ok.add(id(d))
-    return ok, shared
+# Buffers whose bytes only limn knows: made by a Tensor from host data, or computed by a
+# realize. Each maps to a weak reference to the node whose value it holds (None for host
+# data): through that node the device's record (``recall``) finds the same bytes, so while
+# it lives the buffer is not its storage's alone. Bytes handed out (``exposed``) leave.
+_private: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _walk(roots) -> tuple[list[Node], dict[int, int]]:
-    """The batch's nodes (its inputs, which it reads and does not expand, included) and how
-    many edges of the batch reach each."""
-    edges: dict[int, int] = {}
-    seen: set[int] = set()
-    order: list[Node] = []
-    stack = list(roots)
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        if n.op is Op.BUFFER or recall(n) is not None:  # an input: its sources are not read
-            continue
-        for s in n.srcs:
-            edges[id(s)] = edges.get(id(s), 0) + 1
-            stack.append(s)
-    return order, edges
+def private(buf: Buffer, named: Node | None = None) -> Buffer:
+    """``buf`` holds bytes no one else has (the value of ``named``, if given)."""
+    _private[buf] = None if named is None else weakref.ref(named)
+    return buf
 
 
-def _below(tops) -> set[int]:
-    """The ids of the nodes the batch reads under ``tops``."""
-    seen: set[int] = set()
-    stack = list(tops)
-    while stack:
-        n = stack.pop()
-        if id(n) not in seen:
-            seen.add(id(n))
-            if n.op is not Op.BUFFER and recall(n) is None:
-                stack += n.srcs
-    return seen
+def exposed(buf: Buffer) -> None:
+    """``buf``'s bytes were handed out (a numpy array over them): never overwritten."""
+    _private.pop(buf, None)
 
 
-def _free(d: Node, edges: dict, holders: dict) -> bool:
-    """Whether only the batch and its holders reference the donor ``d``, whose buffer is
-    its own (``owns``), and only the buffer its array (no numpy array shares it)."""
-    # counted besides: the argument, the parameter, the caller's ``d``
-    if sys.getrefcount(d) - 3 > edges.get(id(d), 0) + holders.get(id(d), 0):
+def _only_ours(buf: Buffer) -> bool:
+    if buf not in _private:
         return False
-    return d.__dict__.get("own", False) and sys.getrefcount(d.arg.data) == 2
+    named = _private[buf]
+    return named is None or named() is None
 
 
-def sole(roots: list[Node]) -> list[bool]:
-    """For each root about to be realized, whether its holder (a tensor or storage) and
-    ``roots`` are all that reference it and no realize computed it before: then the
-    buffer it gets is known by no other node (``owning``)."""
-    out = []
-    for n in roots:  # counted besides: the argument, ``roots``, ``n``, the holder
-        out.append(sys.getrefcount(n) <= 4 and recall(n) is None)
-    return out
+def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int, Node]]:
+    """The batch's graph built again, with a fresh node over each donor's buffer in place of
+    the donor: (the new roots, donor id -> its fresh node). A node that reads no donor, and
+    an input (a buffer, a value the device holds), is itself. The copies are charged, in a
+    profile, to the lines and modules that made the nodes they copy."""
+    fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), d.arg) for d in donors}
+    new: dict[int, Node] = dict(fresh)  # id -> the node that replaces it
+    done: set[int] = set(fresh)
+    prof, stack = profile.active(), [(r, False) for r in roots]
+    collecting = gc.isenabled()
+    gc.disable()  # (what it makes is acyclic: a collection meanwhile would walk it for nothing)
+    try:
+        while stack:  # sources first: a node is rebuilt when one of its sources was
+            n, ready = stack.pop()
+            if id(n) in done:
+                continue
+            srcs = n.srcs
+            if not ready:
+                if not srcs or n.op is Op.BUFFER or recall(n) is not None:  # an input
+                    done.add(id(n))
+                else:
+                    stack.append((n, True))
+                    stack += [(s, False) for s in srcs if id(s) not in done]
+                continue
+            done.add(id(n))
+            moved = [new.get(id(s), s) for s in srcs]
+            if any(map(operator.is_not, moved, srcs)):
+                new[id(n)] = copy = Node(n.op, n.dtype, n.shape, tuple(moved), n.arg)
+                if prof is not None:
+                    _blame(prof, n, copy)
+    finally:
+        if collecting:
+            gc.enable()
+    # (a root that is a buffer is a value held, not computed: it stays the node it is)
+    return [r if r.op is Op.BUFFER else new.get(id(r), r) for r in roots], fresh
 
 
-def owning(node: Node, own: bool) -> Node:
-    """``node`` (a BUFFER), marked as the only node its buffer's value is known by (a new
-    array, or a value computed for one storage whose node nothing else held): only then
-    may a write reuse its bytes. A buffer a node shares with another (two tensors that
-    held one value, each given a node over its buffer) is never overwritten."""
-    node.__dict__["own"] = own
-    return node
+def _blame(prof, n: Node, copy: Node) -> None:
+    """The profiler charges ``copy`` to the line and module that made ``n``."""
+    for where in (prof.sites, prof.modules):
+        if n in where:
+            where[copy] = where[n]
+
+
+def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, dict]:
+    """Whether the batch may overwrite each donor's bytes, decided by who still reads it.
+
+    Every value that can still read a donor's bytes holds the donor's node, through the
+    sources of the nodes it was built from: readers are recorded by the graphs themselves,
+    as they are built. So the batch's storages and tensors are pointed at the batch built
+    again over fresh nodes (``_mirror``) and the graph they held is let go (``roots`` and
+    ``donors`` are emptied): a donor whose node then lives on has a reader outside the
+    batch (a lazy value built before the write, an autograd record, another tensor), and
+    its bytes stay as they are. A donor is overwritten only when, besides, its buffer is
+    limn's alone (``_private``) and no other storage of the batch starts from it.
+
+    Answers (fresh donor id -> (a weak reference to the donor it replaced, whether it may
+    be overwritten)), and (new root id -> a weak reference to the root it replaced)."""
+    new_roots, fresh = _mirror(roots, donors)
+    names = {id(n): weakref.ref(r) for n, r in zip(new_roots, roots)}
+    starts = collections.Counter(map(id, donors))
+    olds = {id(fresh[id(d)]): (weakref.ref(d), d.arg, starts[id(d)] == 1) for d in donors}
+    for st in {id(st): st for st, _ in items if st is not None}.values():
+        st.renew()
+    it, seen = iter(new_roots), set()
+    for st, t in items:
+        if st is None:
+            t._node = next(it)
+            if t._st is not None:  # (a view realized alone)
+                t._seen = t._st.gen
+        elif id(st) not in seen:
+            seen.add(id(st))
+            st.node = next(it)
+            if st.donor is not None:
+                st.donor = fresh[id(st.donor)]
+    roots.clear(), donors.clear(), new_roots.clear()
+    free = {}
+    for i, (ref, buf, once) in olds.items():
+        free[i] = (ref, once and ref() is None and _only_ours(buf))
+    return free, names
 
 
 # A capture that records a step sets this to a list: each write realized meanwhile is done
@@ -256,36 +307,33 @@ def owning(node: Node, own: bool) -> Node:
 recording: list | None = None
 
 
-def hand_over(st: Storage, old: Node, snapshot: np.ndarray) -> None:
-    """``old``, a buffer node whose bytes were just overwritten in place for ``st``, was
-    read by values outside the write: they get ``snapshot`` (its bytes before) in a buffer
-    of their own, and ``st`` a new node over the written buffer."""
+def hand_over(old: Node, snapshot: np.ndarray) -> None:
+    """``old``, a buffer node whose bytes are being overwritten in place while values
+    outside the write still read it: they get ``snapshot`` (its bytes before) in a buffer
+    of their own. (The one place a node changes: its readers are not known one by one.)"""
     buf = old.arg
     old.__dict__["arg"] = Buffer(buf.dtype, buf.shape, snapshot)
-    st.node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), False)
 
 
 def realize_on(name: str, items: list) -> None:
     """Realize on device ``name`` the ``items``, each (storage, None) for a storage's
-    value or (None, tensor) for a tensor with none, in one batch (``tensor._realize``)."""
-    seen, roots, donors, holders = set(), [], [], {}
+    value or (None, tensor) for a tensor with none, in one batch (``tensor._realize``).
+    The caller holds no node of the batch (only tensors and storages): a node held
+    elsewhere is a reader (``_rebuild``)."""
+    seen, roots, donors = set(), [], []
     for st, t in items:
         if st is None:
-            roots.append(t.node)  # (held by t as well)
+            roots.append(t.node)
         elif id(st) not in seen:
             seen.add(id(st))
-            roots.append(st.node)  # (held by st as well)
+            roots.append(st.node)
             if st.donor is not None:
                 donors.append(st.donor)
-                holders[id(st.donor)] = holders.get(id(st.donor), 0) + 2  # st.donor, donors
-    for i in map(id, roots):  # the list, and the tensor or storage that holds it
-        holders[i] = holders.get(i, 0) + 2
-    if donors or any(st is not None for st, _ in items):
-        free, shared = donatable(roots, donors, holders)
-        own = {id(r): id(r) not in shared and recall(r) is None for r in roots}
+    if donors:
+        free, names = _rebuild(items, roots, donors)
     else:
-        free, own = (), dict(zip(map(id, roots), sole(roots)))
-    del donors, roots
+        free, names = {}, {id(r): weakref.ref(r) for r in roots}
+    del roots, donors
     jobs, written, copies = [], [], []
     for st, t in items:
         if st is None:
@@ -293,14 +341,14 @@ def realize_on(name: str, items: list) -> None:
         elif id(st) in seen:
             seen.discard(id(st))
             d = st.donor
-            if d is not None and (id(d) in free or st.pinned or recording is not None):
+            old, ok = free.get(id(d), (None, False))
+            if d is not None and (ok or st.pinned or recording is not None):
                 # a shared array, or a buffer a recorded step writes (its replays write it
                 # again), is written in place whoever reads it; those readers get a copy
                 # of its bytes before, once the batch (which reads first) has run
-                if id(d) not in free:
-                    copies.append((st, d, d.arg.data.copy()))
+                if old is not None and old() is not None:
+                    copies.append((old(), d.arg.data.copy()))
                 jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
-                own[id(jobs[-1][2])] = d.__dict__.get("own", False)
                 written.append(st)
             elif st.node.op is Op.BUFFER:  # a whole other buffer written: it is the value
                 st.donor, st.pending = None, 0
@@ -310,13 +358,21 @@ def realize_on(name: str, items: list) -> None:
     for see in observers:
         see(name, [j[2] for j in jobs])
     bufs = get_device(name).realize([j[2] for j in jobs])
+    given = collections.Counter(b.data.ctypes.data for b in bufs)  # (by the bytes' address)
     for (st, t, root), buf in zip(jobs, bufs):
-        node = owning(Node(Op.BUFFER, buf.dtype, buf.shape, (), buf), own.get(id(root), False))
+        node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+        if root.op is not Op.ASSIGN:  # (an ASSIGN's buffer stays as private as it was)
+            before = names[id(root)]()
+            if before is not None and before is not root:
+                remember(before, buf)  # what held the graph it replaced reads the value
+            private(buf, before if before is not None else root)
+        if given[buf.data.ctypes.data] > 1:  # bytes given to two values: neither overwrites
+            exposed(buf)
         if st is None:
             t._node = node
         else:
             st.node, st.donor, st.pending = node, None, 0
-    for st, d, snapshot in copies:
-        hand_over(st, d, snapshot)
+    for old, snapshot in copies:
+        hand_over(old, snapshot)
     if recording is not None:
         recording.extend((st, st.node) for st in written)

@@ -42,6 +42,7 @@ from ir.graph import compose, dtypes, write
 from ir.graph.dtypes import DType
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn import versions
 from limn.runtime.device import Buffer, get_device
 from limn.tensor import Tensor
 from limn_array._policy import (
@@ -117,6 +118,7 @@ def host(t: Tensor, d: DType | None = None) -> np.ndarray:
     if not is_realized(t):
         t.realize()
     data = t.node.arg.data
+    versions.exposed(t.node.arg)  # (bytes with a reader limn cannot see: never reused)
     if d is not None and d.is_complex:
         data = data.view(dtypes.to_numpy(d)).reshape(data.shape[:-1])
     return data

@@ -324,3 +324,39 @@ def test_a_view_read_alone_is_then_viewed_in_its_storages_layout(device):
     """Found while fuzzing: the diagonal of a transpose read (tolist) before, written."""
     prog = [("transpose", 0, 0, 2.0), ("tolist", 3, 0, 2.0), ("diagonal", 3, 0, 2.0)]
     check(("sgd", [*prog, ("add_", 4, 0, 2.0)]), 3, device)
+
+
+def test_two_views_of_one_element_that_torch_strides_alike_copy_into_each_other(device):
+    """Found by the slow fuzz: copy_ between a narrow and a slice of one column's element
+    (torch: the same strides, a full overlap, accepted); one row as two slices of steps
+    2 and 3 differs on the size-1 dim's stride (a partial overlap): refused."""
+    steps = [("select1", 0, 0, 2.0), ("rows", 3, 0, 0.5), ("narrow", 3, 0, 2.0)]
+    check(("sgd", [*steps, ("copy_", 5, 4, 2.0)]), 0, device)
+    for lib in (torch, limn):
+        t = lib.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t[2::2].copy_(t[2::3])
+
+
+def test_a_diagonal_of_a_transposes_chunk_after_an_index_write_is_a_view(device):
+    """Found by the slow fuzz: after ``t[idx] = v`` the storage's value is itself a VIEW
+    node; the chunk's layout was judged against that node's view, not the storage's, and
+    the diagonal became a copy that a later square_ of the transpose did not reach."""
+    prog = [("T", 1, 1, 3.0), ("chunk", 3, 2, 3.0), ("index_set", 6, 6, -1.5)]
+    check(("sgd", [*prog, ("diagonal", 4, 3, 2.0), ("square_", 3, 6, 0.5)]), 7251, device)
+    for lib in (torch, limn):
+        x = lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        x[lib.tensor([0])] = -1.0
+        assert x.contiguous() is x  # (the storage's own layout: torch's contiguous() is x)
+
+
+def test_an_in_place_op_whose_input_overlaps_its_strided_target_reads_the_values_before(device):
+    """Found by the slow fuzz (torch.md): torch's overlap check gives up on a target that
+    is not dense and its loop reads an element it already wrote; limn reads the inputs as
+    they were, torch's answer given a clone of the input."""
+    got = limn.tensor(np.arange(8, dtype=np.float32).reshape(4, 2))
+    want = torch.tensor(np.arange(8, dtype=np.float32).reshape(4, 2))
+    o, c = got[0:2], want[0:2].clone()
+    got[1::2].addcdiv_(o, o.abs() + 1, value=0.5)
+    want[1::2].addcdiv_(c, c.abs() + 1, value=0.5)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -61,7 +61,7 @@ import numpy as np
 from ir.graph import dtypes
 from ir.graph.node import Node
 from ir.graph.ops import Op
-from limn import serialize
+from limn import serialize, versions
 from limn.capture import host_call
 from limn.runtime.device import Buffer
 from limn.tensor import Tensor, realize
@@ -145,6 +145,7 @@ def _host_array(t: Tensor) -> np.ndarray:
     """The realized Tensor's own bytes (a host buffer), not a copy."""
     if t.node.op != Op.BUFFER:
         t.realize()
+    versions.exposed(t.node.arg)  # (a reader limn cannot see: never overwritten)
     return t.node.arg.data
 
 
