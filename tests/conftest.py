@@ -21,6 +21,27 @@ settings.register_profile("limn", derandomize=True)
 settings.load_profile("limn")
 
 
+def host_devices() -> list[str]:
+    """The host devices that work here: numpy, and c where a C compiler does."""
+    names = ["numpy"]
+    try:
+        limn.get_device("c")
+        names.append("c")
+    except (ValueError, RuntimeError, OSError):
+        pass
+    return names
+
+
+@pytest.fixture(params=host_devices())
+def device(request):
+    """Each host device in turn, as the default for the test's tensors (a file's own
+    ``device`` fixture, where it needs another, wins)."""
+    prev = limn.current_device()
+    limn.set_device(request.param)
+    yield request.param
+    limn.set_device(prev)
+
+
 @pytest.fixture(autouse=True)
 def _default_device():
     name = os.environ.get("LIMN_DEVICE", "numpy")

@@ -38,24 +38,6 @@ SHAPE = (4, 6)  # one shape: every example reuses the compiled plan
 SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0]
 
 
-def _devices():
-    names = ["numpy"]
-    try:
-        limn.get_device("c")
-        names.append("c")
-    except (ValueError, RuntimeError, OSError):
-        pass
-    return names
-
-
-@pytest.fixture(params=_devices())
-def device(request):
-    prev = limn.current_device()
-    limn.set_device(request.param)
-    yield request.param
-    limn.set_device(prev)
-
-
 def special_arrays(dtype: str):
     """Arrays of SHAPE with nan, +-inf and +-0.0 mixed among ordinary values."""
     width = np.dtype(dtype).itemsize * 8

@@ -19,25 +19,6 @@ import pytest
 
 import limn
 from limn import nn, optim
-from limn.runtime import get_device
-
-
-def _devices():
-    names = ["numpy"]
-    try:
-        get_device("c")
-        names.append("c")
-    except RuntimeError:
-        pass
-    return names
-
-
-@pytest.fixture(params=_devices())
-def device(request):
-    prev = limn.current_device()
-    limn.set_device(request.param)
-    yield request.param
-    limn.set_device(prev)
 
 
 def _x():

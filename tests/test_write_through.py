@@ -17,27 +17,8 @@ from hypothesis import strategies as st
 import limn
 import limn_array as xp
 from limn import Tensor
-from limn.runtime import get_device
 
 SHAPE = (3, 4, 5)
-
-
-def _devices():
-    names = ["numpy"]
-    try:
-        get_device("c")
-        names.append("c")
-    except RuntimeError:
-        pass
-    return names
-
-
-@pytest.fixture(params=_devices())
-def device(request):
-    prev = limn.current_device()
-    limn.set_device(request.param)
-    yield request.param
-    limn.set_device(prev)
 
 
 def same(a, b):
