@@ -80,7 +80,7 @@ class Toolchain:
     openmp: bool
     cache_dir: Path
     target: Target = field(default_factory=detect)  # its flags; its key in every cache key
-    tcc: str | None = None  # the Tiny C Compiler for QUICK units, if found and checked
+    tcc: str | None = None  # the Tiny C Compiler for quick units, if found and checked
     tcc_version: str = ""
     stats: dict = field(
         default_factory=lambda: {"compiles": 0, "tcc_compiles": 0, "compile_s": 0.0, "loads": 0}
@@ -118,7 +118,7 @@ class Toolchain:
         return libs
 
     def load(self, key: str) -> ctypes.CDLL | None:
-        """The library published under cache key ``key`` (``_key``), if it verifies."""
+        """The library published under cache key ``key`` (``Toolchain.key``), if it verifies."""
         return self._load_verified(self.cache_dir / f"{key}.so")
 
     def key(self, unit: Unit) -> str:
@@ -302,7 +302,7 @@ def _probe(cc: str, flags: list[str], d: Path) -> bool:
 
 def find_toolchain(use_tcc: bool | None = None) -> Toolchain:
     """The system's ``cc``, checked by compiling a tiny library; raises with the reason.
-    With it, tcc for the QUICK units where one is found (``tcc.find``; ``use_tcc`` False
+    With it, tcc for the quick units where one is found (``tcc.find``; ``use_tcc`` False
     leaves it out, None asks ``LIMN_TCC``)."""
     cc = os.environ.get("CC", "cc")
     path = shutil.which(cc)
