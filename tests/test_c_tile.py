@@ -401,6 +401,33 @@ def _schedule(nest) -> tuple[int, int]:
     return blocks, sum(isinstance(x, DefAcc) and x.lanes > 1 for x in items)
 
 
+def test_the_docs_unroll_anywhere_keeps_a_sums_lanes_or_says_why():
+    """A float sum's grouping is the numpy device's (lane_reduce); an unroll of its loop
+    placed before lane_reduce leaves it unlaned, and so other bits: the nest then says so
+    (strict raises), and wherever it says nothing the bits are the numpy device's."""
+    from ir.kernel.schedule import schedule
+    from ir.loop.interp import interpret
+    from ir.loop.lower import lower
+    from ir.loop.passes import apply_passes
+
+    x = np.random.default_rng(0).standard_normal((1, 4096)).astype(np.float32)
+    graph = schedule([Tensor(x).sum(-1).node]).graph
+    want = get_device("numpy").realize([Tensor(x).sum(-1).node])[0].data.ravel()
+    passes, unroll, said = c_passes(detect("avx2")), _unroll(), 0
+    for at in range(len(passes) + 1):
+        nest = apply_passes(lower(graph, 0), [*passes[:at], unroll, *passes[at:]])
+        got = np.zeros(1, np.float32)
+        interpret(nest, [x], got)
+        if nest.notes:
+            said += 1
+            assert nest.notes[0].startswith("lane_reduce: the total "), nest.notes
+            with pytest.raises(ValueError, match="a pass did not apply: lane_reduce: "):
+                apply_passes(lower(graph, 0), [*passes[:at], unroll, *passes[at:]], strict=True)
+        else:
+            assert got.tobytes() == want.tobytes(), at
+    assert said
+
+
 @pytest.mark.parametrize("shape", [((96, 6), (6, 96)), ((2, 24, 6), (2, 6, 32))])
 def test_the_docs_unroll_anywhere_keeps_the_schedule_or_says_why(shape):
     """The issue's 96x6 @ 6x96 lost its whole schedule, without a word, to an unroll placed

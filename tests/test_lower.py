@@ -59,7 +59,7 @@ k0  SUM  loop[4, 3, 5]
     ENDLOOP i1
   ENDLOOP i0
   LOOP    i0 < 4
-    LOOP    r2 < 5
+    LOOP    r2 < 5  reduce
       LOOP    i1 < 3
         LOAD    v1 = in0[i0*5 + r2] : float32
         LOAD    v2 = in1[i1 + r2*3] : float32
@@ -379,6 +379,53 @@ def test_the_nest_docs_passes_md_shows_is_what_ir_prints():
     doc = (Path(__file__).parents[1] / "docs" / "passes.md").read_text()
     shown = re.search(r"```\n(k0  SUM.*?)```", doc, re.S).group(1).strip()
     assert shown == ir(Tensor.randn((4, 5)) @ Tensor.randn((5, 3))).strip()
+
+
+def _example():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("custom_pass", ROOT / "examples/custom_pass.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("case", CASES[:12], ids=[c.name for c in CASES[:12]])
+def test_the_docs_rule_pass_interchanges_output_loops_only_and_keeps_every_bit(case):
+    """docs/passes.md's pass written as a rule is the example's; after the default passes it
+    swaps output loops (never a reduce or a scan loop), verifies, and computes the bits the
+    nest computed before, in the interpreter."""
+    doc = (ROOT / "docs" / "passes.md").read_text()
+    code = re.search(r"```python\n(def interchange.*?)```", doc, re.S).group(1)
+    assert code in (ROOT / "examples" / "custom_pass.py").read_text()
+    interchange = _example().interchange
+    outs = case.build()
+    for nest in nests_of(*outs):
+        before = apply_passes(nest)
+        after = apply_passes(before, [interchange])
+        kinds = [(lp.var, lp.kind) for lp in walk(after.body) if isinstance(lp, Loop)]
+        assert sorted(kinds) == sorted(
+            (lp.var, lp.kind) for lp in walk(before.body) if isinstance(lp, Loop)
+        )
+    got = run([t.node for t in outs], passes=[*DEFAULT_PASSES, interchange])
+    for g, w in zip(got, run([t.node for t in outs])):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_every_loop_has_the_kind_its_body_makes_it_and_verify_holds_it():
+    """Lowering marks a matmul's reduce loop and a cumsum's scan loop; a loop that claims
+    another kind than its body makes it is refused by verify, naming the loop."""
+    from ir.loop.nest import Kind
+
+    x = Tensor.randn((4, 5))
+    (mm,) = nests_of(x @ Tensor.randn((5, 3)))
+    kinds = {lp.var: lp.kind for lp in walk(mm.body) if isinstance(lp, Loop)}
+    assert kinds == {"i0": Kind.OUTPUT, "i1": Kind.OUTPUT, "r2": Kind.REDUCE}
+    (scan,) = nests_of(x.cumsum(1))
+    assert [lp.kind for lp in walk(scan.body) if isinstance(lp, Loop)] == [Kind.OUTPUT, Kind.SCAN]
+    wrong = tree_map(mm.body, lambda i: replace(i, kind=Kind.OUTPUT) if isinstance(i, Loop) else i)
+    with pytest.raises(ValueError, match="r2 < 5: its body makes it a reduce loop, not output"):
+        verify(replace(mm, body=wrong))
 
 
 def test_the_docs_unroll_pass_is_the_example_and_its_note_is_what_the_c_passes_print():

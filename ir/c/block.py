@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 
 from ir.c.target import Target
-from ir.c.tile import contraction
+from ir.c.tile import OUTPUT, REDUCE, contraction
 from ir.graph import dtypes
 from ir.graph.ops import Op
 from ir.loop.nest import Const, DefAcc, Index, Load, Local, Loop, LoopNest, Range, Role, Store, walk
@@ -203,7 +203,7 @@ def _block(block: Loop, nest: LoopNest, fill: Const | None, fresh, target) -> Lo
     panel = Loop(jt, n, step=nr, lo=(V(jc),), hi=(V(jc) + nc,), role=Role.PANEL, tile=(nr,))
     inner = rebuild([panel, sliver], tile)
     if many:
-        inner = Loop(rc, k1, step=kc, body=(inner,))
+        inner = Loop(rc, k1, step=kc, kind=REDUCE, body=(inner,))
     task = [*outer, Loop(ic, m, step=mc, role=Role.BLOCK, tile=(mr, nr)), Loop(jc, n, step=nc)]
     if cells * k1 * k_in >= MIN_PARALLEL_WORK:
         task[0] = replace(task[0], parallel=len(task))
@@ -365,6 +365,7 @@ def _pack(body, val, along: Loop, first: Index, width: int, reds, buf, spot, fre
     edge = along.stop % width != 0
     lanes = Loop(e, width, hi=(left,) if edge else ())
     data = (*moved, Store(buf, spot + Index.var(e), names[val]))
+    reds = [replace(lp, kind=OUTPUT) for lp in reds]  # each reduce index a cell of its own
     out = [rebuild([lanes, *reds] if outside else [*reds, lanes], data)]
     if edge:
         z, d = fresh("v"), value_dtype(moved[-1])

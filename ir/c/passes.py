@@ -6,12 +6,11 @@ answer the C code gives, threaded or not.
 
 * ``tile_contraction``, ``block_contraction``, ``pack_operands``, ``vectorize_tile``: a
   nest shaped like a matmul is scheduled as a BLAS runs it (``ir/c/tile.py``, ``block.py``).
-* ``parallelize``: the leading output loops of each top-level loop chain (the dims the
-  written cells are indexed by) are marked ``parallel=n``: an OpenMP team splits those n
-  fused loops. A chain whose writes have a data-dependent address (a scatter's colliding
-  adds), whose outermost loop is a reduce, or that folds into an accumulator defined
-  outside it (a scan's carried value) stays serial. Tiny nests stay serial too:
-  waking a team costs more than they do.
+* ``parallelize``: the leading output loops (``Kind.OUTPUT``) of each top-level loop chain
+  are marked ``parallel=n``: an OpenMP team splits those n fused loops. A chain whose
+  writes have a data-dependent address (a scatter's colliding adds), or whose outermost
+  loop is a reduce or a scan, stays serial. Tiny nests stay serial too: waking a team
+  costs more than they do.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from ir.loop.nest import (
     Const,
     DefAcc,
     Index,
+    Kind,
     Load,
     Loop,
     LoopNest,
@@ -43,7 +43,7 @@ from ir.loop.nest import (
     Store,
     walk,
 )
-from ir.loop.passes import DEFAULT_PASSES, Pass, renumber
+from ir.loop.passes import DEFAULT_PASSES, Pass, note, renumber
 from ir.loop.rewrite import (
     Fresh,
     chain,
@@ -54,19 +54,10 @@ from ir.loop.rewrite import (
     rebuild,
     rename,
     substitute,
+    tree_map,
 )
 
 MIN_PARALLEL_CELLS = 16  # fuse leading loops until the team has this many pieces
-
-
-def _carries(items) -> bool:
-    """Whether a register accumulator defined outside ``items`` is folded inside them: a
-    scan's loop, whose every step needs the one before it."""
-    mine = {ins.out for ins in instructions(items) if isinstance(ins, DefAcc)}
-    return any(
-        isinstance(ins, Accum) and ins.index is None and ins.dst not in mine
-        for ins in instructions(items)
-    )
 
 
 def _work(items) -> int:
@@ -97,7 +88,7 @@ def _parallel_top(top: Loop) -> Loop:
         for x in instructions((top,))
         if isinstance(x, Store | Sort) or isinstance(x, Accum) and x.index
     ]
-    if not writes or _work((top,)) < block.MIN_PARALLEL_WORK or _carries((top,)):
+    if not writes or _work((top,)) < block.MIN_PARALLEL_WORK:
         return top
     inner_vars = {x.var for x in walk((top,)) if isinstance(x, Loop)}
     for w in writes:
@@ -105,8 +96,8 @@ def _parallel_top(top: Loop) -> Loop:
             return top  # a data-dependent address: colliding writes stay serial
     n, cells = 0, 1
     for loop in loops:
-        if not all(loop.var in w.index.names for w in writes):
-            break  # a reduce loop: cells inside it are revisited
+        if loop.kind is not Kind.OUTPUT:
+            break  # a reduce or scan loop: its cells are revisited, or carried
         n += 1
         cells *= extent(loop)
         if cells >= MIN_PARALLEL_CELLS:
@@ -137,7 +128,9 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     """
     fresh = Fresh(nest.body)
     fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
-    return replace(nest, body=tuple(_lanes(nest.body, True, fresh)))
+    fresh.why = []  # totals an earlier pass left unlaned (an unroll of their loop)
+    nest = replace(nest, body=tuple(_lanes(nest.body, True, fresh)))
+    return note(nest, fresh.why[0]) if fresh.why else nest
 
 
 def _lanes(items, top: bool, fresh) -> list:
@@ -189,6 +182,12 @@ def _lane_group(acc: DefAcc, blocks: list[Loop], top: bool, fresh):
     outermost, however the loops lie in memory, so every layout of one array folds alike."""
     levels, lanes = _levels(blocks, acc.out), LANE_BYTES // acc.dtype.itemsize
     if not acc.dtype.is_float or acc.dtype.itemsize < 4 or not levels:
+        odd = [lp for lp in walk(blocks) if isinstance(lp, Loop) and lp.step > 1 and not lp.role]
+        if acc.dtype.is_float and odd and levels is None:
+            fresh.why.append(
+                f"lane_reduce: the total {acc.out} is not laned, so its sum is not grouped as"
+                f" the numpy device's: loop {odd[0].var} steps by {odd[0].step}"
+            )
         return None
     n, w0 = math.prod(e for _, e in levels), math.prod(e for _, e in levels[1:])
     if levels[-1][0] != fresh.last or n < 2 * lanes:  # a kept axis last: in order, unlaned
@@ -288,7 +287,7 @@ def _tail(var: str, start: int, stop: int, lanes: int, lv: str, copy, lane0):
     if whole > head:
         body = copy({var: Index.var(var) + Index.var(lv)}, Index.var(lv) + lane0)
         inner = Loop(lv, lanes, role=Role.LANES, body=body)
-        out.append(Loop(var, whole, start=head, step=lanes, body=(inner,)))
+        out.append(Loop(var, whole, start=head, step=lanes, kind=Kind.REDUCE, body=(inner,)))
     if stop > whole:
         body = copy({}, Index.var(var) - whole + lane0)
         out.append(Loop(var, stop, start=whole, body=body))
@@ -311,24 +310,19 @@ def split_pad_masks(nest: LoopNest) -> LoopNest:
     depend on outer loop variables become the loops' Index bounds. An outer loop of
     elementwise work is cut the same way at constant bounds (``_split_outer``).
     """
-    return replace(nest, body=tuple(_split_items(nest.body)))
+    return replace(nest, body=tree_map(nest.body, _split))
 
 
-def _split_items(items) -> list:
-    out = []
-    for it in items:
-        if not isinstance(it, Loop):
-            out.append(it)
-        elif any(isinstance(x, Loop) for x in it.body):
-            inner = replace(it, body=tuple(_split_items(it.body)))
-            pieces = _split_outer(inner)
-            # each cut copies the body below it: nested cuts multiply (17 nested loops of
-            # 2, one pad each, would make 2**17 copies), so the copies stay within a bound
-            grown = sum(len(list(instructions(b.body))) for b in pieces)
-            out += pieces if grown <= MAX_GROWTH * len(list(instructions(it.body))) else [inner]
-        else:
-            out += _split_loop(it)
-    return out
+def _split(it):
+    if not isinstance(it, Loop):
+        return it
+    if not any(isinstance(x, Loop) for x in it.body):
+        return tuple(_split_loop(it))
+    pieces = _split_outer(it)
+    # each cut copies the body below it: nested cuts multiply (17 nested loops of 2, one
+    # pad each, would make 2**17 copies), so the copies stay within a bound
+    grown = sum(len(list(instructions(b.body))) for b in pieces)
+    return tuple(pieces) if grown <= MAX_GROWTH * len(list(instructions(it.body))) else it
 
 
 MAX_OUTER_PIECES = 5  # an outer loop is cut at most this often (each piece copies its body)
@@ -350,11 +344,7 @@ def _split_outer(block: Loop) -> list:
     body = list(instructions(block.body))
     if any(isinstance(i, Accum | DefAcc | PairwiseFold | Check) for i in body):
         return [block]
-    preds = []
-    for ins in body:
-        for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
-            if p.index.coeff(x) and p not in preds:
-                preds.append(p)
+    preds = _preds_on(body, x)
     if not preds:
         return [block]
     bounds = [_interval(p, x) for p in preds]
@@ -370,17 +360,15 @@ def _split_outer(block: Loop) -> list:
             continue
         known = {p: lo.const <= a and b <= hi.const for p, (lo, hi) in zip(preds, bounds)}
         names = {defines(i): f"{defines(i)}_o{k}" for i in body if defines(i)}
-        out.append(replace(loop, start=a, stop=b, body=_settle_tree(block.body, known, names)))
+        settled = tree_map(block.body, partial(_settle, known=known))
+        out.append(replace(loop, start=a, stop=b, body=rename(settled, names)))
     return out
 
 
-def _settle_tree(items, known: dict, names: dict) -> tuple:
-    return tuple(
-        replace(it, body=_settle_tree(it.body, known, names))
-        if isinstance(it, Loop)
-        else rename(_settle(it, known), names)
-        for it in items
-    )
+def _preds_on(items, x: str) -> list[Range]:
+    """The distinct pad predicates of ``items`` that move with loop variable ``x``."""
+    ps = (p for ins in items for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()))
+    return list(dict.fromkeys(p for p in ps if p.index.coeff(x)))
 
 
 def _interval(p: Range, x: str):
@@ -398,11 +386,7 @@ def _split_loop(block: Loop) -> list:
     loop, x = block, block.var
     if loop.step != 1 or loop.lo or loop.hi or extent(loop) < 8 or loop.role or loop.parallel:
         return [block]
-    preds = []
-    for ins in block.body:
-        for p in getattr(ins, "guard", ()) + getattr(ins, "preds", ()):
-            if p.index.coeff(x) and p not in preds:
-                preds.append(p)
+    preds = _preds_on(block.body, x)
     if not preds or any(_interval(p, x) is None for p in preds):
         return [block]
     const = [p for p in preds if set(_interval(p, x)[0].names) == set()]

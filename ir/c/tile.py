@@ -44,9 +44,11 @@ from dataclasses import replace
 from ir.c.target import Target
 from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
-from ir.loop.nest import Accum, Arith, Check, DefAcc, Load, Loop, LoopNest, Role, Store, walk
+from ir.loop.nest import Accum, Arith, Check, DefAcc, Kind, Load, Loop, LoopNest, Role, Store, walk
 from ir.loop.passes import note
-from ir.loop.rewrite import chain, defines, extent, instructions, rebuild, uses
+from ir.loop.rewrite import chain, defines, extent, instructions, rebuild, tree_map, uses
+
+OUTPUT, REDUCE = Kind.OUTPUT, Kind.REDUCE
 
 # ---- recognizing a contraction --------------------------------------------------------
 
@@ -122,12 +124,11 @@ def contraction(block: Loop):
     fold = inner[-1]
     if not isinstance(fold, Accum) or fold.index is None:
         return None
-    written = set(fold.index.names)
-    kinds = ["out" if lp.var in written or lp.stop == 1 else "red" for lp in loops]
-    if len(loops) < 3 or kinds[-1] != "out" or kinds[-2] != "red":
+    kinds = [lp.kind for lp in loops]
+    if len(loops) < 3 or kinds[-1] is not OUTPUT or kinds[-2] is not REDUCE:
         return None
-    first_red = kinds.index("red")
-    if first_red == 0 or any(k != "red" for k in kinds[first_red:-1]):
+    first_red = kinds.index(REDUCE)
+    if first_red == 0 or any(k is not REDUCE for k in kinds[first_red:-1]):
         return None
     return (
         loops[: first_red - 1],
@@ -156,19 +157,18 @@ def _outputs_first(block: Loop) -> Loop:
         return block
     if any(isinstance(x, Loop) for x in inner) or any(lp.lo or lp.hi for lp in loops):
         return block
-    written = set(inner[-1].index.names)
     last, loads = loops[-1], [x for x in inner if isinstance(x, Load)]
-    if last.var not in written or extent(last) < 8:
+    if last.kind is REDUCE or extent(last) < 8:
         # a reduce innermost, or an output too narrow for a column block (a weight
         # gradient's kernel offset): a wide output loop goes innermost instead
-        wide = [lp for lp in loops[:-1] if lp.var in written and extent(lp) >= 8]
+        wide = [lp for lp in loops[:-1] if lp.kind is OUTPUT and extent(lp) >= 8]
         if wide:
             best = _columns(wide, loads)
             loops = [lp for lp in loops if lp is not best] + [best]
-        elif last.var not in written:
+        elif last.kind is REDUCE:
             return block
-    outs = [lp for lp in loops[:-1] if lp.var in written]
-    reds = [lp for lp in loops[:-1] if lp.var not in written]
+    outs = [lp for lp in loops[:-1] if lp.kind is OUTPUT]
+    reds = [lp for lp in loops[:-1] if lp.kind is REDUCE]
     return rebuild([*_row_last(outs, loops[-1], loads), *reds, loops[-1]], inner)
 
 
@@ -213,9 +213,8 @@ def _register_outputs(loops: list[Loop], inner) -> Loop:
     _, body = chain(inner[1])
     if any(isinstance(x, Loop) for x in body):
         return block
-    written = set(inner[-1].index.names)
     loads = [x for x in body if isinstance(x, Load)]
-    wide = [lp for lp in loops if lp.var in written and extent(lp) >= 8]
+    wide = [lp for lp in loops if lp.kind is OUTPUT and extent(lp) >= 8]
     if extent(loops[-1]) < 8 and not wide:
         return block
     col = loops[-1] if extent(loops[-1]) >= 8 else _columns(wide, loads)
@@ -229,7 +228,7 @@ def _one_row(block: Loop) -> bool:
     if _folds_in_register(inner):
         cols, body = loops, chain(inner[1])[1]
     elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
-        cols, body = [lp for lp in loops if lp.var in inner[-1].index.names], inner
+        cols, body = [lp for lp in loops if lp.kind is OUTPUT], inner
     else:
         return False
     if len(cols) != 1 or any(isinstance(x, Loop) for x in body):
@@ -323,9 +322,9 @@ def _fuse_multiply_add(block: Loop, init, nest: LoopNest) -> Loop:
     if not acc_dtype.is_float or acc_dtype.itemsize < 4:
         return block
 
-    def rewrite(b: Loop) -> Loop:
-        if any(isinstance(x, Loop) for x in b.body):
-            return replace(b, body=tuple(rewrite(x) if isinstance(x, Loop) else x for x in b.body))
+    def rule(b):  # an innermost loop's fold
+        if not isinstance(b, Loop) or any(isinstance(x, Loop) for x in b.body):
+            return b
         body = list(b.body)
         fold = body[-1]
         if not isinstance(fold, Accum) or fold.op != Op.ADD or fold.mul is not None:
@@ -341,4 +340,4 @@ def _fuse_multiply_add(block: Loop, init, nest: LoopNest) -> Loop:
         body = [i for i in body[:-1] if i is not mul] + [fma]
         return replace(b, body=tuple(body))
 
-    return rewrite(block)
+    return tree_map((block,), rule)[0]

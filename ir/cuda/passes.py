@@ -13,20 +13,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ir.loop.nest import Loop, LoopNest
+from ir.loop.nest import Kind, Loop, LoopNest
 from ir.loop.passes import Pass, drop_dead_values, drop_unit_loops, reduce_placement, renumber
-from ir.loop.rewrite import chain, rebuild, written_names
+from ir.loop.rewrite import chain, rebuild
 
 
 def cells_outer(nest: LoopNest) -> LoopNest:
-    """In each top-level perfect chain, the loops naming written cells go outside the rest."""
+    """In each top-level perfect chain, the output loops go outside the rest."""
     out = []
     for item in nest.body:
         if isinstance(item, Loop):
             loops, inner = chain(item)
             if not any(isinstance(x, Loop) for x in inner):
-                written = written_names(inner)  # (a stable sort: each side keeps its order)
-                item = rebuild(sorted(loops, key=lambda lp: lp.var not in written), inner)
+                outputs_first = sorted(loops, key=lambda lp: lp.kind is not Kind.OUTPUT)
+                item = rebuild(outputs_first, inner)  # (a stable sort: each side keeps its order)
         out.append(item)
     return replace(nest, body=tuple(out))
 

@@ -41,9 +41,9 @@ from ir.graph.dtypes import DType
 from ir.graph.ops import COMPOSITE, Op
 from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
-from ir.loop.nest import Accum, Check, DefAcc, Load, Loop, LoopNest, Store
+from ir.loop.nest import Accum, Check, DefAcc, Kind, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import chain, instructions, written_names
+from ir.loop.rewrite import chain, instructions
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -328,8 +328,7 @@ class _Cuda(Statements):
         if self.scatter and not any(isinstance(x, Loop) for x in inner):
             cells, inner_loops = loops, []  # collisions are atomic: every point is a thread
         else:
-            written = written_names(inner)  # the leading loops that name written cells
-            k = next((j for j, lp in enumerate(loops) if lp.var not in written), len(loops))
+            k = next((j for j, lp in enumerate(loops) if lp.kind is not Kind.OUTPUT), len(loops))
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
             inner = (inner_loops[0],)  # the loops of a perfect chain hold the rest of it

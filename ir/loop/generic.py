@@ -39,14 +39,31 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ir.graph import dtypes
+from ir.graph.dtypes import DType, to_numpy
 from ir.graph.ops import ELEMENTWISE, Op
 from ir.kernel.kernel import Kernel, KernelGraph
 from ir.loop.lower import _flat, _Lowering
-from ir.loop.nest import Index, Loop, LoopNest, Range, const_bits
+from ir.loop.nest import Index, Loop, LoopNest, Range
 from ir.loop.passes import Pass, drop_dead_values, reduce_placement, renumber
 
 GENERIC_KINDS = ("MAP", "SUM", "MAX", "SCAN", "SCATTER")
+
+
+def const_bits(value, d: DType) -> int:
+    """The int64 that carries constant ``value`` of dtype ``d``: a float's bits (a nan as
+    C's NAN, as the literal would be), an integer or bool as itself (uint64 wrapped)."""
+    if d.is_float:
+        if np.isnan(value):
+            value = float("nan")
+        raw = np.array(value, to_numpy(d))
+        return int(raw.view(f"i{raw.itemsize}"))
+    if d == dtypes.uint64:
+        return int(np.array(int(value), np.uint64).view(np.int64))
+    return int(value)
+
 
 # the passes a generic nest runs: none of them reads a size
 GENERIC_PASSES: list[Pass] = [reduce_placement, drop_dead_values, renumber]

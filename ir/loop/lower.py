@@ -51,7 +51,7 @@ from ir.loop.nest import (
     Sort,
     Store,
 )
-from ir.loop.rewrite import defines, value_dtype
+from ir.loop.rewrite import defines, kind_of, value_dtype
 
 # ops whose result a half width already holds exactly when its operands do: no rounding
 EXACT_AT_ANY_WIDTH = frozenset({Op.NEG, Op.WHERE})
@@ -157,7 +157,8 @@ class _Lowering:
     def close(self, names: list[str]) -> None:
         for _ in names:
             loop, around = self.open_loops.pop()
-            around.append(replace(loop, body=tuple(self.body)))
+            loop = replace(loop, body=tuple(self.body))
+            around.append(replace(loop, kind=kind_of(loop)))
             self.body = around
 
     def cast(self, v: str, d: DType) -> str:

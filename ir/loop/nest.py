@@ -4,7 +4,7 @@ A LoopNest is one kernel as a tree of instructions from a closed set of twelve o
 body is a tuple of them, and a LOOP holds the tuple it runs (printed up to an ``ENDLOOP``
 line that is only text):
 
-    LOOP     var < stop { body }   for var in range(start, stop, step); a role optional
+    LOOP     var < stop { body }   for var in range(start, stop, step); a kind, a role
     CONST    v = value : dtype     a literal
     LOAD     v = buf[index] if preds : dtype   read memory; 0 where a pred fails
     ARITH    v = OP a, b, c : dtype   any unary/binary/ternary op of ``ir/graph/ops.py``
@@ -234,21 +234,37 @@ class Role(Enum):
     LANES = "lanes"
 
 
+class Kind(Enum):
+    """What a loop's iterations do to the cells its body writes (a memory cell, a lane of a
+    register array, a register defined outside it), which says what may reorder, split or
+    share out the loop: OUTPUT, each iteration writes cells of its own (any order, any
+    thread); REDUCE, they all fold into the same cells (in order); SCAN, each writes a cell
+    of its own from a register the one before left (a running total: in order, one thread).
+    Lowering sets it, every pass that makes a loop says it, and ``verify`` holds each loop to
+    the kind its body makes it (``ir/loop/rewrite.kind_of``)."""
+
+    OUTPUT = "output"
+    REDUCE = "reduce"
+    SCAN = "scan"
+
+
 @dataclass(frozen=True)
 class Loop(Instruction):
     """``for var in range(start, stop, step)``, narrowed by ``lo`` and ``hi``, over ``body``.
 
     ``lo`` and ``hi`` are Index bounds over outer loop variables: the loop really runs from
     ``max(start, *lo)`` to ``min(stop, *hi)``. They let a pass cut a loop where a pad
-    predicate changes value (``ir/c/passes.split_pad_masks``). ``role`` and ``tile`` say
-    what the loop is for (``Role``); ``parallel=n`` puts a team over it and the n-1 loops
-    of the perfect chain inside it.
+    predicate changes value (``ir/c/passes.split_pad_masks``). ``kind`` says what its
+    iterations do to the cells written (``Kind``: printed unless OUTPUT); ``role`` and
+    ``tile`` what a schedule made it for (``Role``); ``parallel=n`` puts a team over it and
+    the n-1 loops of the perfect chain inside it.
     """
 
     var: str
     stop: Size
     start: int = 0
     step: int = 1
+    kind: Kind = Kind.OUTPUT
     role: Role | None = None
     tile: tuple[int, ...] = ()
     parallel: int = 0
@@ -266,7 +282,8 @@ class Loop(Instruction):
             hi = ", ".join(str(b) for b in self.hi)
             s += f"  from max({self.start}, {lo})" if lo else ""
             s += f"  to min({self.stop}, {hi})" if hi else ""
-        marks = [self.role.value] if self.role else []
+        marks = [self.kind.value] if self.kind is not Kind.OUTPUT else []
+        marks += [self.role.value] if self.role else []
         marks += [f"tile={'x'.join(map(str, self.tile))}"] if self.tile else []
         marks += [f"parallel={self.parallel}"] if self.parallel else []
         return s + "  " + " ".join(marks) if marks else s
@@ -293,19 +310,6 @@ def _shown(size: Size | None, values: dict[str, str] | None) -> str:
     if values is None or size not in values:
         return "" if size is None else str(size)
     return f"{size} (={values[size]})"
-
-
-def const_bits(value, d: DType) -> int:
-    """The int64 that carries constant ``value`` of dtype ``d``: a float's bits (a nan as
-    C's NAN, as the literal would be), an integer or bool as itself (uint64 wrapped)."""
-    if d.is_float:
-        if np.isnan(value):
-            value = float("nan")
-        raw = np.array(value, to_numpy(d))
-        return int(raw.view(f"i{raw.itemsize}"))
-    if d == dtypes.uint64:
-        return int(np.array(int(value), np.uint64).view(np.int64))
-    return int(value)
 
 
 def bits_const(bits: int, d: DType) -> np.ndarray:

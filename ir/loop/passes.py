@@ -10,8 +10,8 @@ The default list:
 
 * ``loop_order``: in each perfect chain of loops, the loop whose variable is stride-1 in
   the accesses that move the most bytes goes innermost, the others keep their order. A
-  loop whose variable addresses no written cell folds into the cells it revisits (a reduce
-  axis, a scatter's colliding rows); such loops never pass one another, so every total is
+  reduce loop (``Kind.REDUCE``: it folds into cells it revisits, a reduce axis or a
+  scatter's colliding rows) never passes another, so every total is
   folded in the order the kernel's dims give. Where a reduce loop ends up innermost, the
   output loops move outside all reduce loops (a bias gradient's channels outside its
   batch), so each total can be kept in a register. A reduce over the kernel's last dim
@@ -37,6 +37,7 @@ from ir.loop.nest import (
     Const,
     DefAcc,
     Index,
+    Kind,
     Load,
     Local,
     Loop,
@@ -53,9 +54,9 @@ from ir.loop.rewrite import (
     rebuild,
     rename,
     substitute,
+    tree_map,
     uses,
     verify,
-    written_names,
 )
 from ir.loop.rewrite import (
     extent as extent_of,
@@ -77,17 +78,13 @@ def loop_order(nest: LoopNest) -> LoopNest:
 
 
 def _order(items, size: dict[str, int], last: str | None = None) -> tuple:
-    out = []
-    for item in items:
-        out += _order_chain(item, size, last) if isinstance(item, Loop) else [item]
-    return tuple(out)
+    return tuple(_order_chain(x, size, last) if isinstance(x, Loop) else x for x in items)
 
 
-def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> tuple:
+def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> Loop:
     loops, inner = chain(block)
     inner = _order(inner, size, last)
-    written = written_names(inner)
-    folding = [j for j, loop in enumerate(loops) if loop.var not in written]
+    folding = [j for j, loop in enumerate(loops) if loop.kind is not Kind.OUTPUT]
     # a folding loop may go innermost only if no other folding loop is inside it already
     allowed = [j for j in range(len(loops)) if j not in folding or j == max(folding)]
     extent = {x.var: extent_of(x) for x in walk((loops[0],)) if isinstance(x, Loop)}
@@ -114,21 +111,19 @@ def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> tuple:
         return total
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
-    kept = {lp.var for lp in loops} & written
+    kept = {lp.var for lp in loops if lp.kind is Kind.OUTPUT}
     loads = [x for x in instructions(inner) if isinstance(x, Load)]
     if loops[-1].var == last and all(kept <= set(x.index.names) for x in loads):
         best = len(loops) - 1  # a reduce over the last axis keeps its lanes, whatever the
         # strides: its bits follow the logical order (a matmul's broadcast loads excepted)
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]
-    if loops[-1].var not in written:
+    if loops[-1].kind is not Kind.OUTPUT:
         # a reduce innermost: the output loops go outside every reduce loop, so each
         # cell's total lives in a register (reduce_placement) and not in memory, whose
         # every fold waits on the store before it. Each cell still meets the reduce
         # loops in their own order.
-        loops = [lp for lp in loops if lp.var in written] + [
-            lp for lp in loops if lp.var not in written
-        ]
-    return (rebuild(loops, inner),)
+        loops = sorted(loops, key=lambda lp: lp.kind is not Kind.OUTPUT)  # (stable)
+    return rebuild(loops, inner)
 
 
 # ---- reduce placement ---------------------------------------------------------------
@@ -199,20 +194,13 @@ def _fill_then_fold(items, i: int, acc: str):
 
 def drop_unit_loops(nest: LoopNest) -> LoopNest:
     """A loop of one iteration is replaced by its body with the variable set to its start."""
-    return replace(nest, body=_drop(nest.body, {}))
 
+    def rule(x):
+        if isinstance(x, Loop) and len(range(x.start, x.stop, x.step)) == 1:
+            return substitute(x.body, {x.var: Index((), x.start)})
+        return x
 
-def _drop(items, mapping: dict[str, Index]) -> tuple:
-    out: list = []
-    for item in items:
-        if isinstance(item, Loop) and len(range(item.start, item.stop, item.step)) == 1:
-            out += _drop(item.body, {**mapping, item.var: Index((), item.start)})
-        elif isinstance(item, Loop):
-            head = substitute(replace(item, body=()), mapping) if mapping else item
-            out.append(replace(head, body=_drop(item.body, mapping)))
-        else:
-            out.append(substitute(item, mapping) if mapping else item)
-    return tuple(out)
+    return replace(nest, body=tree_map(nest.body, rule))
 
 
 def drop_dead_values(nest: LoopNest) -> LoopNest:

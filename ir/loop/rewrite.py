@@ -23,6 +23,7 @@ from ir.loop.nest import (
     DefAcc,
     Index,
     Instr,
+    Kind,
     Load,
     Local,
     Loop,
@@ -220,10 +221,27 @@ def instructions(tree):
     return (x for x in walk(tree) if not isinstance(x, Loop))
 
 
-def written_names(tree) -> set[str]:
-    """The names in the address of every memory cell a tree writes (STORE, SORT, ACCUM)."""
-    out = (x for x in instructions(tree) if isinstance(x, Store | Sort | Accum))
-    return {n for x in out if getattr(x, "index", None) is not None for n in x.index.names}
+def kind_of(loop: Loop, scratch=frozenset()) -> Kind:
+    """The kind ``loop``'s body makes it (``Kind``), from the cells it writes that outlive
+    an iteration: a register or LOCAL it defines is each iteration's own, and a STORE into
+    a LOCAL defined outside it (``scratch``: a packed panel) is overwritten before it is read,
+    so neither counts. An iteration has a cell to itself where the cell's address (a memory
+    index, a register array's lane) names the loop's variable, or a loop inside whose bounds
+    it moves (a block's tiles); a register has none to itself."""
+    private, moved, own = set(), {loop.var}, []
+    for x in walk(loop.body):
+        if isinstance(x, Loop) and moved & {n for b in (*x.lo, *x.hi) for n in b.names}:
+            moved.add(x.var)
+        elif isinstance(x, DefAcc | Local):
+            private.add(x.out)
+        elif isinstance(x, Store | Sort | Accum | PairwiseFold):
+            cell = x.buf if isinstance(x, Store) else getattr(x, "dst", getattr(x, "acc", None))
+            at = getattr(x, "index", None) or getattr(x, "lane", None)
+            if cell not in private and not (isinstance(x, Store) and cell in scratch):
+                own.append(at is not None and not moved.isdisjoint(at.names))
+    if loop.stop == 1 or all(own):
+        return Kind.OUTPUT
+    return Kind.SCAN if any(own) else Kind.REDUCE
 
 
 # ---- well-formedness ----------------------------------------------------------------
@@ -315,6 +333,9 @@ def verify(nest: LoopNest) -> None:
             why = role_fits(ins)
             if why:
                 fail(ins, why)
+            kind = kind_of(ins, {n for n in visible if lanes.get(n) == 0})
+            if ins.kind is not kind and (isinstance(ins.stop, str) or extent(ins) != 1):
+                fail(ins, f"its body makes it a {kind.value} loop, not {ins.kind.value}")
             return
         if isinstance(ins, Load) and ins.dtype != bufs.get(ins.buf, dtypes.get(ins.buf)):
             fail(ins, f"{ins.buf} holds {bufs.get(ins.buf, dtypes.get(ins.buf))}")
