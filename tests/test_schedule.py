@@ -6,6 +6,7 @@ import pytest
 from ir.graph import dtypes
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from ir.kernel import schedule as schedule_module
 from ir.kernel.schedule import READ_BUDGET, schedule
 from ir.loop.interp import run, run_graph
 from limn import Tensor
@@ -90,6 +91,70 @@ def test_a_deep_stream_is_stored_every_few_layers_not_reread_in_full():
     g = schedule([h.sum(1).node]).graph
     full = [sum(g.buffers[b].shape == (4, 3) for b in k.inputs) for k in g.kernels]
     assert max(full) <= READ_BUDGET  # recomputed in full, the last would read 4 * READ_BUDGET + 1
+
+
+def _cell_steps(n: int, gates):
+    """An LSTM cell's recurrence over ``n`` steps, elementwise: the state ``c`` feeds the
+    step's output ``h`` (a root, as the next matmul would store it) and the next step."""
+    c, hs = Tensor(np.zeros((4, 3), np.float32)), []
+    for t in range(n):
+        i, f, g, o = (gates[t, k] for k in range(4))
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        hs.append(o.sigmoid() * c.tanh())
+    return hs
+
+
+def fused_graph(outs):
+    return schedule([t.node for t in outs]).graph
+
+
+def test_a_costly_value_that_several_maps_fuse_is_stored_once_not_recomputed_in_each(
+    monkeypatch,
+):
+    """The cell state is read by its step's output and by the next step: fused into both,
+    each step would recompute the steps before it (an LSTM's maps did 200 operations an
+    element). Stored once, every kernel stays the size of one step, and every number is
+    what the fused nests computed (each node is rounded to its dtype either way)."""
+    rng = np.random.default_rng(0)
+    gates = Tensor(rng.standard_normal((12, 4, 4, 3)).astype(np.float32))
+    hs = _cell_steps(12, gates)
+    graph = schedule([h.node for h in hs]).graph
+    exps = [sum(r.op == Op.EXP for r in k.rows) for k in graph.kernels]
+    assert max(exps) <= 3, exps  # one step's sigmoids, never the steps before
+    stored = run([h.node for h in hs])
+    monkeypatch.setattr(schedule_module, "SHARED", 1 << 30)  # never stored: all fused
+    fused = run([h.node for h in hs])
+    assert max(sum(r.op == Op.EXP for r in k.rows) for k in fused_graph(hs).kernels) > 3
+    for got, want in zip(stored, fused):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_value_a_reduce_fuses_is_never_stored_for_sharing():
+    """A reduce's body decides how its total is folded, so a value a reduce fuses stays
+    fused (and every sum's bits stay as they are) however many kernels share it."""
+    x = Tensor.randn((4, 70))
+    e = (x.sigmoid() * x.tanh()).sigmoid() * x.exp()  # costly, shared by a sum and a map
+    assert kinds(e.sum(1), e * 2) == ["SUM", "MAP"]
+
+
+def test_a_gather_read_through_a_broadcast_is_stored_so_its_contraction_is_tiled():
+    """An embedding feeding a matmul: the rows it gathers are stored once, and the matmul
+    over them is the tiled one, with the bits it has when the program read the rows
+    first (laziness changes no number)."""
+    from limn.runtime.device import get_device
+
+    rng = np.random.default_rng(0)
+    E, W = (rng.standard_normal(s).astype(np.float32) for s in ((50, 64), (40, 64)))
+    idx = Tensor(rng.integers(0, 50, (6, 7)))
+    emb = Tensor(E)[idx]
+    *_, mm = schedule([(emb @ Tensor(W).T).node]).graph.kernels  # (the rows, then the matmul)
+    assert mm.kind == "SUM" and not any(r.op == Op.GATHER for r in mm.rows)
+    c = get_device("c")
+    lazy = c.realize([(Tensor(E, device="c")[idx.to("c")] @ Tensor(W, device="c").T).node])
+    rows = Tensor(E, device="c")[idx.to("c")]
+    rows.numpy()
+    read = c.realize([(rows @ Tensor(W, device="c").T).node])
+    assert lazy[0].data.tobytes() == read[0].data.tobytes()
 
 
 def test_reduce_read_through_a_broadcast_view_is_a_cut():

@@ -69,13 +69,11 @@ def _unrecognized(top: Loop) -> str:
     if not any(x.mul or getattr(made.get(x.src), "op", None) == Op.MUL for x in folds):
         return ""
     odd = [lp for lp in walk((top,)) if isinstance(lp, Loop) and lp.step != 1]
+    if not odd:
+        return ""
     return (
-        ""
-        if not odd
-        else (
-            f"tile_contraction: the products folded under loop {top.var} are not tiled: loop "
-            f"{odd[0].var} steps by {odd[0].step} (a contraction's loops step by 1)"
-        )
+        f"tile_contraction: the products folded under loop {top.var} are not tiled: loop "
+        f"{odd[0].var} steps by {odd[0].step} (a contraction's loops step by 1)"
     )
 
 

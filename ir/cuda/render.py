@@ -43,7 +43,7 @@ from ir.kernel.kernel import KernelGraph
 from ir.loop.lower import lower
 from ir.loop.nest import Accum, Check, DefAcc, Kind, Load, Loop, LoopNest, Store
 from ir.loop.passes import apply_passes
-from ir.loop.rewrite import chain, instructions
+from ir.loop.rewrite import chain, extent, instructions
 
 THREADS = 256  # threads per block in every shape
 MAX_BLOCKS = 1 << 15  # grid cap: bigger problems stride
@@ -146,15 +146,11 @@ class TilePlan:
         return self.outer * -(-self.m // BM) * -(-self.n // BN)
 
 
-def _extent(lp: Loop) -> int:
-    return len(range(lp.start, lp.stop, lp.step))
-
-
 def _decompose(var_loops: list[Loop], linear: str) -> list[str]:
     """C declarations of each loop's variable from a row-major linear index over them."""
     out, stride = [], 1
     for lp in reversed(var_loops):
-        e = _extent(lp)
+        e = extent(lp)
         q = f"({linear} / {stride})" if stride != 1 else linear
         pos = f"{q} % {e}" if lp is not var_loops[0] else q
         val = pos if (lp.start, lp.step) == (0, 1) else f"{lp.start} + ({pos}) * {lp.step}"
@@ -316,7 +312,7 @@ class _Cuda(Statements):
     def phase_single(self, values: list, items: list) -> None:
         """Top-level work of one cell: a long register fold goes split, the rest one thread."""
         red = _register_fold(tuple(items))
-        if red is not None and math.prod(_extent(lp) for lp in red[2]) >= SPLIT_MIN:
+        if red is not None and math.prod(extent(lp) for lp in red[2]) >= SPLIT_MIN:
             self.split(values, [], red)
             return
         body = self.pre(values).add(None, "  if (blockIdx.x == 0 && threadIdx.x == 0) {")
@@ -332,14 +328,14 @@ class _Cuda(Statements):
             cells, inner_loops = loops[:k], loops[k:]
         if inner_loops:
             inner = (inner_loops[0],)  # the loops of a perfect chain hold the rest of it
-        n = math.prod(_extent(lp) for lp in cells)
+        n = math.prod(extent(lp) for lp in cells)
         red = _register_fold(inner)
         if red is not None and not inner_loops:
             plan = self.tile_plan(cells, red)
             if plan is not None:
                 self.tile(values, cells, red, plan)
                 return
-            if n <= SPLIT_CELLS and math.prod(_extent(lp) for lp in red[2]) >= SPLIT_MIN:
+            if n <= SPLIT_CELLS and math.prod(extent(lp) for lp in red[2]) >= SPLIT_MIN:
                 self.split(values, cells, red)
                 return
         body = self.pre(values)
@@ -357,8 +353,8 @@ class _Cuda(Statements):
 
     def split(self, values: list, cells: list[Loop], red) -> None:
         pre, acc, reds, body, tail = red
-        n = math.prod(_extent(lp) for lp in cells)
-        r = math.prod(_extent(lp) for lp in reds)
+        n = math.prod(extent(lp) for lp in cells)
+        r = math.prod(extent(lp) for lp in reds)
         t = ctype(acc.dtype)
         fin = body[-1]  # the ACCUM: the partial totals and their tree are its fold
         cell = cells[0] if cells else acc  # what the loop over cells stands for
@@ -408,13 +404,13 @@ class _Cuda(Statements):
             return None  # a gathered address
         if not {ia.var, ib.var} <= set(tail[-1].index.names):
             return None
-        m, n, r = _extent(ia), _extent(ib), math.prod(_extent(lp) for lp in reds)
+        m, n, r = extent(ia), extent(ib), math.prod(extent(lp) for lp in reds)
         if m < 16 or n < 16 or r < 16:
             return None
         smem = sum(BK * (BN if x.index.coeff(ib.var) else BM) * x.dtype.itemsize for x in loads)
         if smem > SMEM_LIMIT:
             return None
-        outer = math.prod(_extent(lp) for lp in cells[:-2])
+        outer = math.prod(extent(lp) for lp in cells[:-2])
         return TilePlan(outer, m, n, r)
 
     def tile(self, values: list, cells: list[Loop], red, plan: TilePlan) -> None:

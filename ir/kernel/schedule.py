@@ -27,9 +27,12 @@ same sum, shown in the printed nest. And a costly value read through a broadcast
 ``gelu(h) @ w`` would recompute gelu once per output column, so a value worth
 RECOMPUTE_BUDGET weighted ops or more (a transcendental or a gather weighs more than an
 add) that a VIEW reuses for MIN_FANOUT cells or more is stored once, and the broadcast
-reads the buffer. So is a value read through a pad under such a
-broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul): its
-masks would be re-evaluated per cell and keep the contraction off the tiled path. A
+reads the buffer. So is a value read through a pad or a gather under such a
+broadcast (the gradient of ``split``, three padded pieces summed, feeding a matmul; an
+embedding feeding an LSTM's input projection): its masks or index checks would be
+re-evaluated per cell and keep the contraction off the tiled path, where its products are
+folded unfused: stored, it is folded as any contraction is, whether or not the program
+read it before. A
 small value (SMALL elements) whose fused body reads MAX_READS buffers or more is stored
 (a thousand statistics stacked and averaged): a concatenation of a thousand scalars is
 kernels of MAX_READS pieces each, planned in time linear in the pieces, and a reduce over
@@ -72,6 +75,7 @@ class Schedule:
 
 
 RECOMPUTE_BUDGET = 4  # weighted ops a broadcast may recompute per cell before we store
+SHARED = 12  # weighted ops a value several kernels fuse may cost before it is stored once
 READ_BUDGET = 4  # full-size buffers a value shared by consumers may read before we store
 MIN_FANOUT = 4  # a broadcast that reuses each element fewer times is left fused
 MAX_READS = 16  # buffers a small value's fused body may read before it is stored
@@ -100,20 +104,23 @@ def _region(node: Node, cut: set[int], is_input):
             stack.extend(n.srcs)
 
 
-def _costly(node: Node, cut: set[int], is_input) -> bool:
+def _costly(node: Node, cut: set[int], is_input, budget: int = RECOMPUTE_BUDGET) -> bool:
     """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
     cost = 0
     for n, leaf in _region(node, cut, is_input):
         cost += 0 if leaf or n.op in (Op.VIEW, Op.CONST, Op.CAST) else TABLE[n.op].cost
-        if cost >= RECOMPUTE_BUDGET:
+        if cost >= budget:
             return True
     return False
 
 
-def _padded(node: Node, cut: set[int], is_input) -> bool:
-    """Whether ``node``'s fused computation reads through a pad (a masked VIEW)."""
-    region = _region(node, cut, is_input)
-    return any(not leaf and n.op == Op.VIEW and n.arg.mask is not None for n, leaf in region)
+def _untiled(node: Node, cut: set[int], is_input) -> bool:
+    """Whether ``node``'s fused computation reads through a pad (a masked VIEW) or a
+    GATHER: read per cell of a contraction, either keeps it off the tiled path."""
+    return any(
+        not leaf and (n.op == Op.GATHER or n.op == Op.VIEW and n.arg.mask is not None)
+        for n, leaf in _region(node, cut, is_input)
+    )
 
 
 def _is_reshape_of(node: Node) -> bool:
@@ -164,7 +171,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
                 keep(src)
             elif _broadcasts(n.arg) and (
-                _costly(src, cut, is_input) or _padded(src, cut, is_input)
+                _costly(src, cut, is_input) or _untiled(src, cut, is_input)
             ):
                 keep(src)
     users: dict[int, int] = {}
@@ -192,6 +199,18 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
     for r in roots:
         if _is_reshape_of(r) and not (is_input(r.srcs[0]) or id(r.srcs[0]) in cut):
             keep(r)
+    # the map a fused value is computed in: -1 several (stored once if costly), -2 a
+    # reduce's too (never stored: its fold's body, so its bits, stays as it is)
+    reader: dict[int, int] = {}
+    for n in reversed(order):  # readers first, so each value knows every kernel it is in
+        if is_input(n):
+            continue
+        if n.op in ELEMENTWISE and reader.get(id(n)) == -1 and _costly(n, cut, is_input, SHARED):
+            keep(n)
+        mine = reader.get(id(n)) if id(n) not in cut else id(n) if _kind(n) == "MAP" else -2
+        for s in n.srcs:
+            was = reader.get(id(s), mine)
+            reader[id(s)] = -2 if -2 in (was, mine) else mine if was == mine else -1
 
     # buffers: inputs first (by slot), then one per kernel in run order
     inputs = [n for n in order if is_input(n)]

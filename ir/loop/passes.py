@@ -47,6 +47,7 @@ from ir.loop.nest import (
     walk,
 )
 from ir.loop.rewrite import (
+    Fresh,
     accesses,
     chain,
     defines,
@@ -131,25 +132,15 @@ def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> Loop:
 
 def reduce_placement(nest: LoopNest) -> LoopNest:
     """Fill + ACCUM-into-memory becomes a register accumulator where the reduce is innermost."""
-    items = nest.body
-    taken = [int(d[3:]) for d in map(defines, walk(items)) if d and d.startswith("acc")]
-    next_acc = max(taken, default=-1) + 1
-    out: list = []
-    i = 0
+    items, fresh, out, i = nest.body, Fresh(nest.body), [], 0
     while i < len(items):
-        found = _fill_then_fold(items, i, f"acc{next_acc}")
-        if found is None:
-            out.append(items[i])
-            i += 1
-            continue
-        new, used = found
+        new, used = _fill_then_fold(items, i, fresh) or ((items[i],), 1)
         out += new
         i += used
-        next_acc += 1
     return replace(nest, body=tuple(out))
 
 
-def _fill_then_fold(items, i: int, acc: str):
+def _fill_then_fold(items, i: int, fresh):
     """Match a fill nest at ``items[i]`` and the nest folding into it; rewrite both."""
     if isinstance(items[i], Loop):
         fill_loops, fill = chain(items[i])
@@ -182,6 +173,7 @@ def _fill_then_fold(items, i: int, acc: str):
         return None  # an output loop sits inside a reduce loop: the totals must live in memory
     if not set(store.index.names) <= set(keep):
         return None
+    acc = fresh("acc")
     body = inner[:-1] + (Accum(last.op, acc, last.src, row=last.row),)
     reduce = (rebuild(loops[len(keep) :], body),) if len(loops) > len(keep) else body
     start = DefAcc(acc, const.value, const.dtype, row=const.row)
