@@ -86,3 +86,43 @@ def test_sliced_and_flipped_views_fold_in_logical_order():
     for view in [x[::-1], x[:, ::-1], x[::2, 3:], x[:, 1:]]:
         for axes in [(0,), (1,), (0, 1)]:
             assert _same(ordered_sum(view, axes), definition(view, axes))
+
+
+def _fused_bodies(x, idx):
+    """Sums over the last axis of values fused from a gather, a pad, a concatenation, a
+    slice, a flip and a masked select: each a different body for the reduce to fold (exact
+    ops only: the two devices agree on every element, so any difference is the sum's)."""
+    import limn
+
+    return [
+        x[idx],
+        x.pad(((0, 0), (3, 5))),
+        limn.cat([x[:, :37] * 2, x[:, 37:] - 1], 1),
+        x[:, 1:-2],
+        x.flip(1) - 1,
+        limn.where(x > 0, x, x * 0.5),
+    ]
+
+
+@pytest.mark.parametrize("width", [7, 40, 300])
+def test_a_sums_bits_do_not_depend_on_what_was_fused_into_it(width):
+    """Each value summed as it is built (fused into the reduce) and after it was read
+    (the reduce over its buffer), on the c device, and on the numpy device: one sum's
+    bits, whatever the body the c device folded (a gather's CHECK kept it serial once)."""
+    from limn import Tensor
+
+    rng = np.random.default_rng(width)
+    data, rows = rng.standard_normal((9, width)).astype(np.float32), rng.integers(0, 9, 5)
+    got = {}
+    for dev in ("c", "numpy"):
+        x, idx = Tensor(data, device=dev), Tensor(rows, device=dev)
+        fused = [v.sum(-1).numpy() for v in _fused_bodies(x, idx)]
+        stored = []
+        for v in _fused_bodies(x, idx):
+            v.numpy()  # read first: the sum reads its buffer
+            stored.append(v.sum(-1).numpy())
+        got[dev] = fused, stored
+    for case, want in enumerate(got["numpy"][0]):
+        for name, sums in (("c fused", got["c"][0]), ("c stored", got["c"][1])):
+            assert sums[case].tobytes() == want.tobytes(), (case, name)
+        assert got["numpy"][1][case].tobytes() == want.tobytes(), case

@@ -252,7 +252,7 @@ def _levels(items, name: str, depth: int = 0, into: list | None = None):
             if _levels(b.body, name, depth + 1, into) is None:
                 return None
             continue
-        if any(isinstance(x, Store | Accum | Check) for x in work) or not isinstance(fold, Accum):
+        if any(isinstance(x, Store | Accum) for x in work) or not isinstance(fold, Accum):
             return None
         into[depth + 1 :] = into[depth + 1 :] or [None]  # a leaf: no level below it
         # a contraction's FMA (``mul``) keeps each cell's plain order
