@@ -1,14 +1,15 @@
 """What planning a graph costs on the c device, per node, from 100 to 20,000 nodes.
 
-    uv run python examples/bench_planning.py                 # the three curves
+    uv run python examples/bench_planning.py                 # the four curves
     uv run python examples/bench_planning.py --only chain --sizes 100,1000
 
-Three graphs that grow: ``chain``, a permutation test's thousand tiny lazy reductions
+Four graphs that grow: ``chain``, a permutation test's thousand tiny lazy reductions
 (a statistic on each resample of two 10-element arrays, read as one p-value); ``rnn``,
 a recurrence unrolled over T steps, forward and backward; ``gpt``, one training step
 of a small GPT of L layers (forward, backward, AdamW; its step realizes as it is
 built, so building its graph counts in ``plan``, and a second step is a new graph of the
-same structure). Each size runs in a fresh process
+same structure); ``pieces``, a concatenation of n small pieces, summed (a size-generic
+kernel that names each piece's sizes: its planning was quadratic in them once). Each size runs in a fresh process
 with an empty compile cache and no stored plans, and is realized twice: the first call
 plans, compiles and runs; the second finds its plan. A row gives the graph's nodes (the
 plan key's rows) and seconds: ``plan``, everything the first call does but compile and
@@ -33,6 +34,7 @@ SIZES = {  # the size argument of each graph, about 100 to 20,000 nodes
     "chain": [10, 30, 100, 300, 1000, 2000],
     "rnn": [2, 6, 20, 60, 200, 400],
     "gpt": [1, 2, 4, 8, 16],
+    "pieces": [10, 30, 100, 300],
 }
 
 
@@ -69,6 +71,18 @@ def rnn(steps: int):
         h = (h @ w + x @ u).tanh()
     (h * h).sum().backward()
     return lambda: (w.grad.numpy(), u.grad.numpy())
+
+
+def pieces(n: int):
+    """One array concatenated from ``n`` small pieces of different lengths, then summed:
+    a size-generic kernel of ``n`` pieces (its sizes named one by one), and a reduce."""
+    import numpy as np
+
+    import limn_array as xp
+
+    parts = [xp.asarray(np.arange(k + 1, dtype=np.float32)) for k in range(n)]
+    total = xp.sum(xp.concat(parts) * 2)
+    return lambda: float(total)
 
 
 def gpt(layers: int):
@@ -141,7 +155,7 @@ def measure(name: str, size: int) -> dict:
     cdev.compile = timed("units", cdev.compile)
     device.toolchain.libraries = timed("compile", device.toolchain.libraries)
     t = time.perf_counter()
-    read = {"chain": chain, "rnn": rnn, "gpt": gpt}[name](size)
+    read = {"chain": chain, "rnn": rnn, "gpt": gpt, "pieces": pieces}[name](size)
     built = time.perf_counter() - t
     execute, ran = jit.execute, [0.0]
 
@@ -167,7 +181,7 @@ def measure(name: str, size: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="chain,rnn,gpt")
+    ap.add_argument("--only", default="chain,rnn,gpt,pieces")
     ap.add_argument("--sizes", default="")
     ap.add_argument("--row", nargs=2, help=argparse.SUPPRESS)  # name size: one row, here
     args = ap.parse_args()

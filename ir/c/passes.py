@@ -24,9 +24,11 @@ from ir.c.block import block_contraction, pack_operands, vectorize_tile
 from ir.c.target import Target
 from ir.c.tile import tile_contraction
 from ir.graph.dtypes import bool_
+from ir.graph.ops import Op
 from ir.graph.semantics import LANE_BYTES, SUM_BLOCK
 from ir.loop.nest import (
     Accum,
+    Arith,
     Check,
     Const,
     DefAcc,
@@ -43,7 +45,7 @@ from ir.loop.nest import (
     Store,
     walk,
 )
-from ir.loop.passes import DEFAULT_PASSES, Pass, note, renumber
+from ir.loop.passes import DEFAULT_PASSES, Pass, drop_dead_values, note, renumber
 from ir.loop.rewrite import (
     Fresh,
     chain,
@@ -134,8 +136,7 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
 
 
 def _lanes(items, top: bool, fresh) -> list:
-    out: list = []
-    i = 0
+    out, i = [], 0
     while i < len(items):
         it = items[i]
         if isinstance(it, DefAcc) and not it.shape:
@@ -148,12 +149,9 @@ def _lanes(items, top: bool, fresh) -> list:
                 out += new
                 i = j
                 continue
-        if isinstance(it, Loop) and it.role == Role.BLOCK:
-            out.append(it)  # a tiled contraction keeps each cell's plain order
-        elif isinstance(it, Loop):
-            out.append(replace(it, body=tuple(_lanes(it.body, False, fresh))))
-        else:
-            out.append(it)
+        if isinstance(it, Loop) and it.role != Role.BLOCK:  # a tiled contraction: as it is
+            it = replace(it, body=tuple(_lanes(it.body, False, fresh)))
+        out.append(it)
         i += 1
     return out
 
@@ -310,7 +308,7 @@ def split_pad_masks(nest: LoopNest) -> LoopNest:
     depend on outer loop variables become the loops' Index bounds. An outer loop of
     elementwise work is cut the same way at constant bounds (``_split_outer``).
     """
-    return replace(nest, body=tree_map(nest.body, _split))
+    return drop_dead_values(replace(nest, body=tree_map(nest.body, _split)))
 
 
 def _split(it):
@@ -356,11 +354,9 @@ def _split_outer(block: Loop) -> list:
         return [block]
     out = []
     for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
-        if a >= b:
-            continue
         known = {p: lo.const <= a and b <= hi.const for p, (lo, hi) in zip(preds, bounds)}
         names = {defines(i): f"{defines(i)}_o{k}" for i in body if defines(i)}
-        settled = tree_map(block.body, partial(_settle, known=known))
+        settled = tree_map(block.body, partial(_settle, known=known, truth={}))
         out.append(replace(loop, start=a, stop=b, body=rename(settled, names)))
     return out
 
@@ -397,17 +393,14 @@ def _split_loop(block: Loop) -> list:
     cuts = [c for c in cuts if loop.start <= c <= loop.stop]
     pieces = []
     for a, b in zip(cuts, cuts[1:]):
-        if a >= b:
-            continue
         known = {p: _interval(p, x)[0].const <= a and b <= _interval(p, x)[1].const for p in const}
-        body = tuple(_settle(ins, known) for ins in block.body)
+        body = tuple(map(partial(_settle, known=known, truth={}), block.body))
         pieces += _split_symbolic(replace(loop, start=a, stop=b), body, symbolic, x)
     # each piece defines its own values (renumber tidies the names afterwards)
-    out = []
-    for k, piece in enumerate(pieces):
-        names = {defines(i): f"{defines(i)}_s{k}" for i in piece.body if defines(i)}
-        out.append(replace(piece, body=tuple(rename(i, names) for i in piece.body)))
-    return out
+    return [
+        replace(p, body=rename(p.body, {d: f"{d}_s{k}" for d in map(defines, p.body) if d}))
+        for k, p in enumerate(pieces)
+    ]
 
 
 def _split_symbolic(loop: Loop, body: tuple, preds: list, x: str) -> list:
@@ -421,22 +414,30 @@ def _split_symbolic(loop: Loop, body: tuple, preds: list, x: str) -> list:
         (replace(loop, lo=(*loop.lo, lo), hi=(*loop.hi, hi)), True),
         (replace(loop, lo=(*loop.lo, hi)), False),
     ):
-        settled = tuple(_settle(ins, {p: holds}) for ins in body)
+        settled = tuple(map(partial(_settle, known={p: holds}, truth={}), body))
         out += _split_symbolic(piece, settled, rest, x)
     return out
 
 
-def _settle(ins, known: dict):
-    """Drop predicates known to hold; a load or mask with one known to fail is a constant."""
+def _settle(ins, known: dict, truth: dict):
+    """Drop predicates known to hold; a load or mask with one known to fail is a constant;
+    a WHERE on a constant (``truth``: the bool constants met so far) picks that side for
+    both, so what only the other side reads is dead (``drop_dead_values``): each piece of a
+    concatenation computes its own piece alone."""
     if isinstance(ins, Load) and any(p in known for p in ins.guard):
         if any(known.get(p) is False for p in ins.guard):
             return Const(ins.out, 0 if not ins.dtype.is_float else 0.0, ins.dtype)
         return replace(ins, guard=tuple(p for p in ins.guard if p not in known))
     if isinstance(ins, Mask) and any(p in known for p in ins.preds):
-        if any(known.get(p) is False for p in ins.preds):
-            return Const(ins.out, False, bool_)
         left = tuple(p for p in ins.preds if p not in known)
-        return replace(ins, preds=left) if left else Const(ins.out, True, bool_)
+        fails = any(known.get(p) is False for p in ins.preds)
+        ins = replace(ins, preds=left) if left and not fails else Const(ins.out, not fails, bool_)
+    if isinstance(ins, Const) and ins.dtype == bool_ and ins.given is None:
+        truth[ins.out] = ins.value
+    if isinstance(ins, Arith) and ins.op == Op.WHERE and ins.srcs[0] in truth:
+        side = ins.srcs[1] if truth[ins.srcs[0]] else ins.srcs[2]
+        truth.update({ins.out: truth[side]} if side in truth else {})  # (a mask of masks)
+        return replace(ins, srcs=(ins.srcs[0], side, side))
     return ins
 
 
