@@ -646,6 +646,28 @@ def test_a_pad_along_an_outer_dim_cuts_that_loop_and_no_load_stays_guarded(c, mo
     assert " if 1 <= r" in r or " if 1 <= i" in r
 
 
+def test_each_piece_of_a_split_concatenation_computes_its_own_piece_alone(c, monkeypatch):
+    """A concatenation's value is the pieces' selects; cut where each piece starts, a WHERE on
+    a settled mask picks its side and the other pieces' work is dropped: each loop loads and
+    computes one piece (what the LSTM's gate gradients and a long ``cat`` need), with the
+    bits the uncut nest computes."""
+    from ir.c.passes import c_passes, split_pad_masks
+
+    monkeypatch.setattr(c_units, "GENERIC_WORK", 0)  # specialized, as above
+    plain = CDevice(passes=[p for p in c_passes(detect()) if p is not split_pad_masks])
+    rng = np.random.default_rng(3)
+    parts = [rng.standard_normal((5, w)).astype(np.float32) for w in (7, 20, 3, 30)]
+
+    def graph():
+        return limn.cat([Tensor(p).exp() * (k + 1) for k, p in enumerate(parts)], 1)
+
+    (nest,) = [n for n in limn.ir(graph(), passes=c_passes(detect())).split("\n\n") if "MAP" in n]
+    pieces = nest.split("LOOP    ")[2:]  # the rows loop, then one loop per piece
+    assert len(pieces) == 4 and all(p.count("LOAD") == 1 and p.count("EXP") == 1 for p in pieces)
+    got = c.realize([graph().node])[0].data
+    assert got.tobytes() == plain.realize([graph().node])[0].data.tobytes()
+
+
 def _ulps(got: np.ndarray, want: np.ndarray) -> float:
     spacing = np.spacing(np.abs(want).astype(np.float32))
     return float(np.max(np.abs(got.astype(np.float64) - want) / spacing))

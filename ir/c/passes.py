@@ -302,8 +302,9 @@ def split_pad_masks(nest: LoopNest) -> LoopNest:
 
     A predicate ``lo <= c*x + rest < hi`` (c = +-1) holds on one interval of ``x``. Cutting
     the loop at the interval's ends leaves pieces where it is decided: a guarded load
-    becomes a plain load or a literal 0, a MASK becomes a constant, and nothing per element
-    stops the compiler from vectorizing. Pieces run in increasing ``x``, so every
+    becomes a plain load or a literal 0, a MASK becomes a constant (and a WHERE on it picks
+    its side: a piece of a concatenation computes that piece alone), and nothing per
+    element stops the compiler from vectorizing. Pieces run in increasing ``x``, so every
     iteration happens in its original order and the result is bit-identical. Bounds that
     depend on outer loop variables become the loops' Index bounds. An outer loop of
     elementwise work is cut the same way at constant bounds (``_split_outer``).
