@@ -90,7 +90,7 @@ def test_sliced_and_flipped_views_fold_in_logical_order():
 
 def _fused_bodies(x, idx):
     """Sums over the last axis of values fused from a gather, a pad, a concatenation, a
-    slice, a flip and a masked select: each a different body for the reduce to fold (exact
+    slice, a flip, a masked select and a padded gather from a column-major copy: each a different body for the reduce to fold (exact
     ops only: the two devices agree on every element, so any difference is the sum's)."""
     import limn
 
@@ -101,6 +101,7 @@ def _fused_bodies(x, idx):
         x[:, 1:-2],
         x.flip(1) - 1,
         limn.where(x > 0, x, x * 0.5),
+        x.T.contiguous().T[idx].pad(((0, 0), (2, 1)))[:, 1:-2],  # rows gathered from columns
     ]
 
 

@@ -113,8 +113,9 @@ def _order_chain(block: Loop, size: dict[str, int], last: str | None) -> Loop:
 
     best = max(allowed, key=lambda j: (stride_one(loops[j].var), j))
     kept = {lp.var for lp in loops if lp.kind is Kind.OUTPUT}
-    loads = [x for x in instructions(inner) if isinstance(x, Load)]
-    if loops[-1].var == last and all(kept <= set(x.index.names) for x in loads):
+    made = {defines(x) for x in instructions(inner)}  # a gathered index moves with every loop
+    loads = [set(x.index.names) for x in instructions(inner) if isinstance(x, Load)]
+    if loops[-1].var == last and all(kept <= names or names & made for names in loads):
         best = len(loops) - 1  # a reduce over the last axis keeps its lanes, whatever the
         # strides: its bits follow the logical order (a matmul's broadcast loads excepted)
     loops = loops[:best] + loops[best + 1 :] + [loops[best]]
