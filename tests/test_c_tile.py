@@ -155,6 +155,24 @@ def test_a_one_row_matmul_is_a_row_block_of_one_with_the_longer_matmuls_bits(dev
             assert dev.realize([build(x[2:3]).node])[0].data.tobytes() == want.tobytes(), name
 
 
+def test_a_scaled_sum_down_the_rows_is_a_sum_not_a_one_row_matmul(devices):
+    """``(v * 1.5).sum(0)`` multiplies each element by a constant, not by a row that the
+    reduce moves: it is no contraction, so its products are rounded and summed as the
+    numpy device sums them (no FMA), whether the scaled values were read first or not."""
+    make, _ = devices
+    x = Tensor(np.random.default_rng(4).standard_normal((2000, 3)).astype(np.float32))
+
+    def scaled():
+        return limn.cat([x[:, :2], x[:, 2:] * 2], 1) * 1.5
+
+    assert "FMA" not in limn.ir(scaled().sum(0), passes=c_passes(detect()))
+    want = get_device("numpy").realize([scaled().sum(0).node])[0].data
+    read = scaled()
+    read.numpy()
+    for graph in (scaled().sum(0), read.sum(0)):
+        assert make().realize([graph.node])[0].data.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("m,k,n", [(37, 45, 29), (64, 192, 96), (1, 192, 80)])
 def test_a_matmul_gives_the_same_bits_whatever_the_layout_of_its_operands(devices, m, k, n):
     """x @ W with x or W held transposed in memory: the layouts pack and tile differently,

@@ -90,8 +90,9 @@ def test_sliced_and_flipped_views_fold_in_logical_order():
 
 def _fused_bodies(x, idx):
     """Sums over the last axis of values fused from a gather, a pad, a concatenation, a
-    slice, a flip, a masked select and a padded gather from a column-major copy: each a different body for the reduce to fold (exact
-    ops only: the two devices agree on every element, so any difference is the sum's)."""
+    slice, a flip, a masked select and a padded gather from a column-major copy: each a
+    different body for the reduce to fold (exact ops only: the two devices agree on every
+    element, so any difference is the sum's)."""
     import limn
 
     return [

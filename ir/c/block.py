@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 
 from ir.c.target import Target
-from ir.c.tile import OUTPUT, REDUCE, contraction
+from ir.c.tile import OUTPUT, REDUCE, contraction, deps
 from ir.graph import dtypes
 from ir.graph.ops import Op
 from ir.loop.nest import Const, DefAcc, Index, Load, Local, Loop, LoopNest, Range, Role, Store, walk
@@ -37,18 +37,6 @@ MIN_BLOCK_WORK = 1 << 12  # FMAs below which a contraction keeps its plain loops
 MOST_BLOCK = 256 << 10  # an MC x KC block (a quarter of L2) lives on a thread's stack
 WHOLE_BYTES = 16 << 20  # a factor packed whole, before the blocks, up to this size
 MIN_TASKS = 4  # blocks the team shares at least; a weight gradient's 192 x 576 was one
-
-
-def deps(items, loop_vars: set[str]) -> dict[str, set[str]]:
-    """For each value, the loop variables it depends on (through values and addresses)."""
-    out: dict[str, set[str]] = {}
-    for ins in items:
-        d: set[str] = set()
-        for name in uses(ins):
-            d |= {name} if name in loop_vars else out.get(name, set())
-        if defines(ins) is not None:
-            out[defines(ins)] = d
-    return out
 
 
 def needed(body, val: str) -> list:

@@ -50,6 +50,19 @@ from ir.loop.rewrite import chain, defines, extent, instructions, rebuild, tree_
 
 OUTPUT, REDUCE = Kind.OUTPUT, Kind.REDUCE
 
+
+def deps(items, loop_vars: set[str]) -> dict[str, set[str]]:
+    """For each value, the loop variables it depends on (through values and addresses)."""
+    out: dict[str, set[str]] = {}
+    for ins in items:
+        d: set[str] = set()
+        for name in uses(ins):
+            d |= {name} if name in loop_vars else out.get(name, set())
+        if defines(ins) is not None:
+            out[defines(ins)] = d
+    return out
+
+
 # ---- recognizing a contraction --------------------------------------------------------
 
 
@@ -220,26 +233,25 @@ def _register_outputs(loops: list[Loop], inner) -> Loop:
 
 
 def _one_row(block: Loop) -> bool:
-    """One output loop folding products of a value it moves by one it does not: a matmul
-    of a single row (``x[r] * W[col, r]``), as a register total or into memory."""
+    """One output loop folding products of a value it moves by one only the reduce moves:
+    a matmul of a single row (``x[r] * W[col, r]``, not the scaled sum ``x[r, col] * 2``),
+    as a register total or into memory."""
     loops, inner = chain(block)
     if _folds_in_register(inner):
-        cols, body = loops, chain(inner[1])[1]
+        (reds, body), cols = chain(inner[1]), loops
     elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
         cols, body = [lp for lp in loops if lp.kind is OUTPUT], inner
+        reds = [lp for lp in loops if lp.kind is REDUCE]
     else:
         return False
-    if len(cols) != 1 or any(isinstance(x, Loop) for x in body):
+    if len(cols) != 1 or any(isinstance(x, Loop) for x in body) or not isinstance(body[-1], Accum):
         return False
-    moves, made = {}, {}
-    for x in body:
-        if defines(x):
-            made[defines(x)] = x
-            moves[defines(x)] = any(n == cols[0].var or moves.get(n, False) for n in uses(x))
-    mul = made.get(body[-1].src) if isinstance(body[-1], Accum) else None
+    mul = next((x for x in body if defines(x) == body[-1].src), None)
     if not isinstance(mul, Arith) or mul.op != Op.MUL:
         return False
-    return moves.get(mul.srcs[0], False) != moves.get(mul.srcs[1], False)
+    col = cols[0].var
+    a, b = (deps(body, {col, *(lp.var for lp in reds)}).get(s, set()) for s in mul.srcs)
+    return (col in a) != (col in b) and all(d - {col} for d in (a, b))
 
 
 def _reuses(body, a: str, b: str, reds: set[str], one_row: bool = False) -> bool:
