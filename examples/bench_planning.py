@@ -3,19 +3,20 @@
     uv run python examples/bench_planning.py                 # the four curves
     uv run python examples/bench_planning.py --only chain --sizes 100,1000
 
-Four graphs that grow: ``chain``, a permutation test's thousand tiny lazy reductions
-(a statistic on each resample of two 10-element arrays, read as one p-value); ``rnn``,
-a recurrence unrolled over T steps, forward and backward; ``gpt``, one training step
-of a small GPT of L layers (forward, backward, AdamW; its step realizes as it is
-built, so building its graph counts in ``plan``, and a second step is a new graph of the
-same structure); ``pieces``, a concatenation of n small pieces, summed (a size-generic
-kernel that names each piece's sizes: its planning was quadratic in them once). Each size runs in a fresh process
-with an empty compile cache and no stored plans, and is realized twice: the first call
-plans, compiles and runs; the second finds its plan. A row gives the graph's nodes (the
-plan key's rows) and seconds: ``plan``, everything the first call does but compile and
-run (walk, decompose, schedule, lower, passes, render, the plan's recipe), with its
-parts, ``compile`` (cc, separately: it is spread over the cores), and the first and
-second calls whole. ``us/node`` is ``plan`` per node: linear planning keeps it flat.
+Four graphs that grow: ``chain``, a permutation test's thousand tiny lazy reductions (a
+statistic on each resample of two 10-element arrays, read as one p-value); ``rnn``, a
+recurrence unrolled over T steps, forward and backward; ``gpt``, one training step of a
+small GPT of L layers (forward, backward, AdamW; its step realizes as it is built, so
+building its graph counts in ``plan``, and a second step is a new graph of the same
+structure); ``pieces``, a concatenation of n small pieces, summed (a size-generic kernel
+that names each piece's sizes: its planning was quadratic in them once). Each size runs
+in a fresh process with an empty compile cache and no stored plans, and is realized
+twice: the first call plans, compiles and runs; the second finds its plan. A row gives
+the graph's nodes (the plan key's rows) and seconds: ``plan``, everything the first call
+does but compile and run (walk, decompose, schedule, lower, passes, render, the plan's
+recipe), with its parts, ``compile`` (cc, separately: it is spread over the cores), and
+the first and second calls whole. ``us/node`` is ``plan`` per node: linear planning
+keeps it flat.
 """
 
 from __future__ import annotations
