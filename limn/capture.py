@@ -147,9 +147,7 @@ class _Walk:
 
     def visit(self, x, arg: bool = False) -> None:
         key = self.key
-        if isinstance(x, _PLAIN):
-            key.append(_plain(x))
-        elif isinstance(x, Tensor):
+        if isinstance(x, Tensor):
             n = x.node
             if arg:  # bound to the call's buffer: only its kind matters
                 key.append((n.dtype, n.shape))
@@ -158,6 +156,8 @@ class _Walk:
                 if self.guarding:
                     self.tensors[id(x)] = (x, _value(n), x.requires_grad)
             self.found.append(x)
+        elif isinstance(x, _PLAIN):
+            key.append(_plain(x))
         elif isinstance(x, _OPAQUE) or id(x) in self.seen:
             key.append(id(x))
         else:
@@ -345,13 +345,19 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
             return ("arg", arg_bufs[id(b)])
         return ("step", *made[id(b)]) if id(b) in made else ("fixed", b)
 
-    steps = []  # (plan, input sources) per realize, (None, fn) per host call
+    # per realize (its plan, its inputs with each fixed buffer in its place, (slot, source)
+    # of each other input), per host call (None, the call, ())
+    steps: list[tuple] = []
+    fixed: set[int] = set()
     for s, entry in enumerate(recorded):
         if callable(entry):  # a host_call
-            steps.append((None, entry))
+            steps.append((None, entry, ()))
             continue
         plan, in_bufs, out_bufs = entry
-        steps.append((plan, [source(b) for b in in_bufs]))
+        sources = [source(b) for b in in_bufs]
+        fixed.update(id(src[1]) for src in sources if src[0] == "fixed")
+        inputs = [src[1] if src[0] == "fixed" else None for src in sources]
+        steps.append((plan, inputs, [(i, x) for i, x in enumerate(sources) if x[0] != "fixed"]))
         for j, b in enumerate(out_bufs):
             if plan.graph.sinks[j].source is None:
                 made[id(b)] = (s, j)
@@ -362,13 +368,6 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     for t in _tensors(result):
         bare[id(t)].requires_grad = t.requires_grad
     outs = {id(bare[id(t)]): source(t.node.arg) for t in _tensors(result)}
-    fixed = {
-        id(s[1])
-        for plan, srcs in steps
-        if plan is not None and not callable(srcs)
-        for s in srcs
-        if s[0] == "fixed"
-    }
     stores = [st for st, n in wrote if id(n.arg) in fixed]
     nodes = [weakref.ref(n) for st, n in wrote if id(n.arg) in fixed]
     del wrote
@@ -405,12 +404,15 @@ def _replay(rec: tuple, arg_tensors):
             return arg_tensors[src[1]].node.arg
         return outs[src[1]][src[2]] if src[0] == "step" else src[1]
 
-    for plan, sources in steps:
+    for plan, inputs, bound in steps:
         if plan is None:
-            sources()  # the host call
+            inputs()  # the host call
             outs.append([])
-        else:
-            outs.append(execute(plan, [buffer(src) for src in sources], None))
+            continue
+        in_bufs = inputs.copy()
+        for i, src in bound:
+            in_bufs[i] = buffer(src)
+        outs.append(execute(plan, in_bufs, None))
     new: dict[int, Tensor] = {}
     for t in _tensors(returned):
         buf = buffer(out_sources[id(t)])
