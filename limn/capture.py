@@ -293,9 +293,9 @@ class capture:
         if last is not None and last[0] == given and _holds(last[1], roots):
             if _still_held(last[2]):  # nothing the last call read changed: no walk
                 return _replay(last[2], arg_tensors)
-        walk = _walk((roots, False), guarding=True)
+        walk = _walk(*((r, False) for r in roots), guarding=True)
         if _settle(walk.found):
-            walk = _walk((roots, False), guarding=True)
+            walk = _walk(*((r, False) for r in roots), guarding=True)
         rec = self.recordings.get((given, tuple(walk.key)))
         if rec is not None and _still_held(rec):
             self.last = (given, _guard(walk, roots), rec)
@@ -313,7 +313,7 @@ class capture:
             if len(self.recordings) >= RECORDINGS:
                 self.recordings.pop(next(iter(self.recordings)))
             roots = _reached(self.fn)
-            walk = _walk((roots, False), guarding=True)
+            walk = _walk(*((r, False) for r in roots), guarding=True)
             self.recordings[(given, tuple(walk.key))] = rec
             self.last = (given, _guard(walk, roots), rec)
         return result
