@@ -201,14 +201,12 @@ def _holds(guard: tuple, roots: list) -> bool:
     edits, held, tensors, holders = guard
     if edits != module.edits or len(roots) != len(held) or not all(map(is_, roots, held)):
         return False
+    buffer = Op.BUFFER
     for t, v, grad in tensors:
         n = t.node
-        if t.requires_grad is not grad:
+        if (n.arg is not v or n.op is not buffer) and not (type(v) is weakref.ref and v() is n):
             return False
-        if n.op is Op.BUFFER:
-            if n.arg is not v:
-                return False
-        elif not isinstance(v, weakref.ref) or v() is not n:
+        if t.requires_grad is not grad:
             return False
     for items, size, keys, values in holders:
         if len(items) != size:
@@ -287,7 +285,8 @@ class capture:
         if not isinstance(dev, CompiledDevice) or self.draws:
             return self.fn(*args, **kwargs)
         arg_tensors = _tensors((args, kwargs))
-        realize(*arg_tensors)
+        if any(t.node.op is not Op.BUFFER for t in arg_tensors):
+            realize(*arg_tensors)
         given = (id(dev), *_walk(((args, kwargs), True)).key)
         roots, last = _reached(self.fn), self.last
         if last is not None and last[0] == given and _holds(last[1], roots):
