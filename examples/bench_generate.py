@@ -18,6 +18,10 @@ round starts limn, then torch. A worker generates once untimed (limn compiles th
 times a second generation of ``--tokens`` steps; its tokens/s is the steps over their
 total, and it reports the median step time over the first and the last quarter of the
 positions, which one plan keeps equal. Figures: medians over the rounds with min..max.
+
+``--python`` adds, in a process of its own, the Python of one captured limn step: the
+step called over and over with the driver's one C call replaced by a no-op (what is left
+is the replay's guard, binding the buffers and wrapping the results), min of 7 x 200 calls.
 """
 
 from __future__ import annotations
@@ -59,6 +63,47 @@ def limn_worker(cfg: dict, tokens: int) -> list[float]:
         next(it)
         times.append(time.perf_counter() - t)
     return times
+
+
+def python_worker(cfg: dict) -> list[float]:
+    """Microseconds of Python in one captured step, its C call a no-op (``--python``)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import numpy as np
+    from train_stories import GPT
+
+    import limn
+    from limn.capture import capture
+    from limn.generate import empty_cache, step_function
+    from limn.runtime.driver import Driver
+
+    limn.set_device("c")
+    limn.set_seed(0)
+    model = GPT(cfg["ctx"], cfg["d"], cfg["layers"], cfg["heads"])
+    step, kv = capture(step_function(model)), [limn.Tensor(a) for a in empty_cache(model)]
+
+    def call():
+        nonlocal kv
+        token, pos = (limn.Tensor(np.array(a, np.int32)) for a in ([[10]], [3]))
+        _, *kv = step(token, pos, *kv)
+
+    call()  # records
+    run = Driver.run
+
+    def without_c(self, *args):
+        real, self.drive = self.drive, lambda *a: 0
+        try:
+            return run(self, *args)
+        finally:
+            self.drive = real
+
+    Driver.run = without_c
+    out = []
+    for _ in range(8):
+        t = time.perf_counter()
+        for _ in range(200):
+            call()
+        out.append((time.perf_counter() - t) / 200 * 1e6)
+    return out[1:]  # (the first warms up)
 
 
 def torch_worker(cfg: dict, tokens: int, threads: int) -> list[float]:
@@ -132,7 +177,8 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="a tiny model, one round: it runs")
-    ap.add_argument("--worker", choices=["limn", "torch"])
+    ap.add_argument("--python", action="store_true", help="also the Python of a limn step")
+    ap.add_argument("--worker", choices=["limn", "torch", "python"])
     args = ap.parse_args()
     cfg = SMOKE if args.smoke else MODELS[args.model]
     if args.tokens >= cfg["ctx"]:
@@ -140,6 +186,8 @@ def main() -> int:
     if args.worker:
         if args.worker == "limn":
             times = limn_worker(cfg, args.tokens)
+        elif args.worker == "python":
+            times = python_worker(cfg)
         else:
             times = torch_worker(cfg, args.tokens, args.threads)
         print(json.dumps(times))
@@ -171,6 +219,14 @@ def main() -> int:
             f"  {side:6} {median_range(rate[side], '{:.0f}')} tok/s   step ms, first quarter "
             f"{median_range(first, '{:.2f}')}, last quarter {median_range(last, '{:.2f}')}"
         )
+    if args.python:
+        cmd = [sys.executable, __file__, "--worker", "python", "--tokens", str(args.tokens)]
+        cmd += ["--model", args.model]
+        r = subprocess.run(cmd + ["--smoke"] * args.smoke, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"bench_generate: the python worker failed:\n{r.stderr[-2000:]}")
+        us = json.loads(r.stdout.splitlines()[-1])
+        print(f"  limn's Python of one captured step, its C call a no-op: min {min(us):.1f} us")
     ratios = [a / b for a, b in zip(rate["limn"], rate["torch"])]
     verdict = "met" if statistics.median(ratios) >= 1.2 else "MISSED"
     print(

@@ -26,10 +26,24 @@ walked through containers and objects' attributes: plain values, which Tensor ea
 attribute holds, each Module's ``training``, an optimizer's hyperparameters. A call that
 finds something else than a recording saw records again (an ordinary call, recorded):
 ``f(x, k=3.0)`` after ``f(x)``, ``model.eval()``, a group's ``weight_decay``, a parameter
-rebound to a new Tensor. The last ``RECORDINGS`` recordings are kept, so alternating
-between train and eval replays both. Values that live on the device are read by the
-kernels themselves and need no new recording: ``opt.lr = ...`` (a learning-rate
-schedule) writes the optimizer's lr buffer, and a replay reads it.
+rebound to a new Tensor, one frozen (``requires_grad_(False)``). The last ``RECORDINGS``
+recordings are kept, so alternating between train and eval replays both. Values that
+live on the device are read by the kernels themselves and need no new recording:
+``opt.lr = ...`` (a learning-rate schedule) writes the optimizer's lr buffer, and a
+replay reads it. A write the caller made between calls (``w.mul_(2)`` under
+``no_grad``) is realized before the call, never recorded as the step's own.
+
+That walk is done when a call records or changes recording, not at every call: the walk
+also notes what would have to change for its answer to change, and the next call checks
+only that, in time that grows with what the step binds rather than with the objects it
+reaches. It checks the arguments (walked as above, they are the call's inputs); the
+objects the function reaches directly, by identity; each Tensor met, by the buffer that
+holds its value (or its pending node) and its ``requires_grad``; each list, dict and
+object met, its contents by identity. A Module's attributes are not checked one by one:
+``Module.__setattr__`` counts every attribute set on any Module (``nn.module.edits``:
+``train()``, a rebound parameter, ``m.scale = 3``), and a call that finds the count moved
+walks again. So a step over a model of many layers checks a number and its parameters,
+not its modules.
 
 A step that draws from limn's host random numbers (``Tensor.rand``, ``randn``, dropout's
 mask) would replay the first call's draws, so it is never replayed: every call runs it
@@ -44,19 +58,22 @@ What replay cannot see: Python control flow that depends on data, the contents o
 array the step turns into a Tensor (``Tensor(np_array)`` inside the step is replayed as
 the value it had when recorded), state read by functions the step calls but does not name
 (another module's globals), objects without a ``__dict__``, containers of more than
-``MAX_ITEMS`` items (only their identity and length), and ``.numpy()`` or ``.item()``
-calls inside the function. Keep those outside the captured step, or pass them in as
-Tensors. On a device without compiled plans (numpy), capture simply calls the function
-every time.
+``MAX_ITEMS`` items (only their identity and length), ``.numpy()`` or ``.item()`` calls
+inside the function, and a Module's ``__dict__`` changed without ``setattr``
+(``vars(m)[k] = v``). Keep those outside the captured step, or pass them in as Tensors.
+On a device without compiled plans (numpy), capture simply calls the function every time.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import types
 import warnings
 import weakref
 from collections.abc import Callable
+from itertools import repeat
+from operator import is_
 
 import numpy as np
 
@@ -65,6 +82,8 @@ from ir.graph.node import Node
 from ir.graph.ops import Op
 from limn import tensor, versions
 from limn.autograd import Ctx
+from limn.nn import module
+from limn.nn.module import Module
 from limn.runtime.device import get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
@@ -108,35 +127,107 @@ def _plain(x) -> tuple:
     return type(x), bits
 
 
-def _walk(x, out: list, seen: set, arg: bool = False, found: list | None = None) -> None:
-    """Append to ``out`` what of ``x`` a recording depends on (the module docstring):
-    plain values, a Tensor argument's dtype and shape, any other Tensor's buffer; and to
-    ``found``, if given, each Tensor met."""
-    if isinstance(x, _PLAIN):
-        out.append(_plain(x))
-    elif isinstance(x, Tensor):
-        n = x.node
-        out.append((n.dtype, n.shape) if arg else id(n.arg) if n.op == Op.BUFFER else id(n))
-        if found is not None:
-            found.append(x)
-    elif isinstance(x, _OPAQUE) or id(x) in seen:
-        out.append(id(x))
-    else:
-        seen.add(id(x))
-        items = x if isinstance(x, list | tuple | dict) else getattr(x, "__dict__", None)
-        if items is None or len(items) > MAX_ITEMS:
-            out.append((id(x), None if items is None else len(items)))
-            return
-        out.append(len(items))
-        if isinstance(items, dict):
-            arg = arg and items is x  # an object's Tensors are its own, not arguments
-            on_device = getattr(x, "device_settings", ())  # the kernels read these, not Python
-            for k, v in ((k, v) for k, v in items.items() if k not in on_device):
-                _walk(k, out, seen, False, found)
-                _walk(v, out, seen, arg, found)
+_UNBOUND = object()  # a name a function's code reads that is not bound (yet)
+
+
+class _Walk:
+    """One walk of what a call reads (the module docstring). ``key`` is what a recording
+    is found by; ``found`` each Tensor met. With ``guarding``, the walk also notes what
+    the next call must find to reuse this walk without walking again: each Tensor met
+    with its value (``tensors``), and each list, dict and object met with its contents by
+    identity (``holders``), except a Module's attributes, which ``module.edits`` counts."""
+
+    def __init__(self, guarding: bool = False):
+        self.key: list = []
+        self.found: list[Tensor] = []
+        self.seen: set[int] = set()
+        self.guarding = guarding
+        self.tensors: dict[int, tuple] = {}  # id -> (tensor, its value, requires_grad)
+        self.holders: list[tuple] = []  # (container, length, keys, values)
+
+    def visit(self, x, arg: bool = False) -> None:
+        key = self.key
+        if isinstance(x, Tensor):
+            n = x.node
+            if arg:  # bound to the call's buffer: only its kind matters
+                key.append((n.dtype, n.shape))
+            else:
+                key.append((id(n.arg) if n.op is Op.BUFFER else id(n), x.requires_grad))
+                if self.guarding:
+                    self.tensors[id(x)] = (x, _value(n), x.requires_grad)
+            self.found.append(x)
+        elif isinstance(x, _PLAIN):
+            key.append(_plain(x))
+        elif isinstance(x, _OPAQUE) or id(x) in self.seen:
+            key.append(id(x))
         else:
-            for v in items:
-                _walk(v, out, seen, arg, found)
+            self.seen.add(id(x))
+            items = x if isinstance(x, list | tuple | dict) else getattr(x, "__dict__", None)
+            if items is None or len(items) > MAX_ITEMS:
+                key.append((id(x), None if items is None else len(items)))
+                if self.guarding and items is not None:
+                    self.holders.append((items, len(items), None, None))
+                return
+            key.append(len(items))
+            counted = isinstance(x, Module) and type(x).__setattr__ is Module.__setattr__
+            if isinstance(items, dict):
+                arg = arg and items is x  # an object's Tensors are its own, not arguments
+                skip = getattr(x, "device_settings", ())  # the kernels read these, not Python
+                if isinstance(x, Module):
+                    skip = (*skip, "_made_with")  # what it was made with, for printing only
+                pairs = [(k, v) for k, v in items.items() if k not in skip]
+                if self.guarding and not counted:
+                    keys, values = zip(*pairs) if pairs else ((), ())
+                    self.holders.append((items, len(items), keys, values))
+                for k, v in pairs:
+                    self.visit(k)
+                    self.visit(v, arg)
+            else:
+                if self.guarding and not isinstance(items, tuple):
+                    self.holders.append((items, len(items), None, tuple(items)))
+                for v in items:
+                    self.visit(v, arg)
+
+
+def _value(n: Node):
+    """A reached Tensor's value, for a guard: its buffer, or (weakly) its lazy node."""
+    return n.arg if n.op is Op.BUFFER else weakref.ref(n)
+
+
+def _holds(guard: tuple, roots: list) -> bool:
+    """Whether what ``_Walk`` noted in ``guard`` is still so, ``roots`` being what the
+    function reaches now: no Module attribute set since, the same roots, each Tensor
+    with its value, each container with its contents."""
+    edits, held, tensors, holders = guard
+    if edits != module.edits or len(roots) != len(held) or not all(map(is_, roots, held)):
+        return False
+    buffer = Op.BUFFER
+    for t, v, grad in tensors:
+        n = t.node
+        if (n.arg is not v or n.op is not buffer) and not (type(v) is weakref.ref and v() is n):
+            return False
+        if t.requires_grad is not grad:
+            return False
+    for items, size, keys, values in holders:
+        if len(items) != size:
+            return False
+        if keys is not None:
+            if not all(map(is_, map(items.get, keys, repeat(_UNBOUND)), values)):
+                return False
+        elif values is not None and not all(map(is_, items, values)):
+            return False
+    return True
+
+
+@functools.cache
+def _names(code: types.CodeType) -> tuple[str, ...]:
+    """The global names ``code`` and the code nested in it read, sorted."""
+    names, todo = set(), [code]
+    while todo:
+        c = todo.pop()
+        names.update(c.co_names)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return tuple(sorted(names))
 
 
 def _reached(fn) -> list:
@@ -145,29 +236,37 @@ def _reached(fn) -> list:
     f = getattr(fn, "__func__", fn)
     if not hasattr(f, "__code__"):
         return [fn]  # a callable object: its attributes
-    names, todo = set(), [f.__code__]
-    while todo:
-        c = todo.pop()
-        names.update(c.co_names)
-        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    cells = [_content(c) for c in f.__closure__ or ()]
     g = f.__globals__
-    return [getattr(fn, "__self__", None), f.__defaults__, f.__kwdefaults__, cells,
-            [(n, g[n]) for n in sorted(names) if n in g]]  # fmt: skip
+    return [getattr(fn, "__self__", None), f.__defaults__, f.__kwdefaults__,
+            *map(_content, f.__closure__ or ()),
+            *(g.get(n, _UNBOUND) for n in _names(f.__code__))]  # fmt: skip
 
 
 def _content(cell):
     try:
         return cell.cell_contents
     except ValueError:  # a variable not bound yet
-        return None
+        return _UNBOUND
 
 
-def _seen(*roots, found: list | None = None) -> tuple:
-    out, seen = [], set()
+def _walk(*roots, guarding: bool = False) -> _Walk:
+    walk = _Walk(guarding)
     for x, arg in roots:
-        _walk(x, out, seen, arg, found)
-    return tuple(out)
+        walk.visit(x, arg)
+    return walk
+
+
+def _settle(tensors: list[Tensor]) -> bool:
+    """Realize the writes pending on ``tensors``' storages, made between calls: inside a
+    recording they would be recorded as the step's own, and every replay would redo them.
+    Whether there were any."""
+    by_device: dict[str, dict] = {}
+    for t in tensors:
+        if t._st is not None and t._st.pending:
+            by_device.setdefault(t.device, {})[id(t._st)] = (t._st, None)
+    for name, items in by_device.items():
+        versions.realize_on(name, list(items.values()))
+    return bool(by_device)
 
 
 class capture:
@@ -179,17 +278,28 @@ class capture:
         self.recordings: dict[tuple, tuple] = {}  # what a call finds -> (steps, returned, outs)
         self.records = 0  # calls that recorded
         self.draws = False  # fn draws host random numbers: every call runs it
+        self.last: tuple | None = None  # (arguments' key, guard, recording) of the last call
 
     def __call__(self, *args, **kwargs):
         dev = get_device()
         if not isinstance(dev, CompiledDevice) or self.draws:
             return self.fn(*args, **kwargs)
         arg_tensors = _tensors((args, kwargs))
-        realize(*arg_tensors)
-        given = (id(dev), _seen(((args, kwargs), True)))
-        rec = self.recordings.get((*given, _seen((_reached(self.fn), False))))
+        if any(t.node.op is not Op.BUFFER for t in arg_tensors):
+            realize(*arg_tensors)
+        given = (id(dev), *_walk(((args, kwargs), True)).key)
+        roots, last = _reached(self.fn), self.last
+        if last is not None and last[0] == given and _holds(last[1], roots):
+            if _still_held(last[2]):  # nothing the last call read changed: no walk
+                return _replay(last[2], arg_tensors)
+        walk = _walk(*((r, False) for r in roots), guarding=True)
+        if _settle(walk.found):
+            walk = _walk(*((r, False) for r in roots), guarding=True)
+        rec = self.recordings.get((given, tuple(walk.key)))
         if rec is not None and _still_held(rec):
+            self.last = (given, _guard(walk, roots), rec)
             return _replay(rec, arg_tensors)
+        self.last = None
         rng = tensor._rng[0], tensor._rng[0].bit_generator.state
         rec, result = _record(dev, self.fn, arg_tensors, args, kwargs)
         self.records += 1
@@ -201,8 +311,16 @@ class capture:
         else:  # keyed by what the recorded call left: what the next call should find
             if len(self.recordings) >= RECORDINGS:
                 self.recordings.pop(next(iter(self.recordings)))
-            self.recordings[(*given, _seen((_reached(self.fn), False)))] = rec
+            roots = _reached(self.fn)
+            walk = _walk(*((r, False) for r in roots), guarding=True)
+            self.recordings[(given, tuple(walk.key))] = rec
+            self.last = (given, _guard(walk, roots), rec)
         return result
+
+
+def _guard(walk: _Walk, roots: list) -> tuple:
+    """What a call must find to replay without walking: ``_holds``."""
+    return (module.edits, tuple(roots), tuple(walk.tensors.values()), tuple(walk.holders))
 
 
 def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
@@ -213,8 +331,7 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
         result = fn(*args, **kwargs)
         # a write the call leaves pending (a BatchNorm's running statistics, read by no
         # result) is realized in the recording too, so every replay writes it again
-        met: list[Tensor] = []
-        _seen(((args, kwargs), False), (_reached(fn), False), found=met)
+        met = _walk(((args, kwargs), False), (_reached(fn), False)).found
         realize(*_tensors(result), *(t for t in met if t._st is not None and t._st.pending))
     finally:
         recorded, dev.recorder = dev.recorder, None
@@ -227,13 +344,19 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
             return ("arg", arg_bufs[id(b)])
         return ("step", *made[id(b)]) if id(b) in made else ("fixed", b)
 
-    steps = []  # (plan, input sources) per realize, (None, fn) per host call
+    # per realize (its plan, its inputs with each fixed buffer in its place, (slot, source)
+    # of each other input), per host call (None, the call, ())
+    steps: list[tuple] = []
+    fixed: set[int] = set()
     for s, entry in enumerate(recorded):
         if callable(entry):  # a host_call
-            steps.append((None, entry))
+            steps.append((None, entry, ()))
             continue
         plan, in_bufs, out_bufs = entry
-        steps.append((plan, [source(b) for b in in_bufs]))
+        sources = [source(b) for b in in_bufs]
+        fixed.update(id(src[1]) for src in sources if src[0] == "fixed")
+        inputs = [src[1] if src[0] == "fixed" else None for src in sources]
+        steps.append((plan, inputs, [(i, x) for i, x in enumerate(sources) if x[0] != "fixed"]))
         for j, b in enumerate(out_bufs):
             if plan.graph.sinks[j].source is None:
                 made[id(b)] = (s, j)
@@ -244,13 +367,6 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     for t in _tensors(result):
         bare[id(t)].requires_grad = t.requires_grad
     outs = {id(bare[id(t)]): source(t.node.arg) for t in _tensors(result)}
-    fixed = {
-        id(s[1])
-        for plan, srcs in steps
-        if plan is not None and not callable(srcs)
-        for s in srcs
-        if s[0] == "fixed"
-    }
     stores = [st for st, n in wrote if id(n.arg) in fixed]
     nodes = [weakref.ref(n) for st, n in wrote if id(n.arg) in fixed]
     del wrote
@@ -287,12 +403,15 @@ def _replay(rec: tuple, arg_tensors):
             return arg_tensors[src[1]].node.arg
         return outs[src[1]][src[2]] if src[0] == "step" else src[1]
 
-    for plan, sources in steps:
+    for plan, inputs, bound in steps:
         if plan is None:
-            sources()  # the host call
+            inputs()  # the host call
             outs.append([])
-        else:
-            outs.append(execute(plan, [buffer(src) for src in sources], None))
+            continue
+        in_bufs = inputs.copy()
+        for i, src in bound:
+            in_bufs[i] = buffer(src)
+        outs.append(execute(plan, in_bufs, None))
     new: dict[int, Tensor] = {}
     for t in _tensors(returned):
         buf = buffer(out_sources[id(t)])

@@ -355,10 +355,13 @@ def realize_on(name: str, items: list) -> None:
             else:
                 jobs.append((st, None, st.node))
     del items, free
+    roots = [j[2] for j in jobs]
     for see in observers:
-        see(name, [j[2] for j in jobs])
-    bufs = get_device(name).realize([j[2] for j in jobs])
-    given = collections.Counter(b.data.ctypes.data for b in bufs)  # (by the bytes' address)
+        see(name, roots)
+    bufs = get_device(name).realize(roots)
+    del roots
+    # the values given the same bytes (by their address), where there are two values
+    given = collections.Counter(b.data.ctypes.data for b in bufs) if len(bufs) > 1 else {}
     for (st, t, root), buf in zip(jobs, bufs):
         node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
         if root.op is not Op.ASSIGN:  # (an ASSIGN's buffer stays as private as it was)
@@ -366,7 +369,7 @@ def realize_on(name: str, items: list) -> None:
             if before is not None and before is not root:
                 remember(before, buf)  # what held the graph it replaced reads the value
             private(buf, before if before is not None else root)
-        if given[buf.data.ctypes.data] > 1:  # bytes given to two values: neither overwrites
+        if given and given[buf.data.ctypes.data] > 1:  # given to two values: kept as is
             exposed(buf)
         if st is None:
             t._node = node

@@ -4,6 +4,7 @@ function runs again; every kind of thing a step reads, seen or not seen, is pinn
 Each test runs the same calls captured and plain and compares the bits, on the numpy
 device (where capture calls the function) and the c device (where it replays)."""
 
+import importlib
 import warnings
 
 import numpy as np
@@ -279,3 +280,140 @@ def test_a_recording_keeps_no_intermediate_of_the_recorded_call_alive():
     gc.collect()
     assert inner[0]() is None
     assert step(Tensor(np.ones((2, 4), np.float32))).item() == 64.0
+
+
+class Gated(nn.Module):
+    """Python values a forward reads: a flag of its own, a scalar, a list of scalars, and
+    a submodule's ``training``."""
+
+    def __init__(self):
+        self.fc, self.on, self.scale, self.shifts = nn.Linear(4, 4), True, 2.0, [1.0]
+
+    def forward(self, x):
+        y = self.fc(x) * self.scale + self.shifts[0]
+        y = y.relu() if self.on else y
+        return y * 3 if self.fc.training else y
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: setattr(m, "on", False),  # a module's own flag
+        lambda m: setattr(m.fc, "training", False),  # one submodule's training
+        lambda m: m.eval(),
+        lambda m: setattr(m, "scale", -0.5),  # a Python scalar attribute
+        lambda m: m.shifts.__setitem__(0, -4.0),  # a scalar in a list, changed in place
+    ],
+    ids=["own_flag", "submodule_training", "eval", "scalar", "list_item"],
+)
+def test_a_python_value_the_step_reads_changed_between_calls_records_again(device, change):
+    limn.set_seed(0)
+    m = Gated()
+    f = limn.capture(lambda x: m(x))
+    x = _data(2, 4)
+    for _ in range(2):
+        assert _bits(f(x)) == _bits(m(x))
+    change(m)
+    for _ in range(2):
+        assert _bits(f(x)) == _bits(m(x))
+    if device == "c":
+        assert f.records == 2
+
+
+def test_a_parameter_written_in_place_between_calls_is_read_not_replayed(device):
+    """The write is the caller's, not the step's: a replay reads the written weight and
+    never writes it again (before, the pending write was recorded as part of the step
+    and every replay doubled the weight once more)."""
+    limn.set_seed(0)
+    lin = nn.Linear(3, 2)
+    f = limn.capture(lambda x: lin(x))
+    x = _data(1, 3)
+    f(x)
+    w = lin.weight.numpy() * 2
+    with limn.no_grad():
+        lin.weight.mul_(2)
+    for _ in range(3):
+        assert _bits(f(x)) == _bits(lin(x))
+        assert lin.weight.numpy().tobytes() == w.tobytes()
+
+
+def test_a_parameter_replaced_by_one_of_another_shape_records_again(device):
+    limn.set_seed(0)
+    lin = nn.Linear(3, 2)
+    f = limn.capture(lambda x: lin(x))
+    x = _data(1, 3)
+    f(x)
+    lin.weight, lin.bias = _data(5, 3, seed=2), _data(5, seed=3)
+    for _ in range(2):
+        got = f(x)
+        assert got.shape == (1, 5) and _bits(got) == _bits(lin(x))
+    if device == "c":
+        assert f.records == 2
+
+
+def test_a_held_tensor_reshaped_in_place_records_again(device):
+    """``t_()`` changes a tensor's shape without rebinding any attribute."""
+    w = _data(3, 3, seed=1)
+    f = limn.capture(lambda x: x @ w)
+    x = _data(2, 3)
+    f(x)
+    w.t_()
+    assert _bits(f(x)) == _bits(x @ w) and w.shape == (3, 3)
+    v = _data(1, 3, seed=2)
+    g = limn.capture(lambda x: x * v)
+    g(x := _data(3, 3))
+    v.t_()  # (3, 1) now: it broadcasts along the other axis
+    assert _bits(g(x)) == _bits(x * v)
+
+
+def test_a_parameter_frozen_between_training_steps_stays_as_it_is(device):
+    def run(captured):
+        limn.set_seed(0)
+        model = nn.Sequential(nn.Linear(5, 3), nn.Linear(3, 2))
+        opt = optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = limn.capture(step) if captured else step
+        for s in range(4):
+            if s == 2:
+                model[0].weight.requires_grad_(False)
+            f(_data(6, 5, seed=s), _data(6, 2, seed=10 + s))
+        return [_bits(p) for p in (model[0].weight, model[0].bias, model[1].weight)]
+
+    frozen = run(False)
+    assert run(True) == frozen
+
+
+def test_a_replay_checks_its_guard_without_walking_the_model(device, monkeypatch):
+    """What a replay looks at grows with its arguments, not with the model it reaches:
+    the walk of a call's objects runs only over the arguments."""
+    cap = importlib.import_module("limn.capture")  # (the module: limn.capture is the class)
+
+    def visits(layers):
+        limn.set_seed(0)
+        m = nn.Sequential(*[nn.Linear(4, 4) for _ in range(layers)])
+        f = limn.capture(lambda x: m(x))
+        x = _data(2, 4)
+        f(x)
+        count = [0]
+        visit = cap._Walk.visit
+
+        def counted(self, *a, **kw):
+            count[0] += 1
+            return visit(self, *a, **kw)
+
+        monkeypatch.setattr(cap._Walk, "visit", counted)
+        assert _bits(f(x)) == _bits(m(x))
+        monkeypatch.setattr(cap._Walk, "visit", visit)
+        return count[0]
+
+    small, big = visits(2), visits(20)
+    assert small == big
+    if device == "c":
+        assert big < 10

@@ -151,11 +151,12 @@ def test_the_generation_benchmark_runs_both_sides_in_their_own_processes():
 
     script = Path(__file__).parent.parent / "examples" / "bench_generate.py"
     r = subprocess.run(
-        [sys.executable, str(script), "--smoke", "--tokens", "6"],
+        [sys.executable, str(script), "--smoke", "--tokens", "6", "--python"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "limn / torch tok/s per round" in r.stdout
+    assert "limn's Python of one captured step" in r.stdout
 
 
 def test_limn_generate_samples_a_batch_of_prompts_each_as_it_would_alone(GPT):

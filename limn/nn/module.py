@@ -57,10 +57,25 @@ def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor:  # noqa: N802
     return data.detach().clone().realize().requires_grad_(requires_grad)
 
 
+# Attribute writes and deletions on any Module, counted: a captured step's replay compares
+# this one number instead of walking the model's modules at every call (``limn.capture``).
+edits = 0
+
+
 class Module:
     """Base class: subclasses set attributes in ``__init__`` and define ``forward``."""
 
     training = True
+
+    def __setattr__(self, name: str, value) -> None:
+        global edits
+        object.__setattr__(self, name, value)
+        edits += 1
+
+    def __delattr__(self, name: str) -> None:
+        global edits
+        object.__delattr__(self, name)
+        edits += 1
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
