@@ -25,7 +25,7 @@ import math
 from fractions import Fraction
 
 from ir.graph import dtypes
-from limn import torch_inplace
+from limn.ops import inplace
 from limn.tensor import Tensor
 
 F64 = dtypes.float64
@@ -409,4 +409,4 @@ def round(input, decimals=0) -> Tensor:  # noqa: A001
 for _fn in (lgamma, digamma, mvlgamma, erfinv, i0):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.polygamma = lambda self, n: polygamma(n, self)
-torch_inplace.install(Tensor)
+inplace.install(Tensor)

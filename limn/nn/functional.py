@@ -38,10 +38,10 @@ from limn.nn.functional_pool import (  # noqa: F401
     upsample_bilinear,
     upsample_nearest,
 )
-from limn.pairs import pdist  # noqa: F401
+from limn.ops.inplace import inplace_flag
+from limn.ops.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
-from limn.torch_inplace import inplace_flag
 
 gelu, tanh, sigmoid, softplus = Tensor.gelu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
 log_softmax, linear, one_hot = Tensor.log_softmax, Tensor.linear, Tensor.one_hot

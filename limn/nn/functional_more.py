@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from ir.graph import dtypes
+from limn.ops.inplace import inplace_flag
 from limn.tensor import Tensor
-from limn.torch_inplace import inplace_flag
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:

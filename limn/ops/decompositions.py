@@ -26,7 +26,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ir.graph import dtypes
-from limn.tensor import Tensor, stack
+from limn.ops.joining import stack
+from limn.tensor import Tensor
 
 
 def _square(a: Tensor, op: str) -> None:
