@@ -59,6 +59,7 @@ from limn.creation import Generator, device, multinomial, set_seed
 from limn.einsum import einsum
 from limn.export import export_c
 from limn.generate import generate
+from limn.nn.functional_grid import grid_sampler_2d, grid_sampler_3d  # noqa: F401
 from limn.ops import (  # noqa: F401  (each sets Tensor's methods of its concept)
     counting,
     decompositions,
