@@ -68,6 +68,7 @@ from limn.ops import (  # noqa: F401  (each sets Tensor's methods of its concept
     pairs,
     view_scatter,
 )
+from limn.ops.counting import histogramdd  # noqa: F401
 from limn.ops.creation import (  # noqa: F401  (torch's free functions, by concept)
     empty,
     empty_permuted,
@@ -95,6 +96,7 @@ from limn.ops.joining import (  # noqa: F401
     stack,
     vstack,
 )
+from limn.ops.lapack import lu_unpack  # noqa: F401
 from limn.ops.linalg import cross, linalg, tensordot  # noqa: F401
 from limn.ops.movement import broadcast_shapes, broadcast_tensors  # noqa: F401
 from limn.ops.normalization import (  # noqa: F401

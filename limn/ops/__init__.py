@@ -9,12 +9,13 @@ Every torch name a Tensor or ``limn`` answers (``x.roll``, ``limn.logaddexp``,
 | ``reductions`` | sums, extremes, means, var/std, norms, softmax, cumulative scans |
 | ``sorting`` | ``sort``, ``argsort``, ``topk`` |
 | ``order_statistics`` | ``median``, ``kthvalue``, ``quantile``, ``mode``: read off a sorted copy |
-| ``counting`` | ``histc``, ``bincount``, ``bucketize``, ``searchsorted``, ``isin``, ``unique`` |
+| ``counting`` | ``histc``, ``histogram``, ``bincount``, ``searchsorted``, ``isin``, ``unique`` |
 | ``moments`` | ``cov``, ``corrcoef``, the trapezoid rule |
 | ``pairs`` | ``combinations``, ``cdist``, ``pdist`` |
 | ``matrices`` | ``matmul`` and the products, ``addmm`` and kin, ``trace``, ``tril``, ``triu`` |
 | ``linalg`` | ``limn.linalg``, ``tensordot``, ``cross``, ``renorm`` |
-| ``decompositions`` | inverse, determinant, solve, Cholesky, eigenvalues (on the host) |
+| ``decompositions`` | inverse, determinant, solve, Cholesky, QR, SVD, eigh, pinv, lstsq (host) |
+| ``lapack`` | LAPACK's packed forms: ``lu_factor``, ``lu_solve``, ``geqrf``, ``ormqr`` (host) |
 | ``movement`` | views and copies that rearrange: ``reshape``, ``permute``, ``roll``, ``split`` |
 | ``joining`` | ``cat``, ``stack``, ``hstack`` and kin, ``block_diag``, ``meshgrid`` |
 | ``indexing`` | ``x[key]``, ``x[key] = v``, ``gather``, ``take``, ``masked_select``, ``nonzero`` |
@@ -34,7 +35,7 @@ Two kinds of module, because ``limn/tensor.py`` builds the class from some of th
 mixin (``Math``, ``Reductions``, ``Sorting``, ``Matrices``, ``Movement``, ``Indexing``,
 ``Scatter``, ``Facts``) is a base class of ``Tensor`` and imports nothing that imports
 the Tensor (``tests/test_layout.py`` holds the import graph to no cycle); the others
-(``joining``, ``creation``, ``linalg``, ``decompositions``, ``order_statistics``,
+(``joining``, ``creation``, ``linalg``, ``decompositions``, ``lapack``, ``order_statistics``,
 ``counting``, ``moments``, ``pairs``, ``view_scatter``, ``normalization``) import the
 Tensor, and set their methods on it where torch has them; ``limn/__init__.py`` imports
 them. This package's own import does nothing, so either kind can be imported first.

@@ -13,7 +13,7 @@ import math
 import types
 
 from ir.graph import compose
-from limn.ops import decompositions
+from limn.ops import decompositions, lapack
 from limn.ops.joining import stack
 from limn.ops.movement import broadcast_tensors
 from limn.ops.reductions import Reductions
@@ -184,6 +184,16 @@ linalg = types.SimpleNamespace(
     svdvals=decompositions.svdvals,
     eigvalsh=decompositions.eigvalsh,
     cholesky=decompositions.cholesky,
+    qr=decompositions.qr,
+    svd=decompositions.svd,
+    eigh=decompositions.eigh,
+    pinv=decompositions.pinv,
+    lstsq=decompositions.lstsq,
+    lu_factor=lapack.lu_factor,
+    lu_factor_ex=lapack.lu_factor_ex,
+    lu=lapack.lu,
+    lu_solve=lapack.lu_solve,
+    householder_product=lapack.householder_product,
     cholesky_ex=decompositions.cholesky_ex,
     solve_triangular=decompositions.solve_triangular,
     tensorinv=decompositions.tensorinv,
