@@ -665,3 +665,32 @@ def test_grid_sample_says_what_it_accepts():
                                   mode="bicubic")  # fmt: skip
     with pytest.raises(ValueError, match=r"theta must be \(N, 2, 3\)"):
         nn.functional.affine_grid(Tensor.randn(1, 3, 3), (1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_values_and_gradients_through_log_softmax_are_torchs(reduction):
+    """Padded and concatenated targets, uneven lengths, an impossible target (zeroed by
+    zero_infinity) and an empty one: the losses and the logits' gradients match torch's."""
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((12, 4, 6))
+    targets = rng.integers(1, 6, (4, 5))
+    in_len, tgt_len = [12, 10, 3, 12], [5, 3, 5, 0]  # sample 2: 5 labels in 3 steps
+    for concatenated in (False, True):
+        tt = torch.tensor(np.concatenate([r[:k] for r, k in zip(targets, tgt_len)])
+                          if concatenated else targets)  # fmt: skip
+        xt, xl = torch.tensor(logits, requires_grad=True), Tensor(logits, requires_grad=True)
+        kw = {"reduction": reduction, "zero_infinity": True}
+        yt = torch.nn.functional.ctc_loss(xt.log_softmax(2), tt, in_len, tgt_len, **kw)
+        yl = nn.functional.ctc_loss(xl.log_softmax(2), Tensor(tt.numpy()), in_len, tgt_len, **kw)
+        np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-9, 1e-9)
+        yt.sum().backward()
+        yl.sum().backward()
+        np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), 1e-8, 1e-9)
+
+
+def test_ctc_loss_without_zero_infinity_is_inf_for_an_impossible_target():
+    lp = Tensor.randn(3, 1, 4).log_softmax(2)
+    loss = nn.functional.ctc_loss(lp, Tensor([[1, 2, 1, 2]]), [3], [4], reduction="none")
+    assert loss.numpy().tolist() == [math.inf]
+    with pytest.raises(ValueError, match="blank 7 is not one of the 4 classes"):
+        nn.functional.ctc_loss(lp, Tensor([[1]]), [3], [1], blank=7)
