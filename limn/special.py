@@ -12,7 +12,7 @@ the math, with coefficients computed here from their formulas:
   same way, with Euler-Maclaurin's tail, and so is ``zeta``; the incomplete gamma sums
   its power series below x = a + 1 and Legendre's continued fraction above;
 - I0 and I1 sum their power series (all terms positive) up to |x| = 30 and their
-  asymptotic series beyond;
+  asymptotic series beyond; J0, J1, Y0 and Y1 theirs up to 12 and Hankel's beyond;
 - erfcx is exp(x*x) erfc(x), with erfc's continued fraction past 2.5; erfinv and ndtri
   refine an estimate by Halley's method on erf (near 0) or on erfc (in the tails, so the
   tails keep their relative precision);
@@ -294,6 +294,74 @@ def i1e(input) -> Tensor:
 
 
 modified_bessel_i0, modified_bessel_i1 = i0, i1
+
+
+_BESSEL_FAR = 12.0  # the power series below, Hankel's asymptotic series above
+_EULER = 0.5772156649015329
+
+
+def _hankel(nu: int, k: int) -> float:
+    """a_k(nu) of Hankel's expansion: prod over j <= k of (4 nu^2 - (2j - 1)^2), / k! 8^k."""
+    return math.prod(4 * nu * nu - (2 * j - 1) ** 2 for j in range(1, k + 1)) / (
+        math.factorial(k) * 8**k
+    )
+
+
+def _bessel(input, nu: int, second: bool) -> Tensor:
+    """J_nu (``second``: Y_nu) for nu in (0, 1): the power series (with Y's logarithm and
+    harmonic numbers) below |x| = 12, Hankel's P and Q beyond."""
+    x, out = _in64(input)
+    ax = x.abs()
+    near = ax < _BESSEL_FAR
+    z = near.where(ax, 1.0)
+    q = -(z * z) / 4
+    term, j, y = (z / 2) ** nu, 0, 0  # term: (-z^2/4)^k (z/2)^nu / (k! (k + nu)!)
+    harmonic = [0.0]
+    for k in range(40):
+        if k:
+            term = term * q / (k * (k + nu))
+            harmonic.append(harmonic[-1] + 1 / k)
+        j = j + term
+        weight = (
+            2 * harmonic[k] if nu == 0 else harmonic[k] + harmonic[k] + 1 / (k + 1) - 2 * _EULER
+        )
+        y = y + term * weight
+    if nu == 0:
+        y_near = (2 / math.pi) * (((z / 2).log() + _EULER) * j - y / 2)
+    else:
+        y_near = -2 / (math.pi * z) + (2 / math.pi) * (z / 2).log() * j - y / math.pi
+    w = near.where(1.0, ax)
+    inv2 = 1 / (w * w)
+    p = _poly(inv2, [(-1) ** k * _hankel(nu, 2 * k) for k in range(13)])
+    qq = _poly(inv2, [(-1) ** k * _hankel(nu, 2 * k + 1) for k in range(12)]) / w
+    chi = w - (nu / 2 + 0.25) * math.pi
+    scale = (2 / (math.pi * w)).sqrt()
+    if second:
+        far = scale * (p * chi.sin() + qq * chi.cos())
+        got = near.where(y_near, far)
+        got = ax.isinf().where(0.0, got)
+        return (x < 0).where(math.nan, (x == 0).where(-math.inf, got)).cast(out)
+    far = scale * (p * chi.cos() - qq * chi.sin())
+    got = ax.isinf().where(0.0, near.where(j, far))
+    return ((x < 0) & (nu == 1)).where(-got, got).cast(out)
+
+
+def bessel_j0(input) -> Tensor:
+    """The Bessel function of the first kind of order 0."""
+    return _bessel(input, 0, second=False)
+
+
+def bessel_j1(input) -> Tensor:
+    return _bessel(input, 1, second=False)
+
+
+def bessel_y0(input) -> Tensor:
+    """The Bessel function of the second kind of order 0: nan below 0, -inf at 0."""
+    return _bessel(input, 0, second=True)
+
+
+def bessel_y1(input) -> Tensor:
+    return _bessel(input, 1, second=True)
 
 
 def spherical_bessel_j0(input) -> Tensor:
