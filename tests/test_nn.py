@@ -694,3 +694,19 @@ def test_ctc_loss_without_zero_infinity_is_inf_for_an_impossible_target():
     assert loss.numpy().tolist() == [math.inf]
     with pytest.raises(ValueError, match="blank 7 is not one of the 4 classes"):
         nn.functional.ctc_loss(lp, Tensor([[1]]), [3], [1], blank=7)
+
+
+def test_embedding_bag_layer_matches_torchs_on_its_weights():
+    layer, tlayer = (
+        nn.EmbeddingBag(9, 4, mode="sum", padding_idx=0),
+        torch.nn.EmbeddingBag(9, 4, mode="sum", padding_idx=0),
+    )
+    assert not layer.weight.numpy()[0].any() and list(layer.state_dict()) == ["weight"]
+    copy_into_torch(layer, tlayer)
+    ids, offsets = np.array([3, 0, 5, 8, 8, 1]), np.array([0, 2, 2])
+    y = layer(Tensor(ids), Tensor(offsets))
+    ty = tlayer(torch.tensor(ids), torch.tensor(offsets))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), 1e-6, 1e-6)
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(layer.weight.grad.numpy(), tlayer.weight.grad.numpy(), 1e-6, 1e-6)
