@@ -33,31 +33,25 @@ from ir.graph.dtypes import (
     uint64,
 )
 from ir.graph.node import format_graph
-from limn import (  # noqa: F401  (_inductor: torch's path; counting ...: Tensor's methods)
+from limn import (  # noqa: F401  (_inductor: torch's path)
     _inductor,
     accelerator,
     amp,
     autograd,
     backends,
-    counting,
     cuda,
-    decompositions,
     distributed,
     fft,
     masked,
     missing,
-    moments,
     nn,
     onnx,
     optim,
-    order_statistics,
-    pairs,
     serialize,
     signal,
     special,
     utils,
     version,
-    view_scatter,
 )
 from limn.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 from limn.capture import capture
@@ -65,43 +59,59 @@ from limn.creation import Generator, device, multinomial, set_seed
 from limn.einsum import einsum
 from limn.export import export_c
 from limn.generate import generate
-from limn.pairs import cdist  # noqa: F401  (torch.cdist)
+from limn.nn.functional_grid import grid_sampler_2d, grid_sampler_3d  # noqa: F401
+from limn.ops import (  # noqa: F401  (each sets Tensor's methods of its concept)
+    counting,
+    decompositions,
+    moments,
+    order_statistics,
+    pairs,
+    view_scatter,
+)
+from limn.ops.counting import histogramdd  # noqa: F401
+from limn.ops.creation import (  # noqa: F401  (torch's free functions, by concept)
+    empty,
+    empty_permuted,
+    empty_strided,
+    linspace,
+    logspace,
+    normal,
+    scalar_tensor,
+    tril_indices,
+    triu_indices,
+    unravel_index,
+)
+from limn.ops.joining import (  # noqa: F401
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    block_diag,
+    cartesian_prod,
+    cat,
+    column_stack,
+    dstack,
+    hstack,
+    meshgrid,
+    row_stack,
+    stack,
+    vstack,
+)
+from limn.ops.lapack import lu_unpack  # noqa: F401
+from limn.ops.linalg import cross, linalg, tensordot  # noqa: F401
+from limn.ops.movement import broadcast_shapes, broadcast_tensors  # noqa: F401
+from limn.ops.normalization import (  # noqa: F401
+    native_batch_norm,
+    native_group_norm,
+    native_layer_norm,
+)
+from limn.ops.pairs import cdist  # noqa: F401  (torch.cdist)
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime import target as _target
 from limn.runtime.device import held
 from limn.runtime.profile import profile
 from limn.special import polygamma  # noqa: F401  (torch.polygamma(n, x): n first)
-from limn.tensor import Tensor, cat, realize, stack, where
-from limn.torch_extras import empty_permuted, empty_strided, unravel_index  # noqa: F401
-from limn.torch_functions import (  # noqa: F401  (torch's free functions)
-    atleast_1d,
-    atleast_2d,
-    atleast_3d,
-    block_diag,
-    broadcast_shapes,
-    broadcast_tensors,
-    cartesian_prod,
-    column_stack,
-    cross,
-    dstack,
-    empty,
-    hstack,
-    linalg,
-    linspace,
-    logspace,
-    meshgrid,
-    native_batch_norm,
-    native_group_norm,
-    native_layer_norm,
-    normal,
-    row_stack,
-    scalar_tensor,
-    tensordot,
-    tril_indices,
-    triu_indices,
-    vstack,
-)
+from limn.tensor import Tensor, realize, where
 from limn.viewer import viz
 
 if os.environ.get("LIMN_VIZ"):  # record every graph the program realizes into one page

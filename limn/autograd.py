@@ -101,7 +101,7 @@ class Ctx:
 
 def resolved(ctx) -> tuple:
     """The record's parents, each as it was when recorded: a parent written in place under
-    autograd since (``limn/torch_inplace.py``) answers with the snapshot of it that the
+    autograd since (``limn/ops/inplace.py``) answers with the snapshot of it that the
     first such write after the recorded version replaced."""
     vs, out = ctx.versions, ctx.parents
     for i, p in enumerate(ctx.parents):

@@ -7,6 +7,8 @@ numbers are drawn on the host by one numpy generator (``set_seed``), so a seed g
 same numbers on every device. A device is checked where a tensor is made (``device=``):
 an unknown name fails there, naming the accepted ones, and ``"cpu"`` is the c device
 where a C compiler works, else the numpy reference (``limn.runtime.device.resolve``).
+torch's free makers that need the class itself (``linspace``, ``empty_strided``,
+``tril_indices`` ...) are in ``limn/ops/creation.py``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from ir.graph import compose, dtypes
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
+from limn.ops.arguments import _shape_arg
+from limn.ops.inplace import write_result
 from limn.runtime import profile
 from limn.runtime.device import Buffer, current_device, device_names, installed, resolve
-from limn.torch_movement import _shape_arg
 
 _rng = [np.random.default_rng(0)]
 
@@ -345,6 +348,48 @@ class Creation:
             return self * 0
         keep = self._lift(_rng[0].random(self.shape) >= p)
         return keep.where(self * (1 / (1 - p)), 0.0)
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None):
+        draw = self.uniform(self.shape, a, b, self.dtype, device=self.device)
+        return write_result(self, "uniform_", lambda _: draw, cast=False)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None):
+        if std < 0:
+            raise ValueError(f"normal_: std must be >= 0, got {std}")
+        draw = self.randn(self.shape, dtype=self.dtype, device=self.device) * std + mean
+        return write_result(self, "normal_", lambda _: draw.cast(self.dtype), cast=False)
+
+    def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
+        """Cauchy draws: median + sigma tan(pi (u - 1/2)) for u uniform in [0, 1)."""
+        if not sigma > 0:
+            raise ValueError(f"cauchy_: sigma must be > 0, got {sigma}")
+        return self._draw_by_inverse(
+            "cauchy_", lambda u: median + sigma * ((u - 0.5) * math.pi).tan()
+        )
+
+    def exponential_(self, lambd: float = 1.0, *, generator=None):
+        if not lambd > 0:
+            raise ValueError(f"exponential_: lambd must be > 0, got {lambd}")
+        return self._draw_by_inverse("exponential_", lambda u: -(1 - u).log() / lambd)
+
+    def geometric_(self, p: float, *, generator=None):
+        """The number of Bernoulli(p) trials up to the first success (1, 2, ...)."""
+        if not 0 < p < 1:
+            raise ValueError(f"geometric_: p must be in (0, 1), got {p}")
+        return self._draw_by_inverse(
+            "geometric_", lambda u: ((1 - u).log() / math.log1p(-p)).ceil().clamp(min=1)
+        )
+
+    def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
+        if not std > 0:
+            raise ValueError(f"log_normal_: std must be > 0, got {std}")
+        draw = self.randn(self.shape, dtype=dtypes.float64, device=self.device) * std + mean
+        return write_result(self, "log_normal_", lambda _: draw.exp().cast(self.dtype), cast=False)
+
+    def _draw_by_inverse(self, name: str, inverse_cdf):
+        """The write of ``inverse_cdf`` of uniform draws, computed in float64."""
+        u = self.uniform(self.shape, 0.0, 1.0, dtypes.float64, device=self.device)
+        return write_result(self, name, lambda _: inverse_cdf(u).cast(self.dtype), cast=False)
 
 
 def _strided(cls, array: np.ndarray):

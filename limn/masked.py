@@ -15,8 +15,8 @@ import math
 
 from ir.graph import dtypes
 from limn.nn import functional as F
+from limn.ops.linalg import linalg
 from limn.tensor import Tensor
-from limn.torch_functions import linalg
 
 _SMALL_INTS = (dtypes.uint8, dtypes.bool_, dtypes.int8, dtypes.int16, dtypes.int32)
 

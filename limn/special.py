@@ -9,9 +9,10 @@ the math, with coefficients computed here from their formulas:
 - the gamma family shifts its argument up past 8 by the recurrence (Gamma(x+1) = x
   Gamma(x)), reflects negative arguments (Gamma(x) Gamma(1-x) = pi / sin(pi x)), and sums
   Stirling's series (Bernoulli numbers) there; polygamma is a Hurwitz zeta sum shifted the
-  same way, with Euler-Maclaurin's tail;
+  same way, with Euler-Maclaurin's tail, and so is ``zeta``; the incomplete gamma sums
+  its power series below x = a + 1 and Legendre's continued fraction above;
 - I0 and I1 sum their power series (all terms positive) up to |x| = 30 and their
-  asymptotic series beyond;
+  asymptotic series beyond; J0, J1, Y0 and Y1 theirs up to 12 and Hankel's beyond;
 - erfcx is exp(x*x) erfc(x), with erfc's continued fraction past 2.5; erfinv and ndtri
   refine an estimate by Halley's method on erf (near 0) or on erfc (in the tails, so the
   tails keep their relative precision);
@@ -25,7 +26,7 @@ import math
 from fractions import Fraction
 
 from ir.graph import dtypes
-from limn import torch_inplace
+from limn.ops import inplace
 from limn.tensor import Tensor
 
 F64 = dtypes.float64
@@ -141,6 +142,99 @@ def polygamma(n: int, input) -> Tensor:
     return (total * ((-1) ** (n + 1) * math.factorial(n))).cast(out)
 
 
+def _pair64(a, b, op: str) -> tuple[Tensor, Tensor, object]:
+    """Two operands (a number on one side at most) promoted together, as float64, and the
+    float dtype the result rounds to (integers and bools give float32, as torch's)."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(
+            f"{op}: needs a tensor operand, got {type(a).__name__} and {type(b).__name__}"
+        )
+    a, b = a._align(b, op) if isinstance(a, Tensor) else b._align(a, op, True)
+    out = a.dtype if a.dtype.is_float else dtypes.float32
+    return a.cast(F64), b.cast(F64), out
+
+
+def zeta(input, other) -> Tensor:
+    """Hurwitz's zeta, sum over k >= 0 of (q + k)**-x, x = ``input``, q = ``other``: the
+    terms up to q + k >= 9 summed (their count read from the data, as ``polygamma``
+    does), the rest by Euler-Maclaurin with the Bernoulli numbers. inf at x = 1 and at q
+    a non-positive integer; nan for x < 1, and for q < 0 with x not an integer (torch's)."""
+    x, q, out = _pair64(input, other, "special.zeta")
+    lowest = q.min().item() if q.numel() else _SHIFT
+    steps = max(0, math.ceil(_SHIFT - lowest)) if math.isfinite(lowest) else 0
+    z = q + steps
+    zx = z ** (-x)
+    total = z * zx / (x - 1) + 0.5 * zx
+    rising, power = x, zx / z  # x (x+1) ... (x+2j-2), z**(-x-2j+1)
+    for j, b in enumerate(_B2K[:12], start=1):
+        total = total + power * rising * (b / math.factorial(2 * j))
+        rising = rising * (x + 2 * j - 1) * (x + 2 * j)
+        power = power / (z * z)
+    for k in range(steps):
+        total = total + (q + k) ** (-x)
+    pole = (x == 1) | (q <= 0) & (q == q.floor())
+    undefined = (x < 1) | (q < 0) & (x != x.floor())
+    return undefined.where(math.nan, pole.where(math.inf, total)).cast(out)
+
+
+_SERIES, _FRACTION = 160, 80  # terms of P's series, steps of Q's continued fraction
+
+
+def _incomplete_gamma(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(P, Q, which): P(a, x) by its power series where x < a + 1, Q(a, x) by Legendre's
+    continued fraction (modified Lentz) elsewhere; ``which`` is where the series holds."""
+    series = x < a + 1
+    xs = series.where(x, 0.5)  # each form evaluated where it converges, a placeholder elsewhere
+    term = total = xs * 0 + 1
+    for n in range(1, _SERIES):
+        term = term * xs / (a + n)
+        total = total + term
+    p = (a * xs.log() - xs - _lgamma_positive(a + 1)).exp() * total
+    xf = series.where(a + 2, x)
+    tiny = 1e-300
+    b = xf + 1 - a
+    c, d = b * 0 + 1 / tiny, 1 / b
+    h = d
+    for i in range(1, _FRACTION):
+        an = -i * (i - a)
+        b = b + 2
+        d = an * d + b
+        d = (d.abs() < tiny).where(tiny, d)
+        c = b + an / c
+        c = (c.abs() < tiny).where(tiny, c)
+        d = 1 / d
+        h = h * d * c
+    q = (a * xf.log() - xf - _lgamma_positive(a)).exp() * h
+    return p, q, series
+
+
+def _igamma(input, other, op: str, upper: bool) -> Tensor:
+    a, x, out = _pair64(input, other, op)
+    safe_a = (a > 0) & a.isfinite()
+    p, q, series = _incomplete_gamma(safe_a.where(a, 1.0), (x > 0).where(x, 1.0))
+    lower = series.where(p, 1 - q)
+    value = series.where(1 - p, q) if upper else lower
+    edge_low, edge_high = (1.0, 0.0) if upper else (0.0, 1.0)  # at x = 0, at x = inf
+    value = (x == 0).where(edge_low, x.isinf().where(edge_high, value))
+    value = a.isinf().where(x.isinf().where(math.nan, edge_low), value)
+    value = (a == 0).where((x > 0).where(edge_high, math.nan), value)
+    return ((a < 0) | (x < 0) | a.isnan() | x.isnan()).where(math.nan, value).cast(out)
+
+
+def igamma(input, other) -> Tensor:
+    """The regularized lower incomplete gamma P(a, x), a = ``input``, x = ``other``; nan
+    where either is negative, torch's limits at a = 0, x = 0 and infinities."""
+    return _igamma(input, other, "igamma", upper=False)
+
+
+def igammac(input, other) -> Tensor:
+    """The regularized upper incomplete gamma Q(a, x) = 1 - P(a, x)."""
+    return _igamma(input, other, "igammac", upper=True)
+
+
+gammainc, gammaincc = igamma, igammac
+
+
 def mvlgamma(input, p: int) -> Tensor:
     """The multivariate log-gamma of dimension p: every element must exceed (p - 1) / 2."""
     if not isinstance(p, int) or p < 1:
@@ -200,6 +294,74 @@ def i1e(input) -> Tensor:
 
 
 modified_bessel_i0, modified_bessel_i1 = i0, i1
+
+
+_BESSEL_FAR = 12.0  # the power series below, Hankel's asymptotic series above
+_EULER = 0.5772156649015329
+
+
+def _hankel(nu: int, k: int) -> float:
+    """a_k(nu) of Hankel's expansion: prod over j <= k of (4 nu^2 - (2j - 1)^2), / k! 8^k."""
+    return math.prod(4 * nu * nu - (2 * j - 1) ** 2 for j in range(1, k + 1)) / (
+        math.factorial(k) * 8**k
+    )
+
+
+def _bessel(input, nu: int, second: bool) -> Tensor:
+    """J_nu (``second``: Y_nu) for nu in (0, 1): the power series (with Y's logarithm and
+    harmonic numbers) below |x| = 12, Hankel's P and Q beyond."""
+    x, out = _in64(input)
+    ax = x.abs()
+    near = ax < _BESSEL_FAR
+    z = near.where(ax, 1.0)
+    q = -(z * z) / 4
+    term, j, y = (z / 2) ** nu, 0, 0  # term: (-z^2/4)^k (z/2)^nu / (k! (k + nu)!)
+    harmonic = [0.0]
+    for k in range(40):
+        if k:
+            term = term * q / (k * (k + nu))
+            harmonic.append(harmonic[-1] + 1 / k)
+        j = j + term
+        weight = (
+            2 * harmonic[k] if nu == 0 else harmonic[k] + harmonic[k] + 1 / (k + 1) - 2 * _EULER
+        )
+        y = y + term * weight
+    if nu == 0:
+        y_near = (2 / math.pi) * (((z / 2).log() + _EULER) * j - y / 2)
+    else:
+        y_near = -2 / (math.pi * z) + (2 / math.pi) * (z / 2).log() * j - y / math.pi
+    w = near.where(1.0, ax)
+    inv2 = 1 / (w * w)
+    p = _poly(inv2, [(-1) ** k * _hankel(nu, 2 * k) for k in range(13)])
+    qq = _poly(inv2, [(-1) ** k * _hankel(nu, 2 * k + 1) for k in range(12)]) / w
+    chi = w - (nu / 2 + 0.25) * math.pi
+    scale = (2 / (math.pi * w)).sqrt()
+    if second:
+        far = scale * (p * chi.sin() + qq * chi.cos())
+        got = near.where(y_near, far)
+        got = ax.isinf().where(0.0, got)
+        return (x < 0).where(math.nan, (x == 0).where(-math.inf, got)).cast(out)
+    far = scale * (p * chi.cos() - qq * chi.sin())
+    got = ax.isinf().where(0.0, near.where(j, far))
+    return ((x < 0) & (nu == 1)).where(-got, got).cast(out)
+
+
+def bessel_j0(input) -> Tensor:
+    """The Bessel function of the first kind of order 0."""
+    return _bessel(input, 0, second=False)
+
+
+def bessel_j1(input) -> Tensor:
+    return _bessel(input, 1, second=False)
+
+
+def bessel_y0(input) -> Tensor:
+    """The Bessel function of the second kind of order 0: nan below 0, -inf at 0."""
+    return _bessel(input, 0, second=True)
+
+
+def bessel_y1(input) -> Tensor:
+    return _bessel(input, 1, second=True)
 
 
 def spherical_bessel_j0(input) -> Tensor:
@@ -406,7 +568,7 @@ def round(input, decimals=0) -> Tensor:  # noqa: A001
 
 # the Tensor methods torch has for these (and so limn.lgamma, ... as functions), and
 # their in-place forms (lgamma_, ...)
-for _fn in (lgamma, digamma, mvlgamma, erfinv, i0):
+for _fn in (lgamma, digamma, mvlgamma, erfinv, i0, igamma, igammac):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.polygamma = lambda self, n: polygamma(n, self)
-torch_inplace.install(Tensor)
+inplace.install(Tensor)

@@ -7,9 +7,9 @@ This file owns the Tensor itself: its node and device, bytes (``numpy()``, ``ite
 ``tolist()``, ``realize()``), the surface rules (limn's dtype lattice,
 ``ir.graph.dtypes.promote``, and numpy broadcasting), autograd
 entry points, assignment and creation. The torch-like methods a user calls live in
-``limn/torch_methods.py`` (math, reductions) and ``limn/torch_movement.py`` (views,
-indexing), spelled in ``ir.graph.compose``; what a tensor is (``is_floating_point``,
-``is_cuda``), in ``limn/torch_facts.py``; how a tensor prints, in ``limn/printing.py``.
+``limn/ops/``, one module per concept (``math``, ``reductions``, ``movement``,
+``indexing`` ...), spelled in ``ir.graph.compose``; how a tensor prints, in
+``limn/printing.py``.
 
 A device is named where a tensor is made (``device=``, checked there: an unknown name
 fails at once, naming the accepted ones) and stays with the tensor; ``"cpu"`` is the c
@@ -27,19 +27,23 @@ from ir.graph.build import Primitives
 from ir.graph.dtypes import DType, as_dtype, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
-from limn import autograd, torch_inplace, versions
+from limn import autograd, versions
 from limn.creation import Creation, _as_array, _infer_dtype, _rng, device_name
+from limn.ops import inplace
+from limn.ops.facts import Facts
+from limn.ops.indexing import Indexing
+from limn.ops.math import Math
+from limn.ops.matrices import Matrices
+from limn.ops.movement import Movement
+from limn.ops.promotion import result_type
+from limn.ops.reductions import Reductions
+from limn.ops.scatter import Scatter
+from limn.ops.sorting import Sorting
 from limn.printing import format_tensor
 from limn.runtime.device import Buffer, device_names, get_device
-from limn.torch_facts import TorchFacts
-from limn.torch_methods import TorchMethods
-from limn.torch_more_math import TorchMoreMath
-from limn.torch_more_movement import TorchMoreMovement
-from limn.torch_movement import TorchMovement, cat, stack
-from limn.torch_promotion import result_type
 
 # _rng: limn.capture reads the generator here
-__all__ = ["Tensor", "_rng", "cat", "realize", "stack", "where"]
+__all__ = ["Tensor", "_rng", "realize", "where"]
 
 
 def _buffer_node(data: np.ndarray, dtype: DType) -> Node:
@@ -71,7 +75,16 @@ class _Size(int):
 
 
 class Tensor(
-    Primitives, TorchMethods, TorchMoreMath, TorchMovement, TorchMoreMovement, TorchFacts, Creation
+    Primitives,
+    Math,
+    Reductions,
+    Sorting,
+    Matrices,
+    Movement,
+    Indexing,
+    Scatter,
+    Facts,
+    Creation,
 ):
     __array_priority__ = 100  # numpy defers to our operators
     # A movement's result that stayed one View remembers the tensor it was moved from and
@@ -86,7 +99,7 @@ class Tensor(
     _moves: tuple = ()
     _seen: int = 0
     _vc: list | None = None
-    # an in-place op recorded under autograd (``limn/torch_inplace.py``): the snapshots of
+    # an in-place op recorded under autograd (``limn/ops/inplace.py``): the snapshots of
     # this tensor it replaced, by the version each was at
     _past: dict | None = None
 
@@ -526,7 +539,7 @@ class Tensor(
         return self
 
 
-torch_inplace.install(Tensor)
+inplace.install(Tensor)
 
 
 # ---- free functions -----------------------------------------------------------------

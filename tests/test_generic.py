@@ -16,9 +16,9 @@ from ir.loop.lower import lower
 from ir.loop.passes import apply_passes
 from ir.printer import ir
 from limn import Tensor, where
+from limn.ops.joining import cat, stack
 from limn.runtime.c import CDevice
 from limn.runtime.target import detect
-from limn.tensor import cat, stack
 
 
 @pytest.fixture(scope="module")

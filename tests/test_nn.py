@@ -559,3 +559,154 @@ def test_embedding_max_norm_and_scale_grad_by_freq_are_torchs():
         np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-6, 1e-6, str(kw))
         np.testing.assert_allclose(wl.grad.numpy(), wt.grad.numpy(), 1e-6, 1e-6, str(kw))
         np.testing.assert_allclose(wl.detach().numpy(), wt.detach().numpy(), 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_values_and_gradients_are_torchs(mode):
+    """Bags by offsets (an empty one among them), by rows of a 2-d input, with a padding
+    row left out and per-sample weights: the values and the gradients of the table and
+    of the weights match torch's."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((7, 3)).astype(np.float32)
+    cases = [
+        (np.array([1, 2, 4, 5, 4, 3, 2, 6]), np.array([0, 3, 3, 6]), {}),
+        (np.array([1, 2, 4, 5, 4, 3]), np.array([0, 2, 6]), {"include_last_offset": True}),
+        (np.array([[0, 2, 2], [5, 3, 1]]), None, {"padding_idx": 2}),
+        (np.array([[0, 2, 2], [5, 3, 1]]), None, {"max_norm": 1.0}),
+    ]
+    for ids, offsets, kw in cases:
+        weighted = mode == "sum" and "max_norm" not in kw
+        psw = rng.standard_normal(ids.shape).astype(np.float32) if weighted else None
+        wt, wl = torch.tensor(w, requires_grad=True), Tensor(w.copy(), requires_grad=True)
+        pt = torch.tensor(psw, requires_grad=True) if weighted else None
+        pl = Tensor(psw, requires_grad=True) if weighted else None
+        ot = None if offsets is None else torch.tensor(offsets)
+        ol = None if offsets is None else Tensor(offsets)
+        yt = torch.nn.functional.embedding_bag(
+            torch.tensor(ids), wt, ot, mode=mode, per_sample_weights=pt, **kw
+        )
+        yl = nn.functional.embedding_bag(
+            Tensor(ids), wl, ol, mode=mode, per_sample_weights=pl, **kw
+        )
+        g = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+        (yt * torch.tensor(g)).sum().backward()
+        (yl * Tensor(g)).sum().backward()
+        np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-5, 1e-6, str(kw))
+        np.testing.assert_allclose(wl.grad.numpy(), wt.grad.numpy(), 1e-5, 1e-6, str(kw))
+        if weighted:
+            np.testing.assert_allclose(pl.grad.numpy(), pt.grad.numpy(), 1e-5, 1e-6, str(kw))
+
+
+def test_embedding_bag_refuses_what_torch_refuses_and_says_what_it_takes():
+    w, ids = Tensor.randn(5, 2), Tensor([0, 1, 2])
+    with pytest.raises(ValueError, match="mode must be 'sum', 'mean' or 'max'"):
+        nn.functional.embedding_bag(ids, w, Tensor([0]), mode="median")
+    with pytest.raises(ValueError, match="per_sample_weights needs mode='sum'"):
+        nn.functional.embedding_bag(ids, w, Tensor([0]), per_sample_weights=Tensor.ones(3))
+    with pytest.raises(ValueError, match="offsets must be None for a 2-d input"):
+        nn.functional.embedding_bag(ids.reshape(1, 3), w, Tensor([0]))
+    with pytest.raises(TypeError, match="integer ids"):
+        nn.functional.embedding_bag(Tensor([0.5]), w, Tensor([0]))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+def test_grid_sample_values_and_gradients_are_torchs(mode, padding_mode):
+    """An image read at points inside and outside it (each padding mode, both corner
+    conventions): the values and the gradients of the image and of the grid match torch's."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 4, 5))
+    g = rng.uniform(-1.3, 1.3, (2, 3, 6, 2))
+    for align in (False, True):
+        xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
+        xl, gl = Tensor(x, requires_grad=True), Tensor(g, requires_grad=True)
+        kw = {"mode": mode, "padding_mode": padding_mode, "align_corners": align}
+        yt = torch.nn.functional.grid_sample(xt, gt, **kw)
+        yl = nn.functional.grid_sample(xl, gl, **kw)
+        up = rng.standard_normal(tuple(yt.shape))
+        (yt * torch.tensor(up)).sum().backward()
+        (yl * Tensor(up)).sum().backward()
+        np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-9, 1e-9, str(kw))
+        np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), 1e-9, 1e-9, str(kw))
+        if mode == "nearest":  # a step: torch's gradient is zeros, limn's none at all
+            assert gl.grad is None and not gt.grad.any()
+        else:
+            np.testing.assert_allclose(gl.grad.numpy(), gt.grad.numpy(), 1e-7, 1e-7, str(kw))
+
+
+def test_affine_grid_feeds_grid_sample_as_torchs_does():
+    """A batch of rotations and shifts, for an image and a volume: the grid and a
+    trilinear warp of the volume through it, with gradients to theta."""
+    rng = np.random.default_rng(3)
+    for size, k in (((2, 3, 4, 5), 2), ((2, 1, 3, 4, 5), 3)):
+        theta = rng.standard_normal((2, k, k + 1)) * 0.5
+        x = rng.standard_normal(size)
+        for align in (False, True):
+            tt, tl = torch.tensor(theta, requires_grad=True), Tensor(theta, requires_grad=True)
+            gt = torch.nn.functional.affine_grid(tt, size, align_corners=align)
+            gl = nn.functional.affine_grid(tl, size, align_corners=align)
+            np.testing.assert_allclose(gl.numpy(), gt.detach().numpy(), 1e-12, 1e-12)
+            yt = torch.nn.functional.grid_sample(torch.tensor(x), gt, align_corners=align)
+            yl = nn.functional.grid_sample(Tensor(x), gl, align_corners=align)
+            np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-9, 1e-9)
+            yt.sum().backward()
+            yl.sum().backward()
+            np.testing.assert_allclose(tl.grad.numpy(), tt.grad.numpy(), 1e-7, 1e-7)
+
+
+def test_grid_sample_says_what_it_accepts():
+    x = Tensor.randn(1, 1, 3, 3)
+    with pytest.raises(ValueError, match=r"grid must be \(N, \*out, 2\)"):
+        nn.functional.grid_sample(x, Tensor.randn(1, 2, 2, 3))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        nn.functional.grid_sample(x, Tensor.randn(1, 2, 2, 2), mode="area")
+    with pytest.raises(ValueError, match="bicubic needs a 4-d input"):
+        nn.functional.grid_sample(Tensor.randn(1, 1, 2, 2, 2), Tensor.randn(1, 1, 1, 1, 3),
+                                  mode="bicubic")  # fmt: skip
+    with pytest.raises(ValueError, match=r"theta must be \(N, 2, 3\)"):
+        nn.functional.affine_grid(Tensor.randn(1, 3, 3), (1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_ctc_loss_values_and_gradients_through_log_softmax_are_torchs(reduction):
+    """Padded and concatenated targets, uneven lengths, an impossible target (zeroed by
+    zero_infinity) and an empty one: the losses and the logits' gradients match torch's."""
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((12, 4, 6))
+    targets = rng.integers(1, 6, (4, 5))
+    in_len, tgt_len = [12, 10, 3, 12], [5, 3, 5, 0]  # sample 2: 5 labels in 3 steps
+    for concatenated in (False, True):
+        tt = torch.tensor(np.concatenate([r[:k] for r, k in zip(targets, tgt_len)])
+                          if concatenated else targets)  # fmt: skip
+        xt, xl = torch.tensor(logits, requires_grad=True), Tensor(logits, requires_grad=True)
+        kw = {"reduction": reduction, "zero_infinity": True}
+        yt = torch.nn.functional.ctc_loss(xt.log_softmax(2), tt, in_len, tgt_len, **kw)
+        yl = nn.functional.ctc_loss(xl.log_softmax(2), Tensor(tt.numpy()), in_len, tgt_len, **kw)
+        np.testing.assert_allclose(yl.numpy(), yt.detach().numpy(), 1e-9, 1e-9)
+        yt.sum().backward()
+        yl.sum().backward()
+        np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), 1e-8, 1e-9)
+
+
+def test_ctc_loss_without_zero_infinity_is_inf_for_an_impossible_target():
+    lp = Tensor.randn(3, 1, 4).log_softmax(2)
+    loss = nn.functional.ctc_loss(lp, Tensor([[1, 2, 1, 2]]), [3], [4], reduction="none")
+    assert loss.numpy().tolist() == [math.inf]
+    with pytest.raises(ValueError, match="blank 7 is not one of the 4 classes"):
+        nn.functional.ctc_loss(lp, Tensor([[1]]), [3], [1], blank=7)
+
+
+def test_embedding_bag_layer_matches_torchs_on_its_weights():
+    layer, tlayer = (
+        nn.EmbeddingBag(9, 4, mode="sum", padding_idx=0),
+        torch.nn.EmbeddingBag(9, 4, mode="sum", padding_idx=0),
+    )
+    assert not layer.weight.numpy()[0].any() and list(layer.state_dict()) == ["weight"]
+    copy_into_torch(layer, tlayer)
+    ids, offsets = np.array([3, 0, 5, 8, 8, 1]), np.array([0, 2, 2])
+    y = layer(Tensor(ids), Tensor(offsets))
+    ty = tlayer(torch.tensor(ids), torch.tensor(offsets))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), 1e-6, 1e-6)
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(layer.weight.grad.numpy(), tlayer.weight.grad.numpy(), 1e-6, 1e-6)

@@ -39,6 +39,7 @@ from limn.nn.layers import (  # noqa: F401
     Dropout2d,
     Dropout3d,
     Embedding,
+    EmbeddingBag,
     FeatureAlphaDropout,
     GPTBlock,
     GroupNorm,

@@ -14,6 +14,7 @@ from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
 from limn.nn.conv import conv, conv_transpose
+from limn.nn.functional_grid import affine_grid, grid_sample  # noqa: F401
 from limn.nn.functional_more import *  # noqa: F403  (activations, distances, more losses)
 from limn.nn.functional_pool import (  # noqa: F401
     adaptive_avg_pool1d,
@@ -38,10 +39,10 @@ from limn.nn.functional_pool import (  # noqa: F401
     upsample_bilinear,
     upsample_nearest,
 )
-from limn.pairs import pdist  # noqa: F401
+from limn.ops.inplace import inplace_flag
+from limn.ops.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
-from limn.torch_inplace import inplace_flag
 
 gelu, tanh, sigmoid, softplus = Tensor.gelu, Tensor.tanh, Tensor.sigmoid, Tensor.softplus
 log_softmax, linear, one_hot = Tensor.log_softmax, Tensor.linear, Tensor.one_hot
@@ -238,6 +239,67 @@ def embedding(ids: Tensor, weight: Tensor, padding_idx: int | None = None, max_n
         pad = (ids.reshape(n, 1) == padding_idx % weight.shape[0]).expand(n, dim)
         picked = pad.where(picked.detach(), picked)
     return picked.reshape(*ids.shape, dim)
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets=None, max_norm=None,
+                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                  sparse: bool = False, per_sample_weights=None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:  # fmt: skip
+    """Each bag of rows of ``weight`` reduced to one row, (bags, embedding_dim). A 2-d
+    ``input`` (B, L) is B bags of L ids; a 1-d one is cut where ``offsets`` say (bag b
+    runs from offsets[b] to the next offset; with ``include_last_offset`` the last offset
+    ends the last bag). ``mode`` sums, averages or takes the largest of a bag's rows (an
+    empty bag gives zeros); ``per_sample_weights`` (``"sum"`` only) scales each row first;
+    a pick of ``padding_idx`` is left out of its bag. The rows are ``embedding``'s (its
+    ``max_norm`` and ``scale_grad_by_freq``); which bag holds a position is a comparison
+    with the offsets, and a bag's sum is a product with that 0/1 membership, so it stays
+    lazy and its gradient reaches the weight and the per-sample weights."""
+    op = "embedding_bag"
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if not input.dtype.is_int or input.dtype == dtypes.bool_:
+        raise TypeError(f"{op}: input must hold integer ids, got {input.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-d (num_embeddings, dim), got {weight.shape}")
+    n = input.numel()
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None for a 2-d input {input.shape}")
+        bags = input.shape[0]
+        bag = Tensor.arange(n, device=input.device) // max(input.shape[1], 1)
+    elif input.ndim == 1:
+        if offsets is None or offsets.ndim != 1 or not offsets.dtype.is_int:
+            raise ValueError(f"{op}: a 1-d input needs 1-d integer offsets, got {offsets!r}")
+        bags = offsets.shape[0] - (1 if include_last_offset else 0)
+        pos = Tensor.arange(n, device=input.device).reshape(n, 1)
+        bag = (offsets.reshape(1, -1) <= pos).sum(1) - 1  # the last offset at or before pos
+    else:
+        raise ValueError(f"{op}: input must be 1-d (with offsets) or 2-d, got {input.shape}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"{op}: per_sample_weights needs mode='sum', got mode={mode!r}")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(
+                f"{op}: per_sample_weights {per_sample_weights.shape} must have the input's "
+                f"shape {input.shape}"
+            )
+    ids = input.reshape(n)
+    rows = embedding(ids, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    member = bag.reshape(1, n) == Tensor.arange(bags, device=input.device).reshape(bags, 1)
+    if padding_idx is not None:
+        num = weight.shape[0]
+        if not -num <= padding_idx < num:
+            raise ValueError(f"{op}: padding_idx {padding_idx} is outside the {num} rows")
+        member = member & (ids != padding_idx % num).reshape(1, n)
+    if mode == "max":
+        picked = member.reshape(bags, n, 1).where(rows.reshape(1, n, -1), -math.inf)
+        out = member.any(1, keepdim=True).where(picked.amax(1), 0.0)
+        return out.cast(weight.dtype)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(n, 1)
+    m = member.cast(rows.dtype)
+    out = m @ rows
+    return out / m.sum(1, keepdim=True).maximum(1) if mode == "mean" else out
 
 
 def _trailing(x: Tensor, shape: tuple, op: str) -> tuple[int, ...]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 from ir.graph import dtypes
+from limn.ops.inplace import inplace_flag
+from limn.ops.joining import cat, stack
 from limn.tensor import Tensor
-from limn.torch_inplace import inplace_flag
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
@@ -396,3 +397,102 @@ def bilinear(input1, input2, weight, bias=None) -> Tensor:
         (-1, -2)
     )
     return y if bias is None else y + bias
+
+
+def _lse3(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """log(e**a + e**b + e**c), -inf where all three are, with no nan in the gradient. A
+    reduction over the three stacked, so each step of a recursion is a kernel of its own
+    (fused elementwise, the recursion's shared terms would be recomputed, 3**steps)."""
+    x = stack([a, b, c], -1)
+    m = x.amax(-1, keepdim=True).detach()
+    none = m == -math.inf
+    m = none.where(0.0, m)
+    total = (x - m).exp().sum(-1, keepdim=True)
+    return none.where(-math.inf, m + none.where(1.0, total).log()).squeeze(-1)
+
+
+def _lengths(v, n: int, what: str) -> list[int]:
+    v = v.tolist() if isinstance(v, Tensor) else v
+    out = [int(i) for i in (v if isinstance(v, list | tuple) else [v])]
+    if len(out) != n:
+        raise ValueError(f"ctc_loss: {what} must hold one length per sample ({n}), got {len(out)}")
+    return out
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:  # fmt: skip
+    """Connectionist temporal classification: -log of the total probability of every
+    alignment of each target to its input steps, by the forward algorithm over the target
+    with a blank between and around its labels (a label may repeat a step, and skip the
+    blank between two different labels). ``log_probs`` (T, N, C) (or (T, C)); ``targets``
+    padded (N, S) or concatenated (sum of ``target_lengths``); the lengths read now.
+    ``mean`` divides each loss by its target's length first; ``zero_infinity`` gives 0 for
+    an impossible target. Each step is a lazy logsumexp, so the gradient is autograd's:
+    d loss / d log_probs itself, where torch's adds exp(log_probs) (the two agree through a
+    ``log_softmax``, which is how the loss is fed)."""
+    op = "ctc_loss"
+    if not log_probs.dtype.is_float or log_probs.ndim not in (2, 3):
+        raise ValueError(
+            f"{op}: log_probs must be float (T, N, C) or (T, C), got {log_probs.shape}"
+        )
+    unbatched = log_probs.ndim == 2
+    lp = log_probs.unsqueeze(1) if unbatched else log_probs
+    steps, n, classes = lp.shape
+    if not 0 <= blank < classes:
+        raise ValueError(f"{op}: blank {blank} is not one of the {classes} classes")
+    t_len = _lengths(input_lengths, n, "input_lengths")
+    s_len = _lengths(target_lengths, n, "target_lengths")
+    if any(not 0 <= t <= steps for t in t_len) or any(s < 0 for s in s_len):
+        raise ValueError(f"{op}: input lengths {t_len} must lie in 0..{steps}, targets' be >= 0")
+    if targets.ndim == 2 or unbatched:  # padded, one row per sample
+        rows = [r[:s] for r, s in zip(targets.reshape(n, -1).tolist(), s_len)]
+    else:  # concatenated
+        flat, at, rows = targets.tolist(), 0, []
+        for s in s_len:
+            rows.append(flat[at : at + s])
+            at += s
+    if any(len(r) != s for r, s in zip(rows, s_len)):
+        raise ValueError(
+            f"{op}: targets {targets.shape} hold fewer labels than target_lengths {s_len}"
+        )
+    width = 2 * max(s_len, default=0) + 1
+    ext = [[blank] * width for _ in range(n)]  # the labels with a blank between and around
+    for i, r in enumerate(rows):
+        ext[i][1 : 2 * len(r) : 2] = r
+    skip = [[s >= 2 and e[s] != blank and e[s] != e[s - 2] for s in range(width)] for e in ext]
+    dev = lp.device
+    index = Tensor(ext, dtype=dtypes.int64, device=dev)
+    can_skip = Tensor(skip, dtype=dtypes.bool_, device=dev)
+    picked = lp.gather(2, index.reshape(1, n, width).expand(steps, n, width))  # (T, N, width)
+    pos = Tensor.arange(width, device=dev).reshape(1, width)
+    start = pos < Tensor([[min(2, 2 * s + 1)] for s in s_len], dtype=dtypes.int64, device=dev)
+    alpha = start.where(picked[0], -math.inf)
+    live = Tensor([[t] for t in t_len], dtype=dtypes.int64, device=dev)
+    floor = lp.new_full((n, 1), -math.inf)
+    for t in range(1, steps):
+        one = _shift(alpha, 1, floor)
+        two = can_skip.where(_shift(alpha, 2, floor), -math.inf)
+        step = _lse3(alpha, one, two) + picked[t]
+        alpha = (live > t).where(step, alpha)
+    last = Tensor([[2 * s] for s in s_len], dtype=dtypes.int64, device=dev)
+    end = alpha.gather(1, last)
+    before = (last > 0).where(alpha.gather(1, (last - 1).maximum(0)), -math.inf)
+    loss = -_lse3(end, before, floor).reshape(n)
+    if any(t == 0 for t in t_len):  # no steps: only an empty target has an alignment
+        empty = Tensor([t == 0 for t in t_len], dtype=dtypes.bool_, device=dev)
+        none = Tensor([s == 0 for s in s_len], dtype=dtypes.bool_, device=dev)
+        loss = empty.where(none.where(0.0, math.inf), loss)
+    if zero_infinity:
+        loss = (loss == math.inf).where(0.0, loss)
+    if reduction == "mean":
+        per = Tensor([max(s, 1) for s in s_len], dtype=loss.dtype, device=dev)
+        return (loss / per).mean()
+    out = _reduce(loss, reduction, op)
+    return out.reshape(()) if unbatched and reduction == "none" else out
+
+
+def _shift(x: Tensor, k: int, floor: Tensor) -> Tensor:
+    """x (N, W) moved k places right along W, -inf coming in."""
+    if k >= x.shape[1]:
+        return floor.expand(*x.shape)
+    return cat([floor.expand(x.shape[0], k), x[:, : x.shape[1] - k]], 1)

@@ -17,8 +17,8 @@ import numpy as np
 
 from ir.graph import dtypes
 from limn.nn.conv import _unfold
+from limn.ops.movement import copy_of
 from limn.tensor import Tensor
-from limn.torch_more_movement import copy_of
 
 
 def _ints(v, n: int, name: str, op: str) -> tuple[int, ...]:
@@ -481,3 +481,13 @@ def upsample_nearest(input, size=None, scale_factor=None):
 def upsample_bilinear(input, size=None, scale_factor=None):
     """bilinear interpolate with the corners aligned, as torch's."""
     return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
+
+
+_pad = pad  # (constant_pad_nd's argument is torch's ``pad``)
+
+
+def constant_pad_nd(input: Tensor, pad, value=0) -> Tensor:
+    return _pad(input, pad, "constant", value)
+
+
+Tensor.constant_pad_nd = constant_pad_nd

@@ -223,6 +223,38 @@ class Embedding(Module):
         return F.embedding(ids, self.weight, self.padding_idx)
 
 
+class EmbeddingBag(Module):
+    """``Embedding``'s table reduced per bag (``F.embedding_bag``): ``forward(input,
+    offsets=None, per_sample_weights=None)`` gives (bags, embedding_dim); ~ N(0, 1), the
+    ``padding_idx`` row starting at zeros."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm=None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight=None, include_last_offset: bool = False,
+                 padding_idx=None, dtype=None):  # fmt: skip
+        table = Embedding(num_embeddings, embedding_dim, padding_idx, dtype)
+        self.weight = table.weight if _weight is None else _weight.detach().requires_grad_(True)
+        self.padding_idx, self.mode = table.padding_idx, mode
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = (
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+        )
+        self.include_last_offset = include_last_offset
+
+    def extra_repr(self) -> str:
+        n, dim = self.weight.shape
+        return f"{n}, {dim}, mode={self.mode!r}" + (
+            "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        )
+
+    def forward(self, input: Tensor, offsets=None, per_sample_weights=None) -> Tensor:
+        return F.embedding_bag(
+            input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+            self.mode, False, per_sample_weights, self.include_last_offset, self.padding_idx,
+        )  # fmt: skip
+
+
 class Dropout(Module):
     """Zero each element with probability p while training (scaling the rest by
     1/(1-p)); the identity in eval mode."""

@@ -22,7 +22,8 @@ import math
 from ir.graph import dtypes
 from limn.autograd import no_grad
 from limn.nn.module import Module, _uniform_param
-from limn.tensor import Tensor, cat, stack
+from limn.ops.joining import cat, stack
+from limn.tensor import Tensor
 
 GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 

@@ -8,7 +8,8 @@ returns is a 0-d Tensor that costs nothing until it is read.
 from __future__ import annotations
 
 from limn.autograd import no_grad
-from limn.tensor import Tensor, stack
+from limn.ops.joining import stack
+from limn.tensor import Tensor
 
 
 def _grads(parameters) -> list[Tensor]:

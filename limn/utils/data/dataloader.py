@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from limn.creation import Generator
-from limn.tensor import Tensor, stack
+from limn.ops.joining import stack
+from limn.tensor import Tensor
 from limn.utils.data.sampler import (
     BatchSampler,
     _permutation,

@@ -1,4 +1,6 @@
-"""Matrix decompositions: inverse, determinant, solve, singular and symmetric eigenvalues.
+"""Matrix decompositions: inverse, determinant, solve, singular and symmetric eigenvalues,
+and the factors themselves: QR, SVD, symmetric eigenvectors, the pseudo-inverse, least
+squares (the LU and Householder forms LAPACK packs are in ``lapack.py``).
 
 These are iterative or pivoting algorithms (LU with pivoting, Householder QR sweeps,
 Jacobi or QR iterations for eigenvalues), not fixed loops over the primitives: limn
@@ -26,7 +28,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ir.graph import dtypes
-from limn.tensor import Tensor, stack
+from limn.ops.joining import stack
+from limn.tensor import Tensor
 
 
 def _square(a: Tensor, op: str) -> None:
@@ -331,6 +334,178 @@ def matrix_exp(a: Tensor) -> Tensor:
     return total.cast(a.dtype)
 
 
+# ---- the factors themselves: QR, SVD, symmetric eigenvectors, the pseudo-inverse ---------
+
+
+def _matrices(a: Tensor, op: str) -> None:
+    if a.ndim < 2 or not a.dtype.is_float:
+        raise ValueError(f"{op}: needs float matrices (..., m, n), got {a.dtype}{list(a.shape)}")
+
+
+class QR(NamedTuple):
+    Q: Tensor  # noqa: N815  (torch's field names)
+    R: Tensor  # noqa: N815
+
+
+def qr(a: Tensor, mode: str = "reduced") -> QR:
+    """A = QR, Q with orthonormal columns and R upper triangular (LAPACK's Householder
+    QR, whose signs torch's shares); ``complete``: Q square; ``r``: R alone, Q empty."""
+    _matrices(a, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    _no_gradient(a, "linalg.qr")
+    q, r = np.linalg.qr(_host(a), mode="complete" if mode == "complete" else "reduced")
+    return QR(_result(a, q if mode != "r" else np.zeros(0)), _result(a, r))
+
+
+def old_qr(a: Tensor, some: bool = True) -> QR:
+    """torch.qr: ``linalg.qr``, reduced with ``some``, else complete."""
+    return qr(a, "reduced" if some else "complete")
+
+
+class SVD(NamedTuple):
+    U: Tensor  # noqa: N815
+    S: Tensor  # noqa: N815
+    Vh: Tensor  # noqa: N815
+
+
+def svd(a: Tensor, full_matrices: bool = True, *, driver=None) -> SVD:
+    """A = U diag(S) Vh, S descending (LAPACK's divide and conquer, as torch's on the CPU)."""
+    _matrices(a, "linalg.svd")
+    _no_gradient(a, "linalg.svd")
+    u, s, vh = np.linalg.svd(_host(a), full_matrices=full_matrices)
+    return SVD(_result(a, u), _result(a, s), _result(a, vh))
+
+
+class OldSVD(NamedTuple):  # torch.svd's fields: V, not Vh
+    U: Tensor  # noqa: N815
+    S: Tensor  # noqa: N815
+    V: Tensor  # noqa: N815
+
+
+def old_svd(a: Tensor, some: bool = True, compute_uv: bool = True) -> OldSVD:
+    """torch.svd: (U, S, V) with A = U diag(S) V^T; without ``compute_uv`` U and V are
+    zeros of (m, m) and (n, n), as torch's."""
+    u, s, vh = svd(a, full_matrices=not some)
+    if not compute_uv:
+        m, n = a.shape[-2:]
+        zeros = (Tensor.zeros(*a.shape[:-2], k, k, dtype=a.dtype, device=a.device) for k in (m, n))
+        return OldSVD(next(zeros), s, next(zeros))
+    return OldSVD(u, s, _mT(vh))
+
+
+class Eigh(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+def eigh(a: Tensor, UPLO: str = "L") -> Eigh:  # noqa: N803  (torch's name)
+    """A symmetric A's eigenvalues (ascending) and eigenvectors (columns), read from the
+    ``UPLO`` triangle."""
+    _square(a, "linalg.eigh")
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    _no_gradient(a, "linalg.eigh")
+    w, v = np.linalg.eigh(_host(a), UPLO)
+    return Eigh(_result(a, w), _result(a, v))
+
+
+def _cutoff(s: np.ndarray, a: Tensor, atol, rtol) -> np.ndarray:
+    """torch's threshold below which a singular value counts as zero: max(atol, rtol *
+    the largest), rtol by default eps * max(m, n) (0 where only atol is given)."""
+    m, n = a.shape[-2:]
+    if rtol is None:
+        eps = float(np.finfo(dtypes.to_numpy(a.dtype)).eps)
+        rtol = eps * max(m, n) if atol is None or _is_zero(atol) else 0.0
+    atol, rtol = (
+        np.asarray(_host(t) if isinstance(t, Tensor) else (0.0 if t is None else t), np.float64)
+        for t in (atol, rtol)
+    )
+    largest = s.max(-1, initial=0.0) if s.size else np.zeros(s.shape[:-1])
+    return np.maximum(atol, rtol * largest)[..., None]
+
+
+def pinv(a: Tensor, *, atol=None, rtol=None, hermitian: bool = False) -> Tensor:
+    """The Moore-Penrose pseudo-inverse: A's SVD with each singular value above torch's
+    cutoff inverted and the rest zeroed (``hermitian``: from the eigenvalues' sizes)."""
+    _matrices(a, "linalg.pinv")
+    _no_gradient(a, "linalg.pinv")
+    h = _host(a)
+    if hermitian:
+        w, v = np.linalg.eigh(h)
+        keep = np.abs(w) > _cutoff(np.abs(w), a, atol, rtol)
+        inv_w = np.where(keep, 1 / np.where(keep, w, 1.0), 0.0)
+        return _result(a, (v * inv_w[..., None, :]) @ np.swapaxes(v, -1, -2))
+    u, s, vh = np.linalg.svd(h, full_matrices=False)
+    keep = s > _cutoff(s, a, atol, rtol)
+    inv_s = np.where(keep, 1 / np.where(keep, s, 1.0), 0.0)
+    return _result(a, (np.swapaxes(vh, -1, -2) * inv_s[..., None, :]) @ np.swapaxes(u, -1, -2))
+
+
+def pinverse(a: Tensor, rcond: float = 1e-15) -> Tensor:
+    """torch.pinverse: ``pinv`` with ``rcond`` as the relative cutoff."""
+    return pinv(a, rtol=rcond)
+
+
+class Lstsq(NamedTuple):
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
+
+
+LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(a: Tensor, b: Tensor, rcond=None, *, driver: str | None = None) -> Lstsq:
+    """X minimizing ||AX - B|| (the least-norm one where A is short or rank-deficient),
+    with what torch's ``driver`` (default ``gelsy``) reports beside it: the squared
+    residuals (m > n, full rank, not ``gelsy``), the ranks (not ``gels``) and the
+    singular values (``gelsd``, ``gelss``); the rest empty."""
+    op = "linalg.lstsq"
+    _matrices(a, op)
+    driver = driver or "gelsy"
+    if driver not in LSTSQ_DRIVERS:
+        raise ValueError(f"{op}: driver must be one of {LSTSQ_DRIVERS}, got {driver!r}")
+    if (
+        b.ndim < 1
+        or b.dtype != a.dtype
+        or b.shape[a.ndim - 2 if b.ndim == a.ndim else -1] != a.shape[-2]
+    ):
+        raise ValueError(
+            f"{op}: B must be (..., m, k) or (..., m) with A's m = {a.shape[-2]} and dtype "
+            f"{a.dtype}, got {b.dtype}{list(b.shape)}"
+        )
+    _no_gradient(a, op)
+    _no_gradient(b, op)
+    vector = b.ndim == a.ndim - 1
+    h, hb = _host(a), _host(b)
+    hb = hb[..., None] if vector else hb
+    batch = np.broadcast_shapes(h.shape[:-2], hb.shape[:-2])
+    h = np.broadcast_to(h, batch + h.shape[-2:])
+    hb = np.broadcast_to(hb, batch + hb.shape[-2:])
+    m, n = h.shape[-2:]
+    u, s, vh = np.linalg.svd(h, full_matrices=False)
+    eps = float(np.finfo(dtypes.to_numpy(a.dtype)).eps)
+    cut = (eps * max(m, n) if rcond is None else rcond) * (s[..., :1] if s.size else 0.0)
+    keep = s > cut
+    inv_s = np.where(keep, 1 / np.where(keep, s, 1.0), 0.0)
+    x = np.swapaxes(vh, -1, -2) @ (inv_s[..., None] * (np.swapaxes(u, -1, -2) @ hb))
+    rank = keep.sum(-1).astype(np.int64)
+    empty = np.zeros(0)
+    full = m > n and bool((rank == n).all())
+    residuals = ((h @ x - hb) ** 2).sum(-2) if full and driver != "gelsy" else empty
+    out = x[..., 0] if vector else x
+    return Lstsq(
+        _result(a, out),
+        _result(a, residuals[..., 0] if vector and residuals.size else residuals),
+        Tensor(
+            rank if driver != "gels" else np.zeros(0, np.int64), dtype=dtypes.int64, device=a.device
+        ),  # fmt: skip
+        _result(a, s if driver in ("gelsd", "gelss") else empty),
+    )
+
+
 def _is_zero(v) -> bool:
     return (not isinstance(v, Tensor)) and v == 0
 
@@ -344,3 +519,4 @@ Tensor.cholesky, Tensor.cholesky_solve, Tensor.cholesky_inverse = (
     cholesky_inverse,
 )
 Tensor.triangular_solve = triangular_solve
+Tensor.qr, Tensor.svd, Tensor.pinverse = old_qr, old_svd, pinverse

@@ -1,6 +1,6 @@
 """torch's questions about a tensor: what kind of numbers it holds, where, and how.
 
-``TorchFacts`` is a mixin of ``limn.Tensor``; each answer reads the tensor's dtype,
+``Facts`` is a mixin of ``limn.Tensor``; each answer reads the tensor's dtype,
 device or node and computes nothing. limn has dense real tensors only, so the sparse,
 complex, quantized and meta questions answer False (what torch answers for a dense real
 CPU tensor), and programs that test for them (torch's own LBFGS asks ``is_sparse``) take
@@ -13,7 +13,7 @@ from ir.graph import dtypes
 from ir.graph.ops import Op
 
 
-class TorchFacts:
+class Facts:
     def is_floating_point(self) -> bool:
         return self.dtype.is_float
 

@@ -2,7 +2,10 @@
 
 ``isin``, ``bucketize`` and ``searchsorted`` are comparisons summed: the bucket of x is
 how many boundaries lie below it (or at it, with ``right``), so they stay lazy and run
-on the tensor's device. ``histc`` counts by comparing each element's bin with every bin.
+on the tensor's device. ``histc`` counts by comparing each element's bin with every bin;
+``histogram`` and ``histogramdd`` find each element's bin as ``searchsorted`` does (edges
+at or below it), then count as ``histc``, their edges torch's ``linspace`` over the range
+(read from the data when not given, as ``histc`` reads it).
 ``bincount``, ``unique`` and ``unique_consecutive`` have a result whose length depends on
 the values, so they read them (as ``nonzero`` does) and count on the host.
 """
@@ -10,10 +13,12 @@ the values, so they read them (as ``nonzero`` does) and count on the host.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numpy as np
 
 from ir.graph import dtypes
+from limn.ops.creation import linspace
 from limn.tensor import Tensor
 
 
@@ -169,6 +174,98 @@ def _answer(x: Tensor, values, inverse, counts, return_inverse: bool, return_cou
     return out[0] if len(out) == 1 else tuple(out)
 
 
+Histogram = namedtuple("Histogram", "hist bin_edges")  # torch.return_types.histogram(dd)
+
+
+def _edges(x: Tensor, bins, lo_hi, op: str) -> list[Tensor]:
+    """Each dim's bin edges for the points ``x`` (N, D): the given edge tensors, or torch's
+    ``linspace`` of ``bins + 1`` edges over the range (the data's when ``lo_hi`` is None;
+    a point widened by 0.5 either side, as torch's and numpy's)."""
+    d = x.shape[1]
+    if isinstance(bins, int):
+        bins = [bins] * d
+    bins = list(bins)
+    if len(bins) != d:
+        raise ValueError(f"{op}: {len(bins)} bins for points of {d} dims; give one per dim")
+    if lo_hi is not None and len(lo_hi) != 2 * d:
+        raise ValueError(f"{op}: range must hold {2 * d} numbers (a low and a high per dim)")
+    edges = []
+    for k, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.ndim != 1 or b.shape[0] < 1:
+                raise ValueError(f"{op}: bin edges must be 1-d and not empty, got {b.shape}")
+            edges.append(b.cast(x.dtype))
+            continue
+        if int(b) < 1:
+            raise ValueError(f"{op}: bins must be >= 1, got {b}")
+        if lo_hi is not None:
+            lo, hi = float(lo_hi[2 * k]), float(lo_hi[2 * k + 1])
+        elif x.shape[0]:
+            lo, hi = x[:, k].min().item(), x[:, k].max().item()
+        else:
+            lo, hi = 0.0, 1.0  # torch's range for no data
+        if lo > hi or not (math.isfinite(lo) and math.isfinite(hi)):
+            raise ValueError(f"{op}: range [{lo}, {hi}] must be finite with low <= high")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges.append(linspace(lo, hi, int(b) + 1, dtype=x.dtype, device=x.device))
+    return edges
+
+
+def histogramdd(input: Tensor, bins, *, range=None, weight=None, density: bool = False):  # noqa: A002
+    """Counts of the points ``input`` (..., D) in the D-dim grid of bins ``bins`` (a count
+    per dim, one for all, or each dim's edges): a point is in bin i of a dim when
+    edges[i] <= it < edges[i + 1] (the last bin holds its right edge); points outside are
+    not counted. ``weight`` sums weights instead; ``density`` divides by the total and the
+    bins' volumes."""
+    op = "histogramdd"
+    if not input.dtype.is_float or input.ndim < 2:
+        raise TypeError(
+            f"{op}: needs float points (..., D) of at least 2 dims, got {input.dtype}"
+            f"{list(input.shape)}"
+        )
+    x = input.reshape(-1, input.shape[-1])
+    edges = _edges(x, bins, range, op)
+    n = x.shape[0]
+    inside, flat = None, None
+    for k, e in enumerate(edges):
+        col = x[:, k].reshape(n, 1)
+        nb = e.shape[0] - 1
+        at = (e.reshape(1, -1) <= col).sum(1) - 1
+        at = (col.reshape(n) == e[-1]).where(nb - 1, at)
+        ok = (col.reshape(n) >= e[0]) & (col.reshape(n) <= e[-1])
+        inside = ok if inside is None else inside & ok
+        flat = at if flat is None else flat * nb + at
+    shape = tuple(e.shape[0] - 1 for e in edges)
+    total = math.prod(shape)
+    hit = (flat.reshape(n, 1) == Tensor.arange(total, device=x.device)) & inside.reshape(n, 1)
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise ValueError(f"{op}: weight {weight.shape} must be {tuple(input.shape[:-1])}")
+        hist = hit.where(weight.reshape(n, 1).cast(x.dtype), 0).sum(0)
+    else:
+        hist = hit.sum(0).cast(x.dtype)
+    hist = hist.reshape(*shape)
+    if density:
+        volume = None
+        for k, e in enumerate(edges):
+            w = (e[1:] - e[:-1]).reshape(*[-1 if j == k else 1 for j, _ in enumerate(edges)])
+            volume = w if volume is None else volume * w
+        hist = hist / (hist.sum() * volume)
+    return Histogram(hist, list(edges))
+
+
+def histogram(input: Tensor, bins=100, *, range=None, weight=None, density: bool = False):  # noqa: A002
+    """``histogramdd`` of the flattened input as 1-d points: (hist, bin_edges)."""
+    if isinstance(bins, Tensor) and bins.ndim != 1:
+        raise ValueError(f"histogram: bin edges must be 1-d, got {bins.shape}")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"histogram: weight {weight.shape} must be the input's {input.shape}")
+    w = None if weight is None else weight.reshape(-1)
+    hist, edges = histogramdd(input.reshape(-1, 1), [bins], range=range, weight=w, density=density)
+    return Histogram(hist, edges[0])
+
+
 # torch's Tensor methods and free functions of the same (``x.histc()``, ``limn.isin``)
-for _fn in (isin, bucketize, searchsorted, histc, bincount, unique, unique_consecutive):
+for _fn in (isin, bucketize, searchsorted, histc, histogram, bincount, unique, unique_consecutive):
     setattr(Tensor, _fn.__name__, _fn)
