@@ -15,7 +15,7 @@ Elementwise work fuses into whatever consumes it; a value gets a buffer of its o
 A value with several consumers is recomputed inside each consumer's kernel, never stored
 for them: what fuses is elementwise work, loads and index arithmetic, which costs less to
 redo than a round trip through memory. Anything that contains a reduce was already cut at
-the reduce, so recomputation never repeats a reduction. Two exceptions. A value with
+the reduce, so recomputation never repeats a reduction. The exceptions follow. A value with
 several consumers whose fused computation reads READ_BUDGET full-size buffers or more is
 stored once: the residual stream of a deep network is a sum over every layer's outputs,
 and recomputed it would have each of its consumers (and each later layer's) read all of
@@ -36,8 +36,13 @@ read it before. A
 small value (SMALL elements) whose fused body reads MAX_READS buffers or more is stored
 (a thousand statistics stacked and averaged): a concatenation of a thousand scalars is
 kernels of MAX_READS pieces each, planned in time linear in the pieces, and a reduce over
-it has a short body to copy per lane. A GATHER fuses like an elementwise op; its index
-becomes a data-dependent term of the source's address.
+it has a short body to copy per lane. And a costly value (SHARED weighted ops) that
+several elementwise kernels fuse is stored once: an LSTM's cell state, read by its step's
+output and by the next step, would otherwise be recomputed by every later step's kernel
+back to the last stored one, each with its gates' exps. Only where every kernel fusing it
+is a map: a value a reduce fuses stays fused, so no sum's body, and no number, changes. A
+GATHER fuses like an elementwise op; its index becomes a data-dependent term of the
+source's address.
 
 Inputs: a BUFFER node is always an input. ``is_realized(node)`` may name other nodes the
 runtime already holds bytes for; they become inputs too and the graph behind them is not
