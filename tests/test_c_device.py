@@ -1173,6 +1173,30 @@ def test_a_compiler_dies_with_the_python_that_started_it(tmp_path):
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("name", ["numpy", "c"])
+def test_a_state_carried_unread_from_step_to_step_is_kept_and_one_plan_serves_the_steps(name):
+    """A recurrence's state the program never reads (only a value made from it) is in
+    every step's graph unless the device keeps it: the c device keeps a value the third
+    plan miss that computes it, so the graph stops growing and one plan serves the later
+    steps. Every step reads numpy's value; ``limn.ir`` prints the plan realize then runs."""
+    limn.set_device(name)
+    dev = get_device(name)
+    s, ref, plans = limn.zeros(1000), np.zeros(1000, np.float32), []
+    for step in range(24):
+        s = s * 0.9 + 1.0
+        ref = ref * np.float32(0.9) + np.float32(1.0)
+        v = (s * 2).max()
+        if name == "c" and step == 12:
+            text = limn.ir(v, stage="kernel")
+            assert text.count(" loop[") == len(dev.plan_for([v.node], carry=True)[0].graph.kernels)
+            built = dev.stats["plans"]
+            v.item()
+            assert dev.stats["plans"] == built  # the plan it printed
+        assert v.item() == (ref * 2).max()
+        plans.append(getattr(dev, "stats", {"plans": 0})["plans"])
+    assert plans[-1] == plans[8]  # no plan built after the ninth step
+
+
 def test_ir_prints_the_plan_the_device_runs_after_values_were_read_in_between(c):
     """The issue's case: after ``h.sum().item()`` the device kept the matmul's value, so
     ``h * 2`` runs one kernel; ``limn.ir`` asks the runtime the same question and prints

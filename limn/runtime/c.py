@@ -154,7 +154,7 @@ class CDevice(CompiledDevice):
         (built now if it has none), at ``stage``: "kernel", "loop" (with this device's
         passes) or "c" (the units it compiles, then each CUSTOM kernel's). The plan's
         inputs that are values the runtime holds print first, marked ``held``."""
-        plan, inputs = self.plan_for(roots)
+        plan, inputs = self.plan_for(roots, carry=True)
         g = plan.graph
         held = [f"buf{i} = held {n.op.value}" for i, n in enumerate(inputs) if n.srcs]
         if stage == "c":  # the units the plan compiled, as it keeps them

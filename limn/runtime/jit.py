@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
@@ -154,6 +155,7 @@ class Plan:
     product: object = field(default=None, repr=False)
 
 
+CARRY = 3  # the plan miss that computes a value the third time keeps it (``carried``)
 MAX_PLANS = 4096  # plans a compiled device keeps (LIMN_PLANS), the least recently used go
 
 
@@ -178,6 +180,7 @@ class CompiledDevice(Device):
         self.stats = {"plans": 0, "plan_hits": 0, "plans_loaded": 0, "build_s": 0.0, "kernels": 0}
         self.recorder: list | None = None  # set by limn.capture while it records
         self.shapes: dict[tuple, tuple] = {}  # a key without its shapes -> the last shapes
+        self.walked = weakref.WeakKeyDictionary()  # node -> the realizes that computed it
 
     def build(self, graph: KernelGraph, slots=(), kept=(), sites=()) -> Plan:
         raise NotImplementedError
@@ -196,12 +199,22 @@ class CompiledDevice(Device):
         primitives keeps this default."""
         return False
 
-    def plan_for(self, roots: Sequence[Node]) -> tuple[Plan, list[Node]]:
+    def plan_for(self, roots: Sequence[Node], carry: bool = False) -> tuple[Plan, list[Node]]:
         """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
-        the plan's slot order."""
-        key, inputs, _, nodes, swapped = walk(roots, self.host)
+        the plan's slot order; with ``carry``, the plan ``realize`` would run for them: with
+        the values they carry (``carried``, asked without counting this as a computation)."""
+        roots, (key, inputs, _, nodes, swapped) = self._walk(roots, self.host, carry, False)
         plan = self._plan(key, roots, inputs, nodes, swapped)
         return plan, [inputs[i] for i in plan.slots]
+
+    def _walk(self, roots: Sequence[Node], windows: bool, carry=True, count=True):
+        """``roots`` with the values they carry (``carried``), and ``walk``'s findings."""
+        found = walk(roots, windows)
+        if carry and self.recorder is None and found[0] not in self.plans:
+            if more := self.carried(found[0], found[3], count):
+                roots = [*roots, *more]  # (a miss: a graph that grows misses at every step)
+                found = walk(roots, windows)
+        return roots, found
 
     def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes, spelled: dict):
         """The plan for ``key`` (built on a miss from ``roots``); ``spelled`` is the walk's
@@ -268,10 +281,27 @@ class CompiledDevice(Device):
         old, new = next((a, b) for a, b in zip(seen, shapes) if a != b)
         return f"a new shape, {list(old)} -> {list(new)}, of a structure built before"
 
+    def carried(self, key: tuple, nodes: list[Node], count: bool = True) -> list[Node]:
+        """The values this plan miss computes for the ``CARRY``-th time, read by values
+        computed fewer times: a value a program carries from step to step without reading
+        it (a token sequence grown by ``cat``, a recurrence's state). Realized with the
+        roots and kept, so the next step's graph starts from its bytes: a step's cost does
+        not grow with the steps before it. (A forward read, then read again by its backward,
+        is computed twice and planned as it was.)"""
+        counts = [0] * len(nodes)
+        for i, (row, n) in enumerate(zip(key[0], nodes)):
+            if row[0] != "in" and n.op is not ASSIGN:
+                counts[i] = self.walked.get(n, 0) + 1
+                if count:
+                    self.walked[n] = counts[i]
+        srcs = {s for row, c in zip(key[0], counts) if row[0] != "in" and c < CARRY for s in row[3]}
+        return [nodes[i] for i in sorted(srcs) if counts[i] >= CARRY]
+
     def realize(self, roots: list[Node]) -> list[Buffer]:
         # while limn.capture records, a slice of an argument stays a view of it: a replay
         # binds the arguments' buffers, not windows of the recorded call's
-        key, inputs, bufs, nodes, swapped = walk(roots, self.host and self.recorder is None)
+        count, windows = len(roots), self.host and self.recorder is None
+        roots, (key, inputs, bufs, nodes, swapped) = self._walk(roots, windows)
         plan = self._plan(key, roots, inputs, nodes, swapped)
         in_bufs = [bufs[i] for i in plan.slots]
         # while limn.capture records, every input of a step must be an argument, a result
@@ -282,7 +312,7 @@ class CompiledDevice(Device):
             raise profile.index_error(e, nodes) from None
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
-        return out
+        return out[:count]
 
 
 def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
