@@ -308,8 +308,16 @@ def test_a_fill_before_a_contraction_is_its_start_and_its_partial_totals_live_in
 def _exact(a, b, c, t):
     """The correctly rounded a*b + c, by exact rationals and a search of the neighbours."""
     x = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    info = np.finfo(t)  # from halfway past the largest finite value on, the result is inf
+    if abs(x) >= Fraction(2) ** info.maxexp - Fraction(2) ** (info.maxexp - info.nmant - 2):
+        return t(np.inf) if x > 0 else t(-np.inf)
     f = t(float(x))
-    near = [f, np.nextafter(f, t(-np.inf)), np.nextafter(f, t(np.inf))]
+    with np.errstate(over="ignore"):
+        near = [
+            v
+            for v in (f, np.nextafter(f, t(-np.inf)), np.nextafter(f, t(np.inf)))
+            if np.isfinite(v)
+        ]
     return min(
         near,
         key=lambda v: (
@@ -337,6 +345,21 @@ def test_the_interpreters_fma_rounds_once(t):
     assert np.isnan(fused_multiply_add(t(np.inf), t(0), t(1), d))
     z = fused_multiply_add(t(-0.0), t(1), t(-0.0), d)
     assert z == 0 and np.signbit(z)
+    # ties and near-ties of the result's last place, the smallest subnormals, the largest
+    # finite values: one lane at a time and as arrays of lanes, the exact rounding
+    tiny, ulp = np.finfo(t).smallest_subnormal, np.finfo(t).eps
+    cases = [(one + ulp, one + ulp, one), (one + ulp, one - ulp, ulp / 2), (tiny, t(0.5), tiny),
+             (tiny, t(1.5), -tiny), (big, one + ulp, -big), (big, t(0.5), big / 2),
+             (big, one, big * (ulp / 4)), (one + 3 * ulp, one + ulp, -one)]  # fmt: skip
+    half = 2 ** (np.finfo(t).nmant // 2 + 1)  # (1 + i/half)(1 + j/half): a tie for odd i*j
+    for _ in range(300):  # a product on a tie of the last place, nudged far below it
+        i, j = (int(v) | 1 for v in rng.integers(1, 1 << 8, 2))
+        nudge = t(2.0 ** -int(rng.integers(np.finfo(t).nmant + 8, np.finfo(t).nmant * 2 + 20)))
+        cases.append((t(1 + i / half), t(1 + j / half), nudge * t(rng.choice([-1, 1]))))
+    want = [_exact(a, b, c, t) for a, b, c in cases]
+    assert [fused_multiply_add(a, b, c, d) for a, b, c in cases] == want
+    lanes = fused_multiply_add(*(np.array(v, t) for v in zip(*cases)), d)
+    assert lanes.tolist() == [float(w) for w in want]
 
 
 def test_special_values_fold_through_a_vector_tile_as_through_the_interpreter(devices):

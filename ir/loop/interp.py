@@ -64,38 +64,34 @@ def fused_multiply_add(a, b, c, d: DType) -> np.ndarray:
     """``a*b + c`` computed exactly and rounded once to ``d`` (float32/64): C's fma, fmaf;
     lane by lane where the operands are arrays.
 
-    A float32 product is exact in float64, and the float64 sum's rounding error is
-    recovered exactly (Knuth's two-sum): rounding that sum to float32 is the exact answer
-    rounded once unless it lies halfway between two float32s with an error beside it, or
-    at the edge of float32's range, the few lanes left to ``_fma_exact``.
+    float32: the product is exact in float64 and so is the float64 sum's rounding error
+    (Knuth's two-sum); the sum rounded to odd (moved one step towards the exact value where
+    it dropped a nonzero error and its last bit is 0) rounds to float32 as the exact value
+    does, as 53 bits hold float32's 24 and two more; overflow and the special values follow
+    from IEEE float64. float64: by exact rationals (``_fma_exact``).
     """
-    one = not np.ndim(a) + np.ndim(b) + np.ndim(c)  # one lane
+    lanes = np.ndim(a) + np.ndim(b) + np.ndim(c)
     if d != dtypes.float32:  # exactly, lane by lane
-        return _fma_exact(a, b, c, d) if one else _exact_lanes(a, b, c, d)
-    if one:  # plain floats are quicker
-        x, y, z = float(a), float(b), float(c)
-        p = x * y
-        total = p + z
-        t = total - p
-        err = (p - (total - t)) + (z - t)
+        return _exact_lanes(a, b, c, d) if lanes else _fma_exact(a, b, c, d)
+    if not lanes:  # one lane: plain floats are quicker
+        x, y, z = (float(np.float32(v)) for v in (a, b, c))
+        total = (p := x * y) + z
+        err = (p - (total - (t := total - p))) + (z - t)
+        if err and math.isfinite(err) and not int(math.ldexp(math.frexp(total)[0], 53)) & 1:
+            total = math.nextafter(total, err * math.inf)
         with np.errstate(over="ignore"):
-            f = float(np.float32(total))
-        mid = 2 * total - f  # the other float32 neighbour, where ``total`` is a tie
-        if not abs(f) < 2.0**127 or err != err or err and f != total and np.float32(mid) == mid:
-            return _fma_exact(a, b, c, d)
-        return np.asarray(np.float32(f))
+            return np.asarray(np.float32(total))
     x, y, z = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
     with np.errstate(all="ignore"):
         p = x * y
         total = p + z
         t = total - p
         err = (p - (total - t)) + (z - t)
-        f = total.astype(np.float32)
-        f64 = f.astype(np.float64)
-        mid = 2 * total - f64
-        tie = (err != 0) & (f64 != total) & (mid.astype(np.float32) == mid)
-        odd = tie | ~(np.abs(f64) < 2.0**127) | np.isnan(err)
-    return np.where(odd, _exact_lanes(x, y, z, d), f).astype(np.float32) if odd.any() else f
+        even = (np.asarray(total).view(np.int64) & 1) == 0
+        odd = np.where(
+            even & (err != 0) & np.isfinite(err), np.nextafter(total, err * np.inf), total
+        )
+    return np.asarray(odd.astype(np.float32))
 
 
 def _exact_lanes(a, b, c, d: DType) -> np.ndarray:
@@ -103,11 +99,11 @@ def _exact_lanes(a, b, c, d: DType) -> np.ndarray:
 
 
 def _fma_exact(a, b, c, d: DType) -> np.ndarray:
-    """``a*b + c`` by exact rationals, rounded once to ``d``.
+    """``a*b + c`` by exact rationals, rounded once to float64 (``d``).
 
-    Finite operands go through exact rationals, then round to nearest even in ``d``. A
-    non-finite operand decides the answer by IEEE rules the plain ops already follow,
-    except that an infinite ``c`` wins over a finite product that would overflow.
+    Finite operands go through exact rationals (``float`` of a Fraction rounds to nearest
+    even). A non-finite operand decides the answer by IEEE rules the plain ops already
+    follow, except that an infinite ``c`` wins over a finite product that would overflow.
     """
     t = np.dtype(to_numpy(d)).type
     x, y, z = float(a), float(b), float(c)
@@ -122,24 +118,9 @@ def _fma_exact(a, b, c, d: DType) -> np.ndarray:
     if exact == 0:
         return np.asarray(t(0.0))  # an exact cancellation is +0 when rounding to nearest
     try:
-        near = float(exact)  # correctly rounded to float64
+        return np.asarray(t(float(exact)))  # correctly rounded to float64
     except OverflowError:
-        near = math.copysign(math.inf, exact)
-    if t is np.float64:
-        return np.asarray(t(near))
-    f = np.float32(near)
-    if not np.isfinite(f):  # past float32's largest value: inf from the halfway point on
-        top = Fraction(2**128 - 2**103)
-        big = np.finfo(np.float32).max
-        return np.asarray(np.float32(math.copysign(math.inf if abs(exact) >= top else big, near)))
-    cands = [f, np.nextafter(f, np.float32(-np.inf)), np.nextafter(f, np.float32(np.inf))]
-    cands = [v for v in cands if np.isfinite(v)]
-
-    def rank(v):
-        even = int(np.asarray(v).view(np.uint32)) & 1
-        return (abs(Fraction(float(v)) - exact), even)
-
-    return np.asarray(min(cands, key=rank))
+        return np.asarray(t(math.copysign(math.inf, exact)))
 
 
 def _at(idx: Index, env: dict) -> int:
