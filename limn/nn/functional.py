@@ -13,9 +13,10 @@ import ml_dtypes
 from ir.graph import dtypes
 from limn.attention import scaled_dot_product_attention as _sdpa
 from limn.autograd import no_grad
+from limn.nn.activations import *  # noqa: F403
 from limn.nn.conv import conv, conv_transpose
+from limn.nn.distances import cosine_similarity, normalize, pairwise_distance  # noqa: F401
 from limn.nn.functional_grid import affine_grid, grid_sample  # noqa: F401
-from limn.nn.functional_more import *  # noqa: F403  (activations, distances, more losses)
 from limn.nn.functional_pool import (  # noqa: F401
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -39,6 +40,7 @@ from limn.nn.functional_pool import (  # noqa: F401
     upsample_bilinear,
     upsample_nearest,
 )
+from limn.nn.losses import *  # noqa: F403
 from limn.ops.inplace import inplace_flag
 from limn.ops.pairs import pdist  # noqa: F401
 from limn.runtime.profile import name_gather
@@ -403,168 +405,46 @@ def scaled_dot_product_attention(
     return s.softmax(-1).dropout(dropout_p) @ v
 
 
-# ---- losses -----------------------------------------------------------------------
+# ---- normalization and shuffles -------------------------------------------------
 
 
-def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    return loss if reduction == "none" else getattr(loss, reduction)()
+def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    n, c = x.shape[0], x.shape[1]
+    if c % num_groups:
+        raise ValueError(f"group_norm: {c} channels do not split in {num_groups} groups")
+    g = x.reshape(n, num_groups, x.numel() // max(1, n * num_groups))
+    y = (g - g.mean(-1, keepdim=True)) * (g.var(-1, keepdim=True, correction=0) + eps).rsqrt()
+    y = y.reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    y = y if weight is None else y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Squared error, averaged (or summed) over every element."""
-    if input.shape != target.shape:
-        raise ValueError(
-            f"mse_loss: input {input.shape} and target {target.shape} must share a shape"
-        )
-    return _reduce((input - target).square(), reduction, "mse_loss")
+def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
+    r = upscale_factor
+    *lead, c, h, w = x.shape
+    if c % (r * r):
+        raise ValueError(f"pixel_shuffle: {c} channels are not divisible by {r}**2")
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    y = y.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return y.reshape(*lead, c // (r * r), h * r, w * r)
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    return _reduce((input - target).abs(), reduction, "l1_loss")
+def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
+    r = downscale_factor
+    *lead, c, h, w = x.shape
+    if h % r or w % r:
+        raise ValueError(f"pixel_unshuffle: {h}x{w} is not divisible by {r}")
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    y = y.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return y.reshape(*lead, c * r * r, h // r, w // r)
 
 
-def binary_cross_entropy_with_logits(
-    x: Tensor,
-    y: Tensor,
-    weight: Tensor | None = None,
-    size_average=None,
-    reduce=None,
-    reduction: str = "mean",
-    pos_weight: Tensor | None = None,
-) -> Tensor:
-    """-(p y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))) for ``pos_weight`` p, as
-    (1 - y) x + (1 + (p - 1) y) (log1p(exp(-|x|)) + max(-x, 0)): finite for any logit;
-    ``weight`` scales each element."""
-    if x.shape != y.shape:
-        raise ValueError(
-            f"binary_cross_entropy_with_logits: input {x.shape} and target {y.shape} must "
-            "share a shape"
-        )
-    softplus_neg = (-x.abs()).exp().log1p() + (-x).maximum(0)  # -log sigmoid(x)
-    if pos_weight is None:
-        loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
-    else:
-        loss = (1 - y) * x + (1 + (pos_weight - 1) * y) * softplus_neg
-    loss = loss if weight is None else loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
-
-
-def cross_entropy(
-    logits: Tensor,
-    target: Tensor,
-    weight: Tensor | None = None,
-    size_average=None,
-    ignore_index: int = -100,
-    reduce=None,
-    reduction: str = "mean",
-    label_smoothing: float = 0.0,
-) -> Tensor:
-    """-log softmax(logits)[target] from raw logits and integer class ids, or the
-    cross-entropy with class probabilities (a float target shaped as the logits).
-
-    logits (N, C) or (N, C, *d) with target (N,) or (N, *d), or logits (C,) with a 0-d
-    target, as in torch. log_softmax subtracts the row max before exponentiating, so huge
-    logits stay finite. Targets equal to ``ignore_index`` count for nothing; ``weight``
-    scales each class, and the mean is over the weights of the targets counted, as torch's.
-    """
-    if not 0 <= label_smoothing <= 1:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    if target.dtype.is_float and target.shape == logits.shape and logits.ndim:
-        return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
-    return _nll(logits, target, weight, reduction, ignore_index, "cross_entropy", label_smoothing)
-
-
-def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
-                         linear_bias=None, weight=None, reduction: str = "mean",
-                         ignore_index: int | None = None, label_smoothing: float = 0.0,
-                         options=None) -> Tensor:  # fmt: skip
-    """cross_entropy of the logits ``input`` projected by ``linear_weight`` (C, *K, in): the
-    classes, and any further dims of a K-dimensional loss. torch's ``options`` choose how it
-    chunks the batch to save memory; limn computes the logits whole and ignores them."""
-    name = "linear_cross_entropy"
-    if input.ndim not in (1, 2) or linear_weight.ndim < 2:
-        raise ValueError(f"{name}: needs an input (N, in) or (in,) and a linear_weight "
-                         f"(C, *K, in), got {input.shape} and {linear_weight.shape}")  # fmt: skip
-    if linear_weight.shape[-1] != input.shape[-1] or input.ndim == 1 and linear_weight.ndim > 2:
-        n = input.shape[-1]
-        raise ValueError(f"{name}: linear_weight {linear_weight.shape} must be (C, {n}), or "
-                         f"(C, *K, {n}) for a batched input, got input {input.shape}")  # fmt: skip
-    if linear_bias is not None and tuple(linear_bias.shape) != tuple(linear_weight.shape[:-1]):
-        raise ValueError(
-            f"{name}: linear_bias {linear_bias.shape} must be {linear_weight.shape[:-1]}"
-        )
-    if ignore_index is not None and target.dtype.is_float:
-        raise ValueError(f"{name}: ignore_index cannot be given with a target of probabilities")
-    w = linear_weight.reshape(-1, linear_weight.shape[-1])
-    logits = (input @ w.T).reshape(*input.shape[:-1], *linear_weight.shape[:-1])
-    logits = logits if linear_bias is None else logits + linear_bias
-    ignore = -100 if ignore_index is None else ignore_index
-    return cross_entropy(logits, target, weight, ignore_index=ignore, reduction=reduction,
-                         label_smoothing=label_smoothing)  # fmt: skip
-
-
-def nll_loss(
-    logp: Tensor,
-    target: Tensor,
-    weight: Tensor | None = None,
-    size_average=None,
-    ignore_index: int = -100,
-    reduce=None,
-    reduction: str = "mean",
-) -> Tensor:
-    """-logp[target], for log-probabilities laid out as cross_entropy's logits."""
-    return _nll(logp, target, weight, reduction, ignore_index, "nll_loss", 0.0)
-
-
-def _class_weight(weight, scores, class_axis, name):
-    c = scores.shape[class_axis]
-    if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
-        raise ValueError(f"{name}: weight must hold one value per class ({c}), got {weight.shape}")
-    return weight
-
-
-def _soft_cross_entropy(logits, target, weight, reduction, smoothing):
-    class_axis = 0 if logits.ndim == 1 else 1
-    weight = _class_weight(weight, logits, class_axis, "cross_entropy")
-    c = logits.shape[class_axis]
-    if smoothing:
-        target = target * (1 - smoothing) + smoothing / c
-    logp = logits.log_softmax(class_axis)
-    if weight is not None:
-        logp = logp * weight.reshape(c, *[1] * (logits.ndim - class_axis - 1))
-    loss = -(logp * target).sum(class_axis)
-    if reduction == "mean":
-        return loss.sum() / max(1, loss.numel())
-    return _reduce(loss, reduction, "cross_entropy")
-
-
-def _nll(scores, target, weight, reduction, ignore_index, name, smoothing):
-    if not target.dtype.is_int:
-        raise TypeError(
-            f"{name}: target must hold integer class ids (or, for cross_entropy, float "
-            f"class probabilities of the logits' shape), got {target.dtype}{list(target.shape)}"
-        )
-    class_axis = 0 if scores.ndim == 1 else 1
-    expected = scores.shape[:class_axis] + scores.shape[class_axis + 1 :]
-    if scores.ndim == 0 or target.shape != expected:
-        raise ValueError(
-            f"{name}: logits {scores.shape} need target of shape {expected} "
-            f"(class dim {class_axis} removed), got {target.shape}"
-        )
-    weight = _class_weight(weight, scores, class_axis, name)
-    order = tuple(a for a in range(scores.ndim) if a != class_axis) + (class_axis,)
-    logp = scores.permute(order)  # classes last
-    logp = logp.log_softmax(-1) if name == "cross_entropy" else logp
-    keep = target != ignore_index
-    safe = keep.where(target, 0)
-    picked = name_gather(logp.gather(-1, safe.unsqueeze(-1)), name).squeeze(-1)
-    w = keep.cast(logp.dtype) if weight is None else keep.where(weight.cast(logp.dtype)[safe], 0.0)
-    nll = -picked * w
-    if smoothing:
-        spread = -(logp if weight is None else logp * weight).sum(-1) / logp.shape[-1]
-        nll = nll * (1 - smoothing) + keep.where(spread, 0.0) * smoothing
-    if reduction == "mean":
-        return nll.sum() / w.sum()
-    return _reduce(nll, reduction, name)
+def channel_shuffle(x: Tensor, groups: int) -> Tensor:
+    n, c = x.shape[0], x.shape[1]
+    if c % groups:
+        raise ValueError(f"channel_shuffle: {c} channels do not split in {groups} groups")
+    rest = x.shape[2:]
+    return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(x.shape)

@@ -1,8 +1,8 @@
-"""More of torch.nn.functional: activations, normalizations, distances and losses.
+"""limn.nn.functional's losses, in torch.nn.functional's names and signatures.
 
-Each is a short composition of Tensor methods in torch's signature, exported by
-``limn/nn/functional.py``; the formulas are torch's documented ones (``tests/test_opinfo.py``
-checks each against torch on its own samples).
+Each is a short composition of Tensor methods; ``limn/nn/functional.py`` exports them.
+The formulas are torch's documented ones (``tests/test_opinfo.py`` checks each against
+torch on its own samples).
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from __future__ import annotations
 import math
 
 from ir.graph import dtypes
-from limn.ops.inplace import inplace_flag
+from limn.nn.activations import logsigmoid
+from limn.nn.distances import pairwise_distance
 from limn.ops.joining import cat, stack
+from limn.runtime.profile import name_gather
 from limn.tensor import Tensor
+
+log_softmax, one_hot = Tensor.log_softmax, Tensor.one_hot
 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
@@ -26,170 +30,162 @@ def _same_shape(a: Tensor, b: Tensor, name: str) -> None:
         raise ValueError(f"{name}: input {a.shape} and target {b.shape} must share a shape")
 
 
-# ---- activations ------------------------------------------------------------------
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Squared error, averaged (or summed) over every element."""
+    if input.shape != target.shape:
+        raise ValueError(
+            f"mse_loss: input {input.shape} and target {target.shape} must share a shape"
+        )
+    return _reduce((input - target).square(), reduction, "mse_loss")
 
 
-@inplace_flag
-def relu6(x: Tensor, inplace: bool = False) -> Tensor:
-    return hardtanh(x, 0.0, 6.0)
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-@inplace_flag
-def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace=False) -> Tensor:
-    if min_val > max_val:
-        raise ValueError(f"hardtanh: min_val {min_val} is above max_val {max_val}")
-    return x.clamp(min_val, max_val).cast(x.dtype)
+def binary_cross_entropy_with_logits(
+    x: Tensor,
+    y: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """-(p y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))) for ``pos_weight`` p, as
+    (1 - y) x + (1 + (p - 1) y) (log1p(exp(-|x|)) + max(-x, 0)): finite for any logit;
+    ``weight`` scales each element."""
+    if x.shape != y.shape:
+        raise ValueError(
+            f"binary_cross_entropy_with_logits: input {x.shape} and target {y.shape} must "
+            "share a shape"
+        )
+    softplus_neg = (-x.abs()).exp().log1p() + (-x).maximum(0)  # -log sigmoid(x)
+    if pos_weight is None:
+        loss = x.maximum(0) - x * y + (-x.abs()).exp().log1p()
+    else:
+        loss = (1 - y) * x + (1 + (pos_weight - 1) * y) * softplus_neg
+    loss = loss if weight is None else loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
-@inplace_flag
-def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    return (x > 0).where(x, (x.expm1() * alpha).cast(x.dtype))
+def cross_entropy(
+    logits: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """-log softmax(logits)[target] from raw logits and integer class ids, or the
+    cross-entropy with class probabilities (a float target shaped as the logits).
+
+    logits (N, C) or (N, C, *d) with target (N,) or (N, *d), or logits (C,) with a 0-d
+    target, as in torch. log_softmax subtracts the row max before exponentiating, so huge
+    logits stay finite. Targets equal to ``ignore_index`` count for nothing; ``weight``
+    scales each class, and the mean is over the weights of the targets counted, as torch's.
+    """
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if target.dtype.is_float and target.shape == logits.shape and logits.ndim:
+        return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
+    return _nll(logits, target, weight, reduction, ignore_index, "cross_entropy", label_smoothing)
 
 
-@inplace_flag
-def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    return (x > 0).where(x, ((x / alpha).expm1() * alpha).cast(x.dtype))
+def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, *,
+                         linear_bias=None, weight=None, reduction: str = "mean",
+                         ignore_index: int | None = None, label_smoothing: float = 0.0,
+                         options=None) -> Tensor:  # fmt: skip
+    """cross_entropy of the logits ``input`` projected by ``linear_weight`` (C, *K, in): the
+    classes, and any further dims of a K-dimensional loss. torch's ``options`` choose how it
+    chunks the batch to save memory; limn computes the logits whole and ignores them."""
+    name = "linear_cross_entropy"
+    if input.ndim not in (1, 2) or linear_weight.ndim < 2:
+        raise ValueError(f"{name}: needs an input (N, in) or (in,) and a linear_weight "
+                         f"(C, *K, in), got {input.shape} and {linear_weight.shape}")  # fmt: skip
+    if linear_weight.shape[-1] != input.shape[-1] or input.ndim == 1 and linear_weight.ndim > 2:
+        n = input.shape[-1]
+        raise ValueError(f"{name}: linear_weight {linear_weight.shape} must be (C, {n}), or "
+                         f"(C, *K, {n}) for a batched input, got input {input.shape}")  # fmt: skip
+    if linear_bias is not None and tuple(linear_bias.shape) != tuple(linear_weight.shape[:-1]):
+        raise ValueError(
+            f"{name}: linear_bias {linear_bias.shape} must be {linear_weight.shape[:-1]}"
+        )
+    if ignore_index is not None and target.dtype.is_float:
+        raise ValueError(f"{name}: ignore_index cannot be given with a target of probabilities")
+    w = linear_weight.reshape(-1, linear_weight.shape[-1])
+    logits = (input @ w.T).reshape(*input.shape[:-1], *linear_weight.shape[:-1])
+    logits = logits if linear_bias is None else logits + linear_bias
+    ignore = -100 if ignore_index is None else ignore_index
+    return cross_entropy(logits, target, weight, ignore_index=ignore, reduction=reduction,
+                         label_smoothing=label_smoothing)  # fmt: skip
 
 
-_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+def nll_loss(
+    logp: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
+    """-logp[target], for log-probabilities laid out as cross_entropy's logits."""
+    return _nll(logp, target, weight, reduction, ignore_index, "nll_loss", 0.0)
 
 
-@inplace_flag
-def selu(x: Tensor, inplace: bool = False) -> Tensor:
-    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+def _class_weight(weight, scores, class_axis, name):
+    c = scores.shape[class_axis]
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != c):
+        raise ValueError(f"{name}: weight must hold one value per class ({c}), got {weight.shape}")
+    return weight
 
 
-@inplace_flag
-def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
-    return (x / 6 + 0.5).clamp(0.0, 1.0)
+def _soft_cross_entropy(logits, target, weight, reduction, smoothing):
+    class_axis = 0 if logits.ndim == 1 else 1
+    weight = _class_weight(weight, logits, class_axis, "cross_entropy")
+    c = logits.shape[class_axis]
+    if smoothing:
+        target = target * (1 - smoothing) + smoothing / c
+    logp = logits.log_softmax(class_axis)
+    if weight is not None:
+        logp = logp * weight.reshape(c, *[1] * (logits.ndim - class_axis - 1))
+    loss = -(logp * target).sum(class_axis)
+    if reduction == "mean":
+        return loss.sum() / max(1, loss.numel())
+    return _reduce(loss, reduction, "cross_entropy")
 
 
-@inplace_flag
-def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
-    return x * (x + 3).clamp(0.0, 6.0) / 6
-
-
-def logsigmoid(x: Tensor) -> Tensor:
-    return -(-x).softplus()
-
-
-@inplace_flag
-def mish(x: Tensor, inplace: bool = False) -> Tensor:
-    return x * x.softplus().tanh()
-
-
-def softsign(x: Tensor) -> Tensor:
-    return x / (1 + x.abs())
-
-
-def tanhshrink(x: Tensor) -> Tensor:
-    return x - x.tanh()
-
-
-@inplace_flag
-def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    return (x > threshold).where(x, value).cast(x.dtype)
-
-
-def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
-    if lambd < 0:
-        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
-    return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, 0.0)).cast(x.dtype)
-
-
-def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
-    return ((x > lambd) | (x < -lambd)).where(x, 0.0).cast(x.dtype)
-
-
-def glu(x: Tensor, dim: int = -1) -> Tensor:
-    if x.ndim == 0 or x.shape[dim] % 2:
-        raise ValueError(f"glu: dim {dim} of {x.shape} must have an even size")
-    a, b = x.chunk(2, dim)
-    return a * b.sigmoid()
-
-
-def prelu(x: Tensor, weight: Tensor) -> Tensor:
-    """max(0, x) + weight * min(0, x), one weight or one per channel (dim 1)."""
-    if (
-        weight.ndim > 1
-        or weight.numel() != 1
-        and (x.ndim < 1 or weight.numel() != x.shape[min(1, x.ndim - 1)])
-    ):
-        raise ValueError(f"prelu: {weight.numel()} weights do not fit input {x.shape}")
-    w = weight.reshape(()) if weight.numel() == 1 else weight
-    if w.ndim and x.ndim > 1:
-        w = w.reshape(-1, *[1] * (x.ndim - 2))
-    return (x > 0).where(x, x * w)
-
-
-def softmin(x: Tensor, dim=None, _stacklevel: int = 3, dtype=None) -> Tensor:
-    return (-x if dtype is None else -x.cast(dtype)).softmax(-1 if dim is None else dim)
-
-
-# ---- normalization and distances --------------------------------------------------
-
-
-def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
-    return x / x.norm(p, dim, keepdim=True).clamp(min=eps)
-
-
-def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """torch's: each vector scaled by its norm clamped at ``eps`` before the dot product,
-    the two broadcast against each other first."""
-    x1, x2 = x1._align(x2, "cosine_similarity")
-    n1 = (x1 * x1).sum(dim, keepdim=True).sqrt().clamp(min=eps)
-    n2 = (x2 * x2).sum(dim, keepdim=True).sqrt().clamp(min=eps)
-    return ((x1 / n1) * (x2 / n2)).sum(dim)
-
-
-def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
-    d = x1 - x2 + eps
-    return d.norm(p, -1, keepdim) if d.ndim else d.abs()
-
-
-def group_norm(x: Tensor, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    n, c = x.shape[0], x.shape[1]
-    if c % num_groups:
-        raise ValueError(f"group_norm: {c} channels do not split in {num_groups} groups")
-    g = x.reshape(n, num_groups, x.numel() // max(1, n * num_groups))
-    y = (g - g.mean(-1, keepdim=True)) * (g.var(-1, keepdim=True, correction=0) + eps).rsqrt()
-    y = y.reshape(x.shape)
-    shape = (1, c) + (1,) * (x.ndim - 2)
-    y = y if weight is None else y * weight.reshape(shape)
-    return y if bias is None else y + bias.reshape(shape)
-
-
-def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
-    r = upscale_factor
-    *lead, c, h, w = x.shape
-    if c % (r * r):
-        raise ValueError(f"pixel_shuffle: {c} channels are not divisible by {r}**2")
-    y = x.reshape(*lead, c // (r * r), r, r, h, w)
-    n = len(lead)
-    y = y.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return y.reshape(*lead, c // (r * r), h * r, w * r)
-
-
-def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
-    r = downscale_factor
-    *lead, c, h, w = x.shape
-    if h % r or w % r:
-        raise ValueError(f"pixel_unshuffle: {h}x{w} is not divisible by {r}")
-    y = x.reshape(*lead, c, h // r, r, w // r, r)
-    n = len(lead)
-    y = y.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return y.reshape(*lead, c * r * r, h // r, w // r)
-
-
-def channel_shuffle(x: Tensor, groups: int) -> Tensor:
-    n, c = x.shape[0], x.shape[1]
-    if c % groups:
-        raise ValueError(f"channel_shuffle: {c} channels do not split in {groups} groups")
-    rest = x.shape[2:]
-    return x.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(x.shape)
-
-
-# ---- losses -----------------------------------------------------------------------
+def _nll(scores, target, weight, reduction, ignore_index, name, smoothing):
+    if not target.dtype.is_int:
+        raise TypeError(
+            f"{name}: target must hold integer class ids (or, for cross_entropy, float "
+            f"class probabilities of the logits' shape), got {target.dtype}{list(target.shape)}"
+        )
+    class_axis = 0 if scores.ndim == 1 else 1
+    expected = scores.shape[:class_axis] + scores.shape[class_axis + 1 :]
+    if scores.ndim == 0 or target.shape != expected:
+        raise ValueError(
+            f"{name}: logits {scores.shape} need target of shape {expected} "
+            f"(class dim {class_axis} removed), got {target.shape}"
+        )
+    weight = _class_weight(weight, scores, class_axis, name)
+    order = tuple(a for a in range(scores.ndim) if a != class_axis) + (class_axis,)
+    logp = scores.permute(order)  # classes last
+    logp = logp.log_softmax(-1) if name == "cross_entropy" else logp
+    keep = target != ignore_index
+    safe = keep.where(target, 0)
+    picked = name_gather(logp.gather(-1, safe.unsqueeze(-1)), name).squeeze(-1)
+    w = keep.cast(logp.dtype) if weight is None else keep.where(weight.cast(logp.dtype)[safe], 0.0)
+    nll = -picked * w
+    if smoothing:
+        spread = -(logp if weight is None else logp * weight).sum(-1) / logp.shape[-1]
+        nll = nll * (1 - smoothing) + keep.where(spread, 0.0) * smoothing
+    if reduction == "mean":
+        return nll.sum() / w.sum()
+    return _reduce(nll, reduction, name)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
