@@ -21,8 +21,8 @@ x = Tensor(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32))
 y = x
 for _ in range(100):  # a sum between two maps cuts a kernel each time
     y = y * 1.01 + y.sum(axis=1, keepdims=True) * 1e-3
-key, inputs, bufs, nodes = walk([y.node])
-plan = dev._plan(key, [y.node], inputs, nodes)
+_, inputs, bufs, _, _ = walk([y.node])
+plan, _ = dev.plan_for([y.node])
 in_bufs = [bufs[i] for i in plan.slots]
 d = plan.runner
 print("kernels", len(plan.graph.kernels), "rows", len(d.rows))

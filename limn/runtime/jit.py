@@ -203,34 +203,31 @@ class CompiledDevice(Device):
         """The plan for the graph under ``roots`` (built on a miss) and its input nodes in
         the plan's slot order; with ``carry``, the plan ``realize`` would run for them: with
         the values they carry (``carried``, asked without counting this as a computation)."""
-        roots, (key, inputs, _, nodes, swapped) = self._walk(roots, self.host, carry, False)
-        plan = self._plan(key, roots, inputs, nodes, swapped)
+        plan, _, (_, inputs, *_) = self._plan(roots, self.host, carry, False)
         return plan, [inputs[i] for i in plan.slots]
 
-    def _walk(self, roots: Sequence[Node], windows: bool, carry=True, count=True):
-        """``roots`` with the values they carry (``carried``), and ``walk``'s findings."""
-        found = walk(roots, windows)
-        if carry and self.recorder is None and found[0] not in self.plans:
-            if more := self.carried(found[0], found[3], count):
-                roots = [*roots, *more]  # (a miss: a graph that grows misses at every step)
-                found = walk(roots, windows)
-        return roots, found
-
-    def _plan(self, key: tuple, roots: Sequence[Node], inputs: list[Node], nodes, spelled: dict):
-        """The plan for ``key`` (built on a miss from ``roots``); ``spelled`` is the walk's
-        id(view) -> its window's view, filled by decomposition with id(node) -> the node it
-        made of it."""
+    def _plan(self, roots: Sequence[Node], windows: bool, carry=True, count=True):
+        """The plan for the graph under ``roots`` (built on a miss), ``roots`` with the values
+        they carry (``carried``), and ``walk``'s findings for those: ``spelled``, the walk's
+        id(view) -> its window's view, is filled by decomposition with id(node) -> the node
+        it made of it."""
+        key, inputs, _, nodes, spelled = found = walk(roots, windows)
         plan = self.plans.get(key)
+        if plan is None and carry and self.recorder is None:
+            if more := self.carried(key, nodes, count):
+                roots = [*roots, *more]  # (a miss: a graph that grows misses at every step)
+                key, inputs, _, nodes, spelled = found = walk(roots, windows)
+                plan = self.plans.get(key)
         if plan is not None:
             self.stats["plan_hits"] += 1
             with suppress(KeyError):  # (another thread dropped it meanwhile: it still runs)
                 self.plans.move_to_end(key)  # the most recently used
-            return plan
+            return plan, roots, found
         with self._build_lock:
             plan = self.plans.get(key)
             if plan is not None:  # another thread built it while this one waited
                 self.stats["plan_hits"] += 1
-                return plan
+                return plan, roots, found
             t0 = time.perf_counter()
             prof = profile.active()
             plan = self.stored_plan(key) if prof is None else None
@@ -264,7 +261,7 @@ class CompiledDevice(Device):
             self.stats["plans"] += 1
             self.stats["kernels"] += len(plan.graph.kernels)
             self.stats["build_s"] += time.perf_counter() - t0
-        return plan
+        return plan, roots, found
 
     def resized(self, key: tuple) -> str:
         """Why a plan is built again: a structure met before at other shapes (a sequence
@@ -301,8 +298,7 @@ class CompiledDevice(Device):
         # while limn.capture records, a slice of an argument stays a view of it: a replay
         # binds the arguments' buffers, not windows of the recorded call's
         count, windows = len(roots), self.host and self.recorder is None
-        roots, (key, inputs, bufs, nodes, swapped) = self._walk(roots, windows)
-        plan = self._plan(key, roots, inputs, nodes, swapped)
+        plan, roots, (_, inputs, bufs, nodes, _) = self._plan(roots, windows)
         in_bufs = [bufs[i] for i in plan.slots]
         # while limn.capture records, every input of a step must be an argument, a result
         # of an earlier step or fixed: no intermediate is remembered to stand between
