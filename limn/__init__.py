@@ -105,6 +105,7 @@ from limn.ops.normalization import (  # noqa: F401
     native_layer_norm,
 )
 from limn.ops.pairs import cdist  # noqa: F401  (torch.cdist)
+from limn.ops.reductions import gradient  # noqa: F401
 from limn.runtime import current_device, get_device, set_device
 from limn.runtime import profile as _profile
 from limn.runtime import target as _target

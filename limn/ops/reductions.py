@@ -262,3 +262,55 @@ for _name in (
 ).split():
     setattr(Reductions, _name, scalar_dims(getattr(Reductions, _name)))
 accept_torch_names(Reductions)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+    """torch.gradient: the derivative of ``input`` along each of ``dim`` (every dim when
+    None) by differences: central inside (second order, for uneven coordinates too), one-
+    sided at the two ends to ``edge_order`` (1 or 2). ``spacing`` is the step (a number,
+    or one per dim) or the coordinates (a 1-d tensor per dim); integers give floats."""
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [compose.normalize_axis(d, input.ndim, "gradient") for d in dims]
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"gradient: dim {dims} names a dim more than once")
+    if edge_order not in (1, 2):
+        raise ValueError(f"gradient: edge_order must be 1 or 2, got {edge_order}")
+    steps = list(spacing) if isinstance(spacing, list | tuple) else [spacing] * len(dims)
+    if spacing is None:
+        steps = [1] * len(dims)
+    if len(steps) != len(dims):
+        raise ValueError(
+            f"gradient: expected spacing to be unspecified, a scalar or a list of "
+            f"{len(dims)} (one per dim), got {len(steps)}"
+        )
+    x = input if input.dtype.is_float else input.float()
+    out = []
+    for d, h in zip(dims, steps):
+        n = x.shape[d]
+        if n < edge_order + 1:
+            raise ValueError(
+                f"gradient: each dim's size must be at least edge_order + 1 = "
+                f"{edge_order + 1}, dim {d} has {n}"
+            )
+        f = lambda a, m=None, d=d, n=n: x.narrow(d, a, n - a if m is None else m)  # noqa: E731
+        if isinstance(h, Reductions):  # coordinates along d, broadcast against x
+            c = h.to(x.dtype).reshape([n if i == d else 1 for i in range(x.ndim)])
+            dx = c.narrow(d, 1, n - 1) - c.narrow(d, 0, n - 1)
+            hl, hr = dx.narrow(d, 0, n - 2), dx.narrow(d, 1, n - 2)
+            inner = hl * hl * f(2) - hr * hr * f(0, n - 2) + (hr * hr - hl * hl) * f(1, n - 2)
+            inner = inner / (hl * hr * (hl + hr))
+            a, b = dx.narrow(d, 0, 1), dx.narrow(d, 1, 1) if n > 2 else None
+            y, z = dx.narrow(d, n - 2, 1), dx.narrow(d, n - 3, 1) if n > 2 else None
+        else:
+            inner = (f(2) - f(0, n - 2)) / (2 * h)
+            a = b = y = z = h
+        if edge_order == 1:
+            first = (f(1, 1) - f(0, 1)) / a
+            last = (f(n - 1, 1) - f(n - 2, 1)) / y
+        else:  # the parabola through the three points at each end
+            first = (-(2 * a + b) / (a * (a + b)) * f(0, 1) + (a + b) / (a * b) * f(1, 1)
+                     - a / (b * (a + b)) * f(2, 1))  # fmt: skip
+            last = (y / (z * (z + y)) * f(n - 3, 1) - (y + z) / (z * y) * f(n - 2, 1)
+                    + (2 * y + z) / (y * (z + y)) * f(n - 1, 1))  # fmt: skip
+        out.append(_cat([first, inner, last] if n > 2 else [first, last], d))
+    return tuple(out)
