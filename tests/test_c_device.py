@@ -1197,6 +1197,19 @@ def test_a_state_carried_unread_from_step_to_step_is_kept_and_one_plan_serves_th
     assert plans[-1] == plans[8]  # no plan built after the ninth step
 
 
+def test_a_value_read_in_parts_is_not_carried_whole(c):
+    """Elements of a lazy product read one by one compute only what each reads: a value
+    read in part by every step is not worth realizing whole (64 dot products for one)."""
+    limn.set_device("c")
+    rng = np.random.default_rng(0)
+    a, b = (Tensor(rng.standard_normal((64, 64)).astype(np.float32)) for _ in range(2))
+    big = (a @ b).tanh()
+    want = np.tanh(a.numpy().astype(np.float64) @ b.numpy().astype(np.float64))
+    for i in range(5):
+        assert big[i, 2 * i].item() == pytest.approx(want[i, 2 * i], rel=1e-5)
+    assert not limn.held(big.node)
+
+
 def test_ir_prints_the_plan_the_device_runs_after_values_were_read_in_between(c):
     """The issue's case: after ``h.sum().item()`` the device kept the matmul's value, so
     ``h * 2`` runs one kernel; ``limn.ir`` asks the runtime the same question and prints

@@ -291,7 +291,13 @@ class CompiledDevice(Device):
                 counts[i] = self.walked.get(n, 0) + 1
                 if count:
                     self.walked[n] = counts[i]
-        srcs = {s for row, c in zip(key[0], counts) if row[0] != "in" and c < CARRY for s in row[3]}
+        srcs = set()  # read whole by a value computed fewer times: a part (a row of a big
+        for row, c in zip(key[0], counts):  # product, an element) is not worth all of it
+            if row[0] != "in" and c < CARRY:
+                size = math.prod(row[2])
+                srcs.update(
+                    s for s in row[3] if row[0] is not VIEW or size >= math.prod(key[0][s][2])
+                )
         return [nodes[i] for i in sorted(srcs) if counts[i] >= CARRY]
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
