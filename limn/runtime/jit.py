@@ -291,13 +291,9 @@ class CompiledDevice(Device):
                 counts[i] = self.walked.get(n, 0) + 1
                 if count:
                     self.walked[n] = counts[i]
-        srcs = set()  # read whole by a value computed fewer times: a part (a row of a big
-        for row, c in zip(key[0], counts):  # product, an element) is not worth all of it
-            if row[0] != "in" and c < CARRY:
-                size = math.prod(row[2])
-                srcs.update(
-                    s for s in row[3] if row[0] is not VIEW or size >= math.prod(key[0][s][2])
-                )
+        # read whole: a part of a value (an element of a big product) is not worth all of it
+        rows = [row for row, c in zip(key[0], counts) if row[0] != "in" and c < CARRY]
+        srcs = {s for row in rows for s in row[3] if _reads_whole(row, key[0][s])}
         return [nodes[i] for i in sorted(srcs) if counts[i] >= CARRY]
 
     def realize(self, roots: list[Node]) -> list[Buffer]:
@@ -315,6 +311,11 @@ class CompiledDevice(Device):
         if self.recorder is not None:
             self.recorder.append((plan, in_bufs, out))
         return out[:count]
+
+
+def _reads_whole(row: tuple, src: tuple) -> bool:
+    """Whether key row ``row`` reads all of its source's value (a VIEW may read a part)."""
+    return row[0] is not VIEW or math.prod(row[2]) >= math.prod(src[2])
 
 
 def kept_values(sched, nodes: Sequence[Node], spelled: dict) -> tuple:
