@@ -510,3 +510,44 @@ def test_a_cold_matmul_on_c_converts_no_flat_nest_to_a_tree():
     assert not names & {"to_tree", "flatten", "_each_block", "_pass", "_descend", "_swap"}
     rewrite = sum(s[1] for (path, _, _), s in stats.items() if path.endswith("loop/rewrite.py"))
     assert rewrite < 2500, rewrite  # 2,000 now
+
+
+def _fma_chain(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w`` as the c device folds a contraction: each cell from +0.0, one FMA per
+    reduce index, in order (the bits every schedule of it must keep)."""
+    d = dtypes.float32 if x.dtype == np.float32 else dtypes.float64
+    acc = np.zeros((*x.shape[:-1], w.shape[-1]), x.dtype)
+    for r in range(x.shape[-1]):
+        acc = fused_multiply_add(x[..., r : r + 1], w[..., r : r + 1, :], acc, d).astype(x.dtype)
+    return acc
+
+
+SKINNY = [(1, 192, 576), (1, 768, 192), (2, 200, 800), (3, 64, 40), (20, 200, 800),
+          (7, 33, 17), (576, 192, 1), (1, 3, 50), (20, 5, 64), (13, 2, 100)]  # fmt: skip
+
+
+@pytest.mark.parametrize("m,k,n", SKINNY)
+def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m, k, n):
+    """A contraction with a small side (a decoded query times a weight, a batch of 20, one
+    column) or a small reduce has a schedule of its own; every cell of it still folds its
+    products one FMA at a time in reduce order from +0.0, as a large tile's cells do,
+    whichever operand is held transposed, threaded or not. (A batch of single rows or
+    columns is a batch of dot products: sums, folded in lanes as the numpy device folds.)"""
+    make, serial = devices
+    rng = np.random.default_rng(m * 1000 + n)
+    x = rng.standard_normal((2, m, k)).astype(np.float32)
+    w = rng.standard_normal((2, k, n)).astype(np.float32)
+    want = _fma_chain(x, w)
+    builds = {
+        "x@W": lambda i: Tensor(x[i]) @ Tensor(w[i]),
+        "x@W.T": lambda i: Tensor(x[i]) @ Tensor(w[i].T.copy()).T,
+        "x.T@W": lambda i: Tensor(x[i].T.copy()).T @ Tensor(w[i]),
+    }
+    for dev in (make(), serial):
+        for name, build in builds.items():
+            for i in (0, 1):
+                got = dev.realize([build(i).node])[0].data
+                assert got.tobytes() == want[i].tobytes(), (name, i)
+        y = Tensor(x) @ Tensor(w.transpose(0, 2, 1).copy()).mT
+        dots = get_device("numpy").realize([y.node])[0].data if min(m, n) == 1 else want
+        assert dev.realize([y.node])[0].data.tobytes() == dots.tobytes(), "batched"
