@@ -4,6 +4,7 @@ batched and convolved contractions, edges that are not multiples of the tile, bo
 widths, and any thread count."""
 
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -551,3 +552,27 @@ def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m
         y = Tensor(x) @ Tensor(w.transpose(0, 2, 1).copy()).mT
         dots = get_device("numpy").realize([y.node])[0].data if min(m, n) == 1 else want
         assert dev.realize([y.node])[0].data.tobytes() == dots.tobytes(), "batched"
+
+
+def _packed(text: str) -> set[str]:
+    """The input buffers a printed nest copies into a LOCAL (packs)."""
+    loaded = dict(re.findall(r"LOAD +(v\d+) = (in\d+)\[", text))
+    return {loaded[v] for v in re.findall(r"STORE +t\d+\[.*\] = (v\d+)", text) if v in loaded}
+
+
+def test_a_skinny_contraction_packs_only_its_small_factor_and_reads_the_weight_in_place():
+    """A decoded query times a weight (M=1) reads W where it lies, each element once, in
+    scalar FMA chains; a batch of 20 rows times W.T packs the 20 rows (small), not W; a
+    tall matmul still packs both. The printed nest shows which."""
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((576, 192)).astype(np.float32))  # in1: a Linear's weight
+
+    def nest(m: int) -> str:
+        x = Tensor(rng.standard_normal((m, 192)).astype(np.float32))
+        return limn.ir(x @ w.T, passes=c_passes(detect("avx2")))
+
+    gemv = nest(1)
+    assert "in1" not in _packed(gemv) and "= FMA acc" in gemv
+    assert re.search(r"DEFACC +acc\d+ = 0\.0 : float32\n", gemv)  # one lane per column
+    assert _packed(nest(20)) == {"in0"} and "tile=4x24" in nest(20)  # the 20 rows: columns
+    assert _packed(nest(200)) == {"in0", "in1"}
