@@ -527,8 +527,10 @@ SKINNY = [(1, 192, 576), (1, 768, 192), (2, 200, 800), (3, 64, 40), (20, 200, 80
           (7, 33, 17), (576, 192, 1), (1, 3, 50), (20, 5, 64), (13, 2, 100)]  # fmt: skip
 
 
-@pytest.mark.parametrize("m,k,n", SKINNY)
-def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m, k, n):
+@pytest.mark.parametrize(
+    "m,k,n,dtype", [(*s, np.float32) for s in SKINNY] + [(1, 130, 48, np.float64)]
+)
+def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m, k, n, dtype):
     """A contraction with a small side (a decoded query times a weight, a batch of 20, one
     column) or a small reduce has a schedule of its own; every cell of it still folds its
     products one FMA at a time in reduce order from +0.0, as a large tile's cells do,
@@ -536,8 +538,8 @@ def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m
     columns is a batch of dot products: sums, folded in lanes as the numpy device folds.)"""
     make, serial = devices
     rng = np.random.default_rng(m * 1000 + n)
-    x = rng.standard_normal((2, m, k)).astype(np.float32)
-    w = rng.standard_normal((2, k, n)).astype(np.float32)
+    x = rng.standard_normal((2, m, k)).astype(dtype)
+    w = rng.standard_normal((2, k, n)).astype(dtype)
     want = _fma_chain(x, w)
     builds = {
         "x@W": lambda i: Tensor(x[i]) @ Tensor(w[i]),

@@ -301,7 +301,8 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
     mr = -(-m // -(-m // mr))  # slivers of equal height: a few rows are not padded to a tile
     loads = [x for x in body if isinstance(x, Load) and ib.var in x.index.names]
     if read_once(m, outer) and not any(abs(x.index.coeff(ib.var)) == 1 for x in loads):
-        nr = target.lanes(acc.itemsize)  # read in place along a stride: scalar chains
+        lanes = target.lanes(acc.itemsize)  # read in place along a stride: scalar chains,
+        nr = lanes * max(1, target.fma_chains // lanes)  # enough to hide the FMA's latency
     loops, inner = chain(block)
     marks = {ia.var: (Role.ROWS, mr), ib.var: (Role.COLS, nr)}
     tagged = [
