@@ -295,7 +295,7 @@ def _pack_contraction(top: Loop, nest: LoopNest, fresh) -> tuple | str:
         and not b_load[0].guard
         and n % nr == 0
         and (
-            read_once(m, tops)  # a packed copy would be read once too
+            read_once(m, tops, b_load[0].index.names)  # a packed copy would be read once too
             or b_load[0].index.coeff(cols.var) == 1
             and (b_load[0].index.coeff(reds[-1].var) == nr or mc <= mr)
         )
@@ -405,11 +405,8 @@ def _vectorize(sliver, fresh, lanes_of):
     if not isinstance(b_load, Load) or b_load.guard or not b_load.index.coeff(cols.var):
         return sliver
     # a column factor read in place along a stride: a register of one lane per column
-    lanes = lanes_of(d.itemsize) if b_load.index.coeff(cols.var) == 1 else 1
-    nr = local.size // mr
-    if nr % lanes:
-        return sliver
-    if any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
+    lanes, nr = lanes_of(d.itemsize) if b_load.index.coeff(cols.var) == 1 else 1, local.size // mr
+    if nr % lanes or any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
         return sliver
     if any(_past_edge(x, rows, mr) for x in others if isinstance(x, Load)):
         return sliver

@@ -54,7 +54,7 @@ from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
 from ir.loop.nest import Accum, Arith, Check, DefAcc, Kind, Load, Loop, LoopNest, Role, Store, walk
 from ir.loop.passes import note
-from ir.loop.rewrite import chain, defines, extent, instructions, rebuild, tree_map, uses
+from ir.loop.rewrite import chain, defines, extent, interleave, rebuild, tree_map, uses
 
 OUTPUT, REDUCE = Kind.OUTPUT, Kind.REDUCE
 
@@ -85,8 +85,8 @@ def _unrecognized(top: Loop) -> str:
     """Why the products a nest folds were not recognized as a contraction, where an earlier
     pass changed the loops a contraction has (one stepping by more than 1: an unroll);
     "" for a nest that simply is no contraction."""
-    folds = [x for x in instructions((top,)) if isinstance(x, Accum) and x.op == Op.ADD]
-    made = {defines(x): x for x in instructions((top,)) if isinstance(x, Arith)}
+    folds = [x for x in walk((top,)) if isinstance(x, Accum) and x.op == Op.ADD]
+    made = {defines(x): x for x in walk((top,)) if isinstance(x, Arith)}
     if not any(x.mul or getattr(made.get(x.src), "op", None) == Op.MUL for x in folds):
         return ""
     odd = [lp for lp in walk((top,)) if isinstance(lp, Loop) and lp.step != 1]
@@ -300,9 +300,12 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
     (mr, nr), m = tile_shape(acc.itemsize, extent(ib), target), extent(ia)
     mr = -(-m // -(-m // mr))  # slivers of equal height: a few rows are not padded to a tile
     loads = [x for x in body if isinstance(x, Load) and ib.var in x.index.names]
-    if read_once(m, outer) and not any(abs(x.index.coeff(ib.var)) == 1 for x in loads):
+    if read_once(m, outer, ()) and not any(abs(x.index.coeff(ib.var)) == 1 for x in loads):
         lanes = target.lanes(acc.itemsize)  # read in place along a stride: scalar chains,
         nr = lanes * max(1, target.fma_chains // lanes)  # enough to hide the FMA's latency
+        # each chain a stream of rows of its own (a prefetcher follows one, not a few
+        # lines of each row in turn)
+        block = interleave(block, ib, nr) if extent(ib) % nr == 0 else block
     loops, inner = chain(block)
     marks = {ia.var: (Role.ROWS, mr), ib.var: (Role.COLS, nr)}
     tagged = [
@@ -312,10 +315,11 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
     return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
 
 
-def read_once(rows: int, outer) -> bool:
+def read_once(rows: int, outer, moved: tuple[str, ...]) -> bool:
     """Whether one tile reads each element of the contraction's column factor once: a
-    single row, no loop around the tile (a decoded query times a weight)."""
-    return rows == 1 and all(extent(lp) == 1 for lp in outer)
+    single row (a decoded query times a weight), no loop around the tile but those that
+    move the factor (``moved``: the names in its index)."""
+    return rows == 1 and all(extent(lp) == 1 or lp.var in moved for lp in outer)
 
 
 def _fuse_multiply_add(block: Loop, init, nest: LoopNest) -> Loop:
