@@ -32,7 +32,9 @@ A contraction with a small side gets tiles that fit it. The rows are cut into sl
 equal height (20 rows are four slivers of 5, not four of 6 with 4 padded). A single row
 (a decoded query times a weight: a GEMV) reads its column factor where it lies, each
 element once, instead of packing all of it for one use: along a stride (``x @ W.T``'s
-``W``) its tile is a vector's worth of scalar FMA chains, one register per column. Where
+``W``) its tile is a vector's worth of scalar FMA chains, one register per column, the
+chains interleaved (column ``c * n/8 + p`` of panel ``p``) so that each streams its own
+stretch of ``W``'s rows, which the hardware prefetcher follows. Where
 neither factor is unit-stride along an output (``h @ W.T`` for a batch of 20), the
 narrower output is the columns: its small factor is packed, the weight read in place.
 
@@ -305,7 +307,7 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
         nr = lanes * max(1, target.fma_chains // lanes)  # enough to hide the FMA's latency
         # each chain a stream of rows of its own (a prefetcher follows one, not a few
         # lines of each row in turn)
-        block = interleave(block, ib, nr) if extent(ib) % nr == 0 else block
+        block = interleave(block, ib, nr) if extent(ib) % nr == 0 and not ib.lo + ib.hi else block
     loops, inner = chain(block)
     marks = {ia.var: (Role.ROWS, mr), ib.var: (Role.COLS, nr)}
     tagged = [
