@@ -4,6 +4,7 @@ batched and convolved contractions, edges that are not multiples of the tile, bo
 widths, and any thread count."""
 
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -533,3 +534,70 @@ def test_a_cold_matmul_on_c_converts_no_flat_nest_to_a_tree():
     assert not names & {"to_tree", "flatten", "_each_block", "_pass", "_descend", "_swap"}
     rewrite = sum(s[1] for (path, _, _), s in stats.items() if path.endswith("loop/rewrite.py"))
     assert rewrite < 2500, rewrite  # 2,000 now
+
+
+def _fma_chain(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w`` as the c device folds a contraction: each cell from +0.0, one FMA per
+    reduce index, in order (the bits every schedule of it must keep)."""
+    d = dtypes.float32 if x.dtype == np.float32 else dtypes.float64
+    acc = np.zeros((*x.shape[:-1], w.shape[-1]), x.dtype)
+    for r in range(x.shape[-1]):
+        acc = fused_multiply_add(x[..., r : r + 1], w[..., r : r + 1, :], acc, d).astype(x.dtype)
+    return acc
+
+
+SKINNY = [(1, 192, 576), (1, 768, 192), (2, 200, 800), (3, 64, 40), (20, 200, 800),
+          (7, 33, 17), (576, 192, 1), (1, 3, 50), (20, 5, 64), (13, 2, 100)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "m,k,n,dtype", [(*s, np.float32) for s in SKINNY] + [(1, 130, 48, np.float64)]
+)
+def test_skinny_contractions_fold_each_cell_as_one_fma_chain_in_order(devices, m, k, n, dtype):
+    """A contraction with a small side (a decoded query times a weight, a batch of 20, one
+    column) or a small reduce has a schedule of its own; every cell of it still folds its
+    products one FMA at a time in reduce order from +0.0, as a large tile's cells do,
+    whichever operand is held transposed, threaded or not. (A batch of single rows or
+    columns is a batch of dot products: sums, folded in lanes as the numpy device folds.)"""
+    make, serial = devices
+    rng = np.random.default_rng(m * 1000 + n)
+    x = rng.standard_normal((2, m, k)).astype(dtype)
+    w = rng.standard_normal((2, k, n)).astype(dtype)
+    want = _fma_chain(x, w)
+    builds = {
+        "x@W": lambda i: Tensor(x[i]) @ Tensor(w[i]),
+        "x@W.T": lambda i: Tensor(x[i]) @ Tensor(w[i].T.copy()).T,
+        "x.T@W": lambda i: Tensor(x[i].T.copy()).T @ Tensor(w[i]),
+    }
+    for dev in (make(), serial):
+        for name, build in builds.items():
+            for i in (0, 1):
+                got = dev.realize([build(i).node])[0].data
+                assert got.tobytes() == want[i].tobytes(), (name, i)
+        y = Tensor(x) @ Tensor(w.transpose(0, 2, 1).copy()).mT
+        dots = get_device("numpy").realize([y.node])[0].data if min(m, n) == 1 else want
+        assert dev.realize([y.node])[0].data.tobytes() == dots.tobytes(), "batched"
+
+
+def _packed(text: str) -> set[str]:
+    """The input buffers a printed nest copies into a LOCAL (packs)."""
+    loaded = dict(re.findall(r"LOAD +(v\d+) = (in\d+)\[", text))
+    return {loaded[v] for v in re.findall(r"STORE +t\d+\[.*\] = (v\d+)", text) if v in loaded}
+
+
+def test_a_skinny_contraction_packs_only_its_small_factor_and_reads_the_weight_in_place():
+    """A decoded query times a weight (M=1) reads W where it lies, each element once, in
+    scalar FMA chains; a batch of 20 rows times W.T packs the 20 rows (small), not W; a
+    tall matmul still packs both. The printed nest shows which."""
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((576, 192)).astype(np.float32))  # in1: a Linear's weight
+
+    def nest(m: int) -> str:
+        x = Tensor(rng.standard_normal((m, 192)).astype(np.float32))
+        return limn.ir(x @ w.T, passes=c_passes(detect("avx2")))
+
+    gemv = nest(1)
+    assert "in1" not in _packed(gemv) and "= FMA acc" in gemv
+    assert re.search(r"DEFACC +acc\d+ = 0\.0 : float32\n", gemv)  # one lane per column
+    assert _packed(nest(20)) == {"in0"} and "tile=4x24" in nest(20)  # the 20 rows: columns
+    assert _packed(nest(200)) == {"in0", "in1"}

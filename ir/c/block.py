@@ -14,7 +14,7 @@ import math
 from dataclasses import replace
 
 from ir.c.target import Target
-from ir.c.tile import OUTPUT, REDUCE, contraction, deps
+from ir.c.tile import OUTPUT, REDUCE, contraction, deps, read_once
 from ir.graph import dtypes
 from ir.graph.ops import Op
 from ir.loop.nest import Const, DefAcc, Index, Load, Local, Loop, LoopNest, Range, Role, Store, walk
@@ -234,7 +234,8 @@ def pack_operands(nest: LoopNest) -> LoopNest:
 
     The row factor goes in ``[sliver][r][MR]`` order, once per cache block, where more than
     one panel reads it; the column factor in ``[panel][r][NR]``, once per panel, unless it
-    is a plain load that already walks a contiguous panel. A factor that none of the
+    is a plain load that already walks a contiguous panel or that one tile reads once (a
+    single row: ``tile.read_once``, along any stride). A factor that none of the
     contraction's outer loops moves (a convolution's weights, ``x @ W.T``'s ``W`` read by
     every row block) is packed whole, once, before the blocks. Rows and columns past the
     edge are packed as 0, so a tile always reads whole slivers and panels.
@@ -270,7 +271,8 @@ def _pack_contraction(top: Loop, nest: LoopNest, fresh) -> tuple | str:
     mr, nr = sliver.tile[0], panel.tile[0]
     it, jt, ic = Index.var(sliver.var), Index.var(panel.var), sliver.lo[0]
     mc, nc, m, n = sliver.hi[0].const, panel.hi[0].const, rows.stop, cols.stop
-    outer = {lp.var for lp in loops[: next(j for j, lp in enumerate(loops) if lp.role)]}
+    tops = loops[: next(j for j, lp in enumerate(loops) if lp.role)]  # outside the blocks
+    outer = {lp.var for lp in tops}
     whole_reds = [replace(reds[0], lo=(), hi=()), *reds[1:]]
     k_in = math.prod(extent(lp) for lp in reds[1:])
     q, q_all = Index.var(reds[0].var) - (reds[0].lo[0] if reds[0].lo else 0), Index.var(reds[0].var)
@@ -291,9 +293,12 @@ def _pack_contraction(top: Loop, nest: LoopNest, fresh) -> tuple | str:
         len(b_load) == 1
         and isinstance(b_load[0], Load)
         and not b_load[0].guard
-        and b_load[0].index.coeff(cols.var) == 1
         and n % nr == 0
-        and (b_load[0].index.coeff(reds[-1].var) == nr or mc <= mr)
+        and (
+            read_once(m, tops, b_load[0].index.names)  # a packed copy would be read once too
+            or b_load[0].index.coeff(cols.var) == 1
+            and (b_load[0].index.coeff(reds[-1].var) == nr or mc <= mr)
+        )
     )
     top_head, level_head, panel_head, new_body = [], [], [], list(body)
     mpad, npad, d = -(-m // mr) * mr, -(-n // nr) * nr, local.dtype
@@ -312,7 +317,8 @@ def _pack_contraction(top: Loop, nest: LoopNest, fresh) -> tuple | str:
     elif nc > nr or m % mr:  # more than one panel reads each sliver, or one runs past the rows
         ta, pack = packed(a_val, rows, it, mr, (it - ic) * k + q * mr, reds)
         level_head += [Local(ta, mc * k, d), replace(sliver, role=None, tile=(), body=pack)]
-    if alone(b_val) and (outer or mc < mpad) and npad * k_all * size <= WHOLE_BYTES:
+    whole = alone(b_val) and (outer or mc < mpad) and npad * k_all * size <= WHOLE_BYTES
+    if whole and not in_place:
         tb, pack = packed(b_val, cols, jt, nr, jt * k_all + q_all * nr, whole_reds, True)
         all_cols = Loop(panel.var, n, step=nr, body=pack)
         top_head += [Local(tb, npad * k_all, d), _team(all_cols, n * k_all)]
@@ -374,7 +380,8 @@ def vectorize_tile(nest: LoopNest, target: Target) -> LoopNest:
     """Each tile held in vector registers while a reduce block runs (module docstring).
 
     It needs what ``pack_operands`` provides: a column factor loaded at unit stride along
-    the columns, whole panels of it, and a row factor that does not move with the columns.
+    the columns (or along a stride: then each column is a register of one lane, a scalar
+    FMA chain), whole panels of it, and a row factor that does not move with the columns.
     A row past the edge reads a packed 0, or a guarded one where the rows are read in place.
     """
     fresh = Fresh(nest.body)
@@ -386,9 +393,6 @@ def _vectorize(sliver, fresh, lanes_of):
         return sliver
     local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
     d, mr = local.dtype, sliver.tile[0]
-    lanes, nr = lanes_of(d.itemsize), local.size // mr
-    if fold.mul is None or d not in (dtypes.float32, dtypes.float64) or nr % lanes:
-        return sliver
     b_val = next(
         (v for v in (fold.mul, fold.src) if any(cols.var in uses(x) for x in needed(body, v))),
         None,
@@ -396,9 +400,13 @@ def _vectorize(sliver, fresh, lanes_of):
     a_val = fold.src if b_val == fold.mul else fold.mul
     b_load = next((x for x in body if defines(x) == b_val), None)
     others = [x for x in body if x is not b_load]
-    if not isinstance(b_load, Load) or b_load.guard or b_load.index.coeff(cols.var) != 1:
+    if fold.mul is None or d not in (dtypes.float32, dtypes.float64):
         return sliver
-    if any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
+    if not isinstance(b_load, Load) or b_load.guard or not b_load.index.coeff(cols.var):
+        return sliver
+    # a column factor read in place along a stride: a register of one lane per column
+    lanes, nr = lanes_of(d.itemsize) if b_load.index.coeff(cols.var) == 1 else 1, local.size // mr
+    if nr % lanes or any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
         return sliver
     if any(_past_edge(x, rows, mr) for x in others if isinstance(x, Load)):
         return sliver

@@ -302,9 +302,10 @@ class Statements:
             if ins.dtype.is_float:
                 return f"const {t} {ins.out} = limn_given_{t}({ins.given});"
             return f"const {t} {ins.out} = ({t}){ins.given};"
-        if isinstance(ins, Const | DefAcc):
-            kw = "" if isinstance(ins, DefAcc) else "const "
-            return f"{kw}{self.ctype(ins.dtype)} {ins.out} = {self.literal(ins.value, ins.dtype)};"
+        if isinstance(ins, Const | DefAcc):  # a register may start from a value
+            kw, first = ("", ins.start) if isinstance(ins, DefAcc) else ("const ", None)
+            first = first or self.literal(ins.value, ins.dtype)
+            return f"{kw}{self.ctype(ins.dtype)} {ins.out} = {first};"
         if isinstance(ins, Load):
             at = f"{ins.buf}[{index(ins.index, values)}]"
             if ins.guard:

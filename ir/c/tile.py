@@ -28,6 +28,16 @@ file recognizes and tiles; ``ir/c/block.py`` blocks, packs and vectorizes):
   while a reduce block runs: per reduce index NR/L vector loads of the panel, MR scalars
   of the sliver, and MR x NR/L vector FMAs.
 
+A contraction with a small side gets tiles that fit it. The rows are cut into slivers of
+equal height (20 rows are four slivers of 5, not four of 6 with 4 padded). A single row
+(a decoded query times a weight: a GEMV) reads its column factor where it lies, each
+element once, instead of packing all of it for one use: along a stride (``x @ W.T``'s
+``W``) its tile is a vector's worth of scalar FMA chains, one register per column, the
+chains interleaved (column ``c * n/8 + p`` of panel ``p``) so that each streams its own
+stretch of ``W``'s rows, which the hardware prefetcher follows. Where
+neither factor is unit-stride along an output (``h @ W.T`` for a batch of 20), the
+narrower output is the columns: its small factor is packed, the weight read in place.
+
 Every cell still folds its reduce indices in the order the nest gave them, one FMA each,
 and is computed start to finish by one thread: the passes choose which cells are in flight
 together and where their operands are read from, nothing else. So threaded equals serial
@@ -46,7 +56,7 @@ from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
 from ir.loop.nest import Accum, Arith, Check, DefAcc, Kind, Load, Loop, LoopNest, Role, Store, walk
 from ir.loop.passes import note
-from ir.loop.rewrite import chain, defines, extent, instructions, rebuild, tree_map, uses
+from ir.loop.rewrite import chain, defines, extent, interleave, rebuild, tree_map, uses
 
 OUTPUT, REDUCE = Kind.OUTPUT, Kind.REDUCE
 
@@ -77,8 +87,8 @@ def _unrecognized(top: Loop) -> str:
     """Why the products a nest folds were not recognized as a contraction, where an earlier
     pass changed the loops a contraction has (one stepping by more than 1: an unroll);
     "" for a nest that simply is no contraction."""
-    folds = [x for x in instructions((top,)) if isinstance(x, Accum) and x.op == Op.ADD]
-    made = {defines(x): x for x in instructions((top,)) if isinstance(x, Arith)}
+    folds = [x for x in walk((top,)) if isinstance(x, Accum) and x.op == Op.ADD]
+    made = {defines(x): x for x in walk((top,)) if isinstance(x, Arith)}
     if not any(x.mul or getattr(made.get(x.src), "op", None) == Op.MUL for x in folds):
         return ""
     odd = [lp for lp in walk((top,)) if isinstance(lp, Loop) and lp.step != 1]
@@ -153,41 +163,52 @@ def contraction(block: Loop):
     )
 
 
+def _folded(block: Loop):
+    """(output loops, reduce loops, the fold's body) of a chain that folds products: into a
+    register total (``DEFACC``, a chain of reduce loops, ..., ``STORE``) or into memory; or
+    None."""
+    loops, inner = chain(block)
+    if len(inner) >= 3 and isinstance(inner[0], DefAcc) and isinstance(inner[1], Loop):
+        return (loops, *chain(inner[1])) if isinstance(inner[-1], Store) else None
+    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
+        return None
+    return (
+        [lp for lp in loops if lp.kind is OUTPUT],
+        [lp for lp in loops if lp.kind is REDUCE],
+        inner,
+    )
+
+
 def _outputs_first(block: Loop) -> Loop:
-    """Move output loops out past reduce loops (keeping the innermost loop innermost, unless
-    it is too narrow to tile and a wider output loop exists: a weight gradient's kernel
-    offset gives way to its channels).
+    """The output loops outside the reduce loops, arranged for a register block: the
+    columns innermost (``_columns``; folding into memory, the innermost loop stays where
+    it is a wide output), the rows next (``_row_last``).
 
     Each cell still meets the reduce loops in their own relative order, so what it folds,
     and in which order, is unchanged; only which cells are in flight together moves.
     """
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        return _register_outputs(loops, inner)
-    if not inner or not isinstance(inner[-1], Accum) or inner[-1].index is None:
+    loops, inner, found = *chain(block), _folded(block)
+    if found is None or any(isinstance(x, Loop) for x in found[2]):
         return block
-    if any(isinstance(x, Loop) for x in inner) or any(lp.lo or lp.hi for lp in loops):
+    (outs, reds, body), last = found, loops[-1]
+    loads, wide = [x for x in body if isinstance(x, Load)], [lp for lp in outs if extent(lp) >= 8]
+    memory = not isinstance(inner[0], DefAcc)  # (a register's reduce loops are inside it)
+    col = last if (last in wide and memory) or not wide else _columns(wide, loads)
+    if col.kind is REDUCE or not (wide or memory) or any(lp.lo or lp.hi for lp in loops):
         return block
-    last, loads = loops[-1], [x for x in inner if isinstance(x, Load)]
-    if last.kind is REDUCE or extent(last) < 8:
-        # a reduce innermost, or an output too narrow for a column block (a weight
-        # gradient's kernel offset): a wide output loop goes innermost instead
-        wide = [lp for lp in loops[:-1] if lp.kind is OUTPUT and extent(lp) >= 8]
-        if wide:
-            best = _columns(wide, loads)
-            loops = [lp for lp in loops if lp is not best] + [best]
-        elif last.kind is REDUCE:
-            return block
-    outs = [lp for lp in loops[:-1] if lp.kind is OUTPUT]
-    reds = [lp for lp in loops[:-1] if lp.kind is REDUCE]
-    return rebuild([*_row_last(outs, loops[-1], loads), *reds, loops[-1]], inner)
+    others = [lp for lp in outs if lp is not col]
+    return rebuild([*_row_last(others, col, loads), *(reds if memory else []), col], inner)
 
 
 def _columns(wide: list[Loop], loads) -> Loop:
-    """The column loop: the wide one most operands are unit-stride along."""
-    return max(
-        wide, key=lambda lp: (sum(abs(x.index.coeff(lp.var)) == 1 for x in loads), extent(lp))
-    )
+    """The column loop: the wide one most operands are unit-stride along; where none is
+    (``x @ W.T``), the narrowest: its factor is the one packed across the reduce, and the
+    other is read in place as scalars (a batch of 20 rows: a copy of x, not of W)."""
+
+    def along(lp: Loop) -> int:
+        return sum(abs(x.index.coeff(lp.var)) == 1 for x in loads)
+
+    return max(wide, key=lambda lp: (along(lp), extent(lp) * (1 if along(lp) else -1)))
 
 
 def _row_last(outs: list[Loop], col: Loop, loads) -> list[Loop]:
@@ -203,47 +224,14 @@ def _row_last(outs: list[Loop], col: Loop, loads) -> list[Loop]:
     return [*outs[:row], *outs[row + 1 :], outs[row]]
 
 
-def _folds_in_register(inner) -> bool:
-    """``DEFACC, a chain of reduce loops, ..., STORE``: a total kept in a register."""
-    return (
-        len(inner) >= 3
-        and isinstance(inner[0], DefAcc)
-        and isinstance(inner[1], Loop)
-        and isinstance(inner[-1], Store)
-    )
-
-
-def _register_outputs(loops: list[Loop], inner) -> Loop:
-    """The output loops around a register total, arranged for a register block: a wide
-    loop along which the operands are unit-stride innermost (the columns), the loop most
-    of the column operands do not depend on next (the rows). Every loop here is an output
-    loop, each cell folds inside them on its own, so their order changes no number."""
-    block = rebuild(loops, inner)
-    if len(loops) < 2 or any(lp.lo or lp.hi for lp in loops):
-        return block
-    _, body = chain(inner[1])
-    if any(isinstance(x, Loop) for x in body):
-        return block
-    loads = [x for x in body if isinstance(x, Load)]
-    wide = [lp for lp in loops if lp.kind is OUTPUT and extent(lp) >= 8]
-    if extent(loops[-1]) < 8 and not wide:
-        return block
-    col = loops[-1] if extent(loops[-1]) >= 8 else _columns(wide, loads)
-    return rebuild([*_row_last([lp for lp in loops if lp is not col], col, loads), col], inner)
-
-
 def _one_row(block: Loop) -> bool:
     """One output loop folding products of a value it moves by one only the reduce moves:
     a matmul of a single row (``x[r] * W[col, r]``, not the scaled sum ``x[r, col] * 2``),
     as a register total or into memory."""
-    loops, inner = chain(block)
-    if _folds_in_register(inner):
-        (reds, body), cols = chain(inner[1]), loops
-    elif inner and isinstance(inner[-1], Accum) and inner[-1].index is not None:
-        cols, body = [lp for lp in loops if lp.kind is OUTPUT], inner
-        reds = [lp for lp in loops if lp.kind is REDUCE]
-    else:
+    found = _folded(block)
+    if found is None:
         return False
+    cols, reds, body = found
     if len(cols) != 1 or any(isinstance(x, Loop) for x in body) or not isinstance(body[-1], Accum):
         return False
     mul = next((x for x in body if defines(x) == body[-1].src), None)
@@ -311,8 +299,15 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
     if extent(ib) < 8 or k < 4:  # too narrow to tile, but folded as a tile's cells are
         return _fuse_multiply_add(block, init, nest)
     acc = init.dtype if init is not None else nest.output.dtype
-    mr, nr = tile_shape(acc.itemsize, extent(ib), target)
-    mr = 1 if extent(ia) == 1 else mr
+    (mr, nr), m = tile_shape(acc.itemsize, extent(ib), target), extent(ia)
+    mr = -(-m // -(-m // mr))  # slivers of equal height: a few rows are not padded to a tile
+    loads = [x for x in body if isinstance(x, Load) and ib.var in x.index.names]
+    if read_once(m, outer, ()) and not any(abs(x.index.coeff(ib.var)) == 1 for x in loads):
+        lanes = target.lanes(acc.itemsize)  # read in place along a stride: scalar chains,
+        nr = lanes * max(1, target.fma_chains // lanes)  # enough to hide the FMA's latency
+        # each chain a stream of rows of its own (a prefetcher follows one, not a few
+        # lines of each row in turn)
+        block = interleave(block, ib, nr) if extent(ib) % nr == 0 and not ib.lo + ib.hi else block
     loops, inner = chain(block)
     marks = {ia.var: (Role.ROWS, mr), ib.var: (Role.COLS, nr)}
     tagged = [
@@ -320,6 +315,13 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
         for lp in loops
     ]
     return _fuse_multiply_add(rebuild(tagged, inner), init, nest)
+
+
+def read_once(rows: int, outer, moved: tuple[str, ...]) -> bool:
+    """Whether one tile reads each element of the contraction's column factor once: a
+    single row (a decoded query times a weight), no loop around the tile but those that
+    move the factor (``moved``: the names in its index)."""
+    return rows == 1 and all(extent(lp) == 1 or lp.var in moved for lp in outer)
 
 
 def _fuse_multiply_add(block: Loop, init, nest: LoopNest) -> Loop:

@@ -216,6 +216,16 @@ def rebuild(loops: list[Loop], inner) -> Loop:
     return out
 
 
+def interleave(block: Loop, loop: Loop, ways: int) -> Loop:
+    """``loop`` (of ``block``'s chain, n iterations) as ``ways`` interleaved ones: a loop
+    ``<var>s`` of n / ways outside the chain, and ``loop`` itself cut to ``ways``, its
+    iteration ``c`` being the old ``c * n / ways + <var>s``."""
+    s, p = extent(loop) // ways, loop.var + "s"
+    loops, inner = chain(block)
+    loops = [Loop(p, s), *(replace(lp, stop=ways) if lp is loop else lp for lp in loops)]
+    return rebuild(loops, substitute(inner, {loop.var: Index.var(loop.var) * s + Index.var(p)}))
+
+
 def instructions(tree):
     """Every instruction of a tree, loops' own headers excluded, depth first."""
     return (x for x in walk(tree) if not isinstance(x, Loop))
