@@ -181,3 +181,18 @@ def test_packed_buffers_whose_lives_meet_never_share_a_byte():
                 if lives[a][0] <= lives[b][1] and lives[b][0] <= lives[a][1]:
                     assert span[a][1] <= span[b][0] or span[b][1] <= span[a][0], (lives, sizes)
         assert total <= sum(-(-max(s, 1) // 64) * 64 for s in sizes)
+
+
+def test_the_replay_benchmark_runs_on_the_runtimes_api():
+    """``examples/bench_replay.py`` reaches into the runtime (``walk``, ``plan_for``, the
+    driver's arena): it runs, and reports a plan of its 100 steps."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "examples" / "bench_replay.py"
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.search(r"kernels \d+ rows \d+", done.stdout), done.stdout
