@@ -218,10 +218,6 @@ _ARGS = {
         else t
     ),
     "addr_": lambda lib, t, o, v: t.addr_(o[:, 0].clone(), o[0].clone()) if _dims(t, 2) else t,
-    "t_": lambda lib, t, o, v: t.t_() if t.ndim <= 2 else t,
-    "transpose_": lambda lib, t, o, v: t.transpose_(0, -1) if t.ndim else t,
-    "squeeze_": lambda lib, t, o, v: t.squeeze_(0) if t.ndim else t,
-    "unsqueeze_": lambda lib, t, o, v: t.unsqueeze_(0) if t.ndim < 3 else t,
 }
 # OpInfo's in-place ops limn has that the programs do not call, and why
 _NOT_FUZZED = {
@@ -231,7 +227,12 @@ _NOT_FUZZED = {
     # (OpInfo holds it to torch within its tolerance)
     "polygamma_": "at a pole torch's float32 is finite (1.29e15 at 0), limn's inf",
     "floor_divide_": "-1 // inf: torch's -1 (Python's), limn's -0 (ir/graph/functions)",
+    "copysign_": "reads a nan's sign, which torch's pow (x86's nan) and limn's differ on",
 }
+for _name in ("t_", "transpose_", "squeeze_", "unsqueeze_"):
+    # (view(), view_as(), a permute or expand that moves nothing, ... give the tensor itself
+    # in limn, a new view of it in torch: an in-place metadata op on one reshapes its base)
+    _NOT_FUZZED[_name] = "limn's identity view is its base itself, not a new view"
 for _name in ("cauchy_", "exponential_", "geometric_", "log_normal_", "normal_", "uniform_"):
     _NOT_FUZZED[_name] = "draws random numbers: torch's generator is not limn's"
 
@@ -263,10 +264,10 @@ for _name, _kind in sorted(OPINFO_INPLACE.items()):
         if _kind != "other" or _name in _ARGS:
             INPLACE[_name] = _write(_name, _kind)
 
-# writes torch makes through an expand (of one value, or index_put_'s, deprecated) and limn
-# refuses (docs/torch.md)
+# writes torch makes through an expand (of one value, index_put_'s, deprecated, a triangle's,
+# a real conj's, which writes nothing) and limn refuses (docs/torch.md)
 _ONE_VALUE = {"masked_fill_", "fill_", "zero_", "mask_set", "mask_values", "index_fill_",
-              "index_set", "index_put_"}  # fmt: skip
+              "index_set", "index_put_", "tril_", "triu_", "conj_physical_"}  # fmt: skip
 
 
 # every way a value leaves limn: name -> what a program reads of t
