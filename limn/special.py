@@ -83,10 +83,13 @@ def _sin_pi_abs(x: Tensor) -> Tensor:
 
 
 def lgamma(input) -> Tensor:
-    """log |Gamma(x)|; inf at 0 and the negative integers."""
+    """log |Gamma(x)|; inf at 0 and the negative integers, 0 at 1 and 2 (as torch's)."""
     x, out = _in64(input)
     pos = _lgamma_positive((x > 0).where(x, 1 - x))
-    reflected = (math.pi / _sin_pi_abs(x)).log() - pos
+    pos = pos - ((x == 1) | (x == 2)).where(pos.detach(), 0.0)  # (the series is 1e-15 off)
+    # (the reflection of x > 0 is not taken: it reads 0.5, whose sine has no pole, so no
+    # inf is differentiated where the gradient is pos's, at 1, 2, 3, ...)
+    reflected = (math.pi / _sin_pi_abs((x > 0).where(0.5, x))).log() - pos
     return (x > 0).where(pos, x.isinf().where(math.inf, reflected)).cast(out)
 
 
