@@ -369,8 +369,7 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
             steps.append((None, entry, ()))
             continue
         plan, in_bufs, out_bufs = entry
-        # a buffer a later write left to its readers: the step's value is in the other now
-        sources = [source(relocated[id(b)][1] if id(b) in relocated else b) for b in in_bufs]
+        sources = [source(_moved_to(b, relocated, s)) for b in in_bufs]
         fixed.update(id(src[1]) for src in sources if src[0] == "fixed")
         inputs = [src[1] if src[0] == "fixed" else None for src in sources]
         steps.append((plan, inputs, [(i, x) for i, x in enumerate(sources) if x[0] != "fixed"]))
@@ -388,6 +387,15 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     nodes = [weakref.ref(n) for st, n in wrote if id(n.arg) in fixed]
     del wrote
     return (steps, _rebuild(result, bare), outs, stores, nodes), result
+
+
+def _moved_to(buf: Buffer, relocated: dict, s: int) -> Buffer:
+    """Where the value plan ``s`` of a recording read in ``buf`` is: a later write of the
+    recording may have left ``buf`` to its readers (``versions.relocated``), the step's
+    value going on in another buffer."""
+    while id(buf) in relocated and s < relocated[id(buf)][2]:
+        buf = relocated[id(buf)][1]
+    return buf
 
 
 def _still_held(rec: tuple) -> dict | None:

@@ -312,7 +312,8 @@ def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, 
 # A capture that records a step sets these: each write realized meanwhile is done in place
 # (a replay writes the same buffer again) and its storage and buffer node are noted in
 # ``recording``; a buffer a write left to its readers (``move``) is noted in ``relocated``
-# (its id -> (it, the buffer the write went to)), where the recording's plans find it.
+# (its id -> (it, the buffer the write went to, how many plans were recorded before)):
+# a plan recorded before read the step's value there, which a replay finds in the other.
 recording: list | None = None
 relocated: dict | None = None
 
@@ -379,8 +380,9 @@ def realize_on(name: str, items: list) -> None:
                 names[id(n)] = names[id(r)]
         jobs = [(st, t, n) for (st, t, _), n in zip(jobs, new)]
         roots, donors, new = [j[2] for j in jobs], None, None
-        if recording is not None:
-            relocated.update((id(b), (b, to)) for b, to in moved.values())
+        if recording is not None:  # (the plans recorded so far read b as the step's value)
+            made = len(getattr(get_device(name), "recorder", None) or ())
+            relocated.update((id(b), (b, to, made)) for b, to in moved.values())
         moved = None
     for see in observers:
         see(name, roots)

@@ -281,8 +281,8 @@ def test_a_recording_that_writes_bytes_a_value_built_before_reads_leaves_it_its_
 
     @limn.capture
     def step():
-        y = w * 1  # a plan of the recording reads w's bytes before the write moves them
-        w.mul_(2)
+        y = (w * 1).realize()  # a plan of the recording reads w's bytes, which the write
+        w.mul_(2)  # then leaves to seen: a replay's y reads w's value where it is now
         return y.sum() + w.sum()
 
     got = [step().item() for _ in range(4)]
