@@ -84,7 +84,7 @@ from limn import tensor, versions
 from limn.autograd import Ctx
 from limn.nn import module
 from limn.nn.module import Module
-from limn.runtime.device import get_device
+from limn.runtime.device import Buffer, get_device
 from limn.runtime.jit import CompiledDevice, execute
 from limn.tensor import Tensor, realize
 
@@ -290,14 +290,21 @@ class capture:
         given = (id(dev), *_walk(((args, kwargs), True)).key)
         roots, last = _reached(self.fn), self.last
         if last is not None and last[0] == given and _holds(last[1], roots):
-            if _still_held(last[2]):  # nothing the last call read changed: no walk
+            moved = _still_held(last[2])
+            if moved is not None:  # nothing the last call read changed: no walk
+                if moved:
+                    self._moved(given, roots, last[2])
                 return _replay(last[2], arg_tensors)
         walk = _walk(*((r, False) for r in roots), guarding=True)
         if _settle(walk.found):
             walk = _walk(*((r, False) for r in roots), guarding=True)
         rec = self.recordings.get((given, tuple(walk.key)))
-        if rec is not None and _still_held(rec):
-            self.last = (given, _guard(walk, roots), rec)
+        moved = None if rec is None else _still_held(rec)
+        if moved is not None:
+            if moved:
+                self._moved(given, roots, rec)
+            else:
+                self.last = (given, _guard(walk, roots), rec)
             return _replay(rec, arg_tensors)
         self.last = None
         rng = tensor._rng[0], tensor._rng[0].bit_generator.state
@@ -317,6 +324,14 @@ class capture:
             self.last = (given, _guard(walk, roots), rec)
         return result
 
+    def _moved(self, given: tuple, roots: list, rec: tuple) -> None:
+        """``rec`` writes other buffers now (``_still_held``): found by them from now on."""
+        for key in [k for k, r in self.recordings.items() if r is rec]:
+            del self.recordings[key]
+        walk = _walk(*((r, False) for r in roots), guarding=True)
+        self.recordings[(given, tuple(walk.key))] = rec
+        self.last = (given, _guard(walk, roots), rec)
+
 
 def _guard(walk: _Walk, roots: list) -> tuple:
     """What a call must find to replay without walking: ``_holds``."""
@@ -326,7 +341,7 @@ def _guard(walk: _Walk, roots: list) -> tuple:
 def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     """Call ``fn`` recording its plans; (its plans with where each input comes from, what
     it returned, where each returned Tensor's buffer comes from), and what it returned."""
-    dev.recorder, versions.recording = [], []
+    dev.recorder, versions.recording, versions.relocated = [], [], {}
     try:
         result = fn(*args, **kwargs)
         # a write the call leaves pending (a BatchNorm's running statistics, read by no
@@ -336,6 +351,7 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     finally:
         recorded, dev.recorder = dev.recorder, None
         wrote, versions.recording = versions.recording, None
+        relocated, versions.relocated = versions.relocated, None
     arg_bufs = {id(t.node.arg): i for i, t in enumerate(arg_tensors)}
     made: dict[int, tuple[int, int]] = {}
 
@@ -353,7 +369,7 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
             steps.append((None, entry, ()))
             continue
         plan, in_bufs, out_bufs = entry
-        sources = [source(b) for b in in_bufs]
+        sources = [source(_moved_to(b, relocated, s)) for b in in_bufs]
         fixed.update(id(src[1]) for src in sources if src[0] == "fixed")
         inputs = [src[1] if src[0] == "fixed" else None for src in sources]
         steps.append((plan, inputs, [(i, x) for i, x in enumerate(sources) if x[0] != "fixed"]))
@@ -373,25 +389,45 @@ def _record(dev, fn, arg_tensors, args, kwargs) -> tuple:
     return (steps, _rebuild(result, bare), outs, stores, nodes), result
 
 
-def _still_held(rec: tuple) -> bool:
+def _moved_to(buf: Buffer, relocated: dict, s: int) -> Buffer:
+    """Where the value plan ``s`` of a recording read in ``buf`` is: a later write of the
+    recording may have left ``buf`` to its readers (``versions.relocated``), the step's
+    value going on in another buffer."""
+    while id(buf) in relocated and s < relocated[id(buf)][2]:
+        buf = relocated[id(buf)][1]
+    return buf
+
+
+def _still_held(rec: tuple) -> dict | None:
     """Whether the buffers the recorded step writes in place (parameters, state) still
     hold their tensors' values (a tensor given another value since makes the call record
-    again); if so, each storage is given a fresh node over its buffer. An old node that
-    lives on was read by a value built since (its graph holds it), which is given a copy
-    of the bytes (``versions.hand_over``), so it keeps the old value as with an ordinary
-    call, and the replay may overwrite them."""
+    again): None if not; if so, each storage is given a fresh node over its buffer, and the
+    answer is the buffers the step moves from (id -> the one it writes instead). An old
+    node that lives on was read by a value built since (its graph holds it), which keeps
+    the bytes it read: the step's writes go through another buffer (``versions.move``),
+    to which every plan of the recording is pointed, so the reader keeps the old value as
+    with an ordinary call."""
     stores, nodes = rec[3:]
     if any(st.node is not ref() for st, ref in zip(stores, nodes)):
-        return False
+        return None
+    moved: dict[int, Buffer] = {}
     for i, st in enumerate(stores):
         buf = st.node.arg
         st.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
         st.renew()
-        old = nodes[i]()
-        if old is not None:
-            versions.hand_over(old, buf.data.copy())
-        nodes[i], old = weakref.ref(st.node), None
-    return True
+        if nodes[i]() is not None:
+            moved[id(buf)] = buf = versions.move(buf, st.pinned)
+            st.node = Node(Op.BUFFER, buf.dtype, buf.shape, (), buf)
+        nodes[i] = weakref.ref(st.node)
+    if moved:
+        for _, inputs, _ in rec[0]:
+            if isinstance(inputs, list):
+                inputs[:] = [moved.get(id(b), b) if b is not None else b for b in inputs]
+        outs = rec[2]
+        for k, src in outs.items():
+            if src[0] == "fixed" and id(src[1]) in moved:
+                outs[k] = ("fixed", moved[id(src[1])])
+    return moved
 
 
 def _replay(rec: tuple, arg_tensors):

@@ -392,7 +392,9 @@ class Tensor(
     def to(self, *args, dtype=None, device=None, **_) -> Tensor:
         """torch's forms: ``to(device)``, ``to(dtype)``, ``to(other)`` (its device and
         dtype), ``to(device, dtype)``, and by keyword. Between host devices the graph moves
-        as it is (they share bytes); to another device the value is copied there."""
+        as it is (they share bytes), but a numpy array's memory is copied (torch's copy to
+        another device, which a later write into the array does not reach); to another
+        device the value is copied there."""
         for a in args:
             if isinstance(a, bool):  # torch's non_blocking and copy: nothing to do here
                 continue
@@ -413,7 +415,10 @@ class Tensor(
         if name == t.device:
             return t
         if get_device(name).host and get_device(t.device).host:
-            return Tensor._make(t.node, name, Op.CONTIGUOUS, (t,))
+            node = t.node
+            if t._st is not None and t._st.shared:  # (a numpy array's memory: a copy of it)
+                node = Node(Op.CONTIGUOUS, node.dtype, node.shape, (node,))
+            return Tensor._make(node, name, Op.CONTIGUOUS, (t,))
         return Tensor(t.numpy(), t.dtype, device=name)
 
     def cpu(self) -> Tensor:

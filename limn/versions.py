@@ -21,6 +21,11 @@ Here no write changes bytes that anything can still read:
   still read the old value is recorded by the graphs as they are built: a reader holds
   the old node through its sources, so the old node outlives the batch's own use of it
   exactly when a reader remains (a weak reference says so). No reference is counted.
+* A write that must land in bytes a reader still reads (memory a numpy array shares, a
+  buffer a captured step writes again each replay) leaves the reader its value without
+  changing any node: the readers keep the Buffer they read, and the write goes through
+  another (``move``): a copy where the bytes are limn's, or, where the memory is shared,
+  a new Buffer over it while the readers' Buffer takes a copy of the bytes before.
 * Each tensor has torch's version counter (``vc``, shared by views and ``detach()``, not
   by ``.data``): autograd records the versions it saw and ``backward`` refuses, as torch
   does, a value written since.
@@ -33,8 +38,6 @@ import contextlib
 import gc
 import operator
 import weakref
-
-import numpy as np
 
 from ir.graph import dtypes, write
 from ir.graph.node import Node
@@ -220,12 +223,16 @@ def _only_ours(buf: Buffer) -> bool:
     return named is None or named() is None
 
 
-def _mirror(roots: list[Node], donors: list[Node]) -> tuple[list[Node], dict[int, Node]]:
-    """The batch's graph built again, with a fresh node over each donor's buffer in place of
-    the donor: (the new roots, donor id -> its fresh node). A node that reads no donor, and
-    an input (a buffer, a value the device holds), is itself. The copies are charged, in a
-    profile, to the lines and modules that made the nodes they copy."""
-    fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), d.arg) for d in donors}
+def _mirror(
+    roots: list[Node], donors: list[Node], bufs: dict | None = None
+) -> tuple[list[Node], dict[int, Node]]:
+    """The batch's graph built again, with a fresh node over each donor's buffer (or over
+    ``bufs[id(donor)]``) in place of the donor: (the new roots, donor id -> its fresh node).
+    A node that reads no donor, and an input (a buffer, a value the device holds), is
+    itself. The copies are charged, in a profile, to the lines and modules that made the
+    nodes they copy."""
+    bufs = bufs or {}
+    fresh = {id(d): Node(Op.BUFFER, d.dtype, d.shape, (), bufs.get(id(d), d.arg)) for d in donors}
     new: dict[int, Node] = dict(fresh)  # id -> the node that replaces it
     done: set[int] = set(fresh)
     prof, stack = profile.active(), [(r, False) for r in roots]
@@ -302,17 +309,27 @@ def _rebuild(items: list, roots: list[Node], donors: list[Node]) -> tuple[dict, 
     return free, names
 
 
-# A capture that records a step sets this to a list: each write realized meanwhile is done
-# in place (a replay writes the same buffer again) and its buffer node is noted here.
+# A capture that records a step sets these: each write realized meanwhile is done in place
+# (a replay writes the same buffer again) and its storage and buffer node are noted in
+# ``recording``; a buffer a write left to its readers (``move``) is noted in ``relocated``
+# (its id -> (it, the buffer the write went to, how many plans were recorded before)):
+# a plan recorded before read the step's value there, which a replay finds in the other.
 recording: list | None = None
+relocated: dict | None = None
 
 
-def hand_over(old: Node, snapshot: np.ndarray) -> None:
-    """``old``, a buffer node whose bytes are being overwritten in place while values
-    outside the write still read it: they get ``snapshot`` (its bytes before) in a buffer
-    of their own. (The one place a node changes: its readers are not known one by one.)"""
-    buf = old.arg
-    old.__dict__["arg"] = Buffer(buf.dtype, buf.shape, snapshot)
+def move(buf: Buffer, shared: bool) -> Buffer:
+    """The Buffer a write goes through when values it does not see still read ``buf``'s
+    bytes, which they keep: a copy of the bytes, limn's alone (``buf`` stays with its
+    readers as it is); or, where the memory is shared (``Storage.pinned``) and the write
+    must land in it, a new Buffer over that memory, ``buf`` taking a copy of the bytes
+    before. No node changes: the readers' nodes name ``buf`` still, and read the value
+    they were built on."""
+    if not shared:
+        return private(Buffer(buf.dtype, buf.shape, buf.data.copy()))
+    new = Buffer(buf.dtype, buf.shape, buf.data)
+    buf.data = buf.data.copy()
+    return new
 
 
 def realize_on(name: str, items: list) -> None:
@@ -334,7 +351,7 @@ def realize_on(name: str, items: list) -> None:
     else:
         free, names = {}, {id(r): weakref.ref(r) for r in roots}
     del roots, donors
-    jobs, written, copies = [], [], []
+    jobs, written, moved = [], [], {}
     for st, t in items:
         if st is None:
             jobs.append((None, t, t.node))
@@ -344,10 +361,9 @@ def realize_on(name: str, items: list) -> None:
             old, ok = free.get(id(d), (None, False))
             if d is not None and (ok or st.pinned or recording is not None):
                 # a shared array, or a buffer a recorded step writes (its replays write it
-                # again), is written in place whoever reads it; those readers get a copy
-                # of its bytes before, once the batch (which reads first) has run
+                # again), is written whoever reads it: a reader keeps its bytes (``move``)
                 if old is not None and old() is not None:
-                    copies.append((old(), d.arg.data.copy()))
+                    moved[id(d)] = (d.arg, move(d.arg, st.pinned))
                 jobs.append((st, None, Node(Op.ASSIGN, d.dtype, d.shape, (d, st.node))))
                 written.append(st)
             elif st.node.op is Op.BUFFER:  # a whole other buffer written: it is the value
@@ -356,6 +372,18 @@ def realize_on(name: str, items: list) -> None:
                 jobs.append((st, None, st.node))
     del items, free
     roots = [j[2] for j in jobs]
+    if moved:  # the batch over the buffers the writes go through
+        donors = [j[0].donor for j in jobs if j[0] is not None and id(j[0].donor) in moved]
+        new, _ = _mirror(roots, donors, {i: pair[1] for i, pair in moved.items()})
+        for r, n in zip(roots, new):
+            if id(r) in names:
+                names[id(n)] = names[id(r)]
+        jobs = [(st, t, n) for (st, t, _), n in zip(jobs, new)]
+        roots, donors, new = [j[2] for j in jobs], None, None
+        if recording is not None:  # (the plans recorded so far read b as the step's value)
+            made = len(getattr(get_device(name), "recorder", None) or ())
+            relocated.update((id(b), (b, to, made)) for b, to in moved.values())
+        moved = None
     for see in observers:
         see(name, roots)
     bufs = get_device(name).realize(roots)
@@ -375,7 +403,5 @@ def realize_on(name: str, items: list) -> None:
             t._node = node
         else:
             st.node, st.donor, st.pending = node, None, 0
-    for old, snapshot in copies:
-        hand_over(old, snapshot)
     if recording is not None:
         recording.extend((st, st.node) for st in written)

@@ -239,3 +239,82 @@ def test_a_storage_given_another_storages_bytes_keeps_them_when_that_one_is_writ
     t.mul_(-2)  # lands in a at once
     np.testing.assert_array_equal(z.numpy(), X)
     np.testing.assert_array_equal(a, X * -2)
+
+
+def _fields(t) -> list[tuple]:
+    """Every node under t's value with its fields, to see that none changes."""
+    seen, stack, out = set(), [t.node], []
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen.add(id(n))
+            out.append((n, n.op, n.srcs, n.arg))
+            stack += n.srcs
+    return out
+
+
+def _unchanged(fields: list[tuple]) -> bool:
+    return all((n.op, n.srcs) == (op, srcs) and n.arg is arg for n, op, srcs, arg in fields)
+
+
+def test_a_write_into_shared_memory_changes_no_node_its_readers_hold(device):
+    a = X.copy()
+    t = limn.from_numpy(a)
+    lazy, row = t * 2, t[1:3] + 0
+    before = _fields(lazy) + _fields(row)
+    t[1:4] = 7.0  # lands in a at once
+    np.testing.assert_array_equal(a, [0, 7, 7, 7, 4, 5])
+    assert _unchanged(before)
+    np.testing.assert_array_equal(lazy.numpy(), X * 2)
+    np.testing.assert_array_equal(row.numpy(), X[1:3])
+    assert t.numpy() is a
+    t.add_(1)  # (no reader now: in a as well)
+    np.testing.assert_array_equal(a, [1, 8, 8, 8, 5, 6])
+
+
+def test_a_recording_that_writes_bytes_a_value_built_before_reads_leaves_it_its_value(device):
+    if device != "c":
+        pytest.skip("capture records on compiled devices")
+    w = limn.tensor(np.ones(4, np.float32))
+    seen = w * 3  # built before the call that records, read after it
+    before = _fields(seen)
+
+    @limn.capture
+    def step():
+        y = (w * 1).realize()  # a plan of the recording reads w's bytes, which the write
+        w.mul_(2)  # then leaves to seen: a replay's y reads w's value where it is now
+        return y.sum() + w.sum()
+
+    got = [step().item() for _ in range(4)]
+    assert _unchanged(before)
+    np.testing.assert_array_equal(seen.numpy(), np.full(4, 3, np.float32))
+    assert got == [4.0 * (2**i) + 8.0 * (2**i) for i in range(4)]
+    np.testing.assert_array_equal(w.numpy(), np.full(4, 16, np.float32))
+    assert step.records == 1
+
+
+def test_a_replay_that_writes_bytes_read_between_calls_keeps_one_recording(device):
+    if device != "c":
+        pytest.skip("capture replays on compiled devices")
+    w = limn.tensor(np.ones(4, np.float32))
+    a = np.ones(3, np.float32)
+    s = limn.from_numpy(a)
+
+    @limn.capture
+    def step():
+        w.mul_(2)
+        s.add_(1)
+        return w.sum()
+
+    step()
+    held = []
+    for k in range(2, 6):  # a reader of w's and s's bytes built before each call
+        held.append((w * 1, s * 1, _fields(w * 1)))
+        assert step().item() == 4 * 2**k
+        np.testing.assert_array_equal(a, np.full(3, 1 + k, np.float32))  # s is still a
+    for k, (wv, sv, fields) in enumerate(held, start=1):
+        assert _unchanged(fields)
+        np.testing.assert_array_equal(wv.numpy(), np.full(4, 2**k, np.float32))
+        np.testing.assert_array_equal(sv.numpy(), np.full(3, 1 + k, np.float32))
+    assert s.numpy() is a
+    assert step.records == 1

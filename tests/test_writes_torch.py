@@ -113,6 +113,18 @@ def test_from_numpy_shares_both_ways_at_once(device):
     np.testing.assert_array_equal(before.numpy(), [0, 0, 0, 0])  # built before the writes
 
 
+def test_a_from_numpy_tensor_moved_to_the_other_host_device_is_a_copy(device):
+    """Found by the fuzz: to() between host devices moved the array's buffer itself, so a
+    write into the array reached the moved tensor (torch's to() another device copies)."""
+    arr = np.zeros(4, np.float32)
+    t = limn.from_numpy(arr)
+    moved = t.detach().to("numpy" if device == "c" else "c").to(device).realize()
+    arr[1] = 7
+    np.testing.assert_array_equal(moved.numpy(), [0, 0, 0, 0])
+    np.testing.assert_array_equal(t.numpy(), [0, 7, 0, 0])
+    assert t.to(device) is t
+
+
 def test_numpy_of_a_lazy_tensor_is_a_read_only_value_that_never_changes(device):
     t = limn.tensor(np.arange(3, dtype=np.float32))
     a = t.numpy()

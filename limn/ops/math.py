@@ -171,7 +171,12 @@ class Math:
     def abs(self):
         return functions.fabs(self) if self.dtype.is_float else compose.abs_(self)
 
-    sign, relu = compose.sign, compose.relu
+    relu = compose.relu
+
+    def sign(self):
+        """-1, 0 or 1, and 0 for a nan, as torch's (the standard's sign keeps the nan)."""
+        s = compose.sign(self)
+        return compose.isnan(self).p_where(s.p_const(0), s) if self.dtype.is_float else s
 
     def square(self):
         """x * x; a bool tensor's in int64, as torch's (its square is a power)."""

@@ -77,6 +77,12 @@ class Movement:
 
     mH = mT
 
+    def adjoint(self) -> Self:
+        """torch's adjoint(): the last two dims swapped (conjugated, which real values are)."""
+        if self.ndim < 2:
+            raise ValueError(f"adjoint: needs a matrix or a batch of them, got shape {self.shape}")
+        return self.mT
+
     @property
     def H(self) -> Self:
         if self.ndim not in (0, 2):

@@ -94,7 +94,10 @@ class Scatter:
         if reduce == "multiply":
             return self.scatter_reduce(axis, index, src, "prod")
         hit = self.zeros_like(dtypes.int64).scatter_add(axis, index, index.ones_like())
-        return (hit > 0).where(self.zeros_like().scatter_add(axis, index, src), self)
+        # added to -0.0, which keeps every value as it is (a -0.0 too, where 0.0 would not)
+        zero = -0.0 if self.dtype.is_float else 0
+        placed = self.full(self.shape, zero, self.dtype, self.device).scatter_add(axis, index, src)
+        return (hit > 0).where(placed, self)
 
     def scatter_reduce(self, axis: int, index, src, reduce: str, *, include_self: bool = True):
         """Each target along ``axis`` reduced ("sum", "prod", "mean", "amax", "amin") with
