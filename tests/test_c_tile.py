@@ -601,3 +601,15 @@ def test_a_skinny_contraction_packs_only_its_small_factor_and_reads_the_weight_i
     assert re.search(r"DEFACC +acc\d+ = 0\.0 : float32\n", gemv)  # one lane per column
     assert _packed(nest(20)) == {"in0"} and "tile=4x24" in nest(20)  # the 20 rows: columns
     assert _packed(nest(200)) == {"in0", "in1"}
+
+
+@pytest.mark.parametrize("rows", [0, 1, 20])
+def test_a_contraction_of_no_rows_or_a_few_runs(rows):
+    """An empty batch has no cell to tile (slivers of equal height divide by the rows)."""
+    limn.set_device("c")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((rows, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    got = (Tensor(a) @ Tensor(w)).numpy()
+    assert got.shape == (rows, 24)
+    np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)

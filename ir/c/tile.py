@@ -300,6 +300,8 @@ def _tile(block: Loop, nest: LoopNest, target: Target) -> Loop | None:
         return _fuse_multiply_add(block, init, nest)
     acc = init.dtype if init is not None else nest.output.dtype
     (mr, nr), m = tile_shape(acc.itemsize, extent(ib), target), extent(ia)
+    if m == 0:
+        return None  # no cell to tile (an empty batch)
     mr = -(-m // -(-m // mr))  # slivers of equal height: a few rows are not padded to a tile
     loads = [x for x in body if isinstance(x, Load) and ib.var in x.index.names]
     if read_once(m, outer, ()) and not any(abs(x.index.coeff(ib.var)) == 1 for x in loads):
