@@ -613,3 +613,37 @@ def test_a_contraction_of_no_rows_or_a_few_runs(rows):
     got = (Tensor(a) @ Tensor(w)).numpy()
     assert got.shape == (rows, 24)
     np.testing.assert_allclose(got, a @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_parallelize_and_vectorize_tile_say_why_they_did_not_apply():
+    """A loop with work enough for the team that stays on one thread, and a scheduled tile
+    that stays scalar, each leave a note in the nest (``strict`` raises); a nest they did
+    apply to says nothing, and the c device computes the numpy device's bits either way."""
+    from ir.kernel.schedule import schedule
+    from ir.loop.lower import lower
+    from ir.loop.passes import apply_passes
+
+    rng = np.random.default_rng(0)
+    passes = c_passes(detect("avx2"))
+    a = Tensor(rng.integers(-5, 5, (96, 96)))
+    x = Tensor(rng.standard_normal(1 << 18).astype(np.float32))
+    idx = Tensor(rng.integers(0, 10, 1 << 18))
+    f = Tensor(rng.standard_normal((96, 96)).astype(np.float32))
+    cases = {
+        "vectorize_tile: the tile of i0t stays scalar: no product of floats": a @ a,
+        "parallelize: r0 stays on one thread: no output loop": x.cumsum(0),
+        "parallelize: i0 stays on one thread: a data-dependent address": Tensor(
+            np.zeros(10, np.float32)
+        ).index_add(0, idx, x),
+        "": f @ f,
+    }
+    for said, t in cases.items():
+        graph = schedule([t.node]).graph
+        i = len(graph.kernels) - 1
+        nest = apply_passes(lower(graph, i), passes)
+        assert (nest.notes[0] if nest.notes else "").startswith(said), nest.notes
+        if said:
+            with pytest.raises(ValueError, match="a pass did not apply: " + said.split(":")[0]):
+                apply_passes(lower(graph, i), passes, strict=True)
+        got, want = (get_device(d).realize([t.node])[0].data for d in ("c", "numpy"))
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), said

@@ -18,7 +18,7 @@ from ir.c.tile import OUTPUT, REDUCE, contraction, deps, read_once
 from ir.graph import dtypes
 from ir.graph.ops import Op
 from ir.loop.nest import Const, DefAcc, Index, Load, Local, Loop, LoopNest, Range, Role, Store, walk
-from ir.loop.passes import note
+from ir.loop.passes import noted
 from ir.loop.rewrite import (
     Fresh,
     chain,
@@ -74,9 +74,7 @@ def block_contraction(nest: LoopNest, target: Target) -> LoopNest:
             it = new if isinstance(new, Loop) else _unmarked(it)
         out.append(it)
         i += 1
-    why += _stray(out, Role.ROWS, "block_contraction: rows")
-    nest = replace(nest, body=tuple(out))
-    return note(nest, why[0]) if why else nest
+    return noted(nest, out, why + _stray(out, Role.ROWS, "block_contraction: rows"))
 
 
 def _stray(items, role: Role, what: str) -> list[str]:
@@ -247,9 +245,7 @@ def pack_operands(nest: LoopNest) -> LoopNest:
         if isinstance(new, str):
             why.append(f"pack_operands: the block under {top.var} is not packed: {new}")
         body += new if isinstance(new, tuple) else [top]
-    why += _stray(body, Role.BLOCK, "pack_operands: the block")
-    nest = replace(nest, body=tuple(body))
-    return note(nest, why[0]) if why else nest
+    return noted(nest, body, why + _stray(body, Role.BLOCK, "pack_operands: the block"))
 
 
 def _pack_contraction(top: Loop, nest: LoopNest, fresh) -> tuple | str:
@@ -384,13 +380,21 @@ def vectorize_tile(nest: LoopNest, target: Target) -> LoopNest:
     FMA chain), whole panels of it, and a row factor that does not move with the columns.
     A row past the edge reads a packed 0, or a guarded one where the rows are read in place.
     """
-    fresh = Fresh(nest.body)
-    return replace(nest, body=tree_map(nest.body, lambda x: _vectorize(x, fresh, target.lanes)))
+    fresh, why = Fresh(nest.body), []
+
+    def rule(x):
+        if not isinstance(x, Loop) or x.role != Role.SLIVER:
+            return x
+        out = _vectorize(x, fresh, target.lanes)
+        if isinstance(out, Loop):
+            return out
+        why.append(f"vectorize_tile: the tile of {x.var} stays scalar: {out}")
+        return x
+
+    return noted(nest, tree_map(nest.body, rule), why)
 
 
 def _vectorize(sliver, fresh, lanes_of):
-    if not isinstance(sliver, Loop) or sliver.role != Role.SLIVER:
-        return sliver
     local, copy_in, reds, rows, cols, body, fold, back = _tile_parts(sliver)
     d, mr = local.dtype, sliver.tile[0]
     b_val = next(
@@ -401,15 +405,15 @@ def _vectorize(sliver, fresh, lanes_of):
     b_load = next((x for x in body if defines(x) == b_val), None)
     others = [x for x in body if x is not b_load]
     if fold.mul is None or d not in (dtypes.float32, dtypes.float64):
-        return sliver
+        return f"no product of floats to fuse ({d})"
     if not isinstance(b_load, Load) or b_load.guard or not b_load.index.coeff(cols.var):
-        return sliver
+        return "no column factor loaded along the columns"
     # a column factor read in place along a stride: a register of one lane per column
     lanes, nr = lanes_of(d.itemsize) if b_load.index.coeff(cols.var) == 1 else 1, local.size // mr
     if nr % lanes or any(cols.var in uses(x) for x in others) or _past_edge(b_load, cols, nr):
-        return sliver
+        return f"the columns are not whole panels of {lanes} lanes read once"
     if any(_past_edge(x, rows, mr) for x in others if isinstance(x, Load)):
-        return sliver
+        return f"a row factor runs past the edge of {mr}-row slivers"
     it, jt = Index.var(sliver.var), cols.lo[0]
     regs = {(a, j): fresh("acc") for a in range(mr) for j in range(nr // lanes)}
     start, end, step = [], [], []

@@ -9,8 +9,8 @@ answer the C code gives, threaded or not.
 * ``parallelize``: the leading output loops (``Kind.OUTPUT``) of each top-level loop chain
   are marked ``parallel=n``: an OpenMP team splits those n fused loops. A chain whose
   writes have a data-dependent address (a scatter's colliding adds), or whose outermost
-  loop is a reduce or a scan, stays serial. Tiny nests stay serial too: waking a team
-  costs more than they do.
+  loop is a reduce or a scan, stays serial, and the nest says why (a note). Tiny nests stay
+  serial too, without a note: waking a team costs more than they do.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ir.loop.nest import (
     Store,
     walk,
 )
-from ir.loop.passes import DEFAULT_PASSES, Pass, drop_dead_values, note, renumber
+from ir.loop.passes import DEFAULT_PASSES, Pass, drop_dead_values, noted, renumber
 from ir.loop.rewrite import (
     Fresh,
     chain,
@@ -77,11 +77,12 @@ def _work(items) -> int:
 
 
 def parallelize(nest: LoopNest) -> LoopNest:
-    items = [_parallel_top(x) if isinstance(x, Loop) else x for x in nest.body]
-    return replace(nest, body=tuple(items))
+    tops = [(x, _parallel_top(x) if isinstance(x, Loop) else x) for x in nest.body]
+    why = [f"parallelize: {x.var} stays on one thread: {y}" for x, y in tops if isinstance(y, str)]
+    return noted(nest, [x if isinstance(y, str) else y for x, y in tops], why)
 
 
-def _parallel_top(top: Loop) -> Loop:
+def _parallel_top(top: Loop) -> Loop | str:
     loops, inner = chain(top)
     if any(lp.role or lp.parallel for lp in loops):
         return top  # a scheduled contraction and lane tops have their own team
@@ -95,7 +96,7 @@ def _parallel_top(top: Loop) -> Loop:
     inner_vars = {x.var for x in walk((top,)) if isinstance(x, Loop)}
     for w in writes:
         if any(n not in inner_vars for n in w.index.names):
-            return top  # a data-dependent address: colliding writes stay serial
+            return "a data-dependent address (colliding writes stay serial)"
     n, cells = 0, 1
     for loop in loops:
         if loop.kind is not Kind.OUTPUT:
@@ -105,7 +106,7 @@ def _parallel_top(top: Loop) -> Loop:
         if cells >= MIN_PARALLEL_CELLS:
             break
     if n == 0 or cells < 2:
-        return top
+        return "no output loop of two cells or more outermost"
     loops = [replace(loops[0], parallel=n), *loops[1:]]
     return rebuild(loops, inner)
 
@@ -131,8 +132,7 @@ def lane_reduce(nest: LoopNest) -> LoopNest:
     fresh = Fresh(nest.body)
     fresh.last = f"r{max((d for d, e in enumerate(nest.loop_shape) if e > 1), default=0)}"
     fresh.why = []  # totals an earlier pass left unlaned (an unroll of their loop)
-    nest = replace(nest, body=tuple(_lanes(nest.body, True, fresh)))
-    return note(nest, fresh.why[0]) if fresh.why else nest
+    return noted(nest, _lanes(nest.body, True, fresh), fresh.why)
 
 
 def _lanes(items, top: bool, fresh) -> list:

@@ -55,7 +55,7 @@ from ir.c.target import Target
 from ir.graph.dtypes import HALF
 from ir.graph.ops import Op
 from ir.loop.nest import Accum, Arith, Check, DefAcc, Kind, Load, Loop, LoopNest, Role, Store, walk
-from ir.loop.passes import note
+from ir.loop.passes import noted
 from ir.loop.rewrite import chain, defines, extent, interleave, rebuild, tree_map, uses
 
 OUTPUT, REDUCE = Kind.OUTPUT, Kind.REDUCE
@@ -79,8 +79,7 @@ def deps(items, loop_vars: set[str]) -> dict[str, set[str]]:
 def tile_contraction(nest: LoopNest, target: Target) -> LoopNest:
     items = [_tile_block(x, nest, target) if isinstance(x, Loop) else x for x in nest.body]
     why = [_unrecognized(x) for x, y in zip(nest.body, items) if isinstance(x, Loop) and x is y]
-    nest = replace(nest, body=tuple(items))
-    return note(nest, next(w for w in why if w)) if any(why) else nest
+    return noted(nest, items, [w for w in why if w])
 
 
 def _unrecognized(top: Loop) -> str:

@@ -273,6 +273,8 @@ def apply_passes(
     return out
 
 
-def note(nest: LoopNest, why: str) -> LoopNest:
-    """``nest`` with a pass's word on why it did not apply (``LoopNest.notes``)."""
-    return replace(nest, notes=(*nest.notes, why)) if why not in nest.notes else nest
+def noted(nest: LoopNest, body, why: Sequence[str]) -> LoopNest:
+    """``nest`` with ``body``, and the first of a pass's words on why it did not apply where
+    it looked (``LoopNest.notes``)."""
+    new = why[:1] if why and why[0] not in nest.notes else ()
+    return replace(nest, body=tuple(body), notes=(*nest.notes, *new))
