@@ -512,7 +512,7 @@ def test_matmul_operands_moved_in_one_step_are_the_graph_the_moves_one_by_one_ma
 ):
     """``_moved`` composes the operands' Views without the nodes between: the graph (every
     node, its View, which nodes are shared) and the values are those the calls make."""
-    from ir.graph.build import Primitives
+    from ir.graph.build import Primitives, apply_moves
 
     rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
     a, b = _operand(rng, a_shape, how), _operand(rng, b_shape, "plain" if how == "T" else how)
@@ -522,7 +522,7 @@ def test_matmul_operands_moved_in_one_step_are_the_graph_the_moves_one_by_one_ma
     monkeypatch.setattr(Primitives, "_moved", lambda x, m: moved.append(m) or real(x, m))
     assert (a @ b).graph() == one
     assert moved, "matmul composed no operand"
-    monkeypatch.setattr(Primitives, "_moved", lambda x, m: x._moved_one_by_one(m))
+    monkeypatch.setattr(Primitives, "_moved", apply_moves)
     assert (a @ b).graph() == one  # the same text as the moves one by one, node for node
     want = np.matmul(a.numpy(), b.numpy())
     np.testing.assert_allclose((a @ b).numpy(), want, rtol=1e-5, atol=1e-6)

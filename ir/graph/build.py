@@ -185,7 +185,7 @@ class Primitives:
                 raise ValueError(f"reshape: cannot view {v.shape} as {arg}: sizes differ")
             v = _move(v, kind, arg)
             if v is None:  # a reshape no View can express: the calls, with their copy
-                return self._moved_one_by_one(moves)
+                return apply_moves(self, moves)
             moved = True
         if not moved:
             return self
@@ -196,12 +196,6 @@ class Primitives:
     def _wrap_moved(self, node: Node, moves):
         """The value ``_moved`` ends at (a frontend may note the moves, as its views do)."""
         return self._wrap(node)
-
-    def _moved_one_by_one(self, moves):
-        x = self
-        for kind, arg in moves:
-            x = getattr(x, f"p_{kind}")(arg)
-        return x
 
     def p_reshape(self, shape):
         shape = tuple(shape)
@@ -266,6 +260,14 @@ def _elementwise(op: Op):
 # CAST and BITCAST, which take a dtype as well, are written out above
 for _op in (UNARY | BINARY) & PRIMITIVE - {Op.CAST, Op.BITCAST}:
     setattr(Primitives, f"p_{_op.value.lower()}", _elementwise(_op))
+
+
+def apply_moves(x, moves):
+    """Replay movement ops recorded as ``(kind, arg)`` pairs (``p_<kind>(arg)``) on ``x``, one
+    call each (so each is recorded where a gradient needs it)."""
+    for kind, arg in moves:
+        x = x.p_window(*arg) if kind == "window" else getattr(x, f"p_{kind}")(arg)
+    return x
 
 
 def _move(v: View, kind: str, arg) -> View | None:

@@ -11,15 +11,9 @@ from __future__ import annotations
 import math
 
 from ir.graph import dtypes
+from ir.graph.build import apply_moves
 from ir.graph.compose import arange, ne
 from ir.graph.view import View
-
-
-def apply_moves(x, moves):
-    """Replay movement ops recorded as ``(kind, arg)`` pairs (``p_<kind>(arg)``) on ``x``."""
-    for kind, arg in moves:
-        x = x.p_window(*arg) if kind == "window" else getattr(x, f"p_{kind}")(arg)
-    return x
 
 
 def check_writable(shape: tuple[int, ...], moves, op: str) -> None:
