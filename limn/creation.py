@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ir.graph import compose, dtypes
+from ir.graph.build import Spelled
 from ir.graph.dtypes import DType, as_dtype
 from ir.graph.node import Node
 from ir.graph.ops import Op
@@ -250,8 +251,10 @@ class Creation:
         n = max(0, math.ceil((stop - start) / step))
         is_int = all(isinstance(v, int) for v in (start, stop, step))
         d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
-        anchor = cls._make(Node(Op.CONST, d, (), (), 0), device_name(device, "Tensor"))
-        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
+        # built on bare nodes: its dozens of intermediates are no program's tensors
+        count = dtypes.int64 if d.is_int else dtypes.float64  # the dtype it counts in
+        steps = compose.arange(Spelled(Node(Op.CONST, d, (), (), 0)), n, count)
+        idx = cls._make(steps.node, device_name(device, "Tensor"))
         if step != 1:
             idx = idx * step
         if start != 0:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ir.graph import compose, dtypes, write
-from ir.graph.build import Primitives
+from ir.graph.build import Primitives, Spelled, apply_moves
 from ir.graph.dtypes import DType, as_dtype, promote_scalar
 from ir.graph.node import Node, format_graph
 from ir.graph.ops import Op
@@ -223,7 +223,7 @@ class Tensor(
         # composed only when nothing is recorded between the moves: a gradient needs each
         # move's record, so a value that takes gradients makes the calls one by one
         if self.requires_grad and autograd.grad_enabled():
-            return self._moved_one_by_one(moves)
+            return apply_moves(self, moves)
         with versions.storage_layout(self):
             return super()._moved(moves)
 
@@ -370,14 +370,23 @@ class Tensor(
             value = dtypes.python_type(d)(other)
             if d.is_int:  # the scalar takes the tensor's dtype, so it wraps as d does
                 value = dtypes.wrap(value, d)
-            b = self._const(value, d, ())
+            b = self._const(value, d, a.shape)  # one value at every cell: no broadcast
+            return (b, a) if reverse else (a, b)
         elif isinstance(other, np.ndarray | list | tuple | np.generic):
             return self._align(Tensor(other, device=self.device), op, reverse)
         else:
             raise TypeError(f"{op}: cannot combine a Tensor with {type(other).__name__}")
         shape = compose.broadcast_shapes(a.shape, b.shape, op=op)
-        a, b = compose.expand_to(a, shape), compose.expand_to(b, shape)
+        a, b = a._operand(shape), b._operand(shape)
         return (b, a) if reverse else (a, b)
+
+    def _operand(self, shape: tuple) -> Tensor:
+        """This tensor broadcast to ``shape`` as the operand of an op: a view no program
+        holds, so (unless a gradient records it) no alias of the storage is kept for it."""
+        if self.shape == shape or self.requires_grad and autograd.grad_enabled():
+            return compose.expand_to(self, shape)
+        node = compose.expand_to(Spelled(self.node), shape).node
+        return Tensor._make(node, self.device)
 
     def _float(self) -> Tensor:
         return self if self.dtype.is_float else self.p_cast(dtypes.float32)
