@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ir.graph import dtypes
 from ir.graph.dtypes import DType
@@ -140,6 +141,7 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+@lru_cache(maxsize=1 << 14)  # the schedule and the lowering ask it of every view, often alike
 def reindex(view: View, src_shape: tuple[int, ...]):
     """Follow ``view`` onto the dims of ``src_shape`` with index arithmetic alone.
 

@@ -93,7 +93,7 @@ def _broadcasts(v) -> bool:
     return fanout >= MIN_FANOUT
 
 
-def _region(node: Node, cut: set[int], is_input):
+def _region(node: Node, cut: set[int], ins: set[int]):
     """``(n, leaf)`` for each node ``node``'s fused computation meets: leaves are the inputs
     and stored values it reads, the others it evaluates."""
     seen: set[int] = set()
@@ -103,28 +103,28 @@ def _region(node: Node, cut: set[int], is_input):
         if id(n) in seen:
             continue
         seen.add(id(n))
-        leaf = is_input(n) or (n is not node and id(n) in cut)
+        leaf = id(n) in ins or (n is not node and id(n) in cut)
         yield n, leaf
         if not leaf:
             stack.extend(n.srcs)
 
 
-def _costly(node: Node, cut: set[int], is_input, budget: int = RECOMPUTE_BUDGET) -> bool:
+def _costly(node: Node, cut: set[int], ins: set[int], budget: int = RECOMPUTE_BUDGET) -> bool:
     """Whether recomputing ``node`` per broadcast cell costs more than storing it once."""
     cost = 0
-    for n, leaf in _region(node, cut, is_input):
+    for n, leaf in _region(node, cut, ins):
         cost += 0 if leaf or n.op in (Op.VIEW, Op.CONST, Op.CAST) else TABLE[n.op].cost
         if cost >= budget:
             return True
     return False
 
 
-def _untiled(node: Node, cut: set[int], is_input) -> bool:
+def _untiled(node: Node, cut: set[int], ins: set[int]) -> bool:
     """Whether ``node``'s fused computation reads through a pad (a masked VIEW) or a
     GATHER: read per cell of a contraction, either keeps it off the tiled path."""
     return any(
         not leaf and (n.op == Op.GATHER or n.op == Op.VIEW and n.arg.mask is not None)
-        for n, leaf in _region(node, cut, is_input)
+        for n, leaf in _region(node, cut, ins)
     )
 
 
@@ -152,21 +152,22 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         return known
 
     order = toposort(roots, is_input)
+    ins = {id(n) for n in order if is_input(n)}  # (asked once: each rule below reads the set)
     cut: set[int] = set()
 
     def keep(n: Node) -> None:
-        if not is_input(n):
+        if id(n) not in ins:
             cut.add(id(n))
 
     for n in order:
-        if is_input(n):
+        if id(n) in ins:
             continue
         if n.op in CUT_OPS:
             keep(n)
         if n.op in (Op.CUSTOM, Op.ARGSORT):
             for s in n.srcs:
                 keep(s)
-        if n.op == Op.ASSIGN and not is_input(n.srcs[0]):
+        if n.op == Op.ASSIGN and id(n.srcs[0]) not in ins:
             raise ValueError(
                 f"assign: the target must be a realized buffer, got a lazy {n.srcs[0].op.value} "
                 f"{n.dtype}{list(n.shape)}; realize the target first"
@@ -175,22 +176,20 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             src = n.srcs[0]
             if src.op != Op.CONST and reindex(n.arg, src.shape) is None:
                 keep(src)
-            elif _broadcasts(n.arg) and (
-                _costly(src, cut, is_input) or _untiled(src, cut, is_input)
-            ):
+            elif _broadcasts(n.arg) and (_costly(src, cut, ins) or _untiled(src, cut, ins)):
                 keep(src)
     users: dict[int, int] = {}
     for n in order:
-        if not is_input(n):
+        if id(n) not in ins:
             for s in set(map(id, n.srcs)):
                 users[s] = users.get(s, 0) + 1
     reads: dict[int, dict[int, int]] = {}  # the leaves a value reads: id -> size, the largest
     for n in order:  # in order, so a stored value shortens the reads of those after it
-        if is_input(n):
+        if id(n) in ins:
             continue
         leaves: dict[int, int] = {}
         for s in n.srcs:
-            leaf = is_input(s) or id(s) in cut
+            leaf = id(s) in ins or id(s) in cut
             leaves.update({id(s): math.prod(s.shape)} if leaf else reads.get(id(s), {}))
         size = math.prod(n.shape)
         wide = users.get(id(n), 0) > 1 and sum(e >= size for e in leaves.values()) >= READ_BUDGET
@@ -202,15 +201,15 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
         if not _is_reshape_of(r):
             keep(r)
     for r in roots:
-        if _is_reshape_of(r) and not (is_input(r.srcs[0]) or id(r.srcs[0]) in cut):
+        if _is_reshape_of(r) and not (id(r.srcs[0]) in ins or id(r.srcs[0]) in cut):
             keep(r)
     # the map a fused value is computed in: -1 several (stored once if costly), -2 a
     # reduce's too (never stored: its fold's body, so its bits, stays as it is)
     reader: dict[int, int] = {}
     for n in reversed(order):  # readers first, so each value knows every kernel it is in
-        if is_input(n):
+        if id(n) in ins:
             continue
-        if n.op in ELEMENTWISE and reader.get(id(n)) == -1 and _costly(n, cut, is_input, SHARED):
+        if n.op in ELEMENTWISE and reader.get(id(n)) == -1 and _costly(n, cut, ins, SHARED):
             keep(n)
         mine = reader.get(id(n)) if id(n) not in cut else id(n) if _kind(n) == "MAP" else -2
         for s in n.srcs:
@@ -218,7 +217,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             reader[id(s)] = -2 if -2 in (was, mine) else mine if was == mine else -1
 
     # buffers: inputs first (by slot), then one per kernel in run order
-    inputs = [n for n in order if is_input(n)]
+    inputs = [n for n in order if id(n) in ins]
     buf_of = {id(n): i for i, n in enumerate(inputs)}
     specs = [BufferSpec(n.dtype, n.shape) for n in inputs]
     kernels, outputs, row_nodes = [], [], []
@@ -227,7 +226,7 @@ def schedule(roots: Sequence[Node], is_realized: Callable[[Node], bool] | None =
             continue
         buf_of[id(n)] = len(specs)
         specs.append(BufferSpec(n.dtype, n.shape))
-        kernel, nodes = _kernel(n, buf_of, cut, is_input)
+        kernel, nodes = _kernel(n, buf_of)
         kernels.append(kernel)
         outputs.append(n)
         row_nodes.append(nodes)
@@ -251,8 +250,9 @@ def _kind(n: Node) -> str:
     return "MAP"
 
 
-def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> tuple[Kernel, tuple]:
-    """The fused rows that compute ``top``, reading every cut node and input as a buffer."""
+def _kernel(top: Node, buf_of: dict[int, int]) -> tuple[Kernel, tuple]:
+    """The fused rows that compute ``top``, reading every cut node and input as a buffer
+    (``buf_of``: each input's and each value stored before ``top``, and ``top``'s own)."""
     rows: list[Row] = []
     nodes: list[Node] = []  # the node behind each row
     row_of: dict[int, int] = {}
@@ -266,9 +266,6 @@ def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> tuple
         nodes.append(n)
         return len(rows) - 1
 
-    def is_leaf(n: Node) -> bool:
-        return n is not top and (is_input(n) or id(n) in cut)
-
     # ASSIGN and CONTIGUOUS compute nothing themselves: the kernel stores their source
     start = top.srcs[-1] if top.op in (Op.ASSIGN, Op.CONTIGUOUS) else top
     stack = [(start, False)]
@@ -276,7 +273,7 @@ def _kernel(top: Node, buf_of: dict[int, int], cut: set[int], is_input) -> tuple
         n, expanded = stack.pop()
         if id(n) in row_of:
             continue
-        if is_leaf(n):
+        if id(n) in buf_of and n is not top:  # an input or a stored value: read
             row_of[id(n)] = read(n)
             continue
         if not expanded:
