@@ -80,6 +80,7 @@ def test_threaded_nest_matches_serial_bit_for_bit(case, eager, serial, monkeypat
     # every corpus nest is small: thread any nest with work at all, so this compares a
     # threaded (and tiled) build with the serial one rather than the same C twice
     monkeypatch.setattr(c_block_module, "MIN_PARALLEL_WORK", 1)
+    monkeypatch.setattr(c_block_module, "MIN_PARALLEL_FMAS", 1)
     monkeypatch.setattr(c_block_module, "MIN_BLOCK_WORK", 0)  # and schedule every contraction
     monkeypatch.setattr(c_units, "GENERIC_WORK", 0)  # a generic kernel never threads
     text = ir([t.node for t in case.build()], passes=c_passes(detect()))

@@ -96,6 +96,7 @@ def _check(builds: dict, passes, devices, threads=(2,)) -> str:
 def test_every_schedule_pass_runs_in_the_interpreter_as_the_c_runs_it(upto, devices, monkeypatch):
     monkeypatch.setattr(block, "MIN_BLOCK_WORK", 0)  # small shapes, so the interpreter is quick
     monkeypatch.setattr(block, "MIN_PARALLEL_WORK", 1)  # and threaded all the same
+    monkeypatch.setattr(block, "MIN_PARALLEL_FMAS", 1)
     target = _small_panels(detect().isa, 4, 40)  # reduce blocks of a few: several
     text = _check(_layouts(10, 21, 40, np.float32), _passes(upto, target), devices)
     assert "FMA" in text

@@ -33,6 +33,10 @@ from ir.loop.rewrite import (
 )
 
 MIN_PARALLEL_WORK = 1 << 18  # iterations below which waking a team costs more than it saves
+# FMAs below which a blocked contraction runs on the calling thread: ~50 us on one AVX2 core.
+# A team of two on a busy machine waits for a core: [30, 64] @ [64, 256] (491,520 FMAs) took
+# 0.78 ms a call threaded under load against 26 us alone (torch threads neither)
+MIN_PARALLEL_FMAS = 1 << 20
 MIN_BLOCK_WORK = 1 << 12  # FMAs below which a contraction keeps its plain loops
 MOST_BLOCK = 256 << 10  # an MC x KC block (a quarter of L2) lives on a thread's stack
 WHOLE_BYTES = 16 << 20  # a factor packed whole, before the blocks, up to this size
@@ -191,7 +195,7 @@ def _block(block: Loop, nest: LoopNest, fill: Const | None, fresh, target) -> Lo
     if many:
         inner = Loop(rc, k1, step=kc, kind=REDUCE, body=(inner,))
     task = [*outer, Loop(ic, m, step=mc, role=Role.BLOCK, tile=(mr, nr)), Loop(jc, n, step=nc)]
-    if cells * k1 * k_in >= MIN_PARALLEL_WORK:
+    if cells * k1 * k_in >= MIN_PARALLEL_FMAS:
         task[0] = replace(task[0], parallel=len(task))
     return rebuild(task, (inner,))
 
