@@ -214,28 +214,32 @@ def _order(roots) -> list:
 def backward(root, grad, create_graph: bool = False, retain_graph: bool | None = None) -> None:
     """Accumulate d(root)/d(leaf) * grad into every leaf's ``.grad``, lazily; the graph is
     freed unless ``retain_graph`` (by default ``create_graph``, as in torch). The root is
-    noted (``pending_roots``) so the next realize computes it with the gradients."""
-    _propagate([root], [grad], create_graph, retain_graph)
+    noted (``pending_roots``) so the next realize computes it with the gradients, and so are
+    the gradients: reading one computes them all in one plan, as torch's backward does."""
+    leaves = _propagate([root], [grad], create_graph, retain_graph)
     _mode.roots = [*getattr(_mode, "roots", ())[-3:], weakref.ref(root)]
+    _mode.grads = [weakref.ref(t.grad) for t in leaves if not create_graph]
 
 
 def pending_roots() -> list:
     """The roots of this thread's backward calls since the last realize that are alive
-    and not computed yet: the realize that computes their gradients (``opt.step()``)
-    computes them too, so a loss read after the step costs no second forward and the
-    forward's reads of the parameters are in the step's batch (their bytes can be reused)."""
-    refs = getattr(_mode, "roots", ())
+    and not computed yet, and the gradients of the last: the realize that computes their
+    gradients (``opt.step()``) computes them too, so a loss read after the step costs no
+    second forward and the forward's reads of the parameters are in the step's batch (their
+    bytes can be reused); a program that reads the gradients one by one plans them once."""
+    refs = [*getattr(_mode, "roots", ()), *getattr(_mode, "grads", ())]
     if not refs:
         return []
-    _mode.roots = []
+    _mode.roots = _mode.grads = []
     return [t for r in refs if (t := r()) is not None and t.node.op is not Op.BUFFER]
 
 
 def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict | None = None):
     """Walk the rules back from ``roots`` (seeded with ``grads_in``). Without ``wanted``,
-    each leaf's gradient accumulates into its ``.grad``; with it (id -> Tensor), the
-    gradients of those tensors are returned by id and no ``.grad`` is touched."""
-    grads: dict = {}
+    each leaf's gradient accumulates into its ``.grad`` and the leaves are returned; with it
+    (id -> Tensor), the gradients of those tensors are returned by id and no ``.grad`` is
+    touched."""
+    grads, leaves = {}, []
     for r, g in zip(roots, grads_in):
         grads[id(r)] = g if id(r) not in grads else grads[id(r)].p_add(g)
     found = {}
@@ -260,6 +264,7 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                         t.grad = t.grad + g
                     else:  # into the tensor held, as torch accumulates
                         t.grad.assign((t.grad + g).cast(t.grad.dtype))
+                    leaves.append(t)
                 continue
             if t._ctx.rule == "freed":
                 raise RuntimeError(
@@ -288,7 +293,7 @@ def _propagate(roots, grads_in, create_graph: bool, retain_graph, wanted: dict |
                 ctx = t._ctx
                 if ctx.rule != "freed":
                     ctx.rule, ctx.parents, ctx.saved = "freed", (), ctx.rule
-    return found
+    return found if wanted is not None else leaves
 
 
 def grad(

@@ -486,6 +486,35 @@ def test_a_loss_read_after_the_step_is_computed_in_the_steps_batch():
     assert loss.node in batches_run[0] or loss.node.op.value == "BUFFER"
 
 
+def test_gradients_read_one_by_one_after_backward_are_computed_in_one_batch():
+    """torch's backward computes every gradient; limn's are lazy, and the first read computes
+    them all (with the loss) in one realize, so reading them one by one plans the shared
+    backward graph once, not once per gradient. The values are each read alone's."""
+    from limn.runtime.device import observers
+
+    model = MLP()
+    x, y = batches(1)[0]
+    loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
+    loss.backward()
+    batches_run = []
+    observers.append(lambda name, roots: batches_run.append(roots))
+    try:
+        got = [p.grad.numpy() for p in model.parameters()]
+        value = loss.item()
+    finally:
+        observers.pop()
+    assert len(batches_run) == 1 and len({id(n) for n in batches_run[0]}) == len(got) + 1
+    model2 = MLP()
+    model2.load_state_dict(model.state_dict())
+    loss2 = nn.mse_loss(model2(Tensor(x)), Tensor(y))
+    loss2.backward()
+    alone = [p.grad for p in model2.parameters()][::-1]
+    want = [p.numpy() for p in alone][::-1]  # each read in a batch of its own: the same bits
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+    assert value == loss2.item()
+
+
 def test_load_state_dict_leaves_a_value_built_before_it_reading_the_old_weights():
     limn.set_seed(4)
     model, other = MLP(), MLP()
