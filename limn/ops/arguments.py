@@ -15,6 +15,7 @@ import inspect
 import numpy as np
 
 from ir.graph import compose
+from ir.graph.build import Spelled
 from ir.graph.dtypes import DType
 
 
@@ -24,6 +25,18 @@ def _labelled(out, label: str):
     if out._ctx is not None:
         out._ctx.label = label
     return out
+
+
+def on_nodes(composite, x, *args):
+    """``composite(x, *args)`` (a function of ``ir/graph/compose.py``, a new value of primitives)
+    for tensor ``x``. Where no gradient records it, it is built on ``x``'s bare node: its dozens
+    of intermediates are no program's tensors, so none is wrapped, recorded or aliased, and
+    the value is one new tensor (half of a small transformer's graph building, sampling)."""
+    from limn import autograd
+
+    if x.requires_grad and autograd.grad_enabled():
+        return composite(x, *args)
+    return type(x)._make(composite(Spelled(x.node), *args).node, x.device)
 
 
 def scalar_dims(fn):

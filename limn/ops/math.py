@@ -25,7 +25,7 @@ import numpy as np
 from ir.graph import compose, dtypes, functions
 from ir.graph.dtypes import promote_scalar
 from limn import autograd
-from limn.ops.arguments import accept_torch_names
+from limn.ops.arguments import accept_torch_names, on_nodes
 
 
 def _binary(name: str, fn):
@@ -204,7 +204,7 @@ class Math:
         return (x * beta > threshold).where(x, y)
 
     def gelu(self, approximate: str = "none"):
-        return compose.gelu(self._float(), approximate)
+        return on_nodes(compose.gelu, self._float(), approximate)
 
     def silu(self):
         return self * self.sigmoid()

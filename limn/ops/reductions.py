@@ -15,7 +15,7 @@ from collections import namedtuple
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import as_dtype
-from limn.ops.arguments import _ints, _labelled, accept_torch_names, scalar_dims
+from limn.ops.arguments import _ints, _labelled, accept_torch_names, on_nodes, scalar_dims
 from limn.ops.movement import _cat
 
 MinMax = namedtuple("MinMax", "values indices")  # torch.return_types.max / min / topk / sort
@@ -93,11 +93,12 @@ class Reductions:
 
     def softmax(self, axis: int = -1, dtype=None):
         x = self._float() if dtype is None else self.cast(dtype)
-        return compose.softmax(x, compose.normalize_axis(axis, self.ndim, "softmax"))
+        return on_nodes(compose.softmax, x, compose.normalize_axis(axis, self.ndim, "softmax"))
 
     def log_softmax(self, axis: int = -1, dtype=None):
         x = self._float() if dtype is None else self.cast(dtype)
-        return compose.log_softmax(x, compose.normalize_axis(axis, self.ndim, "log_softmax"))
+        axis = compose.normalize_axis(axis, self.ndim, "log_softmax")
+        return on_nodes(compose.log_softmax, x, axis)
 
     def _arg(self, fn, axis, keepdim, name):
         if axis is None:
