@@ -76,20 +76,20 @@ class Reductions:
                 "or mean(dtype=...), as in torch"
             )
         x = self if dtype is None else self.cast(dtype)
-        return compose.mean(x, self._axes(axis, "mean"), keepdim)
+        return on_nodes(compose.mean, x, self._axes(axis, "mean"), keepdim)
 
     def var(self, axis=None, keepdim: bool = False, correction: float = 1):
         if isinstance(axis, bool):  # torch's var(x, unbiased)
             axis, correction = None, int(axis)
-        return compose.var(self._float(), self._axes(axis, "var"), keepdim, correction)
+        return on_nodes(compose.var, self._float(), self._axes(axis, "var"), keepdim, correction)
 
     def std(self, axis=None, keepdim: bool = False, correction: float = 1):
         if isinstance(axis, bool):  # torch's std(x, unbiased)
             axis, correction = None, int(axis)
-        return compose.std(self._float(), self._axes(axis, "std"), keepdim, correction)
+        return on_nodes(compose.std, self._float(), self._axes(axis, "std"), keepdim, correction)
 
     def logsumexp(self, axis=None, keepdim: bool = False):
-        return compose.logsumexp(self._float(), self._axes(axis, "logsumexp"), keepdim)
+        return on_nodes(compose.logsumexp, self._float(), self._axes(axis, "logsumexp"), keepdim)
 
     def softmax(self, axis: int = -1, dtype=None):
         x = self._float() if dtype is None else self.cast(dtype)
