@@ -1,6 +1,7 @@
 """limn.optim against torch.optim: 20 steps on the same model and data, parameters equal
 to 1e-6 after every step."""
 
+import contextlib
 import inspect
 import math
 import runpy
@@ -467,49 +468,54 @@ def test_a_loss_read_after_the_step_is_the_pre_step_loss_as_in_torch(name, kw):
         np.testing.assert_allclose(model.fc2.weight.grad.numpy(), tgrad, rtol=1e-5, atol=1e-7)
 
 
-def test_a_loss_read_after_the_step_is_computed_in_the_steps_batch():
+@contextlib.contextmanager
+def _batches():
+    """The roots of each realize run inside, in order."""
     from limn.runtime.device import observers
 
+    run: list = []
+    observers.append(lambda name, roots: run.append(roots))
+    try:
+        yield run
+    finally:
+        observers.pop()
+
+
+def test_a_loss_read_after_the_step_is_computed_in_the_steps_batch():
     model = MLP()
     opt = optim.SGD(model.named_parameters(), lr=0.1)
     x, y = batches(1)[0]
     loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
     loss.backward()
-    batches_run = []
-    observers.append(lambda name, roots: batches_run.append(roots))
-    try:
+    with _batches() as run:
         opt.step()
         loss.item()
-    finally:
-        observers.pop()
-    assert len(batches_run) == 1  # no second forward when the loss is read
-    assert loss.node in batches_run[0] or loss.node.op.value == "BUFFER"
+    assert len(run) == 1  # no second forward when the loss is read
+    assert loss.node in run[0] or loss.node.op.value == "BUFFER"
 
 
 def test_gradients_read_one_by_one_after_backward_are_computed_in_one_batch():
     """torch's backward computes every gradient; limn's are lazy, and the first read computes
     them all (with the loss) in one realize, so reading them one by one plans the shared
     backward graph once, not once per gradient. The values are each read alone's."""
-    from limn.runtime.device import observers
+    from limn import autograd
 
     model = MLP()
     x, y = batches(1)[0]
     loss = nn.mse_loss(model(Tensor(x)), Tensor(y))
     loss.backward()
-    batches_run = []
-    observers.append(lambda name, roots: batches_run.append(roots))
-    try:
+    with _batches() as run:
         got = [p.grad.numpy() for p in model.parameters()]
         value = loss.item()
-    finally:
-        observers.pop()
-    assert len(batches_run) == 1 and len({id(n) for n in batches_run[0]}) == len(got) + 1
+    assert len(run) == 1 and len({id(n) for n in run[0]}) == len(got) + 1
     model2 = MLP()
     model2.load_state_dict(model.state_dict())
     loss2 = nn.mse_loss(model2(Tensor(x)), Tensor(y))
     loss2.backward()
-    alone = [p.grad for p in model2.parameters()][::-1]
-    want = [p.numpy() for p in alone][::-1]  # each read in a batch of its own: the same bits
+    autograd.pending_roots()  # (taken: each gradient below is read in a batch of its own)
+    with _batches() as run:
+        want = [p.grad.numpy() for p in model2.parameters()]
+    assert len(run) == len(want)
     for g, w in zip(got, want):
         assert g.tobytes() == w.tobytes()
     assert value == loss2.item()
