@@ -29,14 +29,17 @@ def _labelled(out, label: str):
 
 def on_nodes(composite, x, *args):
     """``composite(x, *args)`` (a function of ``ir/graph/compose.py``, a new value of primitives)
-    for tensor ``x``. Where no gradient records it, it is built on ``x``'s bare node: its dozens
-    of intermediates are no program's tensors, so none is wrapped, recorded or aliased, and
-    the value is one new tensor (half of a small transformer's graph building, sampling)."""
+    for tensor ``x`` (and the tensors among ``args``). Where no gradient records it, it is
+    built on their bare nodes: its dozens of intermediates are no program's tensors, so none
+    is wrapped, recorded or aliased, and the value is one new tensor (a third of a small
+    transformer's graph building, sampling)."""
     from limn import autograd
 
-    if x.requires_grad and autograd.grad_enabled():
+    tensors = [a for a in (x, *args) if isinstance(a, type(x))]
+    if autograd.grad_enabled() and any(t.requires_grad for t in tensors):
         return composite(x, *args)
-    return type(x)._make(composite(Spelled(x.node), *args).node, x.device)
+    bare = [Spelled(a.node) if isinstance(a, type(x)) else a for a in (x, *args)]
+    return type(x)._make(composite(*bare).node, x.device)
 
 
 def scalar_dims(fn):

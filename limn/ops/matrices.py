@@ -13,7 +13,7 @@ from typing import Self
 
 from ir.graph import compose, dtypes
 from ir.graph.dtypes import promote
-from limn.ops.arguments import accept_torch_names
+from limn.ops.arguments import accept_torch_names, on_nodes
 
 
 class Matrices:
@@ -25,7 +25,7 @@ class Matrices:
         if self.ndim == 0 or o.ndim == 0:
             raise ValueError(f"matmul: needs at least 1-d operands, got {self.shape} and {o.shape}")
         d = promote(self.dtype, o.dtype)
-        return compose.matmul(self.p_cast(d), o.p_cast(d))
+        return on_nodes(compose.matmul, self.p_cast(d), o.p_cast(d))
 
     dot = __matmul__ = matmul
 
