@@ -104,7 +104,8 @@ class Math:
                 above = o > dtypes.max_value(d)  # the tensor is below o everywhere
                 answer = {"lt": above, "le": above, "gt": not above, "ge": not above}
                 return self.p_const(answer.get(op, op == "ne"), dtype=dtypes.bool_)
-        return getattr(compose, op)(*self._align(o, op))
+        a, b = self._align(o, op)  # (no gradient flows through a comparison: bare nodes)
+        return on_nodes(getattr(compose, op), a.p_detach(), b.p_detach())
 
     __and__ = __rand__ = bitwise_and = _logical("and", compose.logical_and, "p_and")
 
