@@ -221,11 +221,13 @@ class CDevice(CompiledDevice):
             return ctypes.cast(self.sdpa.fn(step.part, step.dtype), ctypes.c_void_p).value, None
         if row.kind in (HOST, COPY):
             return (self._host(graph, graph.kernels[i], step) if row.kind == HOST else None), None
-        # one this device holds, or the one on disk (a plan loaded from there)
-        lib = self.by_key.get(step.lib) or self.toolchain.load(step.lib)
-        if lib is None:
-            raise KeyError(f"c device: no library {step.lib}")
-        fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
+        # a generic function this device holds runs where it is (a plan loaded from disk may
+        # name another library that defines it); else the library held, or the one on disk
+        if step.sizes is None or row.fn not in self.tiers:
+            lib = self.by_key.get(step.lib) or self.toolchain.load(step.lib)
+            if lib is None:
+                raise KeyError(f"c device: no library {step.lib}")
+            fn = getattr(self.by_key.setdefault(step.lib, lib), row.fn)
         if step.sizes is not None:  # generic: one build for every plan that calls it, there
             if row.fn not in self.tiers:
                 hot = program([u.generic[row.fn]], self.target)
