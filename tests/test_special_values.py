@@ -104,6 +104,8 @@ TENSOR_BINARY = [
     ("sub", lambda a, b: a - b, torch.sub, 1e-6, True),
     ("mul", lambda a, b: a * b, torch.mul, 1e-6, True),
     ("div", lambda a, b: a / b, torch.div, 1e-6, True),
+    # a zero remainder keeps the dividend's sign (Python's % gives the divisor's)
+    ("remainder", lambda a, b: a % b, torch.remainder, 0, True),
     ("maximum", lambda a, b: a.maximum(b), torch.maximum, 0, False),
     ("minimum", lambda a, b: a.minimum(b), torch.minimum, 0, False),
     ("clamp by tensors", lambda a, b: a.clamp(b, b + 1), lambda a, b: a.clamp(b, b + 1), 0, False),
