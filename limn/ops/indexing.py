@@ -279,8 +279,8 @@ def _index(x: Indexing, key) -> Indexing:
         y = y.p_reshape(tuple(out_shape))
     else:  # ints and plain slices (a batch, a row): one view, not one per move
         y = x._moved((("shrink", tuple(bounds)), ("reshape", tuple(out_shape))))
-    if not picks:
-        return y
+    if not picks:  # (x[:] of a tensor that takes gradients moved one move at a time)
+        return x._same() if y is x else y
     dims = [out_dim[where[at] + j] for at, found in picks for j in range(len(found))]
     return _take(y, dims, [i for _, found in picks for i in found])
 

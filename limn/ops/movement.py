@@ -13,6 +13,7 @@ hands the work to a movement primitive or ``ir/graph/compose.py``. Joining (``ca
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Self
 
@@ -145,15 +146,17 @@ class Movement:
     def flip(self, *axes, dims=None) -> Self:
         axes = _shape_arg(axes if dims is None else (dims,))
         if self.ndim == 0 and all(a in (0, -1) for a in axes):
-            return self
+            return self.clone()
         out = self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
-        return out._unalias() if out is not self else out  # torch's flip is a copy
+        return out._unalias() if out is not self else self.clone()  # torch's flip is a copy
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:
             return self.reshape(1)
         s = compose.normalize_axis(start_dim, self.ndim, "flatten")
         e = compose.normalize_axis(end_dim, self.ndim, "flatten")
+        if s == e:  # torch's: the tensor itself (a 1-d one's flatten too)
+            return self
         shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
         return self.reshape(shape)
 
@@ -183,6 +186,15 @@ class Movement:
         if all(st == c or s == 1 for s, st, c in zip(v.shape, v.strides, rows)):
             return self
         return self.p_contiguous()
+
+    def _same(self) -> Self:
+        """A view of this tensor that moves nothing: torch's view ops give a new tensor
+        there too (``x.view(x.shape) is not x``), sharing x's memory, with a record of
+        its own (``requires_grad_``, ``.grad``, ``.data =``, ``unsqueeze_`` are its own)."""
+        order = tuple(range(self.ndim))
+        t = self._wrap(self.node, ("VIEW", "permute"), (self,), order)
+        t._base, t._move = self, ("permute", order)
+        return self._alias(t, (("permute", order),))
 
     def repeat(self, *repeats) -> Self:
         reps = _shape_arg(repeats)
@@ -523,7 +535,26 @@ def broadcast_tensors(*tensors):
     return tuple(t.expand(*shape) for t in ts)
 
 
+def _fresh(fn):
+    """``fn``, a view op, giving a view of self (``Movement._same``) where it gave self."""
+
+    @functools.wraps(fn)
+    def method(self, *args, **kw):
+        out = fn(self, *args, **kw)
+        if isinstance(out, list | tuple):  # (a split into one piece)
+            return type(out)(self._same() if p is self else p for p in out)
+        return self._same() if out is self else out
+
+    return method
+
+
 Movement.squeeze = scalar_dims(Movement.squeeze)
+for _view in (
+    "reshape view view_as reshape_as permute transpose t expand expand_as broadcast_to "
+    "unflatten squeeze narrow movedim moveaxis swapaxes swapdims ravel split"
+).split():
+    setattr(Movement, _view, _fresh(getattr(Movement, _view)))
+Movement.T = property(_fresh(Movement.T.fget))
 Movement.unbind_copy = lambda self, dim=0: [t.clone() for t in self.unbind(dim)]
 Movement.unsafe_split = lambda self, size, dim=0: self.split(size, dim)
 Movement.unsafe_chunk = lambda self, n, dim=0: self.chunk(n, dim)
