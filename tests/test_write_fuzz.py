@@ -653,3 +653,14 @@ def test_lgamma_is_zero_at_one_and_two_and_its_gradient_finite_at_the_integers(d
     np.testing.assert_array_equal(got.lgamma().detach().numpy()[:2], [0, 0])
     np.testing.assert_allclose(got.lgamma().detach().numpy(), want.lgamma().detach(), 1e-6)
     np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), 1e-5)
+
+
+def test_a_view_to_its_own_shape_computes_a_size_1_dims_stride_as_torchs(device):
+    """Found while fuzzing: torch's view and reshape to a tensor's own shape compute a
+    size-1 dim's stride afresh (``a[2::2]``'s (12, 1) becomes (6, 1)), so an in-place op
+    reading one overlaps its target partially (refused); a permute that moves nothing keeps
+    the stride (accepted)."""
+    rows = [("slicing:rows", 2, 1, 0.5), ("view_as", 3, 0, 0.5), ("div_", 3, 4, 0.5)]
+    check(("adamw", rows), 6336, device)
+    rows[1] = ("permute", 3, 0, 0.5)
+    check(("adamw", rows), 6336, device)

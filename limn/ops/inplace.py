@@ -174,8 +174,9 @@ def torch_strides(x) -> tuple | None:
             lead = len(arg) - len(shape)
             kept = (st if s == n else 0 for s, n, st in zip(shape, arg[lead:], strides))
             shape, strides = tuple(arg), (0,) * lead + tuple(kept)
-        elif kind == "reshape":
-            strides = strides if tuple(arg) == shape else _reshape_strides(shape, strides, arg)
+        elif kind == "reshape":  # (to its own shape: a view's, whose strides are computed)
+            f = _view_strides if tuple(arg) == shape else _reshape_strides
+            strides = f(shape, strides, arg)
             if strides is None:
                 return None
             shape = tuple(arg)

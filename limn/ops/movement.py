@@ -166,8 +166,8 @@ class Movement:
         return self.reshape(self.shape[:a] + sizes + self.shape[a + 1 :])
 
     def squeeze(self, axis=None) -> Self:
-        if axis is None:
-            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if axis is None:  # (squeeze keeps the strides torch's view would compute)
+            return self.p_reshape(tuple(s for s in self.shape if s != 1))
         axes = compose.normalize_axes(axis, self.ndim, "squeeze")
         # torch leaves a named dim of another size as it is
         return compose.squeeze_axes(self, tuple(a for a in axes if self.shape[a] == 1))
@@ -187,14 +187,16 @@ class Movement:
             return self
         return self.p_contiguous()
 
-    def _same(self) -> Self:
+    def _same(self, kind: str = "permute") -> Self:
         """A view of this tensor that moves nothing: torch's view ops give a new tensor
         there too (``x.view(x.shape) is not x``), sharing x's memory, with a record of
-        its own (``requires_grad_``, ``.grad``, ``.data =``, ``unsqueeze_`` are its own)."""
-        order = tuple(range(self.ndim))
-        t = self._wrap(self.node, ("VIEW", "permute"), (self,), order)
-        t._base, t._move = self, ("permute", order)
-        return self._alias(t, (("permute", order),))
+        its own (``requires_grad_``, ``.grad``, ``.data =``, ``unsqueeze_`` are its own).
+        Its move is a ``kind`` that moves nothing: a reshape where torch's strides are
+        view's (a size-1 dim's computed afresh: ``torch_strides``), else a permute."""
+        move = (kind, self.shape if kind == "reshape" else tuple(range(self.ndim)))
+        t = self._wrap(self.node, ("VIEW", kind), (self,), move[1])
+        t._base, t._move = self, move
+        return self._alias(t, (move,))
 
     def repeat(self, *repeats) -> Self:
         reps = _shape_arg(repeats)
@@ -535,7 +537,7 @@ def broadcast_tensors(*tensors):
     return tuple(t.expand(*shape) for t in ts)
 
 
-def _fresh(fn):
+def _fresh(fn, kind: str = "permute"):
     """``fn``, a view op, giving a view of self (``Movement._same``) where it gave self."""
 
     @functools.wraps(fn)
@@ -543,7 +545,7 @@ def _fresh(fn):
         out = fn(self, *args, **kw)
         if isinstance(out, list | tuple):  # (a split into one piece)
             return type(out)(self._same() if p is self else p for p in out)
-        return self._same() if out is self else out
+        return self._same(kind) if out is self else out
 
     return method
 
@@ -553,7 +555,8 @@ for _view in (
     "reshape view view_as reshape_as permute transpose t expand expand_as broadcast_to "
     "unflatten squeeze narrow movedim moveaxis swapaxes swapdims ravel split"
 ).split():
-    setattr(Movement, _view, _fresh(getattr(Movement, _view)))
+    kind = "reshape" if _view in ("reshape", "view") else "permute"  # (view_as: a view)
+    setattr(Movement, _view, _fresh(getattr(Movement, _view), kind))
 Movement.T = property(_fresh(Movement.T.fget))
 Movement.unbind_copy = lambda self, dim=0: [t.clone() for t in self.unbind(dim)]
 Movement.unsafe_split = lambda self, size, dim=0: self.split(size, dim)
