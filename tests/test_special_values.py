@@ -380,3 +380,17 @@ def test_special_functions_hold_float64_precision_to_mpmath(device, name, points
     for v, g in zip(points, got):
         want = float(exact(mpmath.mpf(v)))
         assert abs(g - want) <= rel * abs(want) + 1e-14, f"{name}({v}) = {g}, want {want}"
+
+
+@pytest.mark.parametrize("name", ["fmod", "remainder"])
+def test_fmod_and_remainder_by_a_subnormal_divisor_are_exact(device, name):
+    """torch's vectorized float32 fmod and remainder are nan for a subnormal divisor (its
+    0-d path is exact): limn's are exact, as numpy's."""
+    a = np.float32([1.5, -1.5, 3.3e-3, -7.1, 0.0, -0.0] * 3)
+    b = np.float32([1e-45] * 6 + [-3e-41] * 6 + [1e-39] * 6)
+    m = np.fmod(a, b)
+    want = m if name == "fmod" else np.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+    got = getattr(Tensor(a), name)(Tensor(b)).numpy()
+    assert_same_specials(name, got, want, 0)
+    for x, y, z in zip(a, b, want):  # torch's 0-d path agrees
+        assert getattr(torch, name)(torch.tensor(x), torch.tensor(y)).item() == z
