@@ -921,3 +921,26 @@ def test_a_flip_of_no_dims_is_a_copy(device):
         return y, s
 
     same(run)
+
+
+SELF_OR_NEW = {  # where torch gives the tensor itself, and where a new view of it
+    "flatten of one dim": lambda lib, x: x.flatten(1, 1),
+    "contiguous": lambda lib, x: x.contiguous(),
+    "to its dtype": lambda lib, x: x.to(x.dtype),
+    "broadcast_tensors": lambda lib, x: lib.broadcast_tensors(x, x[0])[0],
+    "broadcast_tensors, expanded": lambda lib, x: lib.broadcast_tensors(x, x[0])[1],
+    "reshape": lambda lib, x: lib.reshape(x, (2, 3)),
+    "squeeze": lambda lib, x: lib.squeeze(x, 0),
+    "unflatten": lambda lib, x: x.unflatten(1, (3,)),
+    "chunk": lambda lib, x: x.chunk(1)[0],
+}
+
+
+@pytest.mark.parametrize("name", SELF_OR_NEW)
+def test_a_view_op_gives_the_tensor_itself_where_torchs_does(device, name):
+    def run(lib):
+        x = lib.ones(2, 3)
+        y = SELF_OR_NEW[name](lib, x)
+        return y is x
+
+    assert run(limn) == run(torch)

@@ -534,7 +534,7 @@ def broadcast_shapes(*shapes):
 def broadcast_tensors(*tensors):
     ts = _tensors(tensors, "broadcast_tensors")
     shape = broadcast_shapes(*(t.shape for t in ts))
-    return tuple(t.expand(*shape) for t in ts)
+    return tuple(t if t.shape == shape else t.expand(*shape) for t in ts)  # (torch's: t itself)
 
 
 def _fresh(fn, kind: str = "permute"):
