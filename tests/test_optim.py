@@ -684,3 +684,19 @@ def test_adamw_takes_torchs_kernel_choices_and_they_change_nothing():
         limn_step(model, opt, x, y)
     np.testing.assert_array_equal(a.fc1.weight.numpy(), b.fc1.weight.numpy())
     assert "fused" in inspect.signature(torch.optim.AdamW).parameters
+
+
+@pytest.mark.parametrize("name", ["AdamW", "Adam"])
+def test_adam_steps_by_lr_for_a_gradient_whose_square_overflows_float32(device, name):
+    """Found by the write fuzzer: a gradient of 1.5e20 (its square past float32's range)
+    steps by lr in torch, whose second moment is (1 - beta2) * g * g, never g * g."""
+    w0 = np.array([0.3, -0.2], np.float32)
+    outs = []
+    for lib in (torch, limn):
+        w = lib.tensor(w0.copy(), requires_grad=True)
+        opt = getattr(lib.optim, name)([w], lr=0.05, weight_decay=0.1)
+        (w * lib.tensor(np.float32([1.5e20, -3e19]))).sum().backward()
+        opt.step()
+        outs.append(np.array(w.detach().numpy()))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6)
+    assert abs(outs[1][0] - w0[0]) > 0.04

@@ -169,6 +169,10 @@ def _index(lib, t):
     return lib.tensor([0, t.shape[0] - 1]) if t.ndim else None
 
 
+def _normal(o):  # o's subnormal elements 1
+    return o.masked_fill((o.abs() < 1.1754944e-38) & (o != 0), 1.0)
+
+
 def _reversed(lib, t):  # each row's positions reversed: an index with no repeats
     return lib.arange(t.shape[-1] - 1, -1, -1).expand(t.shape)
 
@@ -218,6 +222,15 @@ _ARGS = {
         else t
     ),
     "addr_": lambda lib, t, o, v: t.addr_(o[:, 0].clone(), o[0].clone()) if _dims(t, 2) else t,
+    # torch's vectorized float32 fmod and remainder are nan for a subnormal divisor (its
+    # 0-d path and limn's give the exact remainder, docs/torch.md): divisors made normal
+    "fmod_": lambda lib, t, o, v: t.fmod_(_normal(o)),
+    "remainder_": lambda lib, t, o, v: t.remainder_(_normal(o)),
+    # the metadata writes: t takes another shape (an identity view's base keeps its own)
+    "t_": lambda lib, t, o, v: t.t_() if t.ndim <= 2 else t,
+    "transpose_": lambda lib, t, o, v: t.transpose_(0, -1) if t.ndim else t,
+    "squeeze_": lambda lib, t, o, v: t.squeeze_(),
+    "unsqueeze_": lambda lib, t, o, v: t.unsqueeze_(0) if t.ndim < 3 else t,
 }
 # OpInfo's in-place ops limn has that the programs do not call, and why
 _NOT_FUZZED = {
@@ -231,10 +244,6 @@ _NOT_FUZZED = {
     "erfc_": "flushes to 0 from 9 up (torch's 4.1e-37 at 9): a later x > 0 flips",
     "i0_": "torch's float32 i0 is nan at inf and 1 - 6e-8 at 0 (limn's inf and 1)",
 }
-for _name in ("t_", "transpose_", "squeeze_", "unsqueeze_"):
-    # (view(), view_as(), a permute or expand that moves nothing, ... give the tensor itself
-    # in limn, a new view of it in torch: an in-place metadata op on one reshapes its base)
-    _NOT_FUZZED[_name] = "limn's identity view is its base itself, not a new view"
 for _name in ("cauchy_", "exponential_", "geometric_", "log_normal_", "normal_", "uniform_"):
     _NOT_FUZZED[_name] = "draws random numbers: torch's generator is not limn's"
 
@@ -316,8 +325,8 @@ def draw_program(rng: random.Random, max_steps: int = 20):
 class _Lib:
     """One side of the comparison: torch, or limn on a device."""
 
-    def __init__(self, lib, device=None, other=None):
-        self.lib, self.device, self.other = lib, device, other
+    def __init__(self, lib, device=None, other=None, dtype=np.float32):
+        self.lib, self.device, self.other, self.dtype = lib, device, other, dtype
         self.torch = lib is torch
 
     def tensor(self, a, requires_grad=False):
@@ -346,7 +355,9 @@ def interpret(side: _Lib, program, seed: int) -> list[tuple[str, object]]:
     every tensor ends with."""
     lib = side.lib
     rng = np.random.default_rng(seed)
-    x0, x1, w0, u0, a0 = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(5))
+    x0, x1, w0, u0, a0 = (
+        rng.standard_normal(SHAPE).astype(np.float32).astype(side.dtype) for _ in range(5)
+    )
     ts = [side.tensor(x0), side.tensor(x1), side.from_numpy(a0)]  # a0: memory shared
     w, u = side.tensor(w0, requires_grad=True), side.tensor(u0, requires_grad=True)
     opt_kind, steps = program
@@ -364,7 +375,7 @@ def interpret(side: _Lib, program, seed: int) -> list[tuple[str, object]]:
         t = ts[a % len(ts)]
         o = ts[b % len(ts)]
         # o reads an element of t's memory twice: where torch's loop reads what it wrote
-        # (told by position: an identity view is limn's tensor itself, torch's a new one)
+        # (told by position, not by identity)
         expanded_alias = spread[b % len(ts)] and memory[b % len(ts)] == memory[a % len(ts)]
         expanded_alias = expanded_alias and o.shape == t.shape
         read = None
@@ -435,7 +446,8 @@ def compare(program, seed: int, device: str) -> tuple[str, str] | None:
         got = interpret(_Lib(limn, device, other), program, seed)
     except Exception as e:  # noqa: BLE001 (an error no step caught: a crash)
         return f"crash: {type(e).__name__}", str(e)[:200]
-    for (kind, g), (_, w) in zip(got, want):
+    wide = None  # torch's float64 run of the program, read where a value differs
+    for i, ((kind, g), (_, w)) in enumerate(zip(got, want)):
         if g is None and w is None:
             continue
         if isinstance(w, tuple) and w[:1] == ("error",):
@@ -447,10 +459,45 @@ def compare(program, seed: int, device: str) -> tuple[str, str] | None:
             try:
                 np.testing.assert_allclose(g, w, rtol=RTOL, atol=2e-5)
             except (AssertionError, ValueError) as e:
-                return f"wrong value: {kind}", str(e).strip().splitlines()[-1][:200]
+                if wide is None:
+                    wide = _wide_reads(program, seed)
+                if not _rounding(g, w, wide[i][1] if i < len(wide) else None):
+                    return f"wrong value: {kind}", str(e).strip().splitlines()[-1][:200]
+                ROUNDING[0] += 1
     if len(got) != len(want):
         return "reads of another count", f"{len(got)} != {len(want)}"
     return None
+
+
+# reads excused by ``_rounding`` (the slow run reports how many)
+ROUNDING = [0]
+
+
+def _wide_reads(program, seed: int) -> list:
+    try:
+        return interpret(_Lib(torch, dtype=np.float64), program, seed)
+    except Exception:  # noqa: BLE001 (no float64 run: nothing excused)
+        return []
+
+
+def _rounding(g, w, wide) -> bool:
+    """Whether limn's read ``g`` is as near torch's float64 run of the program (``wide``)
+    as torch's float32 read ``w`` is, within twice its distance, in every element: a
+    last-bit difference that an ill-conditioned op grew (``tan_`` near a pole, ``log_``
+    of ``digamma_`` near its root), not a missed or stale write, which is far from both;
+    or is the float64 run's read, where a jump made torch's float32 one far from both
+    (torch's float32 ``atan2(a, a)`` is 1 ulp below pi/4, limn's the nearest float: a sum
+    with -pi/4 a zero of the other sign, rounded, then ``digamma_``: inf or -inf)."""
+    try:
+        g, w, wide = (np.asarray(a, np.float64) for a in (g, w, wide))
+    except (TypeError, ValueError):  # an error, or reads of another structure
+        return False
+    if not g.shape == w.shape == wide.shape:
+        return False
+    with np.errstate(invalid="ignore"):  # (inf - inf)
+        near = np.abs(g - wide) <= 2 * np.abs(w - wide) + 2e-5
+    near |= np.isclose(g, wide, rtol=RTOL, atol=2e-5)  # (past a jump: a zero's sign, a round)
+    return bool(np.all(near | np.isclose(g, w, rtol=RTOL, atol=2e-5, equal_nan=True)))
 
 
 def check(program, seed: int, device: str) -> None:
@@ -478,7 +525,8 @@ def run(n: int, device: str, start: int = 0, max_steps: int = 20, out=sys.stdout
         found.sort(key=lambda f: len(f[2][1]))
     if out is not None:
         failed = sum(map(len, groups.values()))
-        print(f"{device}: {n} programs, {failed} failed, in {len(groups)} kinds", file=out)
+        print(f"{device}: {n} programs, {failed} failed, in {len(groups)} kinds; {ROUNDING[0]} "
+              "reads differed by rounding alone (``_rounding``)", file=out)  # fmt: skip
         for kind, found in sorted(groups.items(), key=lambda g: -len(g[1])):
             i, what, program, seed = found[0]
             print(f"  {len(found):5d}  {kind}\n         e.g. program {i} (seed {seed}): "
@@ -652,3 +700,32 @@ def test_lgamma_is_zero_at_one_and_two_and_its_gradient_finite_at_the_integers(d
     np.testing.assert_array_equal(got.lgamma().detach().numpy()[:2], [0, 0])
     np.testing.assert_allclose(got.lgamma().detach().numpy(), want.lgamma().detach(), 1e-6)
     np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), 1e-5)
+
+
+def test_a_view_to_its_own_shape_computes_a_size_1_dims_stride_as_torchs(device):
+    """Found while fuzzing: torch's view and reshape to a tensor's own shape compute a
+    size-1 dim's stride afresh (``a[2::2]``'s (12, 1) becomes (6, 1)), so an in-place op
+    reading one overlaps its target partially (refused); a permute that moves nothing keeps
+    the stride (accepted)."""
+    rows = [("slicing:rows", 2, 1, 0.5), ("view_as", 3, 0, 0.5), ("div_", 3, 4, 0.5)]
+    check(("adamw", rows), 6336, device)
+    rows[1] = ("permute", 3, 0, 0.5)
+    check(("adamw", rows), 6336, device)
+
+
+def test_a_difference_an_ill_conditioned_op_grew_is_told_from_a_wrong_write(device):
+    """Found while fuzzing: ``log_`` of ``digamma_`` near digamma's root (1.4616) reads
+    5.6e-4 from torch's float32: both sides' digamma are ~1e-7 from the true value, which
+    the log grows. The read is as near torch's float64 run as torch's float32 one is, so
+    it passes; a stale value, far from both, does not."""
+    steps = [("select", 1, 0, 3.0), ("view", 6, 6, -1.5), ("swapdims", 1, 4, -1.5),
+             ("scatter_add_", 1, 4, 0.5), ("add_", 7, 4, -1.5), ("digamma_", 1, 5, 3.0),
+             ("log_", 5, 4, -1.5)]  # fmt: skip
+    check(("adamw", steps), 64657, device)
+    w, wide = np.array([1.0, 2.0]), np.array([1.0001, 2.0])
+    assert _rounding(np.array([1.0002, 2.0]), w, wide)
+    assert not _rounding(np.array([1.5, 2.0]), w, wide)
+    assert not _rounding(np.array([np.nan, 2.0]), w, wide)
+    steps = [("expand_as", 7, 2, 2.0), ("atan2_", 2, 2, -1.5), ("swapaxes", 2, 7, 0.5),
+             ("cumsum_", 4, 2, -1.5), ("round_", 4, 5, 3.0), ("digamma_", 2, 2, 3.0)]  # fmt: skip
+    check(("adamw", steps), 33272, device)

@@ -845,3 +845,102 @@ def test_a_view_of_a_view_read_before_is_a_view_of_the_storage(device):
         return x, d, c
 
     same(run)
+
+
+IDENTITY_VIEWS = {
+    "view": lambda x: x.view(x.shape),
+    "reshape": lambda x: x.reshape(2, 3),
+    "view_as": lambda x: x.view_as(x),
+    "permute": lambda x: x.permute(0, 1),
+    "transpose": lambda x: x.transpose(1, 1),
+    "expand": lambda x: x.expand(-1, 3),
+    "squeeze": lambda x: x.squeeze(),
+    "narrow": lambda x: x.narrow(0, 0, 2),
+    "slice": lambda x: x[:],
+    "split": lambda x: x.split(2)[0],
+    "movedim": lambda x: x.movedim(0, 0),
+}
+
+
+@pytest.mark.parametrize("name", IDENTITY_VIEWS)
+def test_a_view_that_moves_nothing_is_a_new_tensor_over_the_same_memory(device, name):
+    """torch's view ops give a new tensor where nothing moves too (``x.view(x.shape) is
+    not x``): written through both ways, with a record, a flag, ``.data`` and a shape of
+    its own."""
+    t32 = np.arange(6, dtype=np.float32).reshape(2, 3)
+    take = IDENTITY_VIEWS[name]
+
+    def run(lib, tensor):
+        x = tensor(t32)
+        y = take(x)
+        assert y is not x
+        y.add_(1)
+        x.mul_(2)
+        z = take(x)
+        z.requires_grad_()  # a leaf of its own: x still takes no gradient
+        assert not x.requires_grad
+        z.data = tensor(np.zeros(z.shape, np.float32))  # rebinds z alone
+        v = take(x)
+        v.unsqueeze_(0)  # the view's shape alone
+        assert x.shape == (2, 3) and v.shape[0] == 1
+        w = tensor(t32, requires_grad=True)
+        h = w * 1
+        u = take(h)
+        assert not u.is_leaf and u.grad_fn is not None
+        if name != "split":  # (torch refuses a write to one of several views it made)
+            u.mul_(3)  # through the view: h's value and the view's record
+        (u * u + h).sum().backward()
+        return x, y, z, h, w.grad
+
+    same(run)
+    for lib in (torch, limn):
+        w = lib.tensor(t32, requires_grad=True)
+        with pytest.raises(RuntimeError, match="view of a leaf Variable|Output 0 of Split"):
+            take(w).add_(1)
+
+
+def test_a_shape_changing_in_place_op_on_a_leaf_is_refused_and_one_that_moves_nothing_counts(
+    device,
+):
+    for lib in (torch, limn):
+        w = lib.ones(2, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+            w.t_()
+        with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+            w[0].unsqueeze_(0)
+        x = lib.ones(2, 3)
+        x.squeeze_()  # nothing to squeeze: still a write, as torch counts it
+        assert x._version == 1 and x.shape == (2, 3)
+
+
+def test_a_flip_of_no_dims_is_a_copy(device):
+    def run(lib, tensor):
+        x = tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+        y, s = x.flip(()), x[0, 0].flip(0)
+        x.add_(100)
+        return y, s
+
+    same(run)
+
+
+SELF_OR_NEW = {  # where torch gives the tensor itself, and where a new view of it
+    "flatten of one dim": lambda lib, x: x.flatten(1, 1),
+    "contiguous": lambda lib, x: x.contiguous(),
+    "to its dtype": lambda lib, x: x.to(x.dtype),
+    "broadcast_tensors": lambda lib, x: lib.broadcast_tensors(x, x[0])[0],
+    "broadcast_tensors, expanded": lambda lib, x: lib.broadcast_tensors(x, x[0])[1],
+    "reshape": lambda lib, x: lib.reshape(x, (2, 3)),
+    "squeeze": lambda lib, x: lib.squeeze(x, 0),
+    "unflatten": lambda lib, x: x.unflatten(1, (3,)),
+    "chunk": lambda lib, x: x.chunk(1)[0],
+}
+
+
+@pytest.mark.parametrize("name", SELF_OR_NEW)
+def test_a_view_op_gives_the_tensor_itself_where_torchs_does(device, name):
+    def run(lib):
+        x = lib.ones(2, 3)
+        y = SELF_OR_NEW[name](lib, x)
+        return y is x
+
+    assert run(limn) == run(torch)

@@ -278,9 +278,10 @@ def _index(x: Indexing, key) -> Indexing:
         y = x.p_shrink(tuple(bounds)).p_flip(tuple(flips)).p_step(tuple(steps))
         y = y.p_reshape(tuple(out_shape))
     else:  # ints and plain slices (a batch, a row): one view, not one per move
-        y = x._moved((("shrink", tuple(bounds)), ("reshape", tuple(out_shape))))
-    if not picks:
-        return y
+        moves = (("shrink", tuple(bounds)), ("reshape", tuple(out_shape)))
+        y = x._moved(moves if tuple(out_shape) != tuple(e - b for b, e in bounds) else moves[:1])
+    if not picks:  # (x[:] of a tensor that takes gradients moved one move at a time)
+        return x._same() if y is x else y
     dims = [out_dim[where[at] + j] for at, found in picks for j in range(len(found))]
     return _take(y, dims, [i for _, found in picks for i in found])
 

@@ -174,8 +174,9 @@ def torch_strides(x) -> tuple | None:
             lead = len(arg) - len(shape)
             kept = (st if s == n else 0 for s, n, st in zip(shape, arg[lead:], strides))
             shape, strides = tuple(arg), (0,) * lead + tuple(kept)
-        elif kind == "reshape":
-            strides = strides if tuple(arg) == shape else _reshape_strides(shape, strides, arg)
+        elif kind == "reshape":  # (to its own shape: a view's, whose strides are computed)
+            f = _view_strides if tuple(arg) == shape else _reshape_strides
+            strides = f(shape, strides, arg)
             if strides is None:
                 return None
             shape = tuple(arg)
@@ -219,13 +220,9 @@ def _tracks(x, args) -> bool:
     return any(getattr(a, "requires_grad", False) for a in args)
 
 
-def write_result(x, name: str, fn, args=(), cast: bool = True):
-    """x's next value is ``fn(x)`` (cast back to x's dtype, as torch's in-place ops cast),
-    recorded for autograd as torch records an in-place op; returns x. ``args`` are the
-    op's other operands (whether one takes gradients decides if it is recorded)."""
-    _check_overlap(x, name, args, name == "index_put_")
-    if not _tracks(x, args):
-        return _assign(x, name, _checked(x, name, fn(x), cast))
+def _leaf_refused(x, name: str):
+    """torch's refusal of an in-place op on a leaf that requires grad, or on a view of
+    one, under autograd; else x's view root and the moves from it to x."""
     root, moves = x._view_root() if x._moves else (x, ())
     if x.requires_grad and x.is_leaf or root.requires_grad and root.is_leaf:
         what = "a view of a leaf Variable" if moves else "a leaf Variable"
@@ -233,6 +230,17 @@ def write_result(x, name: str, fn, args=(), cast: bool = True):
             f"{name}: {what} that requires grad is being used in an in-place operation; "
             "write under limn.no_grad() (as an optimizer does), or into a clone"
         )
+    return root, moves
+
+
+def write_result(x, name: str, fn, args=(), cast: bool = True):
+    """x's next value is ``fn(x)`` (cast back to x's dtype, as torch's in-place ops cast),
+    recorded for autograd as torch records an in-place op; returns x. ``args`` are the
+    op's other operands (whether one takes gradients decides if it is recorded)."""
+    _check_overlap(x, name, args, name == "index_put_")
+    if not _tracks(x, args):
+        return _assign(x, name, _checked(x, name, fn(x), cast))
+    root, moves = _leaf_refused(x, name)
     if moves and root._st is not x._st:
         raise RuntimeError(
             f"{name}: the target is a copy of its base, not a view; limn records an in-place "
@@ -254,9 +262,8 @@ def write_result(x, name: str, fn, args=(), cast: bool = True):
     view = root
     for kind, arg in moves:  # x's record: the view of its base's new value
         view = view.p_window(*arg) if kind == "window" else getattr(view, f"p_{kind}")(arg)
-    if view is not root:
-        x._past = {**(x._past or {}), old._version_was: old}
-        x._ctx, x.requires_grad = view._ctx, True
+    x._past = {**(x._past or {}), old._version_was: old}
+    x._ctx, x.requires_grad = (root._same() if view is root else view)._ctx, True
     return x
 
 
@@ -342,13 +349,12 @@ def _reshaping(name: str):
     its gradient to what x was (``Tensor._past``)."""
 
     def method(x, *a, **kw):
+        if autograd.grad_enabled():
+            _leaf_refused(x, f"{name}_")
         x._storage()
         prev = type(x).__new__(type(x))
         prev.__dict__.update(x.__dict__)
-        y = getattr(type(x), name)(prev, *a, **kw)
-        if y is prev:
-            return x
-        x.__dict__.update(y.__dict__)
+        x.__dict__.update(getattr(type(x), name)(prev, *a, **kw).__dict__)
         x._vc, x._past = prev._vc, {**(prev._past or {}), prev._version: prev}
         x._vc[0] += 1
         return x

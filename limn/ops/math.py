@@ -261,11 +261,13 @@ class Math:
         return self - self.trunc()
 
     def remainder(self, other):
-        """The remainder with the divisor's sign (Python's %), as torch's."""
+        """The remainder with the divisor's sign, as torch's: Python's %, but a zero keeps
+        the dividend's sign (``-3.0 % 1.5`` is -0.0)."""
         a, b = self._align(other, "remainder")
         if a.dtype.is_int:
             return functions.int_remainder(a, b)
-        return functions.float_remainder(a, b)
+        m = functions.float_remainder(a, b)
+        return compose.eq(m, m.p_const(0)).p_where(functions.copysign(m, a), m)
 
     __mod__ = remainder
 

@@ -13,6 +13,7 @@ hands the work to a movement primitive or ``ir/graph/compose.py``. Joining (``ca
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Self
 
@@ -145,15 +146,17 @@ class Movement:
     def flip(self, *axes, dims=None) -> Self:
         axes = _shape_arg(axes if dims is None else (dims,))
         if self.ndim == 0 and all(a in (0, -1) for a in axes):
-            return self
+            return self.clone()
         out = self.p_flip(compose.normalize_axes(axes, self.ndim, "flip"))
-        return out._unalias() if out is not self else out  # torch's flip is a copy
+        return out._unalias() if out is not self else self.clone()  # torch's flip is a copy
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         if self.ndim == 0:
             return self.reshape(1)
         s = compose.normalize_axis(start_dim, self.ndim, "flatten")
         e = compose.normalize_axis(end_dim, self.ndim, "flatten")
+        if s == e:  # torch's: the tensor itself (a 1-d one's flatten too)
+            return self
         shape = self.shape[:s] + (math.prod(self.shape[s : e + 1]),) + self.shape[e + 1 :]
         return self.reshape(shape)
 
@@ -163,8 +166,8 @@ class Movement:
         return self.reshape(self.shape[:a] + sizes + self.shape[a + 1 :])
 
     def squeeze(self, axis=None) -> Self:
-        if axis is None:
-            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if axis is None:  # (squeeze keeps the strides torch's view would compute)
+            return self.p_reshape(tuple(s for s in self.shape if s != 1))
         axes = compose.normalize_axes(axis, self.ndim, "squeeze")
         # torch leaves a named dim of another size as it is
         return compose.squeeze_axes(self, tuple(a for a in axes if self.shape[a] == 1))
@@ -183,6 +186,17 @@ class Movement:
         if all(st == c or s == 1 for s, st, c in zip(v.shape, v.strides, rows)):
             return self
         return self.p_contiguous()
+
+    def _same(self, kind: str = "permute") -> Self:
+        """A view of this tensor that moves nothing: torch's view ops give a new tensor
+        there too (``x.view(x.shape) is not x``), sharing x's memory, with a record of
+        its own (``requires_grad_``, ``.grad``, ``.data =``, ``unsqueeze_`` are its own).
+        Its move is a ``kind`` that moves nothing: a reshape where torch's strides are
+        view's (a size-1 dim's computed afresh: ``torch_strides``), else a permute."""
+        move = (kind, self.shape if kind == "reshape" else tuple(range(self.ndim)))
+        t = self._wrap(self.node, ("VIEW", kind), (self,), move[1])
+        t._base, t._move = self, move
+        return self._alias(t, (move,))
 
     def repeat(self, *repeats) -> Self:
         reps = _shape_arg(repeats)
@@ -520,10 +534,30 @@ def broadcast_shapes(*shapes):
 def broadcast_tensors(*tensors):
     ts = _tensors(tensors, "broadcast_tensors")
     shape = broadcast_shapes(*(t.shape for t in ts))
-    return tuple(t.expand(*shape) for t in ts)
+    return tuple(t if t.shape == shape else t.expand(*shape) for t in ts)  # (torch's: t itself)
+
+
+def _fresh(fn, kind: str = "permute"):
+    """``fn``, a view op, giving a view of self (``Movement._same``) where it gave self."""
+
+    @functools.wraps(fn)
+    def method(self, *args, **kw):
+        out = fn(self, *args, **kw)
+        if isinstance(out, list | tuple):  # (a split into one piece)
+            return type(out)(self._same() if p is self else p for p in out)
+        return self._same(kind) if out is self else out
+
+    return method
 
 
 Movement.squeeze = scalar_dims(Movement.squeeze)
+for _view in (
+    "reshape view view_as reshape_as permute transpose t expand expand_as broadcast_to "
+    "unflatten squeeze narrow movedim moveaxis swapaxes swapdims ravel split"
+).split():
+    kind = "reshape" if _view in ("reshape", "view") else "permute"  # (view_as: a view)
+    setattr(Movement, _view, _fresh(getattr(Movement, _view), kind))
+Movement.T = property(_fresh(Movement.T.fget))
 Movement.unbind_copy = lambda self, dim=0: [t.clone() for t in self.unbind(dim)]
 Movement.unsafe_split = lambda self, size, dim=0: self.split(size, dim)
 Movement.unsafe_chunk = lambda self, n, dim=0: self.chunk(n, dim)

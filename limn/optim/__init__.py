@@ -119,7 +119,7 @@ class AdamW(Optimizer):
         elif weight_decay:
             g = g + p * weight_decay
         m = _lerp(state["exp_avg"], g, 1 - b1)
-        v = state["exp_avg_sq"] * b2 + g * g * (1 - b2)
+        v = state["exp_avg_sq"] * b2 + g * (1 - b2) * g  # (torch's order: no g * g to overflow)
         step_size = (lr / (1 - s["beta1_power"])).cast(p.dtype)
         bc2_sqrt = (1 - s["beta2_power"]).sqrt().cast(p.dtype)
         denom = v.sqrt() / bc2_sqrt + group["eps"]
