@@ -5,7 +5,8 @@ how many boundaries lie below it (or at it, with ``right``), so they stay lazy a
 on the tensor's device. ``histc`` counts by comparing each element's bin with every bin;
 ``histogram`` and ``histogramdd`` find each element's bin as ``searchsorted`` does (edges
 at or below it), then count as ``histc``, their edges torch's ``linspace`` over the range
-(read from the data when not given, as ``histc`` reads it).
+(read from the data when not given, as ``histc`` reads it); weights are added to their
+bins point by point, in torch's order, so a weighted histogram has torch's bits.
 ``bincount``, ``unique`` and ``unique_consecutive`` have a result whose length depends on
 the values, so they read them (as ``nonzero`` does) and count on the host.
 """
@@ -238,20 +239,22 @@ def histogramdd(input: Tensor, bins, *, range=None, weight=None, density: bool =
         flat = at if flat is None else flat * nb + at
     shape = tuple(e.shape[0] - 1 for e in edges)
     total = math.prod(shape)
-    hit = (flat.reshape(n, 1) == Tensor.arange(total, device=x.device)) & inside.reshape(n, 1)
     if weight is not None:
         if tuple(weight.shape) != tuple(input.shape[:-1]):
             raise ValueError(f"{op}: weight {weight.shape} must be {tuple(input.shape[:-1])}")
-        hist = hit.where(weight.reshape(n, 1).cast(x.dtype), 0).sum(0)
+        # added to its bin point by point, in the points' order, as torch adds: a float
+        # sum's bits depend on its order (a point outside adds 0 to bin 0)
+        w = inside.where(weight.reshape(n).cast(x.dtype), 0)
+        hist = x.new_zeros(total).index_add(0, inside.where(flat, 0), w)
     else:
+        hit = (flat.reshape(n, 1) == Tensor.arange(total, device=x.device)) & inside.reshape(n, 1)
         hist = hit.sum(0).cast(x.dtype)
     hist = hist.reshape(*shape)
-    if density:
-        volume = None
+    if density:  # divided by the total, then by each dim's widths in turn: torch's bits
+        hist = hist / hist.sum()
         for k, e in enumerate(edges):
-            w = (e[1:] - e[:-1]).reshape(*[-1 if j == k else 1 for j, _ in enumerate(edges)])
-            volume = w if volume is None else volume * w
-        hist = hist / (hist.sum() * volume)
+            width = (e[1:] - e[:-1]).reshape(*[-1 if j == k else 1 for j, _ in enumerate(edges)])
+            hist = hist / width
     return Histogram(hist, list(edges))
 
 

@@ -20,9 +20,21 @@ from limn.ops.movement import broadcast_shapes
 from limn.tensor import Tensor
 
 
+def _fma(a, b, c):
+    """a * b + c with one rounding, in float64 arrays: the product exact as two doubles
+    (Dekker's split), added to c by a two-sum, the small parts last."""
+    p, big = a * b, 134217729.0  # 2**27 + 1
+    ah, bh = a * big - (a * big - a), b * big - (b * big - b)
+    err = ((ah * bh - p) + ah * (b - bh) + (a - ah) * bh) + (a - ah) * (b - bh)
+    s = p + c
+    back = s - p
+    return np.where(np.isfinite(p), s + (((p - (s - back)) + (c - back)) + err), s)
+
+
 def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=False, **_):
     """``steps`` values from ``start`` to ``end``, as torch computes them: from the start
-    for the first half and from the end for the second."""
+    for the first half and from the end for the second, the step in the dtype and each
+    value ``start + step * i`` rounded once (an fma), so the bits are torch's."""
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
@@ -39,9 +51,14 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad=Fals
         vals = np.trunc(vals)
     else:
         at = np.float32 if d != dtypes.float64 else np.float64
-        s, e, st = at(start), at(end), at(step)
-        ia = i.astype(at)
-        vals = np.where(ia < steps // 2, s + st * ia, e - st * (at(steps - 1) - ia))
+        with np.errstate(invalid="ignore", over="ignore"):  # an infinite end: nan, as torch
+            s, e = at(start), at(end)
+            st = np.float64((e - s) / at(steps - 1))
+            s, e = np.float64(s), np.float64(e)
+            if at is np.float32:  # float32 times an index is exact in float64: one rounding
+                vals = np.where(i < steps // 2, s + st * i, e - st * (steps - 1 - i)).astype(at)
+            else:
+                vals = np.where(i < steps // 2, _fma(st, i, s), _fma(-st, steps - 1 - i, e))
     out = Tensor(vals, dtype=d, device=device)
     return out.requires_grad_() if requires_grad else out
 
