@@ -107,6 +107,19 @@ def _ragged_at(data, depth: int):
     return None
 
 
+def _counted(like, n: int, dtype, row: int = 64):
+    """0 .. n-1 as ``compose.arange``'s, a long run as rows of ``row``: the c device cuts a
+    loop at each of compose.arange's bits, and past a dozen bits the cut copies multiply
+    (``arange(10000)`` took minutes to compile)."""
+    if n <= row:
+        return compose.arange(like, n, dtype)
+    rows = -(-n // row)
+    high = _counted(like, rows, dtype).p_mul(like.p_const(row, shape=(rows,), dtype=dtype))
+    low = compose.arange(like, row, dtype).p_reshape((1, row)).p_expand((rows, row))
+    grid = high.p_reshape((rows, 1)).p_expand((rows, row)).p_add(low)
+    return grid.p_reshape((rows * row,)).p_shrink(((0, n),))
+
+
 def device_name(name=None, op: str = "device") -> str:
     """The device a tensor made with ``device=name`` lives on (the default for None): a
     registered name, ``"cpu"`` resolved, torch's ``"cuda:0"`` as ``"cuda"``; an unknown
@@ -251,10 +264,10 @@ class Creation:
         is_int = all(isinstance(v, int) for v in (start, stop, step))
         d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
         anchor = cls._make(Node(Op.CONST, d, (), (), 0), device_name(device, "Tensor"))
-        idx = compose.arange(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
+        idx = _counted(anchor, n, dtypes.int64 if d.is_int else dtypes.float64)
         if step != 1:
             idx = idx * step
-        if start != 0:
+        if start != 0 or step != 1:  # torch's start + i * step: 0.0 + -0.0 is 0.0
             idx = idx + start
         return idx.p_cast(d)
 
