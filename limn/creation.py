@@ -108,6 +108,19 @@ def _ragged_at(data, depth: int):
     return None
 
 
+def _counted(like, n: int, dtype, row: int = 64):
+    """0 .. n-1 as ``compose.arange``'s, a long run as rows of ``row``: the c device cuts a
+    loop at each of compose.arange's bits, and past a dozen bits the cut copies multiply
+    (``arange(10000)`` took minutes to compile)."""
+    if n <= row:
+        return compose.arange(like, n, dtype)
+    rows = -(-n // row)
+    high = _counted(like, rows, dtype).p_mul(like.p_const(row, shape=(rows,), dtype=dtype))
+    low = compose.arange(like, row, dtype).p_reshape((1, row)).p_expand((rows, row))
+    grid = high.p_reshape((rows, 1)).p_expand((rows, row)).p_add(low)
+    return grid.p_reshape((rows * row,)).p_shrink(((0, n),))
+
+
 def device_name(name=None, op: str = "device") -> str:
     """The device a tensor made with ``device=name`` lives on (the default for None): a
     registered name, ``"cpu"`` resolved, torch's ``"cuda:0"`` as ``"cuda"``; an unknown
@@ -253,11 +266,11 @@ class Creation:
         d = as_dtype(dtype) if dtype is not None else (dtypes.int64 if is_int else dtypes.float32)
         # built on bare nodes: its dozens of intermediates are no program's tensors
         count = dtypes.int64 if d.is_int else dtypes.float64  # the dtype it counts in
-        steps = compose.arange(Spelled(Node(Op.CONST, d, (), (), 0)), n, count)
+        steps = _counted(Spelled(Node(Op.CONST, d, (), (), 0)), n, count)
         idx = cls._make(steps.node, device_name(device, "Tensor"))
         if step != 1:
             idx = idx * step
-        if start != 0:
+        if start != 0 or step != 1:  # torch's start + i * step: 0.0 + -0.0 is 0.0
             idx = idx + start
         return idx.p_cast(d)
 

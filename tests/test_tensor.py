@@ -87,6 +87,20 @@ def test_arange_matches_numpy(args):
     np.testing.assert_allclose(got.numpy(), want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_a_long_arange_counts_every_index_on_each_device(device, dtype):
+    """Past 64 values arange is built as rows of 64 (compose.arange's bits, cut by the c
+    device, multiplied past a dozen): each length around a row's edge, and long ones."""
+    for n in (0, 1, 63, 64, 65, 128, 129, 4097, 10_000, 70_001):
+        got = Tensor.arange(n, dtype=dtype).numpy()
+        assert got.dtype == np.dtype(dtype) and got.tobytes() == np.arange(n, dtype=dtype).tobytes()
+    signed = [(-0.0, -100.0, -0.5), (0.0, -100.0, -0.5), (-0.0, 100.0)] if dtype != "int64" else []
+    for args in [*signed, (5, 1000, 7)]:
+        want = torch.arange(*args, dtype=getattr(torch, dtype)).numpy()  # start + i * step:
+        got = Tensor.arange(*args, dtype=dtype).numpy()  # -0.0 first only from a -0.0 start
+        assert got.tobytes() == want.tobytes(), args
+
+
 @pytest.mark.parametrize("n, m", [(3, None), (2, 4), (4, 2), (1, 1)])
 def test_eye_matches_numpy(n, m):
     np.testing.assert_array_equal(Tensor.eye(n, m).numpy(), np.eye(n, m, dtype=np.float32))
